@@ -1,0 +1,45 @@
+"""Build and runtime configuration report."""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+__all__ = ["show_config", "config_dict"]
+
+_SIMD = {0: "baseline (generic C vectors)", 1: "AVX2", 2: "AVX-512F"}
+
+
+def config_dict() -> dict:
+    """The facts :func:`show_config` prints, as a dict."""
+    import numpy as np
+
+    from . import __version__
+    from ._dpcore import _rng
+    from ._threads import effective_n_threads
+
+    try:
+        from ._dpcore import _build_info
+
+        build = dict(_build_info.BUILD_INFO)
+    except ImportError:  # pragma: no cover
+        build = {}
+    return {
+        "version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": np.__version__,
+        "openmp": _rng.openmp_enabled(),
+        "n_threads": effective_n_threads(None),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "chacha20_path": _SIMD.get(_rng.simd_level(), "unknown"),
+        **build,
+    }
+
+
+def show_config(file=None) -> None:
+    """Print version, OpenMP status, thread count, keystream code path and build flags."""
+    cfg = config_dict()
+    w = max(len(k) for k in cfg)
+    for k, v in cfg.items():
+        print(f"{k:<{w}} : {v}", file=file or sys.stdout)

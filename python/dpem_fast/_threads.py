@@ -1,0 +1,71 @@
+"""Thread-count policy and the BLAS limit around OpenMP kernels."""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from numbers import Integral
+
+from ._dpcore import _rng as _core_rng
+
+__all__ = ["effective_n_threads", "blas_single_thread"]
+
+
+def _available_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def effective_n_threads(n_threads: int | None = None) -> int:
+    """Number of OpenMP threads a kernel will use.
+
+    Parameters
+    ----------
+    n_threads : int or None
+        ``None`` means ``OMP_NUM_THREADS`` when it is set, else every CPU this
+        process may run on.  A negative value counts back from that maximum
+        (``-1`` = all, ``-2`` = all but one).  ``0`` is an error.
+
+    Returns
+    -------
+    int
+        At least 1; always 1 when the core was built without OpenMP.
+    """
+    if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, Integral)):
+        raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
+    if n_threads == 0:
+        raise ValueError("n_threads=0 is invalid: use None (all cores), a positive or a negative int")
+    if not _core_rng.openmp_enabled():
+        return 1
+    env = os.environ.get("OMP_NUM_THREADS")
+    max_threads = _available_cpus()
+    if env:
+        try:
+            max_threads = max(1, int(env.split(",")[0]))
+        except ValueError:
+            pass
+    if n_threads is None:
+        return max_threads
+    n_threads = int(n_threads)
+    if n_threads < 0:
+        return max(1, max_threads + 1 + n_threads)
+    return n_threads
+
+
+_controller = None
+
+
+@contextmanager
+def blas_single_thread():
+    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription)."""
+    global _controller
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        yield
+        return
+    if _controller is None:
+        _controller = ThreadpoolController()
+    with _controller.limit(limits=1, user_api="blas"):
+        yield

@@ -1,0 +1,169 @@
+"""ChaCha20 random streams and the continuous samplers (uniform, normal, Laplace).
+
+Work is cut into blocks of ``SAMPLER_BLOCK`` consecutive outputs; block ``b``
+draws only from stream ``stream0 + b`` of the given key.  Blocks are spread
+over OpenMP threads with a static schedule, so the output is bit-identical
+for any thread count.  Changing ``SAMPLER_BLOCK`` changes seeded outputs: it
+is part of the reproducibility contract.
+"""
+from cython.parallel cimport prange, parallel
+from libc.stdint cimport uint32_t, uint64_t, int64_t
+
+from ._omp cimport DPC_OPENMP_ENABLED, omp_get_max_threads
+from ._rng cimport (
+    dpc_stream, dpc_stream_init, dpc_chacha20_block, dpc_chacha20_blocks8,
+    dpc_simd_level, dpc_next_u32, dpc_uniform, dpc_normal, dpc_laplace,
+    dpc_normal_init, dpc_below_u64,
+)
+
+SAMPLER_BLOCK = 4096
+cdef Py_ssize_t _BLOCK = 4096
+
+dpc_normal_init()
+
+
+def openmp_enabled():
+    """True when the core was compiled with OpenMP."""
+    return bool(DPC_OPENMP_ENABLED)
+
+
+def omp_max_threads():
+    """``omp_get_max_threads()`` (1 without OpenMP)."""
+    return omp_get_max_threads()
+
+
+def simd_level():
+    """Keystream code path: 0 = baseline x86-64 / generic, 1 = AVX2, 2 = AVX-512."""
+    return dpc_simd_level()
+
+
+def chacha20_block(const uint32_t[::1] state,   # IN  (16,) raw input state
+                   uint32_t[::1] out):          # OUT (16,) keystream block
+    """RFC 8439 ChaCha20 block function on a raw 16-word state (scalar path)."""
+    if state.shape[0] != 16 or out.shape[0] != 16:
+        raise ValueError("state and out must have 16 words")
+    dpc_chacha20_block(&state[0], &out[0])
+
+
+def keystream(const uint32_t[::1] key,          # IN  (8,)
+              uint64_t stream,
+              uint32_t[::1] out):               # OUT (n,) words of stream, from counter 0
+    """Raw keystream words of one stream through the buffered, vectorised path."""
+    cdef dpc_stream st
+    cdef Py_ssize_t i
+    dpc_stream_init(&st, &key[0], stream)
+    with nogil:
+        for i in range(out.shape[0]):
+            out[i] = dpc_next_u32(&st)
+
+
+def keystream_blocks8(const uint32_t[::1] key, uint64_t counter, uint64_t stream,
+                      uint32_t[::1] out):       # OUT (128,)
+    """Eight consecutive blocks from the multi-block (SIMD) path, for tests."""
+    if out.shape[0] != 128:
+        raise ValueError("out must have 128 words")
+    dpc_chacha20_blocks8(&key[0], counter, stream, &out[0])
+
+
+cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
+    return (n + _BLOCK - 1) // _BLOCK
+
+
+cdef void _uniform_block(const uint32_t *key, uint64_t stream, double *out,
+                         Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef dpc_stream st
+    cdef Py_ssize_t i
+    dpc_stream_init(&st, key, stream)
+    for i in range(lo, hi):
+        out[i] = dpc_uniform(&st)
+
+
+cdef void _normal_block(const uint32_t *key, uint64_t stream, double scale, double *out,
+                        Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef dpc_stream st
+    cdef Py_ssize_t i
+    dpc_stream_init(&st, key, stream)
+    for i in range(lo, hi):
+        out[i] = scale * dpc_normal(&st)
+
+
+cdef void _laplace_block(const uint32_t *key, uint64_t stream, double scale, double *out,
+                         Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef dpc_stream st
+    cdef Py_ssize_t i
+    dpc_stream_init(&st, key, stream)
+    for i in range(lo, hi):
+        out[i] = dpc_laplace(&st, scale)
+
+
+cdef void _integers_block(const uint32_t *key, uint64_t stream, uint64_t m, uint64_t *out,
+                          Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef dpc_stream st
+    cdef Py_ssize_t i
+    dpc_stream_init(&st, key, stream)
+    for i in range(lo, hi):
+        out[i] = dpc_below_u64(&st, m)
+
+
+def fill_uniform(const uint32_t[::1] key,   # IN  (8,) stream key
+                 uint64_t stream0,          # first stream id; block b uses stream0 + b
+                 double[::1] out,           # OUT (n,) uniform doubles in [0, 1)
+                 int n_threads):
+    """Fill ``out`` with 53-bit uniform doubles in [0, 1).
+
+    Equivalent to: ``(words64 >> 11) * 2**-53`` per output, one 64-bit word each.
+    """
+    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        for b in prange(nb, schedule='static'):
+            _uniform_block(&key[0], stream0 + <uint64_t>b, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+
+
+def fill_normal(const uint32_t[::1] key,    # IN  (8,)
+                uint64_t stream0,
+                double scale,               # standard deviation
+                double[::1] out,            # OUT (n,)
+                int n_threads):
+    """Fill ``out`` with N(0, scale^2) draws (256-strip ziggurat)."""
+    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        for b in prange(nb, schedule='static'):
+            _normal_block(&key[0], stream0 + <uint64_t>b, scale, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+
+
+def fill_laplace(const uint32_t[::1] key,   # IN  (8,)
+                 uint64_t stream0,
+                 double scale,              # Laplace scale b (variance 2 b^2)
+                 double[::1] out,           # OUT (n,)
+                 int n_threads):
+    """Fill ``out`` with Laplace(0, scale) draws: random sign times scale * -log(1 - U)."""
+    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        for b in prange(nb, schedule='static'):
+            _laplace_block(&key[0], stream0 + <uint64_t>b, scale, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+
+
+def fill_integers(const uint32_t[::1] key,  # IN  (8,)
+                  uint64_t stream0,
+                  uint64_t m,               # exclusive upper bound, m >= 1
+                  uint64_t[::1] out,        # OUT (n,) uniform in {0..m-1}
+                  int n_threads):
+    """Fill ``out`` with unbiased uniform integers below ``m`` (Lemire's rejection method)."""
+    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    if m == 0:
+        raise ValueError("m must be >= 1")
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        for b in prange(nb, schedule='static'):
+            _integers_block(&key[0], stream0 + <uint64_t>b, m, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))

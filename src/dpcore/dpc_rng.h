@@ -1,0 +1,203 @@
+/*
+ * dpc_rng.h -- counter-based ChaCha20 random streams for dpem_fast.
+ *
+ * The block function is RFC 8439 section 2.3 (20 rounds, 16 32-bit words:
+ * 4 constants, 8 key words, then words 12..15).  dpem_fast lays out words
+ * 12..15 as a 64-bit block counter (12 = low, 13 = high) followed by a
+ * 64-bit stream id (14 = low, 15 = high), as in Bernstein's original
+ * ChaCha.  A stream is (key, stream id); the keystream of a stream is the
+ * concatenation of blocks with counter 0, 1, 2, ...  The RFC's test vectors
+ * exercise the block function through dpc_chacha20_block(), whose input is a
+ * raw 16-word state.
+ *
+ * Keystream is produced DPC_NBLK blocks at a time with GCC vector extensions,
+ * compiled for several instruction sets with target_clones (AVX-512, AVX2,
+ * baseline x86-64) so that the default build stays portable.
+ *
+ * Everything drawn from a stream is built from two primitives:
+ *   dpc_next_u32 / dpc_next_u64  -- keystream words, in order;
+ *   dpc_bit                      -- one bit at a time from a 64-bit reservoir
+ *                                   (fair coins cost one bit, not one word).
+ * Bounded integers use Lemire's multiply-and-reject method (never modulo),
+ * doubles take the top 53 bits of a 64-bit word.
+ */
+#ifndef DPC_RNG_H
+#define DPC_RNG_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define DPC_NBLK 8                       /* blocks per refill */
+#define DPC_BUF_WORDS (16 * DPC_NBLK)    /* 128 32-bit words = 512 bytes */
+
+typedef struct {
+    uint32_t key[8];
+    uint64_t stream;    /* words 14, 15 */
+    uint64_t counter;   /* next block counter, words 12, 13 */
+    uint32_t buf[DPC_BUF_WORDS];
+    int pos;            /* next unread word of buf */
+    int nbits;          /* bits left in the reservoir */
+    uint64_t bits;
+} dpc_stream;
+
+#define DPC_ROTL(v, n) (((v) << (n)) | ((v) >> (32 - (n))))
+#define DPC_QR(a, b, c, d)                     \
+    a += b; d ^= a; d = DPC_ROTL(d, 16);       \
+    c += d; b ^= c; b = DPC_ROTL(b, 12);       \
+    a += b; d ^= a; d = DPC_ROTL(d, 8);        \
+    c += d; b ^= c; b = DPC_ROTL(b, 7);
+
+static const uint32_t DPC_SIGMA[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+
+/* RFC 8439 block function on a raw 16-word input state (scalar reference). */
+static void dpc_chacha20_block(const uint32_t in[16], uint32_t out[16])
+{
+    uint32_t x[16];
+    int i;
+    memcpy(x, in, sizeof(x));
+    for (i = 0; i < 10; i++) {
+        DPC_QR(x[0], x[4], x[8],  x[12]);
+        DPC_QR(x[1], x[5], x[9],  x[13]);
+        DPC_QR(x[2], x[6], x[10], x[14]);
+        DPC_QR(x[3], x[7], x[11], x[15]);
+        DPC_QR(x[0], x[5], x[10], x[15]);
+        DPC_QR(x[1], x[6], x[11], x[12]);
+        DPC_QR(x[2], x[7], x[8],  x[13]);
+        DPC_QR(x[3], x[4], x[9],  x[14]);
+    }
+    for (i = 0; i < 16; i++) out[i] = x[i] + in[i];
+}
+
+typedef uint32_t dpc_v8u __attribute__((vector_size(32)));
+
+/* DPC_NBLK consecutive blocks (counters c .. c+7) of one stream, vectorised
+ * across blocks: lane j of every vector belongs to block c+j. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void dpc_chacha20_blocks8(const uint32_t key[8], uint64_t counter,
+                                 uint64_t stream, uint32_t *out)
+{
+    dpc_v8u x[16], in[16];
+    int i, j;
+    for (i = 0; i < 4; i++) in[i] = (dpc_v8u){0} + DPC_SIGMA[i];
+    for (i = 0; i < 8; i++) in[4 + i] = (dpc_v8u){0} + key[i];
+    for (j = 0; j < 8; j++) {
+        uint64_t c = counter + (uint64_t)j;
+        in[12][j] = (uint32_t)c;
+        in[13][j] = (uint32_t)(c >> 32);
+    }
+    in[14] = (dpc_v8u){0} + (uint32_t)stream;
+    in[15] = (dpc_v8u){0} + (uint32_t)(stream >> 32);
+    for (i = 0; i < 16; i++) x[i] = in[i];
+    for (i = 0; i < 10; i++) {
+        DPC_QR(x[0], x[4], x[8],  x[12]);
+        DPC_QR(x[1], x[5], x[9],  x[13]);
+        DPC_QR(x[2], x[6], x[10], x[14]);
+        DPC_QR(x[3], x[7], x[11], x[15]);
+        DPC_QR(x[0], x[5], x[10], x[15]);
+        DPC_QR(x[1], x[6], x[11], x[12]);
+        DPC_QR(x[2], x[7], x[8],  x[13]);
+        DPC_QR(x[3], x[4], x[9],  x[14]);
+    }
+    for (i = 0; i < 16; i++) x[i] += in[i];
+    for (j = 0; j < 8; j++)
+        for (i = 0; i < 16; i++)
+            out[16 * j + i] = x[i][j];
+}
+
+/* Which keystream code path the CPU runs (for show_config). */
+static int dpc_simd_level(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 2;
+    if (__builtin_cpu_supports("avx2")) return 1;
+#endif
+    return 0;
+}
+
+static inline void dpc_stream_init(dpc_stream *s, const uint32_t key[8], uint64_t stream)
+{
+    memcpy(s->key, key, sizeof(s->key));
+    s->stream = stream;
+    s->counter = 0;
+    s->pos = DPC_BUF_WORDS;
+    s->nbits = 0;
+    s->bits = 0;
+}
+
+static inline void dpc_refill(dpc_stream *s)
+{
+    dpc_chacha20_blocks8(s->key, s->counter, s->stream, s->buf);
+    s->counter += DPC_NBLK;
+    s->pos = 0;
+}
+
+static inline uint32_t dpc_next_u32(dpc_stream *s)
+{
+    if (__builtin_expect(s->pos >= DPC_BUF_WORDS, 0)) dpc_refill(s);
+    return s->buf[s->pos++];
+}
+
+static inline uint64_t dpc_next_u64(dpc_stream *s)
+{
+    uint64_t lo = dpc_next_u32(s);
+    uint64_t hi = dpc_next_u32(s);
+    return lo | (hi << 32);
+}
+
+/* One uniformly random bit. */
+static inline int dpc_bit(dpc_stream *s)
+{
+    int b;
+    if (__builtin_expect(s->nbits == 0, 0)) {
+        s->bits = dpc_next_u64(s);
+        s->nbits = 64;
+    }
+    b = (int)(s->bits & 1u);
+    s->bits >>= 1;
+    s->nbits--;
+    return b;
+}
+
+/* Uniform double in [0, 1) with 53 random bits. */
+static inline double dpc_uniform(dpc_stream *s)
+{
+    return (double)(dpc_next_u64(s) >> 11) * 0x1.0p-53;
+}
+
+/* Uniform integer in {0, ..., m-1}, 1 <= m <= 2^32: Lemire's method. */
+static inline uint32_t dpc_below_u32(dpc_stream *s, uint32_t m)
+{
+    uint64_t prod = (uint64_t)dpc_next_u32(s) * (uint64_t)m;
+    uint32_t low = (uint32_t)prod;
+    if (__builtin_expect(low < m, 0)) {
+        uint32_t thresh = (uint32_t)(-m) % m;   /* 2^32 mod m */
+        while (low < thresh) {
+            prod = (uint64_t)dpc_next_u32(s) * (uint64_t)m;
+            low = (uint32_t)prod;
+        }
+    }
+    return (uint32_t)(prod >> 32);
+}
+
+/* Uniform integer in {0, ..., m-1}, 1 <= m <= 2^64 - 1: Lemire's method. */
+static inline uint64_t dpc_below_u64(dpc_stream *s, uint64_t m)
+{
+    unsigned __int128 prod;
+    uint64_t low;
+    if (m <= 0xFFFFFFFFull) return dpc_below_u32(s, (uint32_t)m);
+    prod = (unsigned __int128)dpc_next_u64(s) * m;
+    low = (uint64_t)prod;
+    if (__builtin_expect(low < m, 0)) {
+        uint64_t thresh = (-m) % m;            /* 2^64 mod m */
+        while (low < thresh) {
+            prod = (unsigned __int128)dpc_next_u64(s) * m;
+            low = (uint64_t)prod;
+        }
+    }
+    return (uint64_t)(prod >> 64);
+}
+
+#endif /* DPC_RNG_H */
