@@ -1,7 +1,8 @@
 """dpem_fast: fast, exact and accounted differentially private EM on multicore CPUs."""
 __version__ = "0.1.0.dev0"
 
-from . import random  # noqa: E402
+from . import accounting, random  # noqa: E402
 from ._config import show_config  # noqa: E402
+from .mixture import DPGaussianMixture  # noqa: E402
 
-__all__ = ["random", "show_config", "__version__"]
+__all__ = ["DPGaussianMixture", "accounting", "random", "show_config", "__version__"]

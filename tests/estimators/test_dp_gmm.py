@@ -1,0 +1,278 @@
+"""DPGaussianMixture: exactness of the non-private path, privacy mechanics, API and errors."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import stats
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.mixture import GaussianMixture
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+
+from dpem_fast import DPGaussianMixture
+from dpem_fast.accounting import PrivacyLeakWarning
+
+
+def _blobs(n=3000, d=3, K=3, seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-3, 3, size=(K, d))
+    y = rng.integers(0, K, size=n)
+    X = centers[y] + rng.normal(scale=0.5, size=(n, d))
+    return X.astype(dtype), y
+
+
+def _init(X, K, seed=1):
+    rng = np.random.default_rng(seed)
+    d = X.shape[1]
+    means = X[rng.choice(len(X), K, replace=False)]
+    prec = np.stack([np.eye(d) * (1.0 + 0.1 * k) for k in range(K)])
+    return np.full(K, 1.0 / K), means, prec
+
+
+@pytest.mark.parametrize("K, d, n_iter", [(1, 2, 3), (3, 3, 5), (4, 10, 4)])
+def test_nonprivate_matches_sklearn(K, d, n_iter):
+    X, _ = _blobs(n=2000, d=d, K=max(K, 2), seed=K + d)
+    w0, m0, p0 = _init(X, K)
+    ours = DPGaussianMixture(K, epsilon=float("inf"), max_iter=n_iter, weights_init=w0, means_init=m0,
+                             precisions_init=p0, reg_covar=1e-6).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = GaussianMixture(K, covariance_type="full", max_iter=n_iter, tol=0.0, reg_covar=1e-6,
+                              weights_init=w0, means_init=m0, precisions_init=p0,
+                              init_params="random_from_data", random_state=0).fit(X)
+    assert_allclose(ours.weights_, ref.weights_, rtol=1e-8)
+    assert_allclose(ours.means_, ref.means_, rtol=1e-8, atol=1e-12)
+    assert_allclose(ours.covariances_, ref.covariances_, rtol=1e-8, atol=1e-12)
+    assert_allclose(ours.score_samples(X), ref.score_samples(X), rtol=1e-9)
+    assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-8)
+    assert ours.privacy_ is None
+
+
+def test_dtype_preserved_and_float32_close_to_float64():
+    X, _ = _blobs(n=2000)
+    kw = dict(epsilon=2.0, delta=1e-5, data_norm=6.0, max_iter=5, random_state=0)
+    g64 = DPGaussianMixture(3, **kw).fit(X)
+    g32 = DPGaussianMixture(3, **kw).fit(X.astype(np.float32))
+    assert g32.means_.dtype == np.float32 and g64.means_.dtype == np.float64
+    assert_allclose(g32.means_, g64.means_, rtol=1e-3, atol=1e-3)
+
+
+def test_seeded_fit_is_reproducible_and_thread_count_invariant():
+    X, _ = _blobs(n=5000)
+    kw = dict(epsilon=1.0, delta=1e-5, data_norm=6.0, max_iter=4, random_state=123)
+    a = DPGaussianMixture(3, n_threads=1, **kw).fit(X)
+    b = DPGaussianMixture(3, n_threads=2, **kw).fit(X)
+    for attr in ("weights_", "means_", "covariances_", "precisions_cholesky_"):
+        assert_array_equal(getattr(a, attr), getattr(b, attr))
+    c = DPGaussianMixture(3, n_threads=2, **{**kw, "random_state": 124}).fit(X)
+    assert not np.array_equal(a.means_, c.means_)
+
+
+def test_missing_bound_warns_and_declared_bound_does_not():
+    X, _ = _blobs(n=500)
+    with pytest.warns(PrivacyLeakWarning, match="leaks privacy"):
+        g = DPGaussianMixture(2, epsilon=1.0, max_iter=2, random_state=0).fit(X)
+    assert g.privacy_.data_domain["from_data"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = DPGaussianMixture(2, epsilon=1.0, max_iter=2, data_norm=10.0, random_state=0).fit(X)
+    assert not g.privacy_.data_domain["from_data"]
+
+
+def test_rows_beyond_the_bound_are_clipped():
+    X, _ = _blobs(n=1000)
+    X[:7] *= 100.0
+    g = DPGaussianMixture(2, epsilon=1.0, max_iter=1, data_norm=6.0, random_state=0).fit(X)
+    assert g.diagnostics_["n_rows_clipped"] >= 7
+    assert "not private" in g.diagnostics_["status"]
+
+
+def _gdp_delta(eps, mu):
+    # Balle & Wang 2018 / Dong, Roth, Su 2019: exact delta(eps) of mu-GDP, computed here independently.
+    return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+
+@pytest.mark.parametrize("neighbouring, sens", [("replace", (math.sqrt(2), 2.0, math.sqrt(2))),
+                                                ("add_remove", (1.0, 1.0, 1.0))])
+def test_ggg_noise_meets_the_target_by_an_independent_computation(neighbouring, sens):
+    X, _ = _blobs(n=1000)
+    eps, delta, J = 0.7, 1e-5, 6
+    g = DPGaussianMixture(3, epsilon=eps, delta=delta, max_iter=J, data_norm=6.0,
+                          neighbouring=neighbouring, random_state=0).fit(X)
+    rel = g.privacy_.releases
+    assert [r.sensitivity for r in rel] == pytest.approx(sens)
+    # per iteration, a composition of Gaussians is GDP with mu^2 = sum (Delta/sigma)^2
+    mu = math.sqrt(J * sum((r.sensitivity / r.noise_scale) ** 2 for r in rel))
+    assert _gdp_delta(eps, mu) <= delta * (1 + 1e-9)
+    # ... and the calibration is tight: 2% less noise would break the target
+    assert _gdp_delta(eps, mu / 0.98) > delta
+    assert g.privacy_.epsilon_spent <= eps * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("accountant", ["gdp", "rdp", "zcdp", "moments", "advanced", "linear"])
+def test_every_accountant_spends_at_most_the_budget(accountant):
+    X, _ = _blobs(n=800)
+    g = DPGaussianMixture(2, epsilon=1.0, delta=1e-4, max_iter=5, data_norm=6.0, accountant=accountant,
+                          random_state=0).fit(X)
+    assert g.privacy_.accountant == accountant
+    assert g.privacy_.epsilon_spent <= 1.0 * (1 + 1e-9)
+    assert np.all(np.isfinite(g.means_))
+
+
+def test_tighter_accountants_add_less_noise():
+    X, _ = _blobs(n=800)
+    sig = {}
+    for a in ["gdp", "rdp", "zcdp", "advanced", "linear"]:
+        g = DPGaussianMixture(3, epsilon=1.0, delta=1e-4, max_iter=10, data_norm=6.0, accountant=a,
+                              random_state=0).fit(X)
+        sig[a] = g.privacy_.releases[1].noise_scale
+    assert sig["gdp"] <= sig["rdp"] <= sig["zcdp"] < sig["advanced"] < sig["linear"]
+
+
+@pytest.mark.statistical
+def test_released_noise_has_the_declared_scale():
+    # Draw the release noise many times on zero statistics: its empirical std must match
+    # the calibrated scale (this fails if the noise were too small).
+    from dpem_fast.mixture._stats import GMMStats
+
+    X, _ = _blobs(n=500, d=4)
+    g = DPGaussianMixture(3, epsilon=1.0, delta=1e-5, max_iter=5, data_norm=6.0, random_state=0).fit(X)
+    rel = g.privacy_.releases
+    K, d = 3, 4
+    zero = GMMStats(n_samples=0, nk=np.zeros(K), s1=np.zeros((K, d)), s2=np.zeros((K, d, d)), loglik=0.0)
+    from dpem_fast._rng import make_key
+
+    draws = [g._release(zero, rel, make_key(7), it, 1) for it in range(300)]
+    for r, i in zip(rel, range(3)):
+        vals = np.concatenate([np.ravel(dr[i]) for dr in draws])
+        if r.name == "second_moments":
+            iu = np.triu_indices(d)
+            vals = np.concatenate([dr[i][:, iu[0], iu[1]].ravel() for dr in draws])
+        n = vals.size
+        assert abs(vals.std() / r.noise_scale - 1) < 5 / math.sqrt(2 * n)
+    s2 = draws[0][2]
+    assert np.array_equal(s2, np.swapaxes(s2, 1, 2))
+
+
+def test_llg_and_map_fit():
+    X, _ = _blobs(n=3000)
+    g = DPGaussianMixture(3, epsilon=2.0, delta=1e-5, scenario="LLG", max_iter=5, data_norm=6.0,
+                          random_state=0).fit(X)
+    assert [r.mechanism for r in g.privacy_.releases] == ["laplace", "laplace", "gaussian"]
+    assert g.privacy_.epsilon_spent <= 2.0 * (1 + 1e-9)
+    m = DPGaussianMixture(3, epsilon=2.0, delta=1e-5, estimator="map", max_iter=5, data_norm=6.0,
+                          random_state=0).fit(X)
+    for est in (g, m):
+        assert np.all(np.isfinite(est.covariances_)) and np.all(np.linalg.eigvalsh(est.covariances_) > 0)
+        assert est.weights_.sum() == pytest.approx(1.0)
+
+
+def test_large_budget_approaches_nonprivate_fit():
+    X, _ = _blobs(n=20000, d=2, K=3, seed=5)
+    w0, m0, p0 = _init(X, 3, seed=2)
+    kw = dict(max_iter=15, weights_init=w0, means_init=m0, precisions_init=p0, data_norm=8.0)
+    exact = DPGaussianMixture(3, epsilon=float("inf"), **kw).fit(X)
+    private = DPGaussianMixture(3, epsilon=50.0, delta=1e-5, random_state=0, **kw).fit(X)
+    assert private.score(X) == pytest.approx(exact.score(X), abs=0.05)
+
+
+def test_collapsed_components_never_give_nan():
+    X, _ = _blobs(n=40, d=3)
+    g = DPGaussianMixture(6, epsilon=0.01, delta=1e-6, max_iter=10, data_norm=6.0, random_state=0).fit(X)
+    for a in (g.weights_, g.means_, g.covariances_, g.precisions_cholesky_):
+        assert np.all(np.isfinite(a))
+    assert np.all(np.isfinite(g.score_samples(X)))
+    assert np.all(np.isfinite(g.predict_proba(X)))
+
+
+def test_budget_ledger_refuses_before_fitting():
+    from dpem_fast.accounting import BudgetExceededError, BudgetLedger, GDPAccountant
+
+    X, _ = _blobs(n=500)
+    ledger = BudgetLedger(epsilon=1.5, delta=1e-5, accountant=GDPAccountant)
+    DPGaussianMixture(2, epsilon=1.0, delta=1e-6, max_iter=3, data_norm=6.0, budget=ledger,
+                      random_state=0).fit(X)
+    g = DPGaussianMixture(2, epsilon=1.0, delta=1e-6, max_iter=3, data_norm=6.0, budget=ledger,
+                          random_state=0)
+    with pytest.raises(BudgetExceededError):
+        g.fit(X)
+    assert not hasattr(g, "means_")
+
+
+def test_sklearn_api():
+    X, _ = _blobs(n=600)
+    g = DPGaussianMixture(2, epsilon=1.0, data_norm=6.0, max_iter=3, random_state=0)
+    c = clone(g)
+    assert c.get_params() == g.get_params()
+    c.set_params(n_components=3)
+    assert c.n_components == 3
+    pipe = make_pipeline(FunctionTransformer(lambda Z: Z * 1.0), g).fit(X)
+    assert pipe.predict(X).shape == (600,)
+    assert g.fit_predict(X).shape == (600,)
+    Xs, ys = g.sample(100, random_state=0)
+    assert Xs.shape == (100, 3) and ys.shape == (100,)
+    assert np.isfinite(g.bic(X)) and np.isfinite(g.aic(X))
+    assert g.predict_proba(X).sum(axis=1) == pytest.approx(np.ones(600))
+
+
+def test_public_attributes_hold_no_data_dependent_values_beyond_the_model():
+    X, _ = _blobs(n=600)
+    g = DPGaussianMixture(2, epsilon=1.0, data_norm=6.0, max_iter=2, random_state=0).fit(X)
+    public = {k for k in vars(g) if k.endswith("_") and not k.startswith("_")}
+    assert public == {"weights_", "means_", "covariances_", "precisions_cholesky_", "precisions_",
+                      "n_iter_", "converged_", "n_features_in_", "privacy_", "diagnostics_"}
+
+
+BAD = [
+    (dict(n_components=0), ValueError, "n_components"),
+    (dict(n_components=1.5), TypeError, "n_components"),
+    (dict(epsilon=0.0), ValueError, "epsilon"),
+    (dict(epsilon=-1.0), ValueError, "epsilon"),
+    (dict(epsilon=float("nan")), ValueError, "epsilon"),
+    (dict(delta=0.0), ValueError, "delta"),
+    (dict(delta=1.0), ValueError, "delta"),
+    (dict(scenario="XYZ"), ValueError, "scenario"),
+    (dict(accountant="magic"), ValueError, "accountant"),
+    (dict(data_norm=0.0), ValueError, "data_norm"),
+    (dict(data_norm=-2.0), ValueError, "data_norm"),
+    (dict(neighbouring="swap"), ValueError, "neighbouring"),
+    (dict(estimator="bayes"), ValueError, "estimator"),
+    (dict(max_iter=0), ValueError, "max_iter"),
+    (dict(budget_split=(1, 0, 1)), ValueError, "budget_split"),
+]
+
+
+@pytest.mark.parametrize("params, exc, match", BAD)
+def test_bad_parameters(params, exc, match):
+    X, _ = _blobs(n=100)
+    kw = dict(n_components=2, data_norm=6.0, max_iter=2)
+    kw.update(params)
+    with pytest.raises(exc, match=match):
+        DPGaussianMixture(**kw).fit(X)
+
+
+def test_bad_data():
+    g = DPGaussianMixture(2, data_norm=6.0, max_iter=2)
+    X, _ = _blobs(n=100)
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        g.fit(Xn)
+    Xi = X.copy()
+    Xi[0, 0] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        g.fit(Xi)
+    with pytest.raises(ValueError, match="2D"):
+        g.fit(X[:, 0])
+    with pytest.raises(ValueError, match="n_components"):
+        DPGaussianMixture(5, data_norm=6.0).fit(X[:3])
+    with pytest.raises(ValueError, match="0 sample"):
+        g.fit(X[:0])
+    with pytest.raises(NotFittedError):
+        DPGaussianMixture(2).predict(X)
+    g.fit(X)
+    with pytest.raises(ValueError, match="features"):
+        g.predict(X[:, :2])
