@@ -45,17 +45,38 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
     def feasible(log_p):
         return eps_at(log_p) <= epsilon
 
-    a, b = math.log(lo), math.log(hi)
-    # a: infeasible side, b: feasible side (for decreasing: large p feasible)
-    if not decreasing:
-        a, b = b, a
-    if not feasible(b):
-        raise ValueError(
-            f"target (epsilon={epsilon!r}, delta={delta!r}) is unreachable: "
-            f"even {name}={math.exp(b):.6g} gives epsilon="
-            f"{eps_at(b):.6g} under {getattr(accountant, '__name__', accountant)}")
-    if feasible(a):
-        return math.exp(a)
+    log_lo, log_hi = math.log(lo), math.log(hi)
+    # Start at p = 1 (clipped) and expand geometrically (factor 4) towards
+    # the other side, so extreme parameters are only tried when needed.
+    x = min(max(0.0, log_lo), log_hi)
+    step = math.log(4.0)
+    toward_feasible = (1.0 if decreasing else -1.0)
+    if feasible(x):
+        b, a = x, x
+        while feasible(a):
+            b = a
+            a = a - toward_feasible * step
+            if not log_lo <= a <= log_hi:
+                edge = log_lo if decreasing else log_hi
+                if feasible(edge):
+                    return math.exp(edge)
+                a = edge
+                break
+    else:
+        a, b = x, x
+        while not feasible(b):
+            a = b
+            b = b + toward_feasible * step
+            if not log_lo <= b <= log_hi:
+                edge = log_hi if decreasing else log_lo
+                if not feasible(edge):
+                    raise ValueError(
+                        f"target (epsilon={epsilon!r}, delta={delta!r}) is "
+                        f"unreachable: even {name}={math.exp(edge):.6g} gives"
+                        f" epsilon={eps_at(edge):.6g} under "
+                        f"{getattr(accountant, '__name__', accountant)}")
+                b = edge
+                break
 
     def f(log_p):
         e = eps_at(log_p)
