@@ -207,7 +207,9 @@ def abadi_log_moment_numerical(q, z, lam):
 
     def integrand(x):
         log_mu0 = -x * x / (2 * z * z)
-        ratio = np.log1p(q * np.expm1((2 * x - 1) / (2 * z * z)))
+        # log(mu/mu0) = log(1 - q + q exp((2x - 1)/(2 z^2)))
+        ratio = np.logaddexp(math.log1p(-q),
+                             math.log(q) + (2 * x - 1) / (2 * z * z))
         return np.exp(log_mu0 + (lam + 1) * ratio) / (z * math.sqrt(2 * math.pi))
 
     z0 = 0.5 + z * z * math.log(max(1.0 / q - 1.0, 1e-300))
