@@ -95,7 +95,7 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
 
 
 def calibrate_noise_multiplier(make_event, epsilon, delta, accountant=None, *,
-                               bracket=(1e-3, 1e4), xtol=1e-7):
+                               bracket=(1e-3, 1e6), xtol=1e-7):
     """Smallest noise multiplier ``z`` whose plan is (epsilon, delta)-DP.
 
     Parameters
