@@ -1,0 +1,40 @@
+"""Privacy accounting for dpem_fast.
+
+Events describe mechanisms; accountants compose them and convert to
+(epsilon, delta).  See ``python -m dpem_fast.accounting`` for the noise
+table of the DP-EM GGG plan.
+
+Neighbouring relation: every event's noise parameter is relative to the
+sensitivity under the accountant's ``neighbouring`` relation
+(``"add_remove"`` or ``"replace"``), which the caller derives.
+"""
+from ._base import PrivacyAccountant
+from ._calibration import (calibrate_epsilon_per_release,
+                           calibrate_noise_multiplier)
+from ._dp_composition import AdvancedAccountant, LinearAccountant
+from ._events import (ComposedEvent, DiscreteGaussianEvent, DpEvent,
+                      GaussianEvent, LaplaceEvent, PoissonSampledEvent,
+                      SampledWithoutReplacementEvent, SelfComposedEvent)
+from ._gdp import GDPAccountant
+from ._ledger import BudgetLedger
+from ._pld import PLDAccountant
+from ._rdp_accountants import MomentsAccountant, RDPAccountant
+from ._table import (default_table_accountants, dpem_plan, format_noise_table,
+                     noise_table)
+from ._warnings import (BudgetExceededError, PrivacyLeakWarning,
+                        UnsupportedEventError)
+from ._zcdp import ZCDPAccountant
+
+__all__ = [
+    "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
+    "PoissonSampledEvent", "SampledWithoutReplacementEvent",
+    "SelfComposedEvent", "ComposedEvent",
+    "PrivacyAccountant", "LinearAccountant", "AdvancedAccountant",
+    "ZCDPAccountant", "MomentsAccountant", "RDPAccountant", "GDPAccountant",
+    "PLDAccountant",
+    "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
+    "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning",
+    "UnsupportedEventError",
+    "dpem_plan", "noise_table", "format_noise_table",
+    "default_table_accountants",
+]

@@ -1,0 +1,149 @@
+"""Abstract accountant (private module; the class is re-exported)."""
+import abc
+import math
+
+from ._events import (ComposedEvent, DpEvent, SelfComposedEvent)
+from ._validation import (check_int, check_neighbouring, check_nonnegative,
+                          check_open_unit)
+from ._warnings import UnsupportedEventError
+
+__all__ = ["PrivacyAccountant"]
+
+
+class PrivacyAccountant(abc.ABC):
+    """Base class of all accountants.
+
+    Parameters
+    ----------
+    neighbouring : {"add_remove", "replace"}
+        Neighbouring relation under which event noise parameters are
+        expressed (the caller derives sensitivities under this relation).
+
+    Notes
+    -----
+    ``compose`` first computes the event's contribution without touching the
+    state (a dry run); an unsupported event raises
+    :class:`UnsupportedEventError` and leaves the accountant unchanged.
+    Subclasses implement ``_contribution(event)`` (pure), ``_zero()``,
+    ``_scale(contrib, count)``, ``_add(a, b)``, ``_epsilon(delta)`` and
+    ``_delta(epsilon)``.
+    """
+
+    def __init__(self, *, neighbouring="add_remove"):
+        self._neighbouring = check_neighbouring(neighbouring)
+        self._ledger = []
+        self._state = self._zero()
+
+    # -- public API ----------------------------------------------------
+    @property
+    def neighbouring(self):
+        """The neighbouring relation (read-only)."""
+        return self._neighbouring
+
+    @property
+    def ledger(self):
+        """A copy of the list of composed ``(event, count)`` entries."""
+        return list(self._ledger)
+
+    def supports(self, event):
+        """Whether ``event`` can be composed into this accountant."""
+        if not isinstance(event, DpEvent):
+            return False
+        try:
+            self._contribution(event)
+        except UnsupportedEventError:
+            return False
+        return True
+
+    def compose(self, event, count=1):
+        """Compose ``event`` ``count`` times; returns ``self``.
+
+        Raises
+        ------
+        TypeError
+            If ``event`` is not a :class:`DpEvent` or ``count`` not an int.
+        ValueError
+            If ``count < 1``.
+        UnsupportedEventError
+            If the accountant cannot handle ``event`` (state unchanged).
+        """
+        if not isinstance(event, DpEvent) or type(event) is DpEvent:
+            raise TypeError(f"event must be a DpEvent instance, got {event!r}")
+        count = check_int("count", count)
+        contrib = self._contribution(event)          # dry run, may raise
+        new_state = self._add(self._state, self._scale(contrib, count))
+        self._state = new_state
+        self._ledger.append((event, count))
+        return self
+
+    def get_epsilon(self, delta):
+        """Smallest epsilon such that the composition is (epsilon, delta)-DP.
+
+        Returns 0.0 for an empty accountant and ``inf`` when no finite
+        epsilon is certified at this delta.
+        """
+        delta = check_open_unit("delta", delta)
+        if not self._ledger:
+            return 0.0
+        return float(self._epsilon(delta))
+
+    def get_delta(self, epsilon):
+        """Smallest delta such that the composition is (epsilon, delta)-DP."""
+        epsilon = check_nonnegative("epsilon", epsilon)
+        if not self._ledger:
+            return 0.0
+        return float(min(max(self._delta(epsilon), 0.0), 1.0))
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(neighbouring={self._neighbouring!r}, "
+                f"n_entries={len(self._ledger)})")
+
+    # -- helpers for subclasses ---------------------------------------
+    def _unsupported(self, event, why=""):
+        raise UnsupportedEventError(
+            f"{type(self).__name__} (neighbouring={self._neighbouring!r}) "
+            f"does not support {type(event).__name__}"
+            + (f": {why}" if why else ""))
+
+    def _fold(self, event, leaf):
+        """Contribution of composite events from ``leaf(event)`` of leaves."""
+        if isinstance(event, SelfComposedEvent):
+            return self._scale(self._fold(event.event, leaf), event.count)
+        if isinstance(event, ComposedEvent):
+            total = self._zero()
+            for sub in event.events:
+                total = self._add(total, self._fold(sub, leaf))
+            return total
+        return leaf(event)
+
+    def _contribution(self, event):
+        return self._fold(event, self._leaf)
+
+    # -- abstract ------------------------------------------------------
+    @abc.abstractmethod
+    def _leaf(self, event):
+        """Contribution of a non-composite event (or raise unsupported)."""
+
+    @abc.abstractmethod
+    def _zero(self):
+        """Neutral contribution."""
+
+    @abc.abstractmethod
+    def _scale(self, contrib, count):
+        """``count``-fold composition of a contribution (new object)."""
+
+    @abc.abstractmethod
+    def _add(self, a, b):
+        """Composition of two contributions (new object)."""
+
+    @abc.abstractmethod
+    def _epsilon(self, delta):
+        """Epsilon of the current state for ``0 < delta < 1``."""
+
+    @abc.abstractmethod
+    def _delta(self, epsilon):
+        """Delta of the current state for ``epsilon >= 0``."""
+
+
+def _inf_if_nan(x):
+    return math.inf if math.isnan(x) else x

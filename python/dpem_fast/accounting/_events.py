@@ -1,0 +1,203 @@
+"""Immutable descriptions of privacy mechanisms ("events").
+
+An event says *which* mechanism ran, not how to account for it; each
+accountant translates events into its own currency (RDP curve, zCDP rho,
+(epsilon, delta) pairs, GDP mu, ...).
+
+Neighbouring relation
+---------------------
+Noise parameters are expressed relative to the sensitivity under the
+*accountant's* declared neighbouring relation (``"add_remove"`` or
+``"replace"``).  The caller derives the sensitivity Delta under that
+relation: e.g. the DP-EM moment sensitivities of Park et al. (2017, Eq. 9,
+12, 14, 17) are replace-one sensitivities (``2/N``), and an add/remove-one
+sensitivity of a sum of unit-norm vectors is 1 whereas its replace-one
+sensitivity is 2.
+"""
+from dataclasses import dataclass
+
+from ._validation import (
+    check_half_open_unit, check_int, check_positive,
+)
+
+__all__ = [
+    "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
+    "PoissonSampledEvent", "SampledWithoutReplacementEvent",
+    "SelfComposedEvent", "ComposedEvent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class DpEvent:
+    """Base class of all events (abstract; carries no parameters)."""
+
+
+def _set(obj, name, value):
+    object.__setattr__(obj, name, value)
+
+
+def _check_event(name, event):
+    if not isinstance(event, DpEvent) or type(event) is DpEvent:
+        raise TypeError(f"{name} must be a DpEvent instance, got {event!r}")
+    return event
+
+
+@dataclass(frozen=True, slots=True)
+class GaussianEvent(DpEvent):
+    """Gaussian mechanism ``f(D) + N(0, sigma^2 I)``.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        ``z = sigma / Delta`` with Delta the l2 sensitivity of ``f`` under the
+        accountant's neighbouring relation; must be finite and > 0.
+
+    Notes
+    -----
+    Privacy: log-moment ``(lambda^2 + lambda) / (2 z^2)`` (Park et al. 2017,
+    Eq. 20); RDP ``alpha / (2 z^2)`` (Mironov 2017, Prop. 7); zCDP
+    ``1 / (2 z^2)`` (Bun & Steinke 2016, Prop. 1.6); mu-GDP with
+    ``mu = 1 / z`` (Dong, Roth & Su 2019).
+    """
+    noise_multiplier: float
+
+    def __post_init__(self):
+        _set(self, "noise_multiplier",
+             check_positive("noise_multiplier", self.noise_multiplier))
+
+
+@dataclass(frozen=True, slots=True)
+class LaplaceEvent(DpEvent):
+    """Laplace mechanism ``f(D) + Lap(Delta_1 / epsilon)``: pure epsilon-DP.
+
+    Parameters
+    ----------
+    epsilon : float
+        Finite, > 0.  ``Delta_1`` is the l1 sensitivity under the accountant's
+        neighbouring relation.
+
+    Notes
+    -----
+    Privacy: epsilon-DP (Dwork & Roth 2014, Thm 3.6); log-moment Park et al.
+    (2017) Eq. 19; RDP Mironov (2017, Prop. 6); zCDP ``epsilon^2 / 2``
+    (Bun & Steinke 2016, Prop. 1.4).
+    """
+    epsilon: float
+
+    def __post_init__(self):
+        _set(self, "epsilon", check_positive("epsilon", self.epsilon))
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteGaussianEvent(DpEvent):
+    """Discrete Gaussian mechanism ``f(D) + N_Z(0, sigma^2)`` on integers.
+
+    Parameters
+    ----------
+    sigma : float
+        Scale of the discrete Gaussian (in integer units), finite and > 0.
+    sensitivity : float
+        l2 sensitivity of the integer-valued (scaled) query, finite and > 0.
+    dimension : int or None
+        Number of coordinates; ``None`` or 1 for a scalar query.
+
+    Notes
+    -----
+    Privacy (Canonne, Kamath & Steinke 2020): a scalar release is
+    ``Delta^2 / (2 sigma^2)``-zCDP (Thm 4 there).  For ``dimension = d > 1``
+    we add the correction of their multivariate theorem (Thm 15, first
+    branch): ``rho = Delta^2 / (2 sigma^2) + d * tau`` with
+    ``tau = 10 * sum_{k=1}^{ceil(sigma^2)-1} exp(-2 pi^2 sigma^2 k / (k+1))``,
+    which is negligible for ``sigma >= 2``.
+    """
+    sigma: float
+    sensitivity: float
+    dimension: int | None = None
+
+    def __post_init__(self):
+        _set(self, "sigma", check_positive("sigma", self.sigma))
+        _set(self, "sensitivity",
+             check_positive("sensitivity", self.sensitivity))
+        if self.dimension is not None:
+            _set(self, "dimension", check_int("dimension", self.dimension))
+
+
+@dataclass(frozen=True, slots=True)
+class PoissonSampledEvent(DpEvent):
+    """Run ``event`` on a Poisson subsample (each record kept w.p. ``q``).
+
+    Parameters
+    ----------
+    sampling_probability : float
+        ``q`` in (0, 1].
+    event : DpEvent
+        The mechanism applied to the subsample.
+    """
+    sampling_probability: float
+    event: DpEvent
+
+    def __post_init__(self):
+        _set(self, "sampling_probability",
+             check_half_open_unit("sampling_probability",
+                                  self.sampling_probability))
+        _check_event("event", self.event)
+
+
+@dataclass(frozen=True, slots=True)
+class SampledWithoutReplacementEvent(DpEvent):
+    """Run ``event`` on a uniformly random subset of fixed size.
+
+    Parameters
+    ----------
+    population_size : int
+        ``n >= 1``, size of the data set.
+    sample_size : int
+        ``1 <= m <= n``.
+    event : DpEvent
+        The mechanism applied to the subsample.
+
+    Notes
+    -----
+    Accounted by the bound of Wang, Balle & Kasiviswanathan (2019, Thm 9),
+    which holds for the replace-one relation only.
+    """
+    population_size: int
+    sample_size: int
+    event: DpEvent
+
+    def __post_init__(self):
+        n = check_int("population_size", self.population_size)
+        m = check_int("sample_size", self.sample_size)
+        if m > n:
+            raise ValueError(f"sample_size must be <= population_size "
+                             f"({n}), got {m!r}")
+        _set(self, "population_size", n)
+        _set(self, "sample_size", m)
+        _check_event("event", self.event)
+
+
+@dataclass(frozen=True, slots=True)
+class SelfComposedEvent(DpEvent):
+    """``event`` run ``count`` times (adaptively) on the same data."""
+    event: DpEvent
+    count: int
+
+    def __post_init__(self):
+        _check_event("event", self.event)
+        _set(self, "count", check_int("count", self.count))
+
+
+@dataclass(frozen=True, slots=True)
+class ComposedEvent(DpEvent):
+    """A heterogeneous sequence of events (stored as a tuple)."""
+    events: tuple
+
+    def __post_init__(self):
+        if isinstance(self.events, DpEvent) or not hasattr(self.events,
+                                                            "__iter__"):
+            raise TypeError(f"events must be an iterable of DpEvent, "
+                            f"got {self.events!r}")
+        events = tuple(self.events)
+        for i, ev in enumerate(events):
+            _check_event(f"events[{i}]", ev)
+        _set(self, "events", events)

@@ -1,0 +1,20 @@
+"""Warning and error classes of :mod:`dpem_fast.accounting`."""
+
+__all__ = ["PrivacyLeakWarning", "BudgetExceededError", "UnsupportedEventError"]
+
+
+class PrivacyLeakWarning(UserWarning):
+    """A quantity that should be data-independent was computed from the data.
+
+    Estimators emit it when, e.g., a data bound (clip norm, range) is taken
+    from the private data itself; the privacy guarantee then does not hold.
+    """
+
+
+class BudgetExceededError(ValueError):
+    """A spend would take a :class:`BudgetLedger` over its total budget."""
+
+
+class UnsupportedEventError(NotImplementedError):
+    """The accountant cannot account for this event (or this combination of
+    event and neighbouring relation)."""
