@@ -63,6 +63,11 @@ cdef extern from *:
     #define DPE_CLONES
     #endif
     #define DPE_L 16
+    /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
+       lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
+    typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
+    #define DPE_LD(p) (*(const dpe_v8 *)(p))
+    #define DPE_ST(p, v) (*(dpe_v8 *)(p) = (v))
 
     /* exp(x) for x <= 0 (log-sum-exp arguments); 0 below -708; branch-free, vectorisable.
        Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to degree 13 (< 1e-17). */
@@ -138,7 +143,7 @@ cdef extern from *:
                                           const double *mu, const double *P, int tri, double c,
                                           double *D, double *out)
     {
-        ptrdiff_t i, j, r, l;
+        ptrdiff_t i, j, r;
         for (i = 0; i < d; i++) {
             const double *x = Xt + i * ld;
             double *dd = D + i * ld;
@@ -146,21 +151,22 @@ cdef extern from *:
             for (r = 0; r < npad; r++) dd[r] = x[r] - m;
         }
         for (r = 0; r < npad; r += DPE_L) {
-            double acc[DPE_L], y[DPE_L];
-            for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
+            dpe_v8 m0 = {0}, m1 = {0};
             for (j = 0; j < d; j++) {
                 ptrdiff_t iend = tri ? j + 1 : d;
                 double p = P[j];
-                const double *d0 = D + r;
-                for (l = 0; l < DPE_L; l++) y[l] = d0[l] * p;
+                dpe_v8 y0 = DPE_LD(D + r) * p, y1 = DPE_LD(D + r + 8) * p;
                 for (i = 1; i < iend; i++) {
                     const double *di = D + i * ld + r;
                     p = P[i * d + j];
-                    for (l = 0; l < DPE_L; l++) y[l] += di[l] * p;
+                    y0 += DPE_LD(di) * p;
+                    y1 += DPE_LD(di + 8) * p;
                 }
-                for (l = 0; l < DPE_L; l++) acc[l] += y[l] * y[l];
+                m0 += y0 * y0;
+                m1 += y1 * y1;
             }
-            for (l = 0; l < DPE_L; l++) out[r + l] = c - 0.5 * acc[l];
+            DPE_ST(out + r, c - 0.5 * m0);
+            DPE_ST(out + r + 8, c - 0.5 * m1);
         }
     }
 
@@ -239,88 +245,102 @@ cdef extern from *:
         for (r = 0; r < npad; r++) ll[r] = mx[r] + dpe_log_pos(s[r]);
     }
 
-    /* Sum of a[0..n) (n % 16 == 0) in 16 lanes, fixed order. */
-    DPE_CLONES static double dpe_sum(const double *a, ptrdiff_t n)
-    {
-        double acc[DPE_L];
-        ptrdiff_t r, l;
-        for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-        for (r = 0; r < n; r += DPE_L)
-            for (l = 0; l < DPE_L; l++) acc[l] += a[r + l];
-        return dpe_hsum(acc);
-    }
-
-    /* Moments of one component over one chunk (npad % 16 == 0, g zero on padding):
-       *nk += sum g;  s1[i] += sum g x_i;  s2[i, j] += sum g x_i x_j (j >= i, row-major). */
+    /* Moments of one component over one chunk, added into 16-lane accumulators that live
+       for a whole block (one horizontal sum per block, not per chunk).  la layout:
+       [nk: 16][s1: d x 16][s2 upper pairs (i <= j, row by row): d(d+1)/2 x 16].
+       npad % 16 == 0 and g is zero on the padding. */
     DPE_CLONES static void dpe_moments_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                             const double *g, double *W,
-                                             double *nk, double *s1, double *s2)
+                                             const double *g, double *W, double *la)
     {
-        ptrdiff_t i, j, r, l;
-        double acc[DPE_L], acc2[DPE_L];
-        for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-        for (r = 0; r < npad; r += DPE_L)
-            for (l = 0; l < DPE_L; l++) acc[l] += g[r + l];
-        *nk += dpe_hsum(acc);
-        for (i = 0; i < d; i++) {
+        ptrdiff_t i, j, r;
+        double *lp = la;
+        dpe_v8 a0 = DPE_LD(lp), a1 = DPE_LD(lp + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPE_LD(g + r);
+            a1 += DPE_LD(g + r + 8);
+        }
+        DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+        lp += DPE_L;
+        for (i = 0; i < d; i++, lp += DPE_L) {
             const double *x = Xt + i * ld;
             double *w = W + i * ld;
-            for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-            for (r = 0; r < npad; r += DPE_L)
-                for (l = 0; l < DPE_L; l++) {
-                    double v = g[r + l] * x[r + l];
-                    w[r + l] = v;
-                    acc[l] += v;
-                }
-            s1[i] += dpe_hsum(acc);
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 v0 = DPE_LD(g + r) * DPE_LD(x + r), v1 = DPE_LD(g + r + 8) * DPE_LD(x + r + 8);
+                DPE_ST(w + r, v0); DPE_ST(w + r + 8, v1);
+                a0 += v0; a1 += v1;
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
         }
         for (i = 0; i < d; i++) {
             const double *w = W + i * ld;
-            for (j = i; j + 1 < d; j += 2) {
+            for (j = i; j + 1 < d; j += 2, lp += 2 * DPE_L) {
                 const double *x0 = Xt + j * ld, *x1 = x0 + ld;
-                for (l = 0; l < DPE_L; l++) { acc[l] = 0.0; acc2[l] = 0.0; }
-                for (r = 0; r < npad; r += DPE_L)
-                    for (l = 0; l < DPE_L; l++) {
-                        acc[l] += w[r + l] * x0[r + l];
-                        acc2[l] += w[r + l] * x1[r + l];
-                    }
-                s2[i * d + j] += dpe_hsum(acc);
-                s2[i * d + j + 1] += dpe_hsum(acc2);
+                dpe_v8 b0, b1;
+                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+                b0 = DPE_LD(lp + 16); b1 = DPE_LD(lp + 24);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                    a0 += w0 * DPE_LD(x0 + r);
+                    a1 += w1 * DPE_LD(x0 + r + 8);
+                    b0 += w0 * DPE_LD(x1 + r);
+                    b1 += w1 * DPE_LD(x1 + r + 8);
+                }
+                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+                DPE_ST(lp + 16, b0); DPE_ST(lp + 24, b1);
             }
             if (j < d) {
                 const double *x0 = Xt + j * ld;
-                for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-                for (r = 0; r < npad; r += DPE_L)
-                    for (l = 0; l < DPE_L; l++) acc[l] += w[r + l] * x0[r + l];
-                s2[i * d + j] += dpe_hsum(acc);
+                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    a0 += DPE_LD(w + r) * DPE_LD(x0 + r);
+                    a1 += DPE_LD(w + r + 8) * DPE_LD(x0 + r + 8);
+                }
+                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+                lp += DPE_L;
             }
         }
     }
 
-    /* BLAS path: nk, s1 as above; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
+    /* Block end: reduce the lane accumulators of one component into its partial row. */
+    static void dpe_lanes_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *s2)
+    {
+        ptrdiff_t i, j;
+        *nk += dpe_hsum(la);
+        la += DPE_L;
+        for (i = 0; i < d; i++, la += DPE_L) s1[i] += dpe_hsum(la);
+        for (i = 0; i < d; i++)
+            for (j = i; j < d; j++, la += DPE_L) s2[i * d + j] += dpe_hsum(la);
+    }
+
+    /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
     DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                             const double *g, double *sg, double *W,
                                             double *nk, double *s1)
     {
-        ptrdiff_t i, r, l;
-        double acc[DPE_L];
-        for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-        for (r = 0; r < npad; r += DPE_L)
-            for (l = 0; l < DPE_L; l++) {
-                acc[l] += g[r + l];
-                sg[r + l] = __builtin_sqrt(g[r + l]);
-            }
-        *nk += dpe_hsum(acc);
+        ptrdiff_t i, r;
+        double tmp[DPE_L];
+        dpe_v8 a0 = {0}, a1 = {0};
+        for (r = 0; r < npad; r++) sg[r] = __builtin_sqrt(g[r]);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPE_LD(g + r);
+            a1 += DPE_LD(g + r + 8);
+        }
+        DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+        *nk += dpe_hsum(tmp);
         for (i = 0; i < d; i++) {
             const double *x = Xt + i * ld;
             double *w = W + i * ld;
-            for (l = 0; l < DPE_L; l++) acc[l] = 0.0;
-            for (r = 0; r < npad; r += DPE_L)
-                for (l = 0; l < DPE_L; l++) {
-                    acc[l] += g[r + l] * x[r + l];
-                    w[r + l] = sg[r + l] * x[r + l];
-                }
-            s1[i] += dpe_hsum(acc);
+            a0 = (dpe_v8){0}; a1 = (dpe_v8){0};
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 x0 = DPE_LD(x + r), x1 = DPE_LD(x + r + 8);
+                a0 += DPE_LD(g + r) * x0;
+                a1 += DPE_LD(g + r + 8) * x1;
+                DPE_ST(w + r, DPE_LD(sg + r) * x0);
+                DPE_ST(w + r + 8, DPE_LD(sg + r + 8) * x1);
+            }
+            DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+            s1[i] += dpe_hsum(tmp);
         }
     }
     """
@@ -335,12 +355,12 @@ cdef extern from *:
                  double *ll, double *tmp) noexcept nogil
     void dpe_lse_ll(const double *L, Py_ssize_t K, Py_ssize_t ld, Py_ssize_t npad,
                     double *ll, double *tmp) noexcept nogil
-    double dpe_sum(const double *a, Py_ssize_t n) noexcept nogil
     double dpe_exp_neg(double x) noexcept nogil
     double dpe_log_pos(double s) noexcept nogil
     void dpe_moments_small(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
-                           const double *g, double *W, double *nk, double *s1,
-                           double *s2) noexcept nogil
+                           const double *g, double *W, double *la) noexcept nogil
+    void dpe_lanes_flush(const double *la, Py_ssize_t d, double *nk, double *s1,
+                         double *s2) noexcept nogil
     void dpe_moments_prep(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
                           const double *g, double *sg, double *W, double *nk,
                           double *s1) noexcept nogil
@@ -358,9 +378,18 @@ def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
     return min(n_chunks, cap)
 
 
+cdef inline Py_ssize_t _lanes_size(Py_ssize_t d) noexcept nogil:
+    # per component: nk, s1 (d), s2 upper pairs (d (d + 1) / 2), 16 lanes each
+    return (1 + d + d * (d + 1) // 2) * _LANES
+
+
 cdef inline Py_ssize_t _scratch_size(Py_ssize_t d, Py_ssize_t K) noexcept nogil:
-    # Xt, D, W: (d, CHUNK) each; L: (K, CHUNK); ll, tmp (2), sg: CHUNK each
-    return (3 * d + K + 4) * _CHUNK
+    # Xt, D, W: (d, CHUNK) each; L: (K, CHUNK); ll, tmp (2), sg: CHUNK each;
+    # small-d path: K lane-accumulator sets (block lifetime)
+    cdef Py_ssize_t n = (3 * d + K + 4) * _CHUNK
+    if d < _BLAS_MIN_D:
+        n += K * _lanes_size(d)
+    return n
 
 
 cdef inline void _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t npad,
@@ -416,6 +445,7 @@ cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
     cdef double *ll = L + K * _CHUNK
     cdef double *tmp = ll + _CHUNK
     cdef double *sg = tmp + 2 * _CHUNK
+    cdef double *lanes = sg + _CHUNK
     cdef int dd = <int> d, m = <int> npad, ld = <int> _CHUNK
     cdef double one = 1.0, acc = 0.0
 
@@ -427,8 +457,7 @@ cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
     ll_acc[0] += acc
     for k in range(K):
         if d < _BLAS_MIN_D:
-            dpe_moments_small(Xt, d, _CHUNK, npad, L + k * _CHUNK, W,
-                              nk + k, s1 + k * d, s2 + k * d * d)
+            dpe_moments_small(Xt, d, _CHUNK, npad, L + k * _CHUNK, W, lanes + k * _lanes_size(d))
         else:
             dpe_moments_prep(Xt, d, _CHUNK, npad, L + k * _CHUNK, sg, W, nk + k, s1 + k * d)
             # s2_k (row-major upper == col-major lower) += W^T W, W: npad x d col-major
@@ -441,13 +470,21 @@ cdef void _estep_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t
                        int tri, double *nk, double *s1, double *s2, double *ll_acc,
                        double *buf) noexcept nogil:
     """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
-    cdef Py_ssize_t c, r0
+    cdef Py_ssize_t c, r0, k, i
     cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
     cdef Py_ssize_t c1 = min(n_chunks, (b + 1) * chunks_per_block)
+    cdef Py_ssize_t nl = K * _lanes_size(d)
+    cdef double *lanes = buf + (3 * d + K + 4) * _CHUNK
+    if d < _BLAS_MIN_D:
+        for i in range(nl):
+            lanes[i] = 0.0
     for c in range(b * chunks_per_block, c1):
         r0 = c * _CHUNK
         _estep_chunk(X, r0, min(_CHUNK, n - r0), d, K, means, prec_chol, log_const, tri,
                      nk, s1, s2, ll_acc, buf)
+    if d < _BLAS_MIN_D:
+        for k in range(K):
+            dpe_lanes_flush(lanes + k * _lanes_size(d), d, nk + k, s1 + k * d, s2 + k * d * d)
 
 
 def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
