@@ -1,0 +1,172 @@
+"""Additive E-step statistics of a Gaussian mixture and the Python face of the fused kernel.
+
+DP-EM (Park et al. 2017): the responsibilities of Eq. 10 enter the updates of Eq. 11 only
+through ``N_k = sum_i g_ik``, ``S1_k = sum_i g_ik x_i`` and ``S2_k = sum_i g_ik x_i x_i^T``.
+These sums are additive over any partition of the rows (chunks of a memmap, partitions on a
+cluster), which is what :class:`GMMStats` and its ``+`` express.  They are *not* private:
+noise is added by the estimator before anything leaves the release line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._dpcore import _estep
+from .._threads import blas_single_thread, effective_n_threads
+
+__all__ = ["GMMStats", "compute_stats", "predict_log_resp", "log_normalizers"]
+
+
+@dataclass(frozen=True, eq=False)
+class GMMStats:
+    """Sufficient statistics of one E-step over some rows.
+
+    Attributes
+    ----------
+    n_samples : int
+        Number of rows summed.
+    nk : ndarray of shape (n_components,)
+        ``sum_i g_ik``.
+    s1 : ndarray of shape (n_components, n_features)
+        ``sum_i g_ik x_i``.
+    s2 : ndarray of shape (n_components, n_features, n_features)
+        ``sum_i g_ik x_i x_i^T``, exactly symmetric.
+    loglik : float
+        ``sum_i log p(x_i)`` under the parameters used (a diagnostic, not private).
+    """
+
+    n_samples: int
+    nk: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    loglik: float
+
+    def __add__(self, other: "GMMStats") -> "GMMStats":
+        if not isinstance(other, GMMStats):
+            return NotImplemented
+        if self.s1.shape != other.s1.shape:
+            raise ValueError(f"cannot add statistics of shapes {self.s1.shape} and {other.s1.shape}")
+        return GMMStats(
+            self.n_samples + other.n_samples,
+            self.nk + other.nk,
+            self.s1 + other.s1,
+            self.s2 + other.s2,
+            self.loglik + other.loglik,
+        )
+
+    @classmethod
+    def zeros(cls, n_components: int, n_features: int) -> "GMMStats":
+        """The neutral element for ``+``."""
+        K, d = n_components, n_features
+        return cls(0, np.zeros(K), np.zeros((K, d)), np.zeros((K, d, d)), 0.0)
+
+
+def _params(X, weights, means, precisions_cholesky):
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = np.ascontiguousarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    n, d = X.shape
+    means = np.ascontiguousarray(means, dtype=np.float64)
+    P = np.ascontiguousarray(precisions_cholesky, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    if means.ndim != 2 or means.shape[1] != d:
+        raise ValueError(f"means must have shape (n_components, {d}), got {means.shape}")
+    K = means.shape[0]
+    if P.shape != (K, d, d):
+        raise ValueError(f"precisions_cholesky must have shape {(K, d, d)}, got {P.shape}")
+    if weights.shape != (K,):
+        raise ValueError(f"weights must have shape ({K},), got {weights.shape}")
+    upper = not np.any(np.tril(P, -1))
+    return X, means, P, log_normalizers(weights, P, upper), upper
+
+
+def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
+    """``log pi_k + log|det P_k| - d/2 log(2 pi)``, the per-component constant of Eq. 10.
+
+    For upper-triangular ``P_k`` (scikit-learn's convention) the log-determinant is the sum of
+    the log-diagonal, exactly as scikit-learn computes it; otherwise ``slogdet``.
+    """
+    P = np.asarray(precisions_cholesky, dtype=np.float64)
+    d = P.shape[-1]
+    if upper_triangular is None:
+        upper_triangular = not np.any(np.tril(P, -1))
+    if upper_triangular:
+        log_det = np.sum(np.log(np.diagonal(P, axis1=1, axis2=2)), axis=1)
+    else:
+        log_det = np.linalg.slogdet(P)[1]
+    with np.errstate(divide="ignore"):
+        log_w = np.log(np.asarray(weights, dtype=np.float64))
+    return np.ascontiguousarray(log_w + log_det - 0.5 * d * np.log(2 * np.pi))
+
+
+def compute_stats(X, weights, means, precisions_cholesky, n_threads=None) -> GMMStats:
+    """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64
+        C-contiguous rows (copied otherwise).  Accumulation is always float64.
+    weights : ndarray of shape (n_components,)
+    means : ndarray of shape (n_components, n_features)
+    precisions_cholesky : ndarray of shape (n_components, n_features, n_features)
+        ``precision_k = P_k @ P_k.T`` (scikit-learn's ``precisions_cholesky_`` for ``'full'``).
+    n_threads : int or None
+        OpenMP threads (see :func:`dpem_fast._threads.effective_n_threads`).  The result is
+        bit-identical for every value.
+
+    Returns
+    -------
+    GMMStats
+
+    Notes
+    -----
+    Equivalent to: ``g = exp(lp - logsumexp(lp, 1)[:, None])`` with
+    ``lp = log_gaussian_prob(X) + log(weights)``, then ``(g.sum(0), g.T @ X,
+    einsum('nk,ni,nj->kij', g, X, X), logsumexp(lp, 1).sum())``, without materialising ``g``.
+    """
+    X, means, P, log_const, upper = _params(X, weights, means, precisions_cholesky)
+    n, d = X.shape
+    K = means.shape[0]
+    n_threads = effective_n_threads(n_threads)
+    nb = _estep.block_count(n, d, K)
+    part_nk = np.zeros((nb, K))
+    part_s1 = np.zeros((nb, K, d))
+    part_s2 = np.zeros((nb, K, d, d))
+    part_ll = np.zeros(nb)
+    with blas_single_thread():
+        _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
+                           upper, n_threads)
+    # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
+    nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
+    s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
+    s2u = np.add.reduce(part_s2, axis=0) if nb else np.zeros((K, d, d))
+    s2 = np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1)
+    loglik = float(np.add.reduce(part_ll)) if nb else 0.0
+    return GMMStats(n, nk, s1, s2, loglik)
+
+
+def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
+    """Log responsibilities and per-row log-likelihood, for ``predict`` / ``score_samples``.
+
+    Returns
+    -------
+    log_resp : ndarray of shape (n_samples, n_components), dtype of ``X``
+    log_prob : ndarray of shape (n_samples,), dtype of ``X``
+
+    Notes
+    -----
+    Equivalent to: ``lp = log_gaussian_prob(X) + log(weights); ll = logsumexp(lp, 1);
+    (lp - ll[:, None], ll)`` (computed in float64, stored in the dtype of ``X``).
+    """
+    X, means, P, log_const, upper = _params(X, weights, means, precisions_cholesky)
+    n = X.shape[0]
+    K = means.shape[0]
+    out = np.empty((n, K), dtype=X.dtype)
+    ll = np.empty(n, dtype=X.dtype)
+    with blas_single_thread():
+        _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
+    return out, ll

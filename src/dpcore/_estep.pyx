@@ -1,0 +1,621 @@
+"""Fused Gaussian-mixture E-step and moment accumulation (DP-EM, Park et al. 2017, Eq. 10-11).
+
+One pass over ``X`` computes, per row, ``log N(x | mu_k, Sigma_k) + log pi_k`` for every
+component, the log-sum-exp (per-row log-likelihood) and the responsibilities ``gamma_ik``
+(Eq. 10), and accumulates the additive statistics of Eq. 11 into float64 partials::
+
+    N_k  = sum_i gamma_ik          S1_k = sum_i gamma_ik x_i
+    S2_k = sum_i gamma_ik x_i x_i^T (upper triangle only)          LL = sum_i log p(x_i)
+
+The n x K responsibility matrix is never materialised.
+
+Work layout (part of the reproducibility contract; change only with a changelog note)
+--------------------------------------------------------------------------------
+Rows are cut into chunks of ``CHUNK_SIZE`` consecutive rows.  Consecutive chunks are grouped
+into ``n_blocks = block_count(n, d, K)`` blocks (at most ``MAX_BLOCKS``; fewer when the
+K*d*d partials would exceed ``PARTIAL_BUDGET`` doubles, never fewer than ``MIN_BLOCKS``).
+Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
+spread over OpenMP threads with a static schedule.  The caller sums the rows in block
+order, so the result is bit-identical for any thread count.  ``block_count`` depends on
+``(n, d, K)`` only.
+
+Inside a chunk the rows are transposed into a float64 scratch ``Xt`` of shape
+``(d, CHUNK_SIZE)`` (float32 input is upcast here), so every inner loop runs along rows and
+vectorises.  Two code paths, chosen by ``d`` only (never by the thread count):
+
+* ``d < BLAS_MIN_D``: hand-written loops (triangular multiply fused with the squared norm,
+  register tiles of 16 rows), compiled for AVX-512 / AVX2 / baseline with ``target_clones``;
+* ``d >= BLAS_MIN_D``: ``dtrmm`` (or ``dgemm`` for a non-triangular factor) for the
+  Mahalanobis products and ``dsyrk`` on sqrt(gamma)-scaled rows for S2, through
+  ``scipy.linalg.cython_blas``.  The caller must hold BLAS to one thread.
+
+Sums over rows inside a chunk use 16 fixed lanes combined in a fixed tree, so their
+rounding does not depend on the SIMD width.  ``exp``/``log`` are vectorisable polynomial
+versions (about 1 ulp); ``exp(x)`` for ``x < -708`` returns 0 (no denormals).
+"""
+from cython cimport floating
+from cython.parallel cimport prange, parallel
+from libc.stdlib cimport malloc, free
+from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
+
+from ._omp cimport DPC_OPENMP_ENABLED
+
+CHUNK_SIZE = 256
+MAX_BLOCKS = 64
+MIN_BLOCKS = 8
+PARTIAL_BUDGET = 1 << 21     # doubles (16 MiB) of per-block partials before blocks shrink
+BLAS_MIN_D = 16
+
+cdef Py_ssize_t _CHUNK = 256          # == CHUNK_SIZE, a multiple of 16 lanes
+cdef Py_ssize_t _LANES = 16
+cdef Py_ssize_t _BLAS_MIN_D = 16
+
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
+
+    #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+    #define DPE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #else
+    #define DPE_CLONES
+    #endif
+    #define DPE_L 16
+    /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
+       lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
+    typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
+    #define DPE_LD(p) (*(const dpe_v8 *)(p))
+    #define DPE_ST(p, v) (*(dpe_v8 *)(p) = (v))
+
+    /* exp(x) for x <= 0 (log-sum-exp arguments); 0 below -708; branch-free, vectorisable.
+       Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to degree 13 (< 1e-17). */
+    static inline double dpe_exp_neg(double x)
+    {
+        const double SHIFT = 6755399441055744.0;              /* 1.5 * 2^52 */
+        double xc = x < -708.0 ? -708.0 : x;
+        double t = xc * 1.4426950408889634 + SHIFT;
+        double n = t - SHIFT;
+        double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+        double p = 1.0 / 6227020800.0;
+        p = p * r + 1.0 / 479001600.0;
+        p = p * r + 1.0 / 39916800.0;
+        p = p * r + 1.0 / 3628800.0;
+        p = p * r + 1.0 / 362880.0;
+        p = p * r + 1.0 / 40320.0;
+        p = p * r + 1.0 / 5040.0;
+        p = p * r + 1.0 / 720.0;
+        p = p * r + 1.0 / 120.0;
+        p = p * r + 1.0 / 24.0;
+        p = p * r + 1.0 / 6.0;
+        p = p * r + 0.5;
+        p = p * r + 1.0;
+        p = p * r + 1.0;
+        int64_t ti, bits;
+        memcpy(&ti, &t, 8);
+        bits = (ti - 0x4338000000000000LL + 1023) << 52;
+        double scale;
+        memcpy(&scale, &bits, 8);
+        double res = p * scale;
+        return x < -708.0 ? 0.0 : res;
+    }
+
+    /* log(s) for a positive normal double (here s in [1, K]); vectorisable.
+       s = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(z), z = (m-1)/(m+1), |z| < 0.1716. */
+    static inline double dpe_log_pos(double s)
+    {
+        uint64_t b;
+        memcpy(&b, &s, 8);
+        int e = (int)(b >> 52) - 1023;
+        uint64_t mb = (b & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL;
+        double m;
+        memcpy(&m, &mb, 8);
+        int big = m > 1.4142135623730951;
+        m = big ? m * 0.5 : m;
+        double ed = (double)(e + big);
+        double z = (m - 1.0) / (m + 1.0);
+        double z2 = z * z;
+        double q = 2.0 / 23.0;
+        q = q * z2 + 2.0 / 21.0;
+        q = q * z2 + 2.0 / 19.0;
+        q = q * z2 + 2.0 / 17.0;
+        q = q * z2 + 2.0 / 15.0;
+        q = q * z2 + 2.0 / 13.0;
+        q = q * z2 + 2.0 / 11.0;
+        q = q * z2 + 2.0 / 9.0;
+        q = q * z2 + 2.0 / 7.0;
+        q = q * z2 + 2.0 / 5.0;
+        q = q * z2 + 2.0 / 3.0;
+        return ed * 6.93147180369123816490e-01 + (2.0 * z + (z * z2 * q + ed * 1.90821492927058770002e-10));
+    }
+
+    /* Fixed-order sum of 16 lanes. */
+    static inline double dpe_hsum(const double *a)
+    {
+        return (((a[0] + a[8]) + (a[4] + a[12])) + ((a[2] + a[10]) + (a[6] + a[14])))
+             + (((a[1] + a[9]) + (a[5] + a[13])) + ((a[3] + a[11]) + (a[7] + a[15])));
+    }
+
+    /* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0).
+       Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular. */
+    DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                          const double *mu, const double *P, int tri, double c,
+                                          double *D, double *out)
+    {
+        ptrdiff_t i, j, r;
+        for (i = 0; i < d; i++) {
+            const double *x = Xt + i * ld;
+            double *dd = D + i * ld;
+            double m = mu[i];
+            for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+        }
+        for (r = 0; r < npad; r += DPE_L) {
+            dpe_v8 m0 = {0}, m1 = {0};
+            for (j = 0; j < d; j++) {
+                ptrdiff_t iend = tri ? j + 1 : d;
+                double p = P[j];
+                dpe_v8 y0 = DPE_LD(D + r) * p, y1 = DPE_LD(D + r + 8) * p;
+                for (i = 1; i < iend; i++) {
+                    const double *di = D + i * ld + r;
+                    p = P[i * d + j];
+                    y0 += DPE_LD(di) * p;
+                    y1 += DPE_LD(di + 8) * p;
+                }
+                m0 += y0 * y0;
+                m1 += y1 * y1;
+            }
+            DPE_ST(out + r, c - 0.5 * m0);
+            DPE_ST(out + r + 8, c - 0.5 * m1);
+        }
+    }
+
+    /* D = Xt - mu (row-wise), for the BLAS path. */
+    DPE_CLONES static void dpe_center(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      const double *mu, double *D)
+    {
+        ptrdiff_t i, r;
+        for (i = 0; i < d; i++) {
+            const double *x = Xt + i * ld;
+            double *dd = D + i * ld;
+            double m = mu[i];
+            for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+        }
+    }
+
+    /* out[r] = c - 0.5 * sum_j Y[j, r]^2 (Y = (X - mu) P from BLAS, stored (d, ld)). */
+    DPE_CLONES static void dpe_logp_from_y(const double *Y, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                           double c, double *out)
+    {
+        ptrdiff_t j, r;
+        for (r = 0; r < npad; r++) out[r] = 0.0;
+        for (j = 0; j < d; j++) {
+            const double *y = Y + j * ld;
+            for (r = 0; r < npad; r++) out[r] += y[r] * y[r];
+        }
+        for (r = 0; r < npad; r++) out[r] = c - 0.5 * out[r];
+    }
+
+    /* Log-sum-exp over K rows of L (K, ld): L becomes the responsibilities, ll the per-row
+       log-likelihood; columns nr..npad-1 of L are set to 0. tmp: 2 * ld doubles. */
+    DPE_CLONES static void dpe_lse(double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
+                                   double *ll, double *tmp)
+    {
+        ptrdiff_t k, r;
+        double *mx = tmp, *s = tmp + ld;
+        for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
+        for (k = 1; k < K; k++) {
+            const double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
+        }
+        for (k = 0; k < K; k++) {
+            double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) {
+                double e = dpe_exp_neg(Lk[r] - mx[r]);
+                Lk[r] = e;
+                s[r] += e;
+            }
+        }
+        for (r = 0; r < npad; r++) {
+            ll[r] = mx[r] + dpe_log_pos(s[r]);
+            s[r] = 1.0 / s[r];
+        }
+        for (k = 0; k < K; k++) {
+            double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) Lk[r] *= s[r];
+            for (r = nr; r < npad; r++) Lk[r] = 0.0;
+        }
+    }
+
+    /* Per-row log-likelihood only (L untouched), for predict_log_resp. */
+    DPE_CLONES static void dpe_lse_ll(const double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
+                                      double *ll, double *tmp)
+    {
+        ptrdiff_t k, r;
+        double *mx = tmp, *s = tmp + ld;
+        for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
+        for (k = 1; k < K; k++) {
+            const double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
+        }
+        for (k = 0; k < K; k++) {
+            const double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) s[r] += dpe_exp_neg(Lk[r] - mx[r]);
+        }
+        for (r = 0; r < npad; r++) ll[r] = mx[r] + dpe_log_pos(s[r]);
+    }
+
+    /* Moments of one component over one chunk, added into 16-lane accumulators that live
+       for a whole block (one horizontal sum per block, not per chunk).  la layout:
+       [nk: 16][s1: d x 16][s2 upper pairs (i <= j, row by row): d(d+1)/2 x 16].
+       npad % 16 == 0 and g is zero on the padding. */
+    DPE_CLONES static void dpe_moments_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                             const double *g, double *W, double *la)
+    {
+        ptrdiff_t i, j, r;
+        double *lp = la;
+        dpe_v8 a0 = DPE_LD(lp), a1 = DPE_LD(lp + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPE_LD(g + r);
+            a1 += DPE_LD(g + r + 8);
+        }
+        DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+        lp += DPE_L;
+        for (i = 0; i < d; i++, lp += DPE_L) {
+            const double *x = Xt + i * ld;
+            double *w = W + i * ld;
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 v0 = DPE_LD(g + r) * DPE_LD(x + r), v1 = DPE_LD(g + r + 8) * DPE_LD(x + r + 8);
+                DPE_ST(w + r, v0); DPE_ST(w + r + 8, v1);
+                a0 += v0; a1 += v1;
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+        }
+        for (i = 0; i < d; i++) {
+            const double *w = W + i * ld;
+            for (j = i; j + 1 < d; j += 2, lp += 2 * DPE_L) {
+                const double *x0 = Xt + j * ld, *x1 = x0 + ld;
+                dpe_v8 b0, b1;
+                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+                b0 = DPE_LD(lp + 16); b1 = DPE_LD(lp + 24);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                    a0 += w0 * DPE_LD(x0 + r);
+                    a1 += w1 * DPE_LD(x0 + r + 8);
+                    b0 += w0 * DPE_LD(x1 + r);
+                    b1 += w1 * DPE_LD(x1 + r + 8);
+                }
+                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+                DPE_ST(lp + 16, b0); DPE_ST(lp + 24, b1);
+            }
+            if (j < d) {
+                const double *x0 = Xt + j * ld;
+                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    a0 += DPE_LD(w + r) * DPE_LD(x0 + r);
+                    a1 += DPE_LD(w + r + 8) * DPE_LD(x0 + r + 8);
+                }
+                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+                lp += DPE_L;
+            }
+        }
+    }
+
+    /* Block end: reduce the lane accumulators of one component into its partial row. */
+    static void dpe_lanes_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *s2)
+    {
+        ptrdiff_t i, j;
+        *nk += dpe_hsum(la);
+        la += DPE_L;
+        for (i = 0; i < d; i++, la += DPE_L) s1[i] += dpe_hsum(la);
+        for (i = 0; i < d; i++)
+            for (j = i; j < d; j++, la += DPE_L) s2[i * d + j] += dpe_hsum(la);
+    }
+
+    /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
+    DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                            const double *g, double *sg, double *W,
+                                            double *nk, double *s1)
+    {
+        ptrdiff_t i, r;
+        double tmp[DPE_L];
+        dpe_v8 a0 = {0}, a1 = {0};
+        for (r = 0; r < npad; r++) sg[r] = __builtin_sqrt(g[r]);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPE_LD(g + r);
+            a1 += DPE_LD(g + r + 8);
+        }
+        DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+        *nk += dpe_hsum(tmp);
+        for (i = 0; i < d; i++) {
+            const double *x = Xt + i * ld;
+            double *w = W + i * ld;
+            a0 = (dpe_v8){0}; a1 = (dpe_v8){0};
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 x0 = DPE_LD(x + r), x1 = DPE_LD(x + r + 8);
+                a0 += DPE_LD(g + r) * x0;
+                a1 += DPE_LD(g + r + 8) * x1;
+                DPE_ST(w + r, DPE_LD(sg + r) * x0);
+                DPE_ST(w + r + 8, DPE_LD(sg + r + 8) * x1);
+            }
+            DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+            s1[i] += dpe_hsum(tmp);
+        }
+    }
+    """
+    void dpe_logp_small(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
+                        const double *mu, const double *P, int tri, double c,
+                        double *D, double *out) noexcept nogil
+    void dpe_center(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
+                    const double *mu, double *D) noexcept nogil
+    void dpe_logp_from_y(const double *Y, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
+                         double c, double *out) noexcept nogil
+    void dpe_lse(double *L, Py_ssize_t K, Py_ssize_t ld, Py_ssize_t nr, Py_ssize_t npad,
+                 double *ll, double *tmp) noexcept nogil
+    void dpe_lse_ll(const double *L, Py_ssize_t K, Py_ssize_t ld, Py_ssize_t npad,
+                    double *ll, double *tmp) noexcept nogil
+    double dpe_exp_neg(double x) noexcept nogil
+    double dpe_log_pos(double s) noexcept nogil
+    void dpe_moments_small(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
+                           const double *g, double *W, double *la) noexcept nogil
+    void dpe_lanes_flush(const double *la, Py_ssize_t d, double *nk, double *s1,
+                         double *s2) noexcept nogil
+    void dpe_moments_prep(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
+                          const double *g, double *sg, double *W, double *nk,
+                          double *s1) noexcept nogil
+
+
+def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
+    """Number of partial-statistic rows (blocks) for ``n`` rows; independent of threads.
+
+    Equivalent to: ``min(ceil(n / CHUNK_SIZE), max(MIN_BLOCKS, min(MAX_BLOCKS,
+    PARTIAL_BUDGET // (K * (d * d + d + 1)))))`` (0 when n == 0).
+    """
+    cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
+    cdef Py_ssize_t per = max(1, K * (d * d + d + 1))
+    cdef Py_ssize_t cap = max(MIN_BLOCKS, min(MAX_BLOCKS, PARTIAL_BUDGET // per))
+    return min(n_chunks, cap)
+
+
+cdef inline Py_ssize_t _lanes_size(Py_ssize_t d) noexcept nogil:
+    # per component: nk, s1 (d), s2 upper pairs (d (d + 1) / 2), 16 lanes each
+    return (1 + d + d * (d + 1) // 2) * _LANES
+
+
+cdef inline Py_ssize_t _scratch_size(Py_ssize_t d, Py_ssize_t K) noexcept nogil:
+    # Xt, D, W: (d, CHUNK) each; L: (K, CHUNK); ll, tmp (2), sg: CHUNK each;
+    # small-d path: K lane-accumulator sets (block lifetime)
+    cdef Py_ssize_t n = (3 * d + K + 4) * _CHUNK
+    if d < _BLAS_MIN_D:
+        n += K * _lanes_size(d)
+    return n
+
+
+cdef inline void _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t npad,
+                             Py_ssize_t d, double *Xt) noexcept nogil:
+    """Xt[i, r] = X[r0 + r, i] as float64, zero on the padding r in [nr, npad)."""
+    cdef Py_ssize_t r, i
+    cdef const floating *row
+    for r in range(nr):
+        row = X + (r0 + r) * d
+        for i in range(d):
+            Xt[i * _CHUNK + r] = <double> row[i]
+    for i in range(d):
+        for r in range(nr, npad):
+            Xt[i * _CHUNK + r] = 0.0
+
+
+cdef void _logp_chunk(const double *Xt, Py_ssize_t npad, Py_ssize_t d, Py_ssize_t K,
+                      const double *means, const double *prec_chol, const double *log_const,
+                      int tri, double *D, double *W, double *L) noexcept nogil:
+    """L[k, r] = log pi_k + log N(x_r | mu_k, Sigma_k) for the rows of one chunk."""
+    cdef Py_ssize_t k
+    cdef int m = <int> npad, dd = <int> d, ld = <int> _CHUNK
+    cdef double one = 1.0, zero = 0.0
+    cdef const double *P
+    for k in range(K):
+        P = prec_chol + k * d * d
+        if d < _BLAS_MIN_D:
+            dpe_logp_small(Xt, d, _CHUNK, npad, means + k * d, P, tri, log_const[k],
+                           D, L + k * _CHUNK)
+        else:
+            dpe_center(Xt, d, _CHUNK, npad, means + k * d, D)
+            if tri:
+                # D(npad x d, col-major) := D @ P_k; P_k row-major is the lower factor P_k^T
+                dtrmm(b'R', b'L', b'T', b'N', &m, &dd, &one, <double *> P, &dd, D, &ld)
+                dpe_logp_from_y(D, d, _CHUNK, npad, log_const[k], L + k * _CHUNK)
+            else:
+                dgemm(b'N', b'T', &m, &dd, &dd, &one, D, &ld, <double *> P, &dd, &zero, W, &ld)
+                dpe_logp_from_y(W, d, _CHUNK, npad, log_const[k], L + k * _CHUNK)
+
+
+cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
+                       Py_ssize_t d, Py_ssize_t K,
+                       const double *means, const double *prec_chol, const double *log_const,
+                       int tri, double *nk, double *s1, double *s2, double *ll_acc,
+                       double *buf) noexcept nogil:
+    """E-step and moments of rows [r0, r0 + nr) added into one block's partials."""
+    cdef Py_ssize_t npad = (nr + _LANES - 1) // _LANES * _LANES
+    cdef Py_ssize_t k, r
+    cdef double *Xt = buf
+    cdef double *D = Xt + d * _CHUNK
+    cdef double *W = D + d * _CHUNK
+    cdef double *L = W + d * _CHUNK
+    cdef double *ll = L + K * _CHUNK
+    cdef double *tmp = ll + _CHUNK
+    cdef double *sg = tmp + 2 * _CHUNK
+    cdef double *lanes = sg + _CHUNK
+    cdef int dd = <int> d, m = <int> npad, ld = <int> _CHUNK
+    cdef double one = 1.0, acc = 0.0
+
+    _load_chunk(X, r0, nr, npad, d, Xt)
+    _logp_chunk(Xt, npad, d, K, means, prec_chol, log_const, tri, D, W, L)
+    dpe_lse(L, K, _CHUNK, nr, npad, ll, tmp)
+    for r in range(nr):
+        acc += ll[r]
+    ll_acc[0] += acc
+    for k in range(K):
+        if d < _BLAS_MIN_D:
+            dpe_moments_small(Xt, d, _CHUNK, npad, L + k * _CHUNK, W, lanes + k * _lanes_size(d))
+        else:
+            dpe_moments_prep(Xt, d, _CHUNK, npad, L + k * _CHUNK, sg, W, nk + k, s1 + k * d)
+            # s2_k (row-major upper == col-major lower) += W^T W, W: npad x d col-major
+            dsyrk(b'L', b'T', &dd, &m, &one, W, &ld, &one, s2 + k * d * d, &dd)
+
+
+cdef void _estep_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
+                       Py_ssize_t b, Py_ssize_t chunks_per_block,
+                       const double *means, const double *prec_chol, const double *log_const,
+                       int tri, double *nk, double *s1, double *s2, double *ll_acc,
+                       double *buf) noexcept nogil:
+    """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
+    cdef Py_ssize_t c, r0, k, i
+    cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
+    cdef Py_ssize_t c1 = min(n_chunks, (b + 1) * chunks_per_block)
+    cdef Py_ssize_t nl = K * _lanes_size(d)
+    cdef double *lanes = buf + (3 * d + K + 4) * _CHUNK
+    if d < _BLAS_MIN_D:
+        for i in range(nl):
+            lanes[i] = 0.0
+    for c in range(b * chunks_per_block, c1):
+        r0 = c * _CHUNK
+        _estep_chunk(X, r0, min(_CHUNK, n - r0), d, K, means, prec_chol, log_const, tri,
+                     nk, s1, s2, ll_acc, buf)
+    if d < _BLAS_MIN_D:
+        for k in range(K):
+            dpe_lanes_flush(lanes + k * _lanes_size(d), d, nk + k, s1 + k * d, s2 + k * d * d)
+
+
+def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
+                const double[:, ::1] means,         # IN  (K, d)
+                const double[:, :, ::1] prec_chol,  # IN  (K, d, d) precision = P_k @ P_k.T
+                const double[::1] log_const,        # IN  (K,) log pi_k + log|det P_k| - d/2 log(2 pi)
+                double[:, ::1] part_nk,             # OUT (n_blocks, K)
+                double[:, :, ::1] part_s1,          # OUT (n_blocks, K, d)
+                double[:, :, :, ::1] part_s2,       # OUT (n_blocks, K, d, d) upper triangle; lower = 0
+                double[::1] part_ll,                # OUT (n_blocks,)
+                bint upper_triangular,              # all P_k upper triangular (sklearn convention)
+                int n_threads):
+    """Fused E-step (DP-EM Eq. 10) and Eq. 11 moments, as per-block float64 partials.
+
+    ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
+    axis 0 in block order and mirrors ``S2``.  BLAS must be limited to one thread.
+
+    Equivalent to: ``lp = log_gaussian_prob(X) + log_w; ll = logsumexp(lp, 1);
+    g = exp(lp - ll[:, None]); (g.sum(0), g.T @ X, einsum('nk,ni,nj->kij', g, X, X), ll.sum())``
+    split over blocks of rows.
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
+    cdef Py_ssize_t nb = block_count(n, d, K)
+    cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
+    cdef Py_ssize_t cpb, b
+    cdef int failed = 0
+    cdef int *failed_p = &failed
+    cdef double *buf
+    cdef int tri = 1 if upper_triangular else 0
+    if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
+            or prec_chol.shape[2] != d or log_const.shape[0] != K):
+        raise ValueError("parameter shapes do not match X")
+    if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb or part_s2.shape[0] != nb
+            or part_ll.shape[0] != nb or part_s1.shape[1] != K or part_s1.shape[2] != d
+            or part_s2.shape[1] != K or part_s2.shape[2] != d or part_s2.shape[3] != d):
+        raise ValueError("partial arrays must have n_blocks = block_count(n, d, K) rows")
+    if n == 0:
+        return
+    part_nk[:, :] = 0.0
+    part_s1[:, :, :] = 0.0
+    part_s2[:, :, :, :] = 0.0
+    part_ll[:] = 0.0
+    cpb = (n_chunks + nb - 1) // nb
+    nb = (n_chunks + cpb - 1) // cpb          # blocks actually used; the rest stay 0
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
+        if buf == NULL:
+            failed_p[0] = 1
+        for b in prange(nb, schedule='static'):
+            if buf != NULL:
+                _estep_block(&X[0, 0], n, d, K, b, cpb, &means[0, 0], &prec_chol[0, 0, 0],
+                             &log_const[0], tri, &part_nk[b, 0], &part_s1[b, 0, 0],
+                             &part_s2[b, 0, 0, 0], &part_ll[b], buf)
+        free(buf)
+    if failed:
+        raise MemoryError("could not allocate E-step scratch")
+
+
+cdef void _logresp_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
+                         Py_ssize_t d, Py_ssize_t K,
+                         const double *means, const double *prec_chol, const double *log_const,
+                         int tri, floating *out_resp, floating *out_ll, double *buf) noexcept nogil:
+    cdef Py_ssize_t npad = (nr + _LANES - 1) // _LANES * _LANES
+    cdef Py_ssize_t k, r
+    cdef double *Xt = buf
+    cdef double *D = Xt + d * _CHUNK
+    cdef double *W = D + d * _CHUNK
+    cdef double *L = W + d * _CHUNK
+    cdef double *ll = L + K * _CHUNK
+    cdef double *tmp = ll + _CHUNK
+    _load_chunk(X, r0, nr, npad, d, Xt)
+    _logp_chunk(Xt, npad, d, K, means, prec_chol, log_const, tri, D, W, L)
+    dpe_lse_ll(L, K, _CHUNK, npad, ll, tmp)
+    for r in range(nr):
+        out_ll[r0 + r] = <floating> ll[r]
+        for k in range(K):
+            out_resp[(r0 + r) * K + k] = <floating> (L[k * _CHUNK + r] - ll[r])
+
+
+def log_resp(const floating[:, ::1] X,              # IN  (n, d)
+             const double[:, ::1] means,            # IN  (K, d)
+             const double[:, :, ::1] prec_chol,     # IN  (K, d, d)
+             const double[::1] log_const,           # IN  (K,) as in estep_stats
+             floating[:, ::1] out_log_resp,         # OUT (n, K) log gamma_ik
+             floating[::1] out_ll,                  # OUT (n,) log p(x_i)
+             bint upper_triangular,
+             int n_threads):
+    """Per-row log responsibilities and log-likelihoods (predict / score_samples).
+
+    Equivalent to: ``lp = log_gaussian_prob(X) + log_w; ll = logsumexp(lp, 1);
+    (lp - ll[:, None], ll)`` (DP-EM Eq. 10, in log space).
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
+    cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK, c
+    cdef int failed = 0
+    cdef int *failed_p = &failed
+    cdef double *buf
+    cdef int tri = 1 if upper_triangular else 0
+    if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
+            or prec_chol.shape[2] != d or log_const.shape[0] != K
+            or out_log_resp.shape[0] != n or out_log_resp.shape[1] != K or out_ll.shape[0] != n):
+        raise ValueError("shapes do not match")
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, n_chunks))
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
+        if buf == NULL:
+            failed_p[0] = 1
+        for c in prange(n_chunks, schedule='static'):
+            if buf != NULL:
+                _logresp_chunk(&X[0, 0], c * _CHUNK, min(_CHUNK, n - c * _CHUNK), d, K,
+                               &means[0, 0], &prec_chol[0, 0, 0], &log_const[0], tri,
+                               &out_log_resp[0, 0], &out_ll[0], buf)
+        free(buf)
+    if failed:
+        raise MemoryError("could not allocate E-step scratch")
+
+
+def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_log):
+    """Test hook: ``out_exp = exp(x)`` (x <= 0) and ``out_log = log(-x)`` (x < 0) elementwise.
+
+    Equivalent to: ``np.where(x < -708, 0, np.exp(x)), np.log(-x)``.
+    """
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        out_exp[i] = dpe_exp_neg(x[i])
+        out_log[i] = dpe_log_pos(-x[i])
+
+
+def openmp_enabled():
+    """True when the module was compiled with OpenMP."""
+    return bool(DPC_OPENMP_ENABLED)

@@ -1,0 +1,218 @@
+"""Fused GMM E-step kernel (dpem_fast._dpcore._estep) against its numpy twin and scikit-learn."""
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from dpem_fast._dpcore import _estep
+from dpem_fast._reference.gmm import (
+    estep_stats_reference,
+    log_gaussian_prob_reference,
+    log_resp_reference,
+)
+from dpem_fast.mixture._stats import GMMStats, compute_stats, log_normalizers, predict_log_resp
+
+CHUNK = _estep.CHUNK_SIZE
+RTOL = {np.float32: 1e-4, np.float64: 1e-10}
+
+
+def make_problem(n, d, K, dtype=np.float64, seed=0, triangular=True):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=3.0, size=(K, d))
+    P = np.empty((K, d, d))
+    for k in range(K):
+        A = rng.normal(size=(d, d))
+        cov = A @ A.T / d + 0.5 * np.eye(d)
+        L = np.linalg.cholesky(cov)
+        P[k] = np.linalg.solve(L, np.eye(d)).T  # upper triangular, precision = P @ P.T
+        if not triangular:
+            P[k] = P[k] @ np.linalg.qr(rng.normal(size=(d, d)))[0]
+    weights = rng.dirichlet(np.ones(K))
+    comp = rng.integers(K, size=n)
+    X = means[comp] + rng.normal(size=(n, d)) * 1.5
+    return X.astype(dtype), weights, means, P
+
+
+def assert_stats_close(a, b, rtol, atol_scale=1.0):
+    assert a.n_samples == b.n_samples
+    scale = max(1.0, np.abs(b.s2).max(initial=0.0)) * atol_scale
+    assert_allclose(a.nk, b.nk, rtol=rtol, atol=rtol * max(1.0, b.n_samples))
+    assert_allclose(a.s1, b.s1, rtol=rtol, atol=rtol * scale)
+    assert_allclose(a.s2, b.s2, rtol=rtol, atol=rtol * scale)
+    assert_allclose(a.loglik, b.loglik, rtol=rtol, atol=rtol)
+
+
+SHAPES = [
+    (0, 3, 2),
+    (1, 1, 1),
+    (CHUNK - 7, 2, 5),       # n < chunk
+    (3 * CHUNK + 17, 10, 3),  # n % chunk != 0
+    (2000, 1, 4),            # d == 1
+    (1500, 4, 1),            # K == 1
+    (700, 15, 3),            # largest hand-loop d
+    (700, 16, 3),            # smallest BLAS d
+    (600, 100, 4),           # d = 100 (BLAS path)
+    (70 * CHUNK + 5, 3, 2),  # more chunks than MAX_BLOCKS: several chunks per block
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,d,K", SHAPES)
+def test_matches_reference(n, d, K, dtype):
+    X, w, means, P = make_problem(n, d, K, dtype)
+    got = compute_stats(X, w, means, P, n_threads=2)
+    ref = estep_stats_reference(X, w, means, P)
+    assert got.s1.dtype == np.float64 and got.s2.dtype == np.float64
+    assert_stats_close(got, ref, RTOL[dtype])
+    assert_array_equal(got.s2, got.s2.transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("d", [3, 20])
+def test_non_triangular_factor(d):
+    X, w, means, P = make_problem(900, d, 3, triangular=False)
+    assert np.any(np.tril(P, -1))
+    assert_stats_close(compute_stats(X, w, means, P), estep_stats_reference(X, w, means, P), 1e-9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (500, 100, 2), (1, 2, 2)])
+def test_predict_log_resp(n, d, K, dtype):
+    X, w, means, P = make_problem(n, d, K, dtype)
+    log_resp, ll = predict_log_resp(X, w, means, P, n_threads=2)
+    ref_lr, ref_ll = log_resp_reference(X, w, means, P)
+    assert log_resp.dtype == dtype and ll.dtype == dtype
+    rtol = RTOL[dtype]
+    assert_allclose(ll, ref_ll, rtol=rtol, atol=rtol * 10)
+    assert_allclose(log_resp, ref_lr, rtol=rtol, atol=rtol * np.abs(ref_lr).max())
+    # consistency with the fused kernel
+    stats = compute_stats(X, w, means, P)
+    assert_allclose(stats.loglik, ref_ll.sum(), rtol=rtol)
+
+
+def test_predict_log_resp_empty():
+    X, w, means, P = make_problem(0, 3, 2)
+    lr, ll = predict_log_resp(X, w, means, P)
+    assert lr.shape == (0, 2) and ll.shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,d,K", [(70 * CHUNK + 5, 3, 4), (50 * CHUNK + 3, 10, 3), (20 * CHUNK + 9, 40, 3)])
+def test_thread_count_invariance(n, d, K, dtype):
+    X, w, means, P = make_problem(n, d, K, dtype, seed=3)
+    runs = [compute_stats(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
+    for r in runs[1:]:
+        assert_array_equal(r.nk, runs[0].nk)
+        assert_array_equal(r.s1, runs[0].s1)
+        assert_array_equal(r.s2, runs[0].s2)
+        assert r.loglik == runs[0].loglik
+    lrs = [predict_log_resp(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
+    for lr, ll in lrs[1:]:
+        assert_array_equal(lr, lrs[0][0])
+        assert_array_equal(ll, lrs[0][1])
+
+
+def test_block_count_independent_of_threads_and_bounded():
+    assert _estep.block_count(0, 3, 2) == 0
+    assert _estep.block_count(1, 3, 2) == 1
+    assert _estep.block_count(10**6, 10, 5) == _estep.MAX_BLOCKS
+    # partial memory stays bounded for large d
+    nb = _estep.block_count(10**6, 100, 10)
+    assert _estep.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _estep.PARTIAL_BUDGET
+
+
+def test_matches_sklearn_score_samples():
+    from sklearn.mixture import GaussianMixture
+
+    X, _, _, _ = make_problem(3000, 4, 3, seed=5)
+    gm = GaussianMixture(n_components=3, covariance_type="full", random_state=0, max_iter=20).fit(X)
+    _, ll = predict_log_resp(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
+    assert_allclose(ll, gm.score_samples(X), rtol=1e-10, atol=1e-10)
+    stats = compute_stats(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
+    assert_allclose(stats.loglik / X.shape[0], gm.score(X), rtol=1e-10)
+    assert_allclose(stats.nk / X.shape[0], gm.predict_proba(X).mean(axis=0), rtol=1e-9, atol=1e-12)
+    lr, _ = predict_log_resp(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
+    assert_allclose(np.exp(lr), gm.predict_proba(X), rtol=1e-9, atol=1e-12)
+    # the numpy twin agrees with scikit-learn too
+    ref = log_gaussian_prob_reference(X, gm.means_, gm.precisions_cholesky_) + np.log(gm.weights_)
+    assert_allclose(np.logaddexp.reduce(ref, axis=1), gm.score_samples(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("d", [3, 30])
+def test_additivity(d):
+    X, w, means, P = make_problem(5 * CHUNK + 31, d, 3, seed=7)
+    whole = compute_stats(X, w, means, P)
+    m = 2 * CHUNK + 100
+    parts = compute_stats(X[:m], w, means, P) + compute_stats(X[m:], w, means, P)
+    assert parts.n_samples == whole.n_samples
+    assert_stats_close(parts, whole, 1e-12)
+    total = GMMStats.zeros(3, d)
+    for lo in range(0, X.shape[0], 333):
+        total = total + compute_stats(X[lo:lo + 333], w, means, P)
+    assert_stats_close(total, whole, 1e-12)
+
+
+def test_concurrent_calls():
+    problems = [make_problem(4000, d, 3, seed=s) for s, d in enumerate([2, 10, 30, 2, 10, 30])]
+    expected = [compute_stats(*p, n_threads=1) for p in problems]
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        got = list(ex.map(lambda p: compute_stats(*p, n_threads=2), problems * 2))
+    for i, g in enumerate(got):
+        e = expected[i % len(problems)]
+        assert_array_equal(g.s2, e.s2)
+        assert_array_equal(g.s1, e.s1)
+        assert_array_equal(g.nk, e.nk)
+
+
+@pytest.mark.parametrize("d", [2, 10, 40])
+def test_far_points_are_finite(d):
+    X, w, means, P = make_problem(600, d, 3, seed=11)
+    X[::3] += 1e6       # far from every component: log-probs around -1e12
+    X[1::7] = -3e7
+    stats = compute_stats(X, w, means, P, n_threads=2)
+    for f in (stats.nk, stats.s1, stats.s2):
+        assert np.all(np.isfinite(f))
+    assert np.isfinite(stats.loglik)
+    assert_allclose(stats.nk.sum(), X.shape[0], rtol=1e-12)
+    ref = estep_stats_reference(X, w, means, P)
+    assert_allclose(stats.nk, ref.nk, rtol=1e-9, atol=1e-9)
+    assert_allclose(stats.loglik, ref.loglik, rtol=1e-9)
+    lr, ll = predict_log_resp(X, w, means, P)
+    assert np.all(np.isfinite(ll)) and not np.any(np.isnan(lr))
+
+
+def test_zero_weight_component():
+    X, w, means, P = make_problem(800, 3, 3, seed=2)
+    w = np.array([0.5, 0.5, 0.0])
+    stats = compute_stats(X, w, means, P)
+    assert stats.nk[2] == 0.0 and np.all(stats.s2[2] == 0.0)
+    assert_stats_close(stats, estep_stats_reference(X, w, means, P), 1e-10)
+
+
+def test_exp_log_helpers():
+    x = -np.concatenate([np.linspace(0, 745, 20001), np.geomspace(1e-300, 1, 500)])
+    e, lg = np.empty_like(x), np.empty_like(x)
+    _estep._exp_log_wrapper(x, e, lg)
+    ok = x >= -708
+    assert_allclose(e[ok], np.exp(x[ok]), rtol=4e-16, atol=0)
+    assert np.all(e[~ok] == 0.0)
+    assert e[x == 0].item(0) == 1.0
+    pos = x < 0
+    assert_allclose(lg[pos], np.log(-x[pos]), rtol=4e-16, atol=4e-16)
+
+
+def test_log_normalizers_match_sklearn_convention():
+    _, w, means, P = make_problem(1, 5, 3)
+    c = log_normalizers(w, P)
+    expect = np.log(w) + np.log(np.diagonal(P, axis1=1, axis2=2)).sum(1) - 2.5 * np.log(2 * np.pi)
+    assert_allclose(c, expect, rtol=1e-14)
+
+
+def test_bad_shapes_raise():
+    X, w, means, P = make_problem(10, 3, 2)
+    with pytest.raises(ValueError):
+        compute_stats(X, w, means[:, :2], P)
+    with pytest.raises(ValueError):
+        compute_stats(X, w[:1], means, P)
+    with pytest.raises(ValueError):
+        compute_stats(X, w, means, P[:, :2])
