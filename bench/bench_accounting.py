@@ -1,17 +1,11 @@
 """Accounting benchmarks: dpem_fast.accounting vs dp_accounting.
 
-Run: PYTHONPATH=python python -m pytest bench/bench_accounting.py --benchmark-only -q
-Script mode (ratio table): PYTHONPATH=python python bench/bench_accounting.py
+Run: python -m pytest bench/bench_accounting.py --benchmark-only -q
+Script mode (ratio table): python bench/bench_accounting.py
 """
-import pathlib
-import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]
-                       / "tests" / "accounting"))
-import conftest  # noqa: E402,F401  (makes this checkout's package importable)
-
-import pytest  # noqa: E402
+import pytest
 
 from dpem_fast.accounting import (  # noqa: E402
     GaussianEvent, PoissonSampledEvent, RDPAccountant, SelfComposedEvent,

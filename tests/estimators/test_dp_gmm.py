@@ -129,7 +129,11 @@ def test_tighter_accountants_add_less_noise():
         g = DPGaussianMixture(3, epsilon=1.0, delta=1e-4, max_iter=10, data_norm=6.0, accountant=a,
                               random_state=0).fit(X)
         sig[a] = g.privacy_.releases[1].noise_scale
-    assert sig["gdp"] <= sig["rdp"] <= sig["zcdp"] < sig["advanced"] < sig["linear"]
+    # exact GDP is the tightest; RDP (grid of orders) and tight zCDP (continuous orders) agree
+    # to the grid's resolution for Gaussian-only plans; both beat advanced, which beats linear
+    assert sig["gdp"] < min(sig["rdp"], sig["zcdp"])
+    assert sig["rdp"] == pytest.approx(sig["zcdp"], rel=1e-3)
+    assert max(sig["rdp"], sig["zcdp"]) < sig["advanced"] < sig["linear"]
 
 
 @pytest.mark.statistical
@@ -192,7 +196,8 @@ def test_budget_ledger_refuses_before_fitting():
     from dpem_fast.accounting import BudgetExceededError, BudgetLedger, GDPAccountant
 
     X, _ = _blobs(n=500)
-    ledger = BudgetLedger(epsilon=1.5, delta=1e-5, accountant=GDPAccountant)
+    # GDP composes two (1.0, 1e-6) fits to epsilon ~1.28 at delta=1e-5: the second one must not fit
+    ledger = BudgetLedger(epsilon=1.2, delta=1e-5, accountant=GDPAccountant)
     DPGaussianMixture(2, epsilon=1.0, delta=1e-6, max_iter=3, data_norm=6.0, budget=ledger,
                       random_state=0).fit(X)
     g = DPGaussianMixture(2, epsilon=1.0, delta=1e-6, max_iter=3, data_norm=6.0, budget=ledger,
