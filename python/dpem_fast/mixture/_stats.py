@@ -133,10 +133,11 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None) -> GMM
     K = means.shape[0]
     n_threads = effective_n_threads(n_threads)
     nb = _estep.block_count(n, d, K)
-    part_nk = np.zeros((nb, K))
-    part_s1 = np.zeros((nb, K, d))
-    part_s2 = np.zeros((nb, K, d, d))
-    part_ll = np.zeros(nb)
+    # the kernel zeroes the partials itself (np.empty avoids a second pass of page faults)
+    part_nk = np.empty((nb, K))
+    part_s1 = np.empty((nb, K, d))
+    part_s2 = np.empty((nb, K, d, d))
+    part_ll = np.empty(nb)
     with blas_single_thread():
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads)
