@@ -13,7 +13,7 @@ import numpy as np
 
 from .accounting import PrivacyLeakWarning
 
-__all__ = ["DataDomain", "resolve_domain", "scale_and_clip"]
+__all__ = ["DataDomain", "resolve_domain", "scale_and_clip", "clip_target"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,16 @@ def resolve_domain(X, data_norm, bounds) -> DataDomain:
     return DataDomain((lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2)), (lo, hi), True)
 
 
+def clip_target(n_features: int, dtype) -> float:
+    """Norm given to rows beyond the unit ball: a little below 1.
+
+    The float error of the norm and of the product is below (d + 2) eps, so a
+    row scaled to this norm can never end up with norm > 1, which the
+    sensitivities assume.
+    """
+    return 1.0 - 8.0 * (n_features + 2) * float(np.finfo(dtype).eps)
+
+
 def scale_and_clip(X, domain: DataDomain, out=None):
     """Map rows into the unit ball; return (Z, n_clipped).
 
@@ -93,8 +103,5 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     over = norms > 1.0
     n_clipped = int(np.count_nonzero(over))
     if n_clipped:
-        # Target a norm a little below 1: the float error of the norm and of
-        # the product (< (d + 2) eps) can then never push a row past 1.
-        target = 1.0 - 8.0 * (Z.shape[1] + 2) * float(np.finfo(Z.dtype).eps)
-        Z[over] *= (target / norms[over])[:, None].astype(Z.dtype)
+        Z[over] *= (clip_target(Z.shape[1], Z.dtype) / norms[over])[:, None].astype(Z.dtype)
     return Z, n_clipped

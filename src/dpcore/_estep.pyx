@@ -35,6 +35,7 @@ versions (about 1 ulp); ``exp(x)`` for ``x < -708`` returns 0 (no denormals).
 """
 from cython cimport floating
 from cython.parallel cimport prange, parallel
+from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
@@ -406,6 +407,43 @@ cdef inline void _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py
             Xt[i * _CHUNK + r] = 0.0
 
 
+cdef inline Py_ssize_t _load_chunk_domain(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
+                                          Py_ssize_t npad, Py_ssize_t d, const double *dom,
+                                          double inv_scale, double target,
+                                          double *Xt) noexcept nogil:
+    """Load rows mapped into the declared domain's unit ball; return how many were clipped.
+
+    ``dom`` holds (lower, upper, center) rows of length d.  Each row is clipped to
+    [lower, upper], centred, multiplied by ``inv_scale`` and, if its norm exceeds 1,
+    rescaled to norm ``target`` (< 1).  Equivalent to ``_preprocess.scale_and_clip`` in
+    float64 (the declared-bound clipping of DP-EM Sec. 3), without a copy of X.
+    """
+    cdef Py_ssize_t r, i, n_clipped = 0
+    cdef const floating *row
+    cdef const double *lo = dom
+    cdef const double *hi = dom + d
+    cdef const double *ctr = dom + 2 * d
+    cdef double v, s2, f
+    for r in range(nr):
+        row = X + (r0 + r) * d
+        s2 = 0.0
+        for i in range(d):
+            v = <double> row[i]
+            v = lo[i] if v < lo[i] else (hi[i] if v > hi[i] else v)
+            v = (v - ctr[i]) * inv_scale
+            Xt[i * _CHUNK + r] = v
+            s2 += v * v
+        if s2 > 1.0:
+            f = target / sqrt(s2)
+            for i in range(d):
+                Xt[i * _CHUNK + r] *= f
+            n_clipped += 1
+    for i in range(d):
+        for r in range(nr, npad):
+            Xt[i * _CHUNK + r] = 0.0
+    return n_clipped
+
+
 cdef void _logp_chunk(const double *Xt, Py_ssize_t npad, Py_ssize_t d, Py_ssize_t K,
                       const double *means, const double *prec_chol, const double *log_const,
                       int tri, double *D, double *W, double *L) noexcept nogil:
@@ -430,11 +468,12 @@ cdef void _logp_chunk(const double *Xt, Py_ssize_t npad, Py_ssize_t d, Py_ssize_
                 dpe_logp_from_y(W, d, _CHUNK, npad, log_const[k], L + k * _CHUNK)
 
 
-cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
-                       Py_ssize_t d, Py_ssize_t K,
-                       const double *means, const double *prec_chol, const double *log_const,
-                       int tri, double *nk, double *s1, double *s2, double *ll_acc,
-                       double *buf) noexcept nogil:
+cdef Py_ssize_t _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
+                             Py_ssize_t d, Py_ssize_t K,
+                             const double *means, const double *prec_chol, const double *log_const,
+                             int tri, const double *dom, double inv_scale, double target,
+                             double *nk, double *s1, double *s2, double *ll_acc,
+                             double *buf) noexcept nogil:
     """E-step and moments of rows [r0, r0 + nr) added into one block's partials."""
     cdef Py_ssize_t npad = (nr + _LANES - 1) // _LANES * _LANES
     cdef Py_ssize_t k, r
@@ -448,8 +487,12 @@ cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
     cdef double *lanes = sg + _CHUNK
     cdef int dd = <int> d, m = <int> npad, ld = <int> _CHUNK
     cdef double one = 1.0, acc = 0.0
+    cdef Py_ssize_t n_clipped = 0
 
-    _load_chunk(X, r0, nr, npad, d, Xt)
+    if dom == NULL:
+        _load_chunk(X, r0, nr, npad, d, Xt)
+    else:
+        n_clipped = _load_chunk_domain(X, r0, nr, npad, d, dom, inv_scale, target, Xt)
     _logp_chunk(Xt, npad, d, K, means, prec_chol, log_const, tri, D, W, L)
     dpe_lse(L, K, _CHUNK, nr, npad, ll, tmp)
     for r in range(nr):
@@ -462,15 +505,17 @@ cdef void _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
             dpe_moments_prep(Xt, d, _CHUNK, npad, L + k * _CHUNK, sg, W, nk + k, s1 + k * d)
             # s2_k (row-major upper == col-major lower) += W^T W, W: npad x d col-major
             dsyrk(b'L', b'T', &dd, &m, &one, W, &ld, &one, s2 + k * d * d, &dd)
+    return n_clipped
 
 
 cdef void _estep_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
                        Py_ssize_t b, Py_ssize_t chunks_per_block,
                        const double *means, const double *prec_chol, const double *log_const,
-                       int tri, double *nk, double *s1, double *s2, double *ll_acc,
+                       int tri, const double *dom, double inv_scale, double target,
+                       double *nk, double *s1, double *s2, double *ll_acc, long long *clipped,
                        double *buf) noexcept nogil:
     """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
-    cdef Py_ssize_t c, r0, k, i
+    cdef Py_ssize_t c, r0, k, i, nc
     cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
     cdef Py_ssize_t c1 = min(n_chunks, (b + 1) * chunks_per_block)
     cdef Py_ssize_t nl = K * _lanes_size(d)
@@ -480,8 +525,10 @@ cdef void _estep_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t
             lanes[i] = 0.0
     for c in range(b * chunks_per_block, c1):
         r0 = c * _CHUNK
-        _estep_chunk(X, r0, min(_CHUNK, n - r0), d, K, means, prec_chol, log_const, tri,
-                     nk, s1, s2, ll_acc, buf)
+        nc = _estep_chunk(X, r0, min(_CHUNK, n - r0), d, K, means, prec_chol,
+                          log_const, tri, dom, inv_scale, target, nk, s1, s2, ll_acc, buf)
+        if clipped != NULL:
+            clipped[0] += nc
     if d < _BLAS_MIN_D:
         for k in range(K):
             dpe_lanes_flush(lanes + k * _lanes_size(d), d, nk + k, s1 + k * d, s2 + k * d * d)
@@ -496,11 +543,19 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                 double[:, :, :, ::1] part_s2,       # OUT (n_blocks, K, d, d) upper triangle; lower = 0
                 double[::1] part_ll,                # OUT (n_blocks,)
                 bint upper_triangular,              # all P_k upper triangular (sklearn convention)
-                int n_threads):
+                int n_threads,
+                const double[:, ::1] domain=None,   # IN  (3, d) lower, upper, center; None = raw X
+                double inv_scale=1.0,               # 1 / radius of the declared domain
+                double clip_target=1.0,             # norm given to rows beyond the unit ball
+                long long[::1] part_clipped=None):  # OUT (n_blocks,) rows clipped per block
     """Fused E-step (DP-EM Eq. 10) and Eq. 11 moments, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
     axis 0 in block order and mirrors ``S2``.  BLAS must be limited to one thread.
+
+    With ``domain``, each row is first mapped into the unit ball of the declared domain
+    (clip to the box, centre, scale, clip the norm) while it is loaded, so a private fit
+    needs no transformed copy of ``X``; ``means``/``prec_chol`` are then in those units.
 
     Equivalent to: ``lp = log_gaussian_prob(X) + log_w; ll = logsumexp(lp, 1);
     g = exp(lp - ll[:, None]); (g.sum(0), g.T @ X, einsum('nk,ni,nj->kij', g, X, X), ll.sum())``
@@ -514,9 +569,18 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef int *failed_p = &failed
     cdef double *buf
     cdef int tri = 1 if upper_triangular else 0
+    cdef const double *dom = NULL
+    cdef long long *clip_base = NULL
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
+    if domain is not None:
+        if domain.shape[0] != 3 or domain.shape[1] != d:
+            raise ValueError("domain must have shape (3, n_features)")
+        if part_clipped is None or part_clipped.shape[0] != nb:
+            raise ValueError("part_clipped must have n_blocks entries when domain is given")
+        if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
+            raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
     if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb or part_s2.shape[0] != nb
             or part_ll.shape[0] != nb or part_s1.shape[1] != K or part_s1.shape[2] != d
             or part_s2.shape[1] != K or part_s2.shape[2] != d or part_s2.shape[3] != d):
@@ -527,6 +591,10 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     part_s1[:, :, :] = 0.0
     part_s2[:, :, :, :] = 0.0
     part_ll[:] = 0.0
+    if domain is not None and d > 0:
+        part_clipped[:] = 0
+        dom = &domain[0, 0]
+        clip_base = &part_clipped[0]
     cpb = (n_chunks + nb - 1) // nb
     nb = (n_chunks + cpb - 1) // cpb          # blocks actually used; the rest stay 0
     n_threads = max(1, min(n_threads, nb))
@@ -537,8 +605,9 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         for b in prange(nb, schedule='static'):
             if buf != NULL:
                 _estep_block(&X[0, 0], n, d, K, b, cpb, &means[0, 0], &prec_chol[0, 0, 0],
-                             &log_const[0], tri, &part_nk[b, 0], &part_s1[b, 0, 0],
-                             &part_s2[b, 0, 0, 0], &part_ll[b], buf)
+                             &log_const[0], tri, dom, inv_scale, clip_target,
+                             &part_nk[b, 0], &part_s1[b, 0, 0], &part_s2[b, 0, 0, 0],
+                             &part_ll[b], clip_base + b if clip_base != NULL else NULL, buf)
         free(buf)
     if failed:
         raise MemoryError("could not allocate E-step scratch")

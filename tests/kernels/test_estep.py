@@ -216,3 +216,52 @@ def test_bad_shapes_raise():
         compute_stats(X, w[:1], means, P)
     with pytest.raises(ValueError):
         compute_stats(X, w, means, P[:, :2])
+
+
+# --- declared-domain transform inside the kernel (no copy of X in a private fit) -----------
+
+def _domain_case(dtype, bounds):
+    from dpem_fast._preprocess import DataDomain
+
+    rng = np.random.default_rng(3)
+    n, d, K = 3000, 5, 3
+    X = (rng.normal(size=(n, d)) * 3 + 1).astype(dtype)
+    X[:40] *= 50  # far outside: clipped to the box and/or the ball
+    lo, hi = np.full(d, -6.0), np.full(d, 8.0)
+    dom = DataDomain((lo + hi) / 2, 7.5, (lo, hi) if bounds else None, False)
+    w = np.array([0.2, 0.3, 0.5])
+    means = rng.uniform(-0.5, 0.5, size=(K, d))
+    P = np.stack([np.triu(rng.normal(size=(d, d)) * 0.1) + np.eye(d) * 3 for _ in range(K)])
+    return X, dom, w, means, P
+
+
+@pytest.mark.parametrize("bounds", [True, False])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
+    from dpem_fast._preprocess import scale_and_clip
+    from dpem_fast.mixture._stats import compute_stats
+
+    X, dom, w, means, P = _domain_case(dtype, bounds)
+    Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
+    assert np.all(np.linalg.norm(Z, axis=1) <= 1.0)
+    ref = compute_stats(Z, w, means, P, n_threads=1)
+    got = compute_stats(X, w, means, P, n_threads=1, domain=dom)
+    assert got.n_clipped == n_clipped > 0
+    tol = dict(rtol=1e-10, atol=1e-10)
+    assert_allclose(got.nk, ref.nk, **tol)
+    assert_allclose(got.s1, ref.s1, **tol)
+    assert_allclose(got.s2, ref.s2, **tol)
+    assert_allclose(got.loglik, ref.loglik, rtol=1e-10)
+    # every transformed row lies in the unit ball: the trace of S2 is sum_i |z_i|^2 <= n
+    assert got.s2.trace(axis1=1, axis2=2).sum() <= X.shape[0]
+
+
+def test_kernel_domain_transform_thread_invariant():
+    from dpem_fast.mixture._stats import compute_stats
+
+    X, dom, w, means, P = _domain_case(np.float64, True)
+    a = compute_stats(X, w, means, P, n_threads=1, domain=dom)
+    b = compute_stats(X, w, means, P, n_threads=2, domain=dom)
+    assert_array_equal(a.s2, b.s2)
+    assert_array_equal(a.s1, b.s1)
+    assert a.n_clipped == b.n_clipped

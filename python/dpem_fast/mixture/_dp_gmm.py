@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._dpcore import _symnoise
-from .._preprocess import DataDomain, resolve_domain, scale_and_clip
+from .._preprocess import DataDomain, resolve_domain
 from .._privacy import NOT_PRIVATE, PrivacyRecord, Release
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
@@ -388,18 +388,21 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             releases, event, acc_name, spent = self._plan(d, split)
             if self.budget is not None:
                 self.budget.spend(event, label=f"{type(self).__name__}.fit")
+            # the kernel maps rows into the domain's unit ball as it reads them (no copy of X)
             domain = resolve_domain(X, self.data_norm, self.bounds)
-            Z, n_clipped = scale_and_clip(X, domain)
+            kernel_domain = domain
         else:
             domain = DataDomain(np.zeros(d), 1.0, None, False)
-            Z, n_clipped = X, 0
+            kernel_domain = None
+        n_clipped = 0
 
         weights, means, prec_chol = self._initial_parameters(X, domain, key, private)
         train_ll = []
         with blas_single_thread():
             for it in range(self.max_iter):
-                stats = compute_stats(Z, weights, means, prec_chol, n_threads=n_threads)
+                stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=kernel_domain)
                 train_ll.append(stats.loglik / n)
+                n_clipped = stats.n_clipped
                 if private:
                     nk, s1, s2 = self._release(stats, releases, key, it, n_threads)
                     weights, means, covs = self._private_m_step(nk, s1, s2, releases, n)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._dpcore import _estep
+from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
 
 __all__ = ["GMMStats", "compute_stats", "predict_log_resp", "log_normalizers"]
@@ -34,6 +35,8 @@ class GMMStats:
         ``sum_i g_ik x_i x_i^T``, exactly symmetric.
     loglik : float
         ``sum_i log p(x_i)`` under the parameters used (a diagnostic, not private).
+    n_clipped : int
+        Rows clipped to the declared domain's unit ball (a diagnostic, not private).
     """
 
     n_samples: int
@@ -41,6 +44,7 @@ class GMMStats:
     s1: np.ndarray
     s2: np.ndarray
     loglik: float
+    n_clipped: int = 0
 
     def __add__(self, other: "GMMStats") -> "GMMStats":
         if not isinstance(other, GMMStats):
@@ -53,6 +57,7 @@ class GMMStats:
             self.s1 + other.s1,
             self.s2 + other.s2,
             self.loglik + other.loglik,
+            self.n_clipped + other.n_clipped,
         )
 
     @classmethod
@@ -103,7 +108,7 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     return np.ascontiguousarray(log_w + log_det - 0.5 * d * np.log(2 * np.pi))
 
 
-def compute_stats(X, weights, means, precisions_cholesky, n_threads=None) -> GMMStats:
+def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None) -> GMMStats:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
 
     Parameters
@@ -117,6 +122,10 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None) -> GMM
     n_threads : int or None
         OpenMP threads (see :func:`dpem_fast._threads.effective_n_threads`).  The result is
         bit-identical for every value.
+    domain : dpem_fast._preprocess.DataDomain or None
+        If given, every row is mapped into the unit ball of this declared domain as the
+        kernel loads it (as :func:`dpem_fast._preprocess.scale_and_clip` does, without
+        copying ``X``); the parameters and the statistics are in those scaled units.
 
     Returns
     -------
@@ -138,16 +147,26 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None) -> GMM
     part_s1 = np.empty((nb, K, d))
     part_s2 = np.empty((nb, K, d, d))
     part_ll = np.empty(nb)
+    kw = {}
+    if domain is not None:
+        lo, hi = domain.bounds if domain.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+        kw = dict(
+            domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
+            inv_scale=1.0 / domain.radius,
+            clip_target=clip_target(d, np.float64),
+            part_clipped=np.zeros(nb, dtype=np.int64),
+        )
     with blas_single_thread():
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
-                           upper, n_threads)
+                           upper, n_threads, **kw)
     # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
     nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
     s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
     s2u = np.add.reduce(part_s2, axis=0) if nb else np.zeros((K, d, d))
     s2 = np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1)
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
-    return GMMStats(n, nk, s1, s2, loglik)
+    n_clipped = int(kw["part_clipped"].sum()) if kw else 0
+    return GMMStats(n, nk, s1, s2, loglik, n_clipped)
 
 
 def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
