@@ -36,7 +36,7 @@ cdef Py_ssize_t _BLOCK = 4096
 _M64 = 2**64 - 1
 cdef uint64_t _T_MAX = 2**56
 cdef uint64_t _X_MAX = 2**62
-cdef uint64_t _Q_MAX = 2**63
+cdef uint64_t _Q_MAX = 2**56
 
 
 cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
@@ -179,11 +179,12 @@ def fill_symmetric_discrete_gaussian(const uint32_t[::1] key,      # IN  (8,)
 def _bernoulli_count_wrapper(const uint32_t[::1] key, uint64_t stream, uint64_t p, uint64_t q,
                              Py_ssize_t n, bint exp):
     """Test hook: number of successes in ``n`` Bernoulli(p/q) (``exp=False``,
-    0 <= p < q < 2^63) or Bernoulli(exp(-p/q)) (``exp=True``) trials on one stream."""
+    0 <= p < q <= 2^56) or Bernoulli(exp(-p/q)) (``exp=True``, 0 <= p, 0 < q <= 2^56)
+    trials on one stream."""
     cdef dpc_stream st
     cdef Py_ssize_t i, k = 0
-    if q == 0 or q >= _Q_MAX or (not exp and p >= q):
-        raise ValueError("need 0 <= p < q < 2^63")
+    if q == 0 or q > _Q_MAX or (not exp and p >= q):
+        raise ValueError("need 0 <= p < q <= 2^56")
     dpc_stream_init(&st, &key[0], stream)
     with nogil:
         if exp:

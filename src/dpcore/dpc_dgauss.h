@@ -17,7 +17,7 @@
  * Algorithm 1 also costs about 2 bits instead of a 32-bit word.
  *
  * Ranges (checked by the Python callers, dpem_fast.random):
- *   Bernoulli(p/q):          0 <= p < q < 2^63 (64-bit) or q < 2^126 (128-bit);
+ *   Bernoulli(p/q):          0 <= p < q <= 2^56 (64-bit) or q < 2^126 (128-bit);
  *   discrete Laplace t/s:    1 <= t <= 2^56, 1 <= s < 2^64;
  *   discrete Gaussian a/b:   D = 2 a b t^2 < 2^126 and Ymax / t >= 2^20.
  * Samplers return 0 on success and 1 when a draw would leave the exact
@@ -44,15 +44,50 @@ typedef unsigned __int128 dpc_u128;
  * no longer be smaller (R = p/q exactly has probability 0): answer 0.
  * ------------------------------------------------------------------------ */
 
-/* 0 <= p < q < 2^63 */
+/* k fair bits (1 <= k <= 32) from the reservoir, as an integer in [0, 2^k).
+ * When fewer than k bits are left they are discarded and the reservoir is
+ * refilled (discarding unused fair bits keeps everything uniform). */
+static inline uint64_t dpc_bits(dpc_stream *s, int k)
+{
+    uint64_t r;
+    if (__builtin_expect(s->nbits < k, 0)) {
+        s->bits = dpc_next_u64(s);
+        s->nbits = 64;
+    }
+    r = s->bits & ((1ull << k) - 1u);
+    s->bits >>= k;
+    s->nbits -= k;
+    return r;
+}
+
+/* The next eight digits of a lazily revealed uniform R. */
+static inline uint64_t dpc_bits8(dpc_stream *s) { return dpc_bits(s, 8); }
+
+/* Uniform integer below t, 1 <= t <= 2^56.  For t <= 2^16 by rejection on
+ * k = bitlength(t - 1) reservoir bits (expected < 2k bits); above, Lemire's
+ * method on keystream words (dpc_below_u64). */
+static inline uint64_t dpc_below_small(dpc_stream *s, uint64_t t)
+{
+    if (t <= 65536u) {
+        int k;
+        uint64_t r;
+        if (t == 1) return 0;
+        k = 64 - __builtin_clzll(t - 1);
+        do r = dpc_bits(s, k); while (r >= t);
+        return r;
+    }
+    return dpc_below_u64(s, t);
+}
+
+/* 0 <= p < q <= 2^56: the same lazy comparison, eight digits at a time.
+ * The next 8 digits of p/q are floor(256 p / q) (remainder 256 p mod q);
+ * compared with 8 random digits they decide unless all 8 are equal. */
 static inline int dpc_bern_frac64(dpc_stream *s, uint64_t p, uint64_t q)
 {
     while (p) {
-        int digit;
-        p <<= 1;
-        digit = (p >= q);
-        if (digit) p -= q;
-        if (dpc_bit(s) != digit) return digit;
+        uint64_t x = p << 8, d = x / q, r = dpc_bits8(s);
+        p = x - d * q;
+        if (r != d) return r < d;
     }
     return 0;
 }
@@ -70,16 +105,24 @@ static inline int dpc_bern_frac128(dpc_stream *s, dpc_u128 p, dpc_u128 q)
     return 0;
 }
 
-/* Bernoulli(1/K), K >= 1.  Digits of 1/K by the same lazy comparison. */
+/* Bernoulli(1/K), K >= 1, by bit-by-bit lazy comparison with the digits of 1/K. */
 static inline int dpc_bern_inv(dpc_stream *s, uint64_t K)
 {
+    uint64_t p = 1;
     if (K == 1) return 1;
-    if ((K & (K - 1)) == 0) {            /* 1/2^k: k zero-free bits */
+    if ((K & (K - 1)) == 0) {            /* 1/2^k: k zero bits */
         uint64_t k = (uint64_t)__builtin_ctzll(K);
         while (k--) if (dpc_bit(s)) return 0;
         return 1;
     }
-    return dpc_bern_frac64(s, 1, K);
+    while (p) {                          /* p < K < 2^63 */
+        int digit;
+        p <<= 1;
+        digit = (p >= K);
+        if (digit) p -= K;
+        if (dpc_bit(s) != digit) return digit;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -89,15 +132,34 @@ static inline int dpc_bern_inv(dpc_stream *s, uint64_t K)
  * coins, so the product of the probabilities is exact.
  * ------------------------------------------------------------------------ */
 
-/* Bernoulli(exp(-1)): gamma = 1, so Bernoulli(gamma/K) = Bernoulli(1/K). */
+/* Bernoulli(exp(-1)).  With gamma = 1 the loop draws Bernoulli(1/K) only,
+ * and its first failing K satisfies P(K >= k) = 1/(k-1)!, nested events.
+ * So K in {2, 3, 4, 5} is read off one uniform R: K >= k iff R < 1/(k-1)!,
+ * i.e. thresholds 1/2, 1/6, 1/24, 1/120.  The first 8 digits of R (r) decide
+ * unless r straddles a threshold (r = 42: 1/6 = (42 + 2/3)/256; r = 10:
+ * 1/24 = (10 + 2/3)/256; r = 2: 1/120 = (2 + 2/15)/256), where the rest of
+ * R is compared lazily with the fractional part.  Once K >= 6 is known the
+ * loop continues from K = 6 with fresh Bernoulli(1/K) coins, which is exact
+ * because P(K >= k + 1 | K >= k) = 1/k however K >= k was established. */
 static inline int dpc_bern_exp_minus1(dpc_stream *s)
 {
-    uint64_t K = 2;                      /* K = 1 always passes */
+    uint64_t r = dpc_bits8(s), K;
+    if (r >= 43) return r < 128;         /* K = 2 (r >= 128) or K = 3 */
+    if (r >= 11) {
+        if (r != 42) return 0;           /* K = 4 */
+        return !dpc_bern_frac64(s, 2, 3);   /* R < 1/6 iff rest < 2/3: K = 4 */
+    }
+    if (r >= 3) {
+        if (r != 10) return 1;           /* K = 5 */
+        return dpc_bern_frac64(s, 2, 3); /* R < 1/24 iff rest < 2/3: K = 5 */
+    }
+    if (r == 2 && !dpc_bern_frac64(s, 2, 15)) return 1;   /* R >= 1/120: K = 5 */
+    K = 6;                               /* R < 1/120 */
     while (dpc_bern_inv(s, K)) K++;
     return (int)(K & 1u);
 }
 
-/* 0 <= p <= q < 2^63 */
+/* 0 <= p <= q <= 2^56 */
 static inline int dpc_bern_exp_frac64(dpc_stream *s, uint64_t p, uint64_t q)
 {
     uint64_t K;
@@ -188,7 +250,7 @@ static inline int dpc_dlaplace(dpc_stream *st, uint64_t t, uint64_t s, uint64_t 
                                int64_t *out)
 {
     for (;;) {
-        uint64_t U = dpc_below_u64(st, t), V = 0, X, Y;
+        uint64_t U = dpc_below_small(st, t), V = 0, X, Y;
         int B;
         if (!dpc_bern_exp_frac64(st, U, t)) continue;
         while (dpc_bern_exp_minus1(st)) {
@@ -217,7 +279,7 @@ typedef struct {
     dpc_u128 a;          /* sigma^2 = a / b, reduced */
     dpc_u128 bt;         /* b * t */
     dpc_u128 D;          /* 2 a b t^2 < 2^126 */
-    int small;           /* D < 2^63 and a, bt < 2^63: 64-bit fast path possible */
+    int small;           /* D <= 2^56 and a, bt < 2^63: 64-bit fast path possible */
 } dpc_dgauss_params;
 
 static inline void dpc_dgauss_setup(dpc_dgauss_params *g, uint64_t t, uint64_t vcap,
@@ -232,7 +294,7 @@ static inline void dpc_dgauss_setup(dpc_dgauss_params *g, uint64_t t, uint64_t v
     g->a = ((dpc_u128)a_hi << 64) | a_lo;
     g->bt = ((dpc_u128)bt_hi << 64) | bt_lo;
     g->D = ((dpc_u128)D_hi << 64) | D_lo;
-    g->small = (D_hi == 0 && D_lo < (1ull << 63) && a_hi == 0 && a_lo < (1ull << 63)
+    g->small = (D_hi == 0 && D_lo <= (1ull << 56) && a_hi == 0 && a_lo < (1ull << 63)
                 && bt_hi == 0 && bt_lo < (1ull << 63));
 }
 

@@ -138,7 +138,7 @@ def test_reference_sampler_matches_pmf(sigma2):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("p, q", [(1, 3), (5, 7), (1, 2**40 + 1), (2**62 - 3, 2**62 + 1)])
+@pytest.mark.parametrize("p, q", [(1, 3), (5, 7), (1, 2**40 + 1), (2**56 - 3, 2**56), (2**55 + 1, 2**56 - 1)])
 def test_bernoulli_fraction(p, q):
     n = 400_000
     key = make_key(3)
@@ -149,9 +149,11 @@ def test_bernoulli_fraction(p, q):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("p, q", [(0, 1), (1, 1), (1, 3), (7, 3), (5, 2), (2**40, 2**40 + 7)])
+@pytest.mark.parametrize("p, q", [(0, 1), (1, 1), (1, 3), (7, 3), (5, 2), (2**40, 2**40 + 7), (10**6, 10**6 + 1), (3 * 2**55, 2**56)])
 def test_bernoulli_exp(p, q):
-    n = 400_000
+    # 4e6 trials: a wrong answer on any one 8-bit branch of Bernoulli(exp(-1))
+    # (probability 1/256) would move the mean by ~16 standard errors
+    n = 4_000_000
     k = _dgauss._bernoulli_count_wrapper(make_key(4), 0, p, q, n, True)
     pr = math.exp(-p / q)
     assert abs(k - n * pr) < 5 * math.sqrt(n * pr * (1 - pr)) + 1e-9
