@@ -209,13 +209,14 @@ def _discrete_gaussian_params(sigma2) -> tuple:
         raise ValueError(
             f"sigma2={sigma2!r} is outside the exact range: with sigma2 = a/b (reduced) and "
             f"t = floor(sigma) + 1, 2*a*b*t**2 must be < 2**126 (it is about 2**{D.bit_length() - 1}); "
-            "use a Fraction with a smaller denominator or a smaller sigma2"
+            "see the supported range in the docstring of dpem_fast.random.discrete_gaussian"
         )
     ymax = min(_X_LIMIT, (_D_LIMIT - 1) // bt)
     if ymax < _YMAX_OVER_T * t:
         raise ValueError(
             f"sigma2={sigma2!r} is outside the exact range: b*t**2 must be <= 2**106 "
-            f"(it is about 2**{(b * t * t).bit_length() - 1}); use a Fraction with a smaller denominator"
+            f"(it is about 2**{(b * t * t).bit_length() - 1}); "
+            "see the supported range in the docstring of dpem_fast.random.discrete_gaussian"
         )
     vcap = (_X_LIMIT - t) // t
     return (t, vcap, ymax, a, bt, D)
@@ -300,9 +301,12 @@ def discrete_gaussian(sigma2, size, *, random_state=None, n_threads=None) -> np.
         exactly (``1e-4`` becomes an odd integer over ``2**66``).  Supported:
         with ``σ² = a/b`` reduced and ``t = floor(σ) + 1``,
         ``2 a b t² < 2**126`` and ``b t² <= 2**106``.  This covers every
-        float σ² in ``[1e-6, 2**53]`` (σ from 0.001 to about 9.5e7) and every
-        integer σ² up to about ``5e18`` (σ up to about 2.2e9); Fractions
-        qualify when their denominator is small enough.
+        float σ² in ``[2**-20, 2**62]`` (σ from about 0.001 to 2**31,
+        e.g. ``1e-4`` for σ = 0.01 and ``1e12`` for σ = 10**6), every int
+        σ² from 1 to ``4 * 10**18`` (σ up to 2e9), and a reduced
+        ``Fraction(p, q)`` when ``2 p q t² < 2**126``, about
+        ``2 σ⁴ q² < 2**126`` for σ >= 1 (e.g. any ``q <= 2**20`` with
+        σ² <= 10**12).
     size : int or tuple of int
         Output shape.
     random_state, n_threads

@@ -105,8 +105,8 @@ def fill_discrete_gaussian(const uint32_t[::1] key,    # IN  (8,) stream key
                            int n_threads):
     """Fill ``out`` with exact discrete Gaussian draws N_Z(0, a/b) (CKS 2020, Algorithm 3).
 
-    Equivalent to: ``[cks_discrete_gaussian(Fraction(a, b)) for _ in range(n)]``
-    (``dpem_fast._reference.samplers``), with a different random source.
+    Equivalent to: ``[discrete_gaussian(Fraction(a, b), u) for _ in range(n)]`` with
+    ``dpem_fast._reference.samplers.discrete_gaussian`` (same law, different random source).
     """
     cdef dpc_dgauss_params g
     cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
@@ -132,8 +132,8 @@ def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
                           int n_threads):
     """Fill ``out`` with exact discrete Laplace draws, P(y) ∝ exp(-|y| s/t) (CKS 2020, Algorithm 2).
 
-    Equivalent to: ``[cks_discrete_laplace(t, s) for _ in range(n)]``
-    (``dpem_fast._reference.samplers``), with a different random source.
+    Equivalent to: ``[discrete_laplace(Fraction(t, s), u) for _ in range(n)]`` with
+    ``dpem_fast._reference.samplers.discrete_laplace`` (same law, different random source).
     """
     cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
     if t == 0 or s == 0 or t > _T_MAX or vcap == 0 or vcap > (_X_MAX - t) // t:

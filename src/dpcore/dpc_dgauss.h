@@ -9,12 +9,16 @@
  *
  * Every accept/reject decision is made with integer arithmetic on exact
  * rationals; there is no floating point anywhere in this file.  All
- * randomness comes from dpc_rng.h:
- *   dpc_bit        -- one fair bit (a 64-bit reservoir of keystream),
- *   dpc_below_u64  -- unbiased uniform integer below m (Lemire rejection).
- * Bernoulli(p/q) compares random bits lazily with the binary expansion of
- * p/q (expected 2 bits per call, whatever p/q), so Bernoulli(1/K) inside
- * Algorithm 1 also costs about 2 bits instead of a 32-bit word.
+ * randomness comes from dpc_rng.h keystream words (dpc_next_u64, Lemire's
+ * dpc_below_u64) and the 64-bit bit reservoir of dpc_stream (dpc_bit for a
+ * fair coin, dpc_bits below for k bits at once).
+ *   Bernoulli(p/q)   lazy comparison of a uniform R with the binary digits of
+ *                    p/q, 8 digits at a time in the 64-bit path (one
+ *                    division per 8 digits, decides with probability
+ *                    1 - 2^-8 per step), bit by bit in the 128-bit path;
+ *   Bernoulli(1/K)   bit by bit (expected 2 bits);
+ *   Bernoulli(e^-1)  Algorithm 1 with gamma = 1, its first steps read off
+ *                    one lazily revealed uniform (see dpc_bern_exp_minus1).
  *
  * Ranges (checked by the Python callers, dpem_fast.random):
  *   Bernoulli(p/q):          0 <= p < q <= 2^56 (64-bit) or q < 2^126 (128-bit);

@@ -298,9 +298,15 @@ def test_other_argument_errors():
 
 
 def test_supported_range_edges_accepted():
-    # documented range: float sigma2 in [1e-6, 2**53], integer sigma2 up to ~5e18
-    for s2 in (1e-6, 1e-4, 0.01, 1.0, 2.0**53, 10**12, 5 * 10**18):
+    # documented range: float sigma2 in [2**-20, 2**62] (worst case: full 53-bit
+    # odd mantissa), int sigma2 up to 4e18, Fraction(p, q) with q <= 2**20, sigma2 <= 1e12
+    worst = [(2**53 - 1) * 2.0**-73 * 2 ** k for k in range(1, 83, 3)]   # 2**-20 .. 2**62
+    assert worst[0] >= 2.0**-20 and worst[-1] <= 2.0**62
+    for s2 in worst + [2.0**-20, 1e-4, 0.01, 1.0, 2.0**62, 1, 10**12, 4 * 10**18,
+                       Fraction(10**12 * 2**20 - 1, 2**20), Fraction(1, 2**20)]:
         dr._discrete_gaussian_params(s2)
+    with pytest.raises(ValueError, match="sigma2"):
+        dr._discrete_gaussian_params((2**53 - 1) * 2.0**-74)    # just below 2**-20
     for sc in (2.0**-10, 1e-3, 2.0**56, 2**56):
         dr.discrete_laplace(sc, 2, random_state=0)
 
