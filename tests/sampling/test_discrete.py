@@ -75,6 +75,8 @@ def _gaussian_window(sigma2):
         (2.7, 400_000),              # float, non-integer
         (100, 400_000),              # sigma = 10
         (10**8, 400_000),            # sigma = 1e4
+        # D = 2 a b t^2 just below 2**126: |Y| >= 6 takes the 256-bit acceptance path
+        (Fraction(2 * (2**61 - 1) + 1, 2**61 - 1), 400_000),
     ],
 )
 def test_discrete_gaussian_gof(sigma2, n):
@@ -86,6 +88,21 @@ def test_discrete_gaussian_gof(sigma2, n):
     for min_expected in (5.0, n / 200):
         p = _chi2_pvalue(x, pmf, lo, hi, min_expected)
         assert p > 1e-4, (min_expected, p)
+
+
+@pytest.mark.statistical
+def test_256bit_acceptance_path_tail():
+    """sigma2 = 2 + 1/(2**61 - 1): c = |Y| b t - a passes 2**64 from |Y| = 6 on,
+    so the tail mass P(|Y| >= 6) is decided on the 256-bit path."""
+    s2 = Fraction(2 * (2**61 - 1) + 1, 2**61 - 1)
+    n = 3_000_000
+    x = dr.discrete_gaussian(s2, n, random_state=31, n_threads=2)
+    k = int(np.count_nonzero(np.abs(x) >= 6))
+    p = 1.0 - ref.discrete_gaussian_pmf(s2, np.arange(-5, 6)).sum()
+    assert abs(k - n * p) < 5 * math.sqrt(n * p) + 1, (k, n * p)
+    k5 = int(np.count_nonzero(np.abs(x) == 5))
+    p5 = 2 * ref.discrete_gaussian_pmf(s2, [5])[0]
+    assert abs(k5 - n * p5) < 5 * math.sqrt(n * p5), (k5, n * p5)
 
 
 @pytest.mark.statistical
