@@ -1,0 +1,1 @@
+"""Plain-Python reference implementations, used as test oracles and benchmark baselines."""
