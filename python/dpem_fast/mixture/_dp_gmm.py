@@ -446,7 +446,7 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
                 },
                 notes=(
                     "initialisation: " + ("user-supplied public parameters" if self.means_init is not None
-                                          else "data-independent (seeded random draw in the domain)"),
+                                          else "data-independent (random draw in the declared domain from the fit's own stream)"),
                 ),
             )
         else:
