@@ -69,31 +69,27 @@ cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
     return (n + _BLOCK - 1) // _BLOCK
 
 
-cdef void _uniform_block(const uint32_t *key, uint64_t stream, double *out,
-                         Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+cdef enum:
+    _UNIFORM = 0
+    _NORMAL = 1
+    _LAPLACE = 2
+
+
+cdef void _double_block(int kind, const uint32_t *key, uint64_t stream, double scale,
+                        double *out, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Outputs [lo, hi) of one block, all from stream ``stream`` (counter 0 upwards)."""
     cdef dpc_stream st
     cdef Py_ssize_t i
     dpc_stream_init(&st, key, stream)
-    for i in range(lo, hi):
-        out[i] = dpc_uniform(&st)
-
-
-cdef void _normal_block(const uint32_t *key, uint64_t stream, double scale, double *out,
-                        Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    cdef dpc_stream st
-    cdef Py_ssize_t i
-    dpc_stream_init(&st, key, stream)
-    for i in range(lo, hi):
-        out[i] = scale * dpc_normal(&st)
-
-
-cdef void _laplace_block(const uint32_t *key, uint64_t stream, double scale, double *out,
-                         Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    cdef dpc_stream st
-    cdef Py_ssize_t i
-    dpc_stream_init(&st, key, stream)
-    for i in range(lo, hi):
-        out[i] = dpc_laplace(&st, scale)
+    if kind == _UNIFORM:
+        for i in range(lo, hi):
+            out[i] = dpc_uniform(&st)
+    elif kind == _NORMAL:
+        for i in range(lo, hi):
+            out[i] = scale * dpc_normal(&st)
+    else:
+        for i in range(lo, hi):
+            out[i] = dpc_laplace(&st, scale)
 
 
 cdef void _integers_block(const uint32_t *key, uint64_t stream, uint64_t m, uint64_t *out,
@@ -105,6 +101,19 @@ cdef void _integers_block(const uint32_t *key, uint64_t stream, uint64_t m, uint
         out[i] = dpc_below_u64(&st, m)
 
 
+cdef void _fill_double(int kind, const uint32_t[::1] key, uint64_t stream0, double scale,
+                       double[::1] out, int n_threads):
+    """Block driver: block b fills out[b*BLOCK : (b+1)*BLOCK] from stream stream0 + b."""
+    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        for b in prange(nb, schedule='static'):
+            _double_block(kind, &key[0], stream0 + <uint64_t>b, scale, &out[0],
+                          b * _BLOCK, min(n, (b + 1) * _BLOCK))
+
+
 def fill_uniform(const uint32_t[::1] key,   # IN  (8,) stream key
                  uint64_t stream0,          # first stream id; block b uses stream0 + b
                  double[::1] out,           # OUT (n,) uniform doubles in [0, 1)
@@ -113,13 +122,7 @@ def fill_uniform(const uint32_t[::1] key,   # IN  (8,) stream key
 
     Equivalent to: ``(words64 >> 11) * 2**-53`` per output, one 64-bit word each.
     """
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
-    if n == 0:
-        return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            _uniform_block(&key[0], stream0 + <uint64_t>b, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+    _fill_double(_UNIFORM, key, stream0, 1.0, out, n_threads)
 
 
 def fill_normal(const uint32_t[::1] key,    # IN  (8,)
@@ -128,13 +131,7 @@ def fill_normal(const uint32_t[::1] key,    # IN  (8,)
                 double[::1] out,            # OUT (n,)
                 int n_threads):
     """Fill ``out`` with N(0, scale^2) draws (256-strip ziggurat)."""
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
-    if n == 0:
-        return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            _normal_block(&key[0], stream0 + <uint64_t>b, scale, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+    _fill_double(_NORMAL, key, stream0, scale, out, n_threads)
 
 
 def fill_laplace(const uint32_t[::1] key,   # IN  (8,)
@@ -143,13 +140,7 @@ def fill_laplace(const uint32_t[::1] key,   # IN  (8,)
                  double[::1] out,           # OUT (n,)
                  int n_threads):
     """Fill ``out`` with Laplace(0, scale) draws: random sign times scale * -log(1 - U)."""
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
-    if n == 0:
-        return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            _laplace_block(&key[0], stream0 + <uint64_t>b, scale, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+    _fill_double(_LAPLACE, key, stream0, scale, out, n_threads)
 
 
 def fill_integers(const uint32_t[::1] key,  # IN  (8,)
