@@ -259,6 +259,23 @@ def test_bad_parameters(params, exc, match):
         DPGaussianMixture(**kw).fit(X)
 
 
+@pytest.mark.parametrize(
+    "init, match",
+    [
+        (dict(precisions_init=np.stack([-np.eye(3)] * 2)), "precisions_init"),
+        (dict(precisions_init=np.full((2, 3, 3), np.nan)), "precisions_init"),
+        (dict(weights_init=[0.5, 0.6]), "weights_init"),
+        (dict(weights_init=[np.nan, 1.0]), "weights_init"),
+        (dict(means_init=np.zeros((3, 3))), "means_init"),
+        (dict(means_init=np.full((2, 3), np.inf)), "means_init"),
+    ],
+)
+def test_bad_initial_parameters(init, match):
+    X, _ = _blobs(n=100)
+    with pytest.raises(ValueError, match=match):
+        DPGaussianMixture(2, epsilon=1.0, data_norm=6.0, max_iter=2, **init).fit(X)
+
+
 def test_bad_data():
     g = DPGaussianMixture(2, data_norm=6.0, max_iter=2)
     X, _ = _blobs(n=100)

@@ -472,7 +472,8 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         R = domain.radius / box.radius
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
-            if weights.shape != (K,) or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
+            if (weights.shape != (K,) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
+                    or not np.isclose(weights.sum(), 1.0)):
                 raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
         else:
             weights = np.full(K, 1.0 / K)
@@ -480,6 +481,8 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             means = np.asarray(self.means_init, dtype=np.float64)
             if means.shape != (K, d):
                 raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
+            if not np.all(np.isfinite(means)):
+                raise ValueError("means_init must be finite")
             means = (means - domain.center) / domain.radius
         else:
             means = (box.center - domain.center) / domain.radius + self._random_means(
@@ -489,9 +492,14 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             prec = np.asarray(self.precisions_init, dtype=np.float64)
             if prec.shape != (K, d, d):
                 raise ValueError(f"precisions_init must have shape ({K}, {d}, {d}), got {prec.shape}")
+            if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, 1, 2)):
+                raise ValueError("precisions_init must be finite symmetric positive-definite matrices")
             prec_chol = np.empty_like(prec)
             for k in range(K):
-                prec_chol[k] = linalg.cholesky(prec[k] * domain.radius**2, lower=True)
+                try:
+                    prec_chol[k] = linalg.cholesky(prec[k] * domain.radius**2, lower=True)
+                except linalg.LinAlgError:
+                    raise ValueError(f"precisions_init[{k}] is not positive definite") from None
         else:
             prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
         return weights, means, prec_chol
