@@ -10,7 +10,7 @@ cdef extern from "dpc_rng.h" nogil:
     int DPC_NBLK
     int DPC_BUF_WORDS
     void dpc_chacha20_block(const uint32_t *inp, uint32_t *out)
-    void dpc_chacha20_blocks8(const uint32_t *key, uint64_t counter, uint64_t stream, uint32_t *out)
+    void dpc_chacha20_blocks16(const uint32_t *key, uint64_t counter, uint64_t stream, uint32_t *out)
     int dpc_simd_level()
     void dpc_stream_init(dpc_stream *s, const uint32_t *key, uint64_t stream)
     uint32_t dpc_next_u32(dpc_stream *s)

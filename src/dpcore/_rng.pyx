@@ -11,7 +11,7 @@ from libc.stdint cimport uint32_t, uint64_t, int64_t
 
 from ._omp cimport DPC_OPENMP_ENABLED, omp_get_max_threads
 from ._rng cimport (
-    dpc_stream, dpc_stream_init, dpc_chacha20_block, dpc_chacha20_blocks8,
+    dpc_stream, dpc_stream_init, dpc_chacha20_block, dpc_chacha20_blocks16,
     dpc_simd_level, dpc_next_u32, dpc_uniform, dpc_normal, dpc_laplace,
     dpc_normal_init, dpc_below_u64,
 )
@@ -57,12 +57,12 @@ def keystream(const uint32_t[::1] key,          # IN  (8,)
             out[i] = dpc_next_u32(&st)
 
 
-def keystream_blocks8(const uint32_t[::1] key, uint64_t counter, uint64_t stream,
-                      uint32_t[::1] out):       # OUT (128,)
-    """Eight consecutive blocks from the multi-block (SIMD) path, for tests."""
-    if out.shape[0] != 128:
-        raise ValueError("out must have 128 words")
-    dpc_chacha20_blocks8(&key[0], counter, stream, &out[0])
+def keystream_blocks16(const uint32_t[::1] key, uint64_t counter, uint64_t stream,
+                       uint32_t[::1] out):      # OUT (256,)
+    """Sixteen consecutive blocks from the multi-block (SIMD) path, for tests."""
+    if out.shape[0] != 256:
+        raise ValueError("out must have 256 words")
+    dpc_chacha20_blocks16(&key[0], counter, stream, &out[0])
 
 
 cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:

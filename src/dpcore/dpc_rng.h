@@ -27,8 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define DPC_NBLK 8                       /* blocks per refill */
-#define DPC_BUF_WORDS (16 * DPC_NBLK)    /* 128 32-bit words = 512 bytes */
+#define DPC_NBLK 16                      /* blocks per refill */
+#define DPC_BUF_WORDS (16 * DPC_NBLK)    /* 256 32-bit words = 1 KiB */
 
 typedef struct {
     uint32_t key[8];
@@ -68,27 +68,28 @@ static void dpc_chacha20_block(const uint32_t in[16], uint32_t out[16])
     for (i = 0; i < 16; i++) out[i] = x[i] + in[i];
 }
 
-typedef uint32_t dpc_v8u __attribute__((vector_size(32)));
+typedef uint32_t dpc_v16u __attribute__((vector_size(64)));
 
-/* DPC_NBLK consecutive blocks (counters c .. c+7) of one stream, vectorised
- * across blocks: lane j of every vector belongs to block c+j. */
+/* DPC_NBLK = 16 consecutive blocks (counters c .. c+15) of one stream,
+ * vectorised across blocks: lane j of every vector belongs to block c+j (one
+ * zmm register per state word with AVX-512, two ymm with AVX2). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-static void dpc_chacha20_blocks8(const uint32_t key[8], uint64_t counter,
-                                 uint64_t stream, uint32_t *out)
+static void dpc_chacha20_blocks16(const uint32_t key[8], uint64_t counter,
+                                  uint64_t stream, uint32_t *out)
 {
-    dpc_v8u x[16], in[16];
+    dpc_v16u x[16], in[16];
     int i, j;
-    for (i = 0; i < 4; i++) in[i] = (dpc_v8u){0} + DPC_SIGMA[i];
-    for (i = 0; i < 8; i++) in[4 + i] = (dpc_v8u){0} + key[i];
-    for (j = 0; j < 8; j++) {
+    for (i = 0; i < 4; i++) in[i] = (dpc_v16u){0} + DPC_SIGMA[i];
+    for (i = 0; i < 8; i++) in[4 + i] = (dpc_v16u){0} + key[i];
+    for (j = 0; j < 16; j++) {
         uint64_t c = counter + (uint64_t)j;
         in[12][j] = (uint32_t)c;
         in[13][j] = (uint32_t)(c >> 32);
     }
-    in[14] = (dpc_v8u){0} + (uint32_t)stream;
-    in[15] = (dpc_v8u){0} + (uint32_t)(stream >> 32);
+    in[14] = (dpc_v16u){0} + (uint32_t)stream;
+    in[15] = (dpc_v16u){0} + (uint32_t)(stream >> 32);
     for (i = 0; i < 16; i++) x[i] = in[i];
     for (i = 0; i < 10; i++) {
         DPC_QR(x[0], x[4], x[8],  x[12]);
@@ -101,7 +102,7 @@ static void dpc_chacha20_blocks8(const uint32_t key[8], uint64_t counter,
         DPC_QR(x[3], x[4], x[9],  x[14]);
     }
     for (i = 0; i < 16; i++) x[i] += in[i];
-    for (j = 0; j < 8; j++)
+    for (j = 0; j < 16; j++)
         for (i = 0; i < 16; i++)
             out[16 * j + i] = x[i][j];
 }
@@ -129,7 +130,7 @@ static inline void dpc_stream_init(dpc_stream *s, const uint32_t key[8], uint64_
 
 static inline void dpc_refill(dpc_stream *s)
 {
-    dpc_chacha20_blocks8(s->key, s->counter, s->stream, s->buf);
+    dpc_chacha20_blocks16(s->key, s->counter, s->stream, s->buf);
     s->counter += DPC_NBLK;
     s->pos = 0;
 }

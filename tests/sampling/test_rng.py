@@ -54,9 +54,9 @@ def test_rfc8439_block_function_vectors():
 def test_vectorised_blocks_equal_scalar_blocks():
     key = np.arange(8, dtype=np.uint32) * np.uint32(0x01010101)
     counter, stream = (1 << 32) - 3, 0xDEADBEEF12345678  # counter crosses the 32-bit word boundary
-    out8 = np.zeros(128, np.uint32)
-    _rng.keystream_blocks8(key, counter, stream, out8)
-    for j in range(8):
+    out16 = np.zeros(256, np.uint32)
+    _rng.keystream_blocks16(key, counter, stream, out16)
+    for j in range(16):
         c = counter + j
         st = np.zeros(16, np.uint32)
         st[:4] = SIGMA
@@ -65,14 +65,14 @@ def test_vectorised_blocks_equal_scalar_blocks():
         st[14], st[15] = stream & 0xFFFFFFFF, stream >> 32
         ref = np.zeros(16, np.uint32)
         _rng.chacha20_block(st, ref)
-        assert_array_equal(out8[16 * j: 16 * (j + 1)], ref)
+        assert_array_equal(out16[16 * j: 16 * (j + 1)], ref)
 
 
 def test_keystream_matches_independent_chacha20():
     crypto = pytest.importorskip("cryptography.hazmat.primitives.ciphers")
     key = make_key(7)
     stream = 123456789
-    words = np.zeros(1000, np.uint32)  # spans several 8-block refills
+    words = np.zeros(1000, np.uint32)  # spans several 16-block refills
     _rng.keystream(key, stream, words)
     nonce = (0).to_bytes(8, "little") + stream.to_bytes(8, "little")
     enc = crypto.Cipher(crypto.algorithms.ChaCha20(key.astype("<u4").tobytes(), nonce), None).encryptor()
