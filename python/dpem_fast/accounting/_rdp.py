@@ -296,6 +296,17 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
     Returns ``(epsilon, order)``.
     """
     a = np.asarray(orders, dtype=float)
+    eps = epsilon_per_order(a, rdp, delta, conversion)
+    i = int(np.argmin(eps))
+    return max(float(eps[i]), 0.0), float(a[i])
+
+
+def epsilon_per_order(orders, rdp, delta, conversion="improved"):
+    """Per-order epsilon bounds whose minimum (clipped at 0) is
+    :func:`rdp_to_epsilon`; ``nan`` becomes ``inf``.  Every entry is a valid
+    epsilon on its own, so the minimum over any subset of the orders is
+    ``>=`` the minimum over all of them."""
+    a = np.asarray(orders, dtype=float)
     r = np.asarray(rdp, dtype=float)
     log_delta = math.log(delta)
     with np.errstate(invalid="ignore"):
@@ -303,9 +314,7 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
             eps = r - log_delta / (a - 1)
         else:
             eps = r + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1)
-    eps = np.where(np.isnan(eps), np.inf, eps)
-    i = int(np.argmin(eps))
-    return max(float(eps[i]), 0.0), float(a[i])
+    return np.where(np.isnan(eps), np.inf, eps)
 
 
 def rdp_to_delta(orders, rdp, epsilon, conversion="improved"):
