@@ -156,7 +156,11 @@ class _OrderEpsilons:
     def __init__(self, make_event, acct, delta, sign, epsilon):
         from ._rdp_accountants import _event_rdp
         self._event_rdp = _event_rdp
-        self.orders = np.sort(np.asarray(acct._orders, dtype=float))
+        self.grid = acct._orders
+        self.orders = np.asarray(self.grid, dtype=float)
+        if np.any(np.diff(self.orders) < 0):
+            self.grid = tuple(sorted(self.grid))
+            self.orders = np.asarray(self.grid, dtype=float)
         self.n = self.orders.size
         self.conversion = acct._conversion
         self.neighbouring = acct._neighbouring
@@ -175,8 +179,11 @@ class _OrderEpsilons:
         event, vals = entry
         missing = idx[np.isnan(vals[idx])]
         if missing.size:
-            if missing.size == self.n:
-                sub = tuple(float(a) for a in self.orders)
+            if idx.size == self.n:
+                # the whole grid, as the accountant will ask for it (the
+                # memoised curve then serves the final certification)
+                missing = idx
+                sub = self.grid
             else:
                 sub = tuple(float(a) for a in self.orders[missing])
             rdp = self._event_rdp(event, sub, self.neighbouring)
@@ -193,25 +200,25 @@ class _OrderEpsilons:
 
 class _Window:
     """``g`` on a window of ``2h+1`` consecutive orders that follows the
-    minimising order (recentred when the minimum sits on its edge)."""
+    minimising order: when the minimum sits on an edge, the window jumps
+    ``h`` orders past that edge and looks again."""
 
-    def __init__(self, oe, centre, h=3):
+    def __init__(self, oe, centre, h=5):
         self.oe, self.h, self.centre = oe, h, centre
 
-    def _idx(self):
-        lo = max(self.centre - self.h, 0)
-        hi = min(self.centre + self.h, self.oe.n - 1)
-        return np.arange(lo, hi + 1)
-
     def __call__(self, u):
-        for _ in range(self.oe.n):
-            idx = self._idx()
+        n, h = self.oe.n, self.h
+        for _ in range(n):
+            idx = np.arange(max(self.centre - h, 0),
+                            min(self.centre + h, n - 1) + 1)
             vals = self.oe.eps(u, idx)
             j = int(np.argmin(vals))
-            if (0 < j < idx.size - 1 or idx[j] in (0, self.oe.n - 1)
-                    or idx[j] == self.centre):
+            if j == 0 and idx[0] > 0:
+                self.centre = max(int(idx[0]) - h, 0)
+            elif j == idx.size - 1 and idx[-1] < n - 1:
+                self.centre = min(int(idx[-1]) + h, n - 1)
+            else:
                 break
-            self.centre = int(idx[j])
         return _log_ratio(float(vals[j]), self.oe.epsilon,
                           self.oe.log_target)
 
