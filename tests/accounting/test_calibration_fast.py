@@ -159,11 +159,31 @@ def _count_full_evaluations(monkeypatch):
 
 @pytest.mark.parametrize("name,make,target,delta", NOISE_PLANS,
                          ids=[p[0] for p in NOISE_PLANS])
-def test_rdp_path_certifies_with_one_accountant_call(
+def test_subsampled_plans_certify_with_one_accountant_call(
         monkeypatch, name, make, target, delta):
     calls = _count_full_evaluations(monkeypatch)
     z = calibrate_noise_multiplier(make, target, delta)
-    assert calls == [z]   # no fallback: only the final certification
+    if name.startswith(("sg", "hetero")):
+        assert _calibration._has_costly_curve(make(1.0))
+        assert calls == [z]   # no fallback: only the final certification
+    else:   # cheap curves: the full grid is searched directly
+        assert not _calibration._has_costly_curve(make(1.0))
+        assert len(calls) > 3 and z in calls
+
+
+@pytest.mark.parametrize("target", [0.5, 3.0])
+def test_sampling_without_replacement_plan(monkeypatch, target):
+    from dpem_fast.accounting import SampledWithoutReplacementEvent
+    acct = functools.partial(RDPAccountant, neighbouring="replace")
+
+    def make(z):
+        return SelfComposedEvent(
+            SampledWithoutReplacementEvent(1000, 20, GaussianEvent(z)), 100)
+    calls = _count_full_evaluations(monkeypatch)
+    z = calibrate_noise_multiplier(make, target, 1e-5, acct)
+    assert calls == [z]
+    ref = _reference(make, target, 1e-5, acct, 1e-3, 1e6, True)
+    _check(z, ref, acct, make, target, 1e-5)
 
 
 def test_other_accountants_use_generic_path(monkeypatch):

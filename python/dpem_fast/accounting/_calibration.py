@@ -4,7 +4,8 @@ import math
 import numpy as np
 
 from . import _rdp
-from ._events import DpEvent
+from ._events import (ComposedEvent, DpEvent, PoissonSampledEvent,
+                      SampledWithoutReplacementEvent, SelfComposedEvent)
 from ._validation import check_open_unit, check_positive
 
 __all__ = ["calibrate_noise_multiplier", "calibrate_epsilon_per_release"]
@@ -102,7 +103,8 @@ def _solve(g, ui, gi, uf, gf, tol):
     hist = [(ui, gi), (uf, gf)]
     widths = []
     m = 0.999 * tol
-    while uf - ui > tol:
+    # (a bracket a few ulps wide cannot shrink further)
+    while uf - ui > max(tol, 1e-14 * max(1.0, abs(uf))):
         w = uf - ui
         (u1, g1), (u2, g2) = hist[-2], hist[-1]
         r = None
@@ -175,6 +177,8 @@ class _OrderEpsilons:
         entry = self.memo.get(u)
         if entry is None:
             event = _checked_event(self.make_event, math.exp(self.sign * u))
+            if type(event) is DpEvent:   # compose's TypeError, generic path
+                raise _Fallback
             entry = self.memo[u] = (event, np.full(self.n, np.nan))
         event, vals = entry
         missing = idx[np.isnan(vals[idx])]
@@ -201,7 +205,7 @@ class _OrderEpsilons:
 class _Window:
     """``g`` on a window of ``2h+1`` consecutive orders that follows the
     minimising order: when the minimum sits on an edge, the window jumps
-    ``h`` orders past that edge and looks again."""
+    ``h - 1`` orders past that edge and looks again."""
 
     def __init__(self, oe, centre, h=5):
         self.oe, self.h, self.centre = oe, h, centre
@@ -213,14 +217,33 @@ class _Window:
                             min(self.centre + h, n - 1) + 1)
             vals = self.oe.eps(u, idx)
             j = int(np.argmin(vals))
+            centre = self.centre
+            # the old edge becomes an inner order of the new window, so
+            # a minimum that stays there ends the walk
             if j == 0 and idx[0] > 0:
-                self.centre = max(int(idx[0]) - h, 0)
+                centre = max(int(idx[0]) - max(h - 1, 0), 0)
             elif j == idx.size - 1 and idx[-1] < n - 1:
-                self.centre = min(int(idx[-1]) + h, n - 1)
-            else:
+                centre = min(int(idx[-1]) + max(h - 1, 0), n - 1)
+            if centre == self.centre:
                 break
+            self.centre = centre
         return _log_ratio(float(vals[j]), self.oe.epsilon,
                           self.oe.log_target)
+
+
+def _has_costly_curve(event):
+    """Whether the plan has a subsampled event (RDP curve by series / sums
+    over the orders, ~ms per grid); plain Gaussian/Laplace plans are cheaper
+    to search on the full grid directly."""
+    if isinstance(event, SelfComposedEvent):
+        return _has_costly_curve(event.event)
+    if isinstance(event, ComposedEvent):
+        return any(_has_costly_curve(e) for e in event.events)
+    if isinstance(event, PoissonSampledEvent):
+        return event.sampling_probability < 1.0
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return event.sample_size < event.population_size
+    return False
 
 
 def _rdp_instance(accountant):
@@ -241,7 +264,7 @@ def _rdp_search(oe, epsilon, u0, ua, ub, xtol):
     """Calibrate on a few orders, then certify with the whole grid.
 
     1. The minimising order at ``u0`` (a sparse set, then the grid between
-       its neighbours) centres a window of 7 consecutive orders that follows
+       its neighbours) centres a window of 11 consecutive orders that follows
        the minimiser; the search on it gives ``ui < uf``, ``uf - ui <= xtol``,
        ``uf`` feasible (hence feasible on the full grid).
     2. One full-grid evaluation at ``uf`` gives the set ``S`` of orders
@@ -256,8 +279,8 @@ def _rdp_search(oe, epsilon, u0, ua, ub, xtol):
         raise _Fallback
     n = oe.n
     sparse = np.unique(np.searchsorted(
-        oe.orders, np.geomspace(oe.orders[0], min(oe.orders[-1], 1100.0),
-                                16)).clip(0, n - 1))
+        oe.orders, np.geomspace(oe.orders[0], oe.orders[-1], 20)).clip(
+            0, n - 1))
     j = int(np.argmin(oe.eps(u0, sparse)))
     lo = sparse[j - 1] if j > 0 else 0
     hi = sparse[j + 1] if j + 1 < sparse.size else n - 1
@@ -301,7 +324,8 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
         return cache[u]
 
     acct = _rdp_instance(accountant)
-    if acct is not None:
+    if acct is not None and _has_costly_curve(
+            _checked_event(make_event, math.exp(sign * u0))):
         oe = _OrderEpsilons(make_event, acct, delta, sign, epsilon)
         try:
             u = _rdp_search(oe, epsilon, u0, ua, ub, xtol)
