@@ -50,7 +50,7 @@ def _clear_caches(pkg=None, everything=True):
     rdp._subsampled_gaussian_rdp_cached.cache_clear()
     accts._event_rdp.cache_clear()
     if everything:
-        for name in ("_log_factorials", "_integer_layout"):
+        for name in ("_log_factorials", "_integer_layout", "_binomial_block"):
             if hasattr(rdp, name):
                 getattr(rdp, name).cache_clear()
 

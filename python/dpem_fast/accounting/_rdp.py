@@ -147,6 +147,32 @@ def _logsumexp_rows(x):
         return np.where(np.isfinite(m), np.log1p(np.sum(e, axis=1)) + m0, m)
 
 
+_BINOMIAL_CACHE_MAX = 16_384  # entries per memoised block (128 KiB each)
+
+
+def _binomial_rows(orders, start, block):
+    """``log|C(a, i)|`` and the sign of ``C(a, i)`` for real orders ``a``
+    (a tuple) and ``i = start .. start + block - 1``; read-only.  Depends
+    on neither q nor z: small blocks are memoised and reused for every
+    trial z (the series of a calibration's few orders, the default grid's
+    first block)."""
+    if len(orders) * block <= _BINOMIAL_CACHE_MAX:
+        return _binomial_block(orders, start, block)
+    return _binomial_block.__wrapped__(orders, start, block)
+
+
+@functools.lru_cache(maxsize=128)
+def _binomial_block(orders, start, block):
+    a = np.asarray(orders, dtype=float)[:, None]
+    i = np.arange(start, start + block, dtype=float)[None, :]
+    lbin = (special.gammaln(a + 1) - special.gammaln(i + 1)
+            - special.gammaln(a - i + 1))
+    sign = special.gammasgn(a - i + 1)
+    lbin.setflags(write=False)
+    sign.setflags(write=False)
+    return lbin, sign
+
+
 def log_a_fractional(q, z, frac_orders, block=64, max_terms=200_000):
     """``log A_alpha`` for real ``alpha > 1`` by the MTZ (2019) series.
 
@@ -171,9 +197,8 @@ def log_a_fractional(q, z, frac_orders, block=64, max_terms=200_000):
     while active.size:
         a = a_all[active][:, None]
         i = np.arange(start, start + block, dtype=float)[None, :]
-        lbin = (special.gammaln(a + 1) - special.gammaln(i + 1)
-                - special.gammaln(a - i + 1))
-        sign = special.gammasgn(a - i + 1)
+        lbin, sign = _binomial_rows(tuple(a_all[active].tolist()), start,
+                                    block)
         j = a - i
         t1 = (lbin + j * log1mq + i * logq + (i * i - i) * inv2z2
               + special.log_ndtr((z0 - i) / z))
