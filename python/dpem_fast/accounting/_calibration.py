@@ -10,6 +10,7 @@ from ._validation import check_open_unit, check_positive
 
 __all__ = ["calibrate_noise_multiplier", "calibrate_epsilon_per_release"]
 
+
 def _default_accountant():
     from ._rdp_accountants import RDPAccountant
     return RDPAccountant
@@ -98,8 +99,14 @@ def _bracket(g, u0, g0, ua, ub, tol, unreachable):
 
 
 def _solve(g, ui, gi, uf, gf, tol):
-    """Shrink ``[ui, uf]`` (infeasible, feasible) to width ``<= tol``;
-    return the feasible end."""
+    """Shrink ``[ui, uf]`` (infeasible, feasible) to width ``<= tol`` by
+    safeguarded secant steps; returns the final ``(ui, uf)``.
+
+    Once the secant estimate lies within ``tol`` of an end, the probe goes
+    just inside ``tol`` of that end, which closes the bracket when the
+    estimate is right; three probes that fail to halve the bracket trigger
+    a bisection, so the worst case is bisection's.
+    """
     hist = [(ui, gi), (uf, gf)]
     widths = []
     m = 0.999 * tol
