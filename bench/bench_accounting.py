@@ -1,8 +1,17 @@
 """Accounting benchmarks: dpem_fast.accounting vs dp_accounting.
 
 Run: python -m pytest bench/bench_accounting.py --benchmark-only -q
-Script mode (ratio table): python bench/bench_accounting.py
+Script mode (ratio table, medians): python bench/bench_accounting.py
+  --baseline REV  also times the accounting package of git revision REV
+                  (e.g. main) in the same process, for before/after numbers
+  --repeat N      runs per timing (median; default 21)
 """
+import argparse
+import importlib
+import pathlib
+import subprocess
+import sys
+import tempfile
 import time
 
 import pytest
@@ -30,15 +39,31 @@ def _plan(z):
     return SelfComposedEvent(PoissonSampledEvent(Q, GaussianEvent(z)), 1000)
 
 
-def _clear_caches():
-    from dpem_fast.accounting import _rdp, _rdp_accountants
-    _rdp._subsampled_gaussian_rdp_cached.cache_clear()
-    _rdp_accountants._event_rdp.cache_clear()
+def _clear_caches(pkg=None, everything=True):
+    """Clear the memoised curves (every trial z then needs a fresh curve);
+    with ``everything`` also the z-independent tables (log-factorials, flat
+    layouts of the binomial sums), i.e. a calibration in a fresh process."""
+    if pkg is None:
+        from dpem_fast import accounting as pkg
+    rdp = importlib.import_module(pkg.__name__ + "._rdp")
+    accts = importlib.import_module(pkg.__name__ + "._rdp_accountants")
+    rdp._subsampled_gaussian_rdp_cached.cache_clear()
+    accts._event_rdp.cache_clear()
+    if everything:
+        for name in ("_log_factorials", "_integer_layout", "_binomial_block"):
+            if hasattr(rdp, name):
+                getattr(rdp, name).cache_clear()
 
 
-def ours_calibrate():
-    _clear_caches()  # cold: every trial z needs a fresh curve
-    return calibrate_noise_multiplier(_plan, TARGET, DELTA)
+def ours_calibrate(pkg=None, everything=True):
+    _clear_caches(pkg, everything)
+    if pkg is None:
+        return calibrate_noise_multiplier(_plan, TARGET, DELTA)
+
+    def plan(z):
+        return pkg.SelfComposedEvent(
+            pkg.PoissonSampledEvent(Q, pkg.GaussianEvent(z)), 1000)
+    return pkg.calibrate_noise_multiplier(plan, TARGET, DELTA)
 
 
 def theirs_calibrate():
@@ -84,7 +109,7 @@ def test_theirs_pld_compose(benchmark):
 
 @pytest.mark.benchmark(group="calibrate")
 def test_ours_calibrate(benchmark):
-    z = benchmark.pedantic(ours_calibrate, rounds=5, warmup_rounds=1)
+    z = benchmark.pedantic(ours_calibrate, rounds=11, warmup_rounds=1)
     benchmark.extra_info.update(noise_multiplier=z)
 
 
@@ -96,15 +121,44 @@ def test_theirs_calibrate(benchmark):
 
 
 def _time(fn, repeat):
-    best = float("inf")
+    """Median wall time over ``repeat`` runs (and the last value)."""
+    times = []
     for _ in range(repeat):
         t = time.perf_counter()
         value = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, value
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2], value
 
 
-if __name__ == "__main__":
+def _baseline_package(rev):
+    """Import ``python/dpem_fast/accounting`` of git revision ``rev`` as a
+    stand-alone package (it only uses relative imports, numpy and scipy)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="acct_baseline_"))
+    name = "acct_baseline"
+    dest = tmp / name
+    dest.mkdir()
+    prefix = "python/dpem_fast/accounting/"
+    files = subprocess.run(
+        ["git", "-C", str(root), "ls-tree", "--name-only", rev, prefix],
+        check=True, capture_output=True, text=True).stdout.split()
+    for f in files:
+        if f.endswith(".py"):
+            text = subprocess.run(["git", "-C", str(root), "show",
+                                   f"{rev}:{f}"], check=True,
+                                  capture_output=True, text=True).stdout
+            (dest / f[len(prefix):]).write_text(text)
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module(name)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", metavar="REV")
+    ap.add_argument("--repeat", type=int, default=21)
+    args = ap.parse_args(argv)
+    rep = args.repeat
     from dpem_fast.accounting import _rdp, _rdp_accountants
 
     def cold():
@@ -115,16 +169,41 @@ if __name__ == "__main__":
     rows = [
         ("compose+eps (cached curve)", lambda: ours_compose(),
          theirs_compose, 200),
-        ("compose+eps (cold)", cold, theirs_compose, 5),
-        ("calibrate z (RDP)", ours_calibrate, theirs_calibrate, 3),
+        ("compose+eps (cold)", cold, theirs_compose, rep),
+        ("calibrate z (RDP, all cold)", ours_calibrate, theirs_calibrate,
+         rep),
+        ("calibrate z (RDP, curves cold)",
+         lambda: ours_calibrate(everything=False), theirs_calibrate, rep),
     ]
-    print(f"{'task':30s} {'ours [ms]':>10s} {'theirs [ms]':>12s} "
+    print(f"median of {rep} runs (200 for the cached row; dp_accounting: "
+          f"{min(rep, 11)} runs)")
+    print(f"{'task':32s} {'ours [ms]':>10s} {'theirs [ms]':>12s} "
           f"{'ratio':>8s}  values (ours / theirs)")
-    for name, ours, theirs, rep in rows:
-        t_o, v_o = _time(ours, rep)
-        t_t, v_t = _time(theirs, 2)
-        print(f"{name:30s} {t_o * 1e3:10.3f} {t_t * 1e3:12.1f} "
-              f"{t_t / t_o:8.0f}x  {v_o:.6g} / {v_t:.6g}")
+    theirs_cache = {}
+    for name, ours, theirs, n in rows:
+        t_o, v_o = _time(ours, n)
+        if theirs not in theirs_cache:
+            theirs_cache[theirs] = _time(theirs, min(rep, 11))
+        t_t, v_t = theirs_cache[theirs]
+        print(f"{name:32s} {t_o * 1e3:10.3f} {t_t * 1e3:12.1f} "
+              f"{t_t / t_o:8.0f}x  {v_o:.10g} / {v_t:.6g}")
+    if args.baseline:
+        pkg = _baseline_package(args.baseline)
+        for everything, label in ((True, "all cold"), (False, "curves cold")):
+            tb, to = [], []
+            for _ in range(rep):   # interleaved: same machine load for both
+                t_b, v_b = _time(lambda: ours_calibrate(pkg, everything), 1)
+                t_o, v_o = _time(lambda: ours_calibrate(None, everything), 1)
+                tb.append(t_b)
+                to.append(t_o)
+            t_b, t_o = sorted(tb)[rep // 2], sorted(to)[rep // 2]
+            print(f"calibrate z ({label}): {args.baseline} {t_b * 1e3:.2f} ms"
+                  f" (z={v_b:.10g})  ->  this tree {t_o * 1e3:.2f} ms "
+                  f"(z={v_o:.10g}), {t_b / t_o:.1f}x")
     t_p, v_p = _time(lambda: theirs_compose("pld"), 1)
-    print(f"{'dp_accounting PLD compose+eps':30s} {'':10s} {t_p * 1e3:12.1f}"
+    print(f"{'dp_accounting PLD compose+eps':32s} {'':10s} {t_p * 1e3:12.1f}"
           f" {'':8s}  eps {v_p:.6g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -70,38 +70,107 @@ def _log_factorials(n):
     return special.gammaln(np.arange(n + 1, dtype=float) + 1.0)
 
 
-def _segment_logsumexp(values, starts):
-    """logsumexp of consecutive segments of a flat array."""
+def _segment_logsumexp(values, starts, seg=None):
+    """logsumexp of consecutive segments of a flat array (``seg``: the
+    segment index of every element, if already known)."""
     seg_max = np.maximum.reduceat(values, starts)
-    lengths = np.diff(np.append(starts, values.size))
-    shifted = np.exp(values - np.repeat(seg_max, lengths))
+    if seg is None:
+        lengths = np.diff(np.append(starts, values.size))
+        shifted = np.exp(values - np.repeat(seg_max, lengths))
+    else:
+        shifted = np.exp(values - seg_max[seg])
     return seg_max + np.log(np.add.reduceat(shifted, starts))
+
+
+@functools.lru_cache(maxsize=32)
+def _integer_layout(orders):
+    """Flat layout of the pairs ``(n, k)``, ``0 <= k <= n``, for a tuple of
+    integer orders: segment starts, segment index, ``k`` and ``n - k``."""
+    n = np.asarray(orders, dtype=np.int64)
+    lengths = n + 1
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    seg = np.repeat(np.arange(n.size), lengths)
+    k = np.arange(lengths.sum()) - starts[seg]
+    out = (n, starts, seg, k, n[seg] - k)
+    for arr in out:
+        arr.setflags(write=False)
+    return out
 
 
 def log_a_integer(q, z, int_orders):
     """``log(A_alpha - 1)`` for integer ``alpha >= 2`` (MTZ 2019, Sec. 3.3).
 
     ``A_alpha = sum_k C(alpha, k) (1-q)^{alpha-k} q^k exp((k^2 - k) / (2 z^2))``,
-    evaluated as one segmented logsumexp over all orders at once.
+    evaluated as one segmented logsumexp over all orders at once.  All
+    ``alpha + 1`` terms of every order are summed (no truncation).
     """
     n = np.asarray(int_orders, dtype=np.int64)
     if n.size == 0:
         return np.zeros(0)
-    lf = _log_factorials(int(n.max()))
-    lengths = n + 1
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    nn = np.repeat(n, lengths)
-    k = np.arange(lengths.sum()) - np.repeat(starts, lengths)
+    n, starts, seg, k, n_k = _integer_layout(tuple(int(a) for a in n))
+    n_max = int(n.max())
+    lf = _log_factorials(n_max)
     logq, log1mq = math.log(q), math.log1p(-q)
     # sum_k C(n,k) (1-q)^{n-k} q^k = 1, so A - 1 is the same sum with
     # e^{k(k-1)/(2 z^2)} replaced by expm1(.): all terms positive, and
     # log(A - 1) keeps full relative precision when A is close to 1.
-    x = k * (k - 1.0) / (2.0 * z * z)
+    # The log-term  log C(n,k) + k log q + (n-k) log(1-q) + log expm1(x_k)
+    # splits as  a(n) + b(k) - log((n-k)!)  with
+    #   a(n) = log n! + n log(1-q),
+    #   b(k) = log expm1(x_k) - log k! + k (log q - log(1-q)),
+    # so the transcendental functions run over 0..max(n) only, a(n) leaves
+    # the segment's logsumexp and each of the sum(n + 1) terms costs two
+    # gathers and one subtraction before its exp.
+    kk = np.arange(n_max + 1, dtype=float)
+    x = kk * (kk - 1.0) / (2.0 * z * z)
     with np.errstate(divide="ignore"):
         log_em1 = x + np.log(-np.expm1(-x))  # log(expm1(x)), -inf at x = 0
-    terms = (lf[nn] - lf[k] - lf[nn - k] + k * logq + (nn - k) * log1mq
-             + log_em1)
-    return _segment_logsumexp(terms, starts)  # log(A - 1)
+    b = log_em1 - lf + kk * (logq - log1mq)
+    a = lf[n] + n * log1mq
+    return a + _segment_logsumexp(b[k] - lf[n_k], starts, seg)  # log(A-1)
+
+
+def _logsumexp_rows(x):
+    """``log(sum(exp(x), axis=1))`` for a 2-D array (rows of -inf give -inf).
+
+    As scipy's logsumexp: the largest term is taken out of the sum,
+    ``m + log1p(sum_{others} exp(x - m))``, which keeps full precision when
+    the others are small (the fractional series cancels ``pos - neg``).
+    """
+    rows = np.arange(x.shape[0])
+    j = np.argmax(x, axis=1)
+    m = x[rows, j]
+    m0 = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m0[:, None])
+    e[rows, j] = 0.0
+    with np.errstate(divide="ignore"):
+        return np.where(np.isfinite(m), np.log1p(np.sum(e, axis=1)) + m0, m)
+
+
+_BINOMIAL_CACHE_MAX = 16_384  # entries per memoised block (128 KiB each)
+
+
+def _binomial_rows(orders, start, block):
+    """``log|C(a, i)|`` and the sign of ``C(a, i)`` for real orders ``a``
+    (a tuple) and ``i = start .. start + block - 1``; read-only.  Depends
+    on neither q nor z: small blocks are memoised and reused for every
+    trial z (the series of a calibration's few orders, the default grid's
+    first block)."""
+    if len(orders) * block <= _BINOMIAL_CACHE_MAX:
+        return _binomial_block(orders, start, block)
+    return _binomial_block.__wrapped__(orders, start, block)
+
+
+@functools.lru_cache(maxsize=128)
+def _binomial_block(orders, start, block):
+    a = np.asarray(orders, dtype=float)[:, None]
+    i = np.arange(start, start + block, dtype=float)[None, :]
+    lbin = (special.gammaln(a + 1) - special.gammaln(i + 1)
+            - special.gammaln(a - i + 1))
+    sign = special.gammasgn(a - i + 1)
+    lbin.setflags(write=False)
+    sign.setflags(write=False)
+    return lbin, sign
 
 
 def log_a_fractional(q, z, frac_orders, block=64, max_terms=200_000):
@@ -128,9 +197,8 @@ def log_a_fractional(q, z, frac_orders, block=64, max_terms=200_000):
     while active.size:
         a = a_all[active][:, None]
         i = np.arange(start, start + block, dtype=float)[None, :]
-        lbin = (special.gammaln(a + 1) - special.gammaln(i + 1)
-                - special.gammaln(a - i + 1))
-        sign = special.gammasgn(a - i + 1)
+        lbin, sign = _binomial_rows(tuple(a_all[active].tolist()), start,
+                                    block)
         j = a - i
         t1 = (lbin + j * log1mq + i * logq + (i * i - i) * inv2z2
               + special.log_ndtr((z0 - i) / z))
@@ -139,10 +207,8 @@ def log_a_fractional(q, z, frac_orders, block=64, max_terms=200_000):
         terms = np.logaddexp(t1, t2)
         p_terms = np.where(sign > 0, terms, -np.inf)
         n_terms = np.where(sign < 0, terms, -np.inf)
-        pos[active] = np.logaddexp(pos[active],
-                                   special.logsumexp(p_terms, axis=1))
-        neg[active] = np.logaddexp(neg[active],
-                                   special.logsumexp(n_terms, axis=1))
+        pos[active] = np.logaddexp(pos[active], _logsumexp_rows(p_terms))
+        neg[active] = np.logaddexp(neg[active], _logsumexp_rows(n_terms))
         tail = terms[:, -block // 4:].max(axis=1)
         done = (tail < pos[active] - _LOG_TOL) & (start + block > a[:, 0])
         # Past i > alpha the series alternates with decreasing terms: the
@@ -296,6 +362,17 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
     Returns ``(epsilon, order)``.
     """
     a = np.asarray(orders, dtype=float)
+    eps = epsilon_per_order(a, rdp, delta, conversion)
+    i = int(np.argmin(eps))
+    return max(float(eps[i]), 0.0), float(a[i])
+
+
+def epsilon_per_order(orders, rdp, delta, conversion="improved"):
+    """Per-order epsilon bounds whose minimum (clipped at 0) is
+    :func:`rdp_to_epsilon`; ``nan`` becomes ``inf``.  Every entry is a valid
+    epsilon on its own, so the minimum over any subset of the orders is
+    ``>=`` the minimum over all of them."""
+    a = np.asarray(orders, dtype=float)
     r = np.asarray(rdp, dtype=float)
     log_delta = math.log(delta)
     with np.errstate(invalid="ignore"):
@@ -303,9 +380,7 @@ def rdp_to_epsilon(orders, rdp, delta, conversion="improved"):
             eps = r - log_delta / (a - 1)
         else:
             eps = r + np.log1p(-1.0 / a) - (log_delta + np.log(a)) / (a - 1)
-    eps = np.where(np.isnan(eps), np.inf, eps)
-    i = int(np.argmin(eps))
-    return max(float(eps[i]), 0.0), float(a[i])
+    return np.where(np.isnan(eps), np.inf, eps)
 
 
 def rdp_to_delta(orders, rdp, epsilon, conversion="improved"):
