@@ -38,6 +38,12 @@ DPEM_CASES = {
     "discrete_gaussian sigma=1000": (1000, lambda n, nt: dr.discrete_gaussian(10**6, n, random_state=1, n_threads=nt)),
     "discrete_laplace scale=10": (10, lambda n, nt: dr.discrete_laplace(10, n, random_state=1, n_threads=nt)),
     "standard_normal (dpem_fast)": (1, lambda n, nt: dr.standard_normal(n, random_state=1, n_threads=nt)),
+    "uniform": (1, lambda n, nt: dr.uniform(n, random_state=1, n_threads=nt)),
+    "laplace scale=1": (1, lambda n, nt: dr.laplace(1.0, n, random_state=1, n_threads=nt)),
+    "integers high=10**9+7": (1, lambda n, nt: dr.integers(10**9 + 7, n, random_state=1, n_threads=nt)),
+    # n // 55 matrices of 10 x 10: 55 upper-triangle draws each, i.e. ~n normals
+    "symmetric_gaussian d=10": (1, lambda n, nt: dr.symmetric_gaussian(10, 1.0, batch=n // 55,
+                                                                        random_state=1, n_threads=nt)),
 }
 
 
