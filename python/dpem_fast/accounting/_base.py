@@ -145,5 +145,19 @@ class PrivacyAccountant(abc.ABC):
         """Delta of the current state for ``epsilon >= 0``."""
 
 
+class AdditiveAccountant(PrivacyAccountant):
+    """An accountant whose state composes by addition: a number (rho, mu^2)
+    or an array over orders (RDP).  ``count``-fold composition multiplies."""
+
+    def _zero(self):
+        return 0.0
+
+    def _scale(self, contrib, count):
+        return contrib * count
+
+    def _add(self, a, b):
+        return a + b
+
+
 def _inf_if_nan(x):
     return math.inf if math.isnan(x) else x

@@ -3,7 +3,7 @@ import math
 
 from scipy import optimize, special
 
-from ._base import PrivacyAccountant
+from ._base import AdditiveAccountant
 from ._events import GaussianEvent
 
 __all__ = ["GDPAccountant"]
@@ -54,7 +54,7 @@ def gaussian_epsilon(mu, delta):
     return eps
 
 
-class GDPAccountant(PrivacyAccountant):
+class GDPAccountant(AdditiveAccountant):
     """Exact accountant for compositions of (non-subsampled) Gaussian mechanisms.
 
     A Gaussian release with noise multiplier ``z`` is ``mu``-GDP with
@@ -71,15 +71,6 @@ class GDPAccountant(PrivacyAccountant):
     ----------
     neighbouring : {"add_remove", "replace"}
     """
-
-    def _zero(self):
-        return 0.0
-
-    def _scale(self, contrib, count):
-        return contrib * count
-
-    def _add(self, a, b):
-        return a + b
 
     def _leaf(self, event):
         if isinstance(event, GaussianEvent):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from . import _rdp
-from ._base import PrivacyAccountant
+from ._base import AdditiveAccountant
 from ._events import (ComposedEvent, DiscreteGaussianEvent, GaussianEvent,
                       LaplaceEvent, PoissonSampledEvent,
                       SampledWithoutReplacementEvent, SelfComposedEvent)
@@ -97,7 +97,7 @@ def _event_rdp_uncached(event, orders, neighbouring):
         f"no RDP curve for {type(event).__name__}")
 
 
-class RDPAccountant(PrivacyAccountant):
+class RDPAccountant(AdditiveAccountant):
     """Renyi-DP accountant over a grid of real orders.
 
     Parameters
@@ -160,12 +160,6 @@ class RDPAccountant(PrivacyAccountant):
 
     def _zero(self):
         return np.zeros(len(self._orders))
-
-    def _scale(self, contrib, count):
-        return contrib * count
-
-    def _add(self, a, b):
-        return a + b
 
     def _contribution(self, event):
         return _event_rdp(event, self._orders, self._neighbouring)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 from scipy import optimize
 
-from ._base import PrivacyAccountant
+from ._base import AdditiveAccountant
 from ._events import (DiscreteGaussianEvent, GaussianEvent, LaplaceEvent,
                       PoissonSampledEvent, SampledWithoutReplacementEvent)
 from ._validation import check_choice
@@ -86,7 +86,7 @@ def zcdp_delta_tight(rho, epsilon):
     return min(math.exp(min(log_d, 0.0)), zcdp_delta_classic(rho, epsilon))
 
 
-class ZCDPAccountant(PrivacyAccountant):
+class ZCDPAccountant(AdditiveAccountant):
     """Zero-concentrated DP accountant (Bun & Steinke 2016).
 
     Parameters
@@ -121,15 +121,6 @@ class ZCDPAccountant(PrivacyAccountant):
     def rho(self):
         """The composed zCDP parameter."""
         return float(self._state)
-
-    def _zero(self):
-        return 0.0
-
-    def _scale(self, contrib, count):
-        return contrib * count
-
-    def _add(self, a, b):
-        return a + b
 
     def _leaf(self, event):
         if isinstance(event, GaussianEvent):
