@@ -64,6 +64,7 @@ cdef extern from *:
     #define DPE_CLONES
     #endif
     #define DPE_L 16
+    #define DPE_MAXD 15     /* largest d with a register-tile specialisation (< BLAS_MIN_D) */
     /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
        lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
     typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
@@ -138,13 +139,78 @@ cdef extern from *:
              + (((a[1] + a[9]) + (a[5] + a[13])) + ((a[3] + a[11]) + (a[7] + a[15])));
     }
 
+    /* The same tree as dpe_hsum, as a halving reduction: h = a[0:8] + a[8:16],
+       q = h[0:4] + h[4:8], s = q[0:2] + q[2:4], s[0] + s[1].  Bit-identical to dpe_hsum. */
+    typedef double dpe_v4 __attribute__((vector_size(32), aligned(8), __may_alias__));
+    typedef double dpe_v2 __attribute__((vector_size(16), aligned(8), __may_alias__));
+    DPE_CLONES static void dpe_hsum_add(const double *la, ptrdiff_t m, double *out)
+    {
+        ptrdiff_t e;
+        for (e = 0; e < m; e++, la += DPE_L) {
+            double h[8], q[4];
+            DPE_ST(h, DPE_LD(la) + DPE_LD(la + 8));
+            *(dpe_v4 *)q = *(const dpe_v4 *)h + *(const dpe_v4 *)(h + 4);
+            dpe_v2 s = *(const dpe_v2 *)q + *(const dpe_v2 *)(q + 2);
+            out[e] += s[0] + s[1];
+        }
+    }
+
+    /* One 16-row tile of the triangular Mahalanobis product with the centred rows held in
+       registers (no D scratch).  Same operations, in the same order, as the generic loop
+       below (x - mu, then y_j = sum_{i <= j} d_i P_ij from i = 0, then m += y_j^2), so the
+       result is bit-identical; inlined with a constant d so that the loops unroll fully. */
+    static inline __attribute__((always_inline)) void
+    dpe_logp_tri_tiles(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                       const double *mu, const double *P, double c, double *out)
+    {
+        ptrdiff_t r, i, j;
+        for (r = 0; r < npad; r += DPE_L) {
+            dpe_v8 c0[DPE_MAXD], c1[DPE_MAXD];
+            dpe_v8 m0 = {0}, m1 = {0};
+            #pragma GCC unroll 16
+            for (i = 0; i < d; i++) {
+                c0[i] = DPE_LD(Xt + i * ld + r) - mu[i];
+                c1[i] = DPE_LD(Xt + i * ld + r + 8) - mu[i];
+            }
+            #pragma GCC unroll 16
+            for (j = 0; j < d; j++) {
+                /* y starts at +0 and every term is added as y += c_i p: unrolled, a bare
+                   first product would let the FMA contraction pick the other multiply of
+                   the first sum (0 + t rounds as t; only the sign of a zero y can differ,
+                   and y enters as y * y) */
+                dpe_v8 y0 = {0}, y1 = {0};
+                #pragma GCC unroll 16
+                for (i = 0; i <= j; i++) {
+                    double p = P[i * d + j];
+                    y0 += c0[i] * p;
+                    y1 += c1[i] * p;
+                }
+                m0 += y0 * y0;
+                m1 += y1 * y1;
+            }
+            DPE_ST(out + r, c - 0.5 * m0);
+            DPE_ST(out + r + 8, c - 0.5 * m1);
+        }
+    }
+
     /* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0).
-       Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular. */
+       Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular.
+       D: (d, ld) scratch, used only for a non-triangular P or d > DPE_MAXD. */
     DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                           const double *mu, const double *P, int tri, double c,
                                           double *D, double *out)
     {
         ptrdiff_t i, j, r;
+        if (tri) {
+            switch (d) {
+    #define DPE_LOGP_CASE(n) case n: dpe_logp_tri_tiles(Xt, n, ld, npad, mu, P, c, out); return;
+            DPE_LOGP_CASE(1) DPE_LOGP_CASE(2) DPE_LOGP_CASE(3) DPE_LOGP_CASE(4) DPE_LOGP_CASE(5)
+            DPE_LOGP_CASE(6) DPE_LOGP_CASE(7) DPE_LOGP_CASE(8) DPE_LOGP_CASE(9) DPE_LOGP_CASE(10)
+            DPE_LOGP_CASE(11) DPE_LOGP_CASE(12) DPE_LOGP_CASE(13) DPE_LOGP_CASE(14) DPE_LOGP_CASE(15)
+    #undef DPE_LOGP_CASE
+            default: break;
+            }
+        }
         for (i = 0; i < d; i++) {
             const double *x = Xt + i * ld;
             double *dd = D + i * ld;
@@ -273,32 +339,59 @@ cdef extern from *:
             }
             DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
         }
-        for (i = 0; i < d; i++) {
-            const double *w = W + i * ld;
-            for (j = i; j + 1 < d; j += 2, lp += 2 * DPE_L) {
-                const double *x0 = Xt + j * ld, *x1 = x0 + ld;
-                dpe_v8 b0, b1;
-                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
-                b0 = DPE_LD(lp + 16); b1 = DPE_LD(lp + 24);
-                for (r = 0; r < npad; r += DPE_L) {
-                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
-                    a0 += w0 * DPE_LD(x0 + r);
-                    a1 += w1 * DPE_LD(x0 + r + 8);
-                    b0 += w0 * DPE_LD(x1 + r);
-                    b1 += w1 * DPE_LD(x1 + r + 8);
-                }
-                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
-                DPE_ST(lp + 16, b0); DPE_ST(lp + 24, b1);
+        /* S2 upper pairs, accumulator of (i, j) at lp + DPE_L * (off(i) + j - i) with
+           off(i) = i d - i (i - 1) / 2.  Rows are taken two at a time and columns two at a
+           time (2 x 2 register block: 8 loads per 8 FMAs per tile).  Every accumulator
+           still adds its tiles in row order, so the grouping does not change the result. */
+        for (i = 0; i < d; i += 2) {
+            const double *w = W + i * ld, *xi = Xt + i * ld;
+            double *ai = lp + DPE_L * (i * d - i * (i - 1) / 2);
+            a0 = DPE_LD(ai); a1 = DPE_LD(ai + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                a0 += DPE_LD(w + r) * DPE_LD(xi + r);
+                a1 += DPE_LD(w + r + 8) * DPE_LD(xi + r + 8);
             }
-            if (j < d) {
-                const double *x0 = Xt + j * ld;
-                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
-                for (r = 0; r < npad; r += DPE_L) {
-                    a0 += DPE_LD(w + r) * DPE_LD(x0 + r);
-                    a1 += DPE_LD(w + r + 8) * DPE_LD(x0 + r + 8);
+            DPE_ST(ai, a0); DPE_ST(ai + 8, a1);
+            if (i + 1 == d) break;
+            {
+                const double *v = w + ld;                   /* row i + 1 */
+                double *bi = ai + DPE_L * (d - i);          /* accumulator of (i + 1, i + 1) */
+                for (j = i + 1; j + 1 < d; j += 2) {
+                    const double *x0 = Xt + j * ld, *x1 = x0 + ld;
+                    double *p00 = ai + DPE_L * (j - i), *p01 = p00 + DPE_L;
+                    double *p10 = bi + DPE_L * (j - i - 1), *p11 = p10 + DPE_L;
+                    dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                    dpe_v8 e01 = DPE_LD(p01), f01 = DPE_LD(p01 + 8);
+                    dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                    dpe_v8 e11 = DPE_LD(p11), f11 = DPE_LD(p11 + 8);
+                    for (r = 0; r < npad; r += DPE_L) {
+                        dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                        dpe_v8 v0 = DPE_LD(v + r), v1 = DPE_LD(v + r + 8);
+                        dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                        dpe_v8 z0 = DPE_LD(x1 + r), z1 = DPE_LD(x1 + r + 8);
+                        e00 += w0 * y0; f00 += w1 * y1;
+                        e01 += w0 * z0; f01 += w1 * z1;
+                        e10 += v0 * y0; f10 += v1 * y1;
+                        e11 += v0 * z0; f11 += v1 * z1;
+                    }
+                    DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                    DPE_ST(p01, e01); DPE_ST(p01 + 8, f01);
+                    DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+                    DPE_ST(p11, e11); DPE_ST(p11 + 8, f11);
                 }
-                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
-                lp += DPE_L;
+                if (j < d) {
+                    const double *x0 = Xt + j * ld;
+                    double *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                    dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                    dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                    for (r = 0; r < npad; r += DPE_L) {
+                        dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                        e00 += DPE_LD(w + r) * y0; f00 += DPE_LD(w + r + 8) * y1;
+                        e10 += DPE_LD(v + r) * y0; f10 += DPE_LD(v + r + 8) * y1;
+                    }
+                    DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                    DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+                }
             }
         }
     }
@@ -306,12 +399,13 @@ cdef extern from *:
     /* Block end: reduce the lane accumulators of one component into its partial row. */
     static void dpe_lanes_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *s2)
     {
-        ptrdiff_t i, j;
-        *nk += dpe_hsum(la);
+        ptrdiff_t i;
+        dpe_hsum_add(la, 1, nk);
         la += DPE_L;
-        for (i = 0; i < d; i++, la += DPE_L) s1[i] += dpe_hsum(la);
-        for (i = 0; i < d; i++)
-            for (j = i; j < d; j++, la += DPE_L) s2[i * d + j] += dpe_hsum(la);
+        dpe_hsum_add(la, d, s1);
+        la += d * DPE_L;
+        for (i = 0; i < d; la += (d - i) * DPE_L, i++)
+            dpe_hsum_add(la, d - i, s2 + i * d + i);
     }
 
     /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
