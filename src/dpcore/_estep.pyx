@@ -241,6 +241,47 @@ cdef extern from *:
         }
     }
 
+    /* Xt[i, r] = (double) X[r, i] for r < nr, 0 on the padding r in [nr, npad).  Inlined
+       with a constant d (d <= DPE_MAXD) so that the per-row loop unrolls; plain copies. */
+    #define DPE_LOAD_DEF(NAME, T)                                                             \
+    static inline __attribute__((always_inline)) void                                        \
+    NAME##_body(const T *X, const ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,   \
+                double *Xt)                                                                  \
+    {                                                                                        \
+        ptrdiff_t r, i;                                                                      \
+        for (r = 0; r < nr; r++) {                                                           \
+            const T *row = X + r * d;                                                        \
+            _Pragma("GCC unroll 16")                                                         \
+            for (i = 0; i < d; i++) Xt[i * ld + r] = (double)row[i];                         \
+        }                                                                                    \
+        for (i = 0; i < d; i++)                                                              \
+            for (r = nr; r < npad; r++) Xt[i * ld + r] = 0.0;                                \
+    }                                                                                        \
+    static void NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,   \
+                     double *Xt)                                                             \
+    {                                                                                        \
+        switch (d) {                                                                         \
+        case 1: NAME##_body(X, 1, nr, npad, ld, Xt); return;                                 \
+        case 2: NAME##_body(X, 2, nr, npad, ld, Xt); return;                                 \
+        case 3: NAME##_body(X, 3, nr, npad, ld, Xt); return;                                 \
+        case 4: NAME##_body(X, 4, nr, npad, ld, Xt); return;                                 \
+        case 5: NAME##_body(X, 5, nr, npad, ld, Xt); return;                                 \
+        case 6: NAME##_body(X, 6, nr, npad, ld, Xt); return;                                 \
+        case 7: NAME##_body(X, 7, nr, npad, ld, Xt); return;                                 \
+        case 8: NAME##_body(X, 8, nr, npad, ld, Xt); return;                                 \
+        case 9: NAME##_body(X, 9, nr, npad, ld, Xt); return;                                 \
+        case 10: NAME##_body(X, 10, nr, npad, ld, Xt); return;                               \
+        case 11: NAME##_body(X, 11, nr, npad, ld, Xt); return;                               \
+        case 12: NAME##_body(X, 12, nr, npad, ld, Xt); return;                               \
+        case 13: NAME##_body(X, 13, nr, npad, ld, Xt); return;                               \
+        case 14: NAME##_body(X, 14, nr, npad, ld, Xt); return;                               \
+        case 15: NAME##_body(X, 15, nr, npad, ld, Xt); return;                               \
+        default: NAME##_body(X, d, nr, npad, ld, Xt); return;                                \
+        }                                                                                    \
+    }
+    DPE_LOAD_DEF(dpe_load_f64, double)
+    DPE_LOAD_DEF(dpe_load_f32, float)
+
     /* D = Xt - mu (row-wise), for the BLAS path. */
     DPE_CLONES static void dpe_center(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                       const double *mu, double *D)
@@ -473,6 +514,10 @@ cdef extern from *:
     void dpe_logp_small(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
                         const double *mu, const double *P, int tri, double c,
                         double *D, double *out) noexcept nogil
+    void dpe_load_f64(const double *X, Py_ssize_t d, Py_ssize_t nr, Py_ssize_t npad, Py_ssize_t ld,
+                      double *Xt) noexcept nogil
+    void dpe_load_f32(const float *X, Py_ssize_t d, Py_ssize_t nr, Py_ssize_t npad, Py_ssize_t ld,
+                      double *Xt) noexcept nogil
     void dpe_center(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
                     const double *mu, double *D) noexcept nogil
     void dpe_logp_from_y(const double *Y, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
@@ -521,15 +566,10 @@ cdef inline Py_ssize_t _scratch_size(Py_ssize_t d, Py_ssize_t K) noexcept nogil:
 cdef inline void _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t npad,
                              Py_ssize_t d, double *Xt) noexcept nogil:
     """Xt[i, r] = X[r0 + r, i] as float64, zero on the padding r in [nr, npad)."""
-    cdef Py_ssize_t r, i
-    cdef const floating *row
-    for r in range(nr):
-        row = X + (r0 + r) * d
-        for i in range(d):
-            Xt[i * _CHUNK + r] = <double> row[i]
-    for i in range(d):
-        for r in range(nr, npad):
-            Xt[i * _CHUNK + r] = 0.0
+    if floating is double:
+        dpe_load_f64(X + r0 * d, d, nr, npad, _CHUNK, Xt)
+    else:
+        dpe_load_f32(X + r0 * d, d, nr, npad, _CHUNK, Xt)
 
 
 cdef inline Py_ssize_t _load_chunk_domain(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
