@@ -15,9 +15,10 @@ Rows are cut into chunks of ``CHUNK_SIZE`` consecutive rows.  Consecutive chunks
 into ``n_blocks = block_count(n, d, K)`` blocks (at most ``MAX_BLOCKS``; fewer when the
 K*d*d partials would exceed ``PARTIAL_BUDGET`` doubles, never fewer than ``MIN_BLOCKS``).
 Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
-spread over OpenMP threads with a static schedule.  The caller sums the rows in block
-order, so the result is bit-identical for any thread count.  ``block_count`` depends on
-``(n, d, K)`` only.
+handed to OpenMP threads with a dynamic schedule (a thread delayed by a busy core does not
+hold the others back; which thread runs a block never affects its numbers).  The caller
+sums the rows in block order, so the result is bit-identical for any thread count.
+``block_count`` depends on ``(n, d, K)`` only.
 
 Inside a chunk the rows are transposed into a float64 scratch ``Xt`` of shape
 ``(d, CHUNK_SIZE)`` (float32 input is upcast here), so every inner loop runs along rows and
@@ -767,7 +768,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
         if buf == NULL:
             failed_p[0] = 1
-        for b in prange(nb, schedule='static'):
+        for b in prange(nb, schedule='dynamic'):
             if buf != NULL:
                 _estep_block(&X[0, 0], n, d, K, b, cpb, &means[0, 0], &prec_chol[0, 0, 0],
                              &log_const[0], tri, dom, inv_scale, clip_target,
@@ -829,7 +830,7 @@ def log_resp(const floating[:, ::1] X,              # IN  (n, d)
         buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
         if buf == NULL:
             failed_p[0] = 1
-        for c in prange(n_chunks, schedule='static'):
+        for c in prange(n_chunks, schedule='dynamic'):
             if buf != NULL:
                 _logresp_chunk(&X[0, 0], c * _CHUNK, min(_CHUNK, n - c * _CHUNK), d, K,
                                &means[0, 0], &prec_chol[0, 0, 0], &log_const[0], tri,
