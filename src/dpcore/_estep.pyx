@@ -25,13 +25,19 @@ Inside a chunk the rows are transposed into a float64 scratch ``Xt`` of shape
 vectorises.  Two code paths, chosen by ``d`` only (never by the thread count):
 
 * ``d < BLAS_MIN_D``: hand-written loops (triangular multiply fused with the squared norm,
-  register tiles of 16 rows), compiled for AVX-512 / AVX2 / baseline with ``target_clones``;
+  register tiles of 16 rows), compiled for AVX-512 / AVX2 / baseline with ``target_clones``.
+  For a triangular factor the centred 16-row tile is held in registers (code specialised for
+  each constant d = 1..15); S2 is accumulated in 2 x 4 register blocks; the chunk load is
+  unrolled per constant d.  These change the instruction stream, not the arithmetic: every
+  sum keeps its order and its FMA contractions, so the results are bit-identical to the
+  plain loops (which remain the path for a non-triangular factor);
 * ``d >= BLAS_MIN_D``: ``dtrmm`` (or ``dgemm`` for a non-triangular factor) for the
   Mahalanobis products and ``dsyrk`` on sqrt(gamma)-scaled rows for S2, through
   ``scipy.linalg.cython_blas``.  The caller must hold BLAS to one thread.
 
 Sums over rows inside a chunk use 16 fixed lanes combined in a fixed tree, so their
-rounding does not depend on the SIMD width.  ``exp``/``log`` are vectorisable polynomial
+rounding does not depend on the SIMD width.  ``CHUNK_SIZE``, the 16 lanes, their tree and
+``block_count`` are unchanged by the small-problem tuning (issue 4).  ``exp``/``log`` are vectorisable polynomial
 versions (about 1 ulp); ``exp(x)`` for ``x < -708`` returns 0 (no denormals).
 """
 from cython cimport floating

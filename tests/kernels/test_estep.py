@@ -341,3 +341,33 @@ def test_exact_m_step_matches_plain_formulation():
     assert_array_equal(means, m)
     assert_array_equal(covs, c)
     assert_allclose(weights.sum(), 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_specialised_small_d_paths_bitwise(dtype):
+    """d = 1..15 take constant-d register-tile code (logp, chunk load); the triangular
+    factor passed as 'not triangular' takes the generic loops: the numbers must agree bit
+    for bit (the extra terms are exact zeros and y enters squared), across thread counts."""
+    for d in range(1, 17):
+        n, K = 2 * CHUNK + 37, 3
+        X, w, means, P = make_problem(n, d, K, dtype, seed=20 + d)
+        Xc = np.ascontiguousarray(X)
+        lc = log_normalizers(w, P, True)
+        nb = _estep.block_count(n, d, K)
+        outs = []
+        for upper in (True, False):
+            for t in (1, 2):
+                parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty((nb, K, d, d)), np.empty(nb)]
+                _estep.estep_stats(Xc, means, P, lc, *parts, upper, t)
+                outs.append(parts)
+        for o in outs[1:]:
+            for a, b in zip(outs[0], o):
+                assert_array_equal(a, b)
+        lr = [np.empty((n, K), dtype=dtype) for _ in range(2)]
+        ll = [np.empty(n, dtype=dtype) for _ in range(2)]
+        _estep.log_resp(Xc, means, P, lc, lr[0], ll[0], True, 2)
+        _estep.log_resp(Xc, means, P, lc, lr[1], ll[1], False, 1)
+        assert_array_equal(lr[0], lr[1])
+        assert_array_equal(ll[0], ll[1])
+        ref = estep_stats_reference(X, w, means, P)
+        assert_stats_close(compute_stats(X, w, means, P, n_threads=2), ref, RTOL[dtype])
