@@ -15,22 +15,29 @@ Rows are cut into chunks of ``CHUNK_SIZE`` consecutive rows.  Consecutive chunks
 into ``n_blocks = block_count(n, d, K)`` blocks (at most ``MAX_BLOCKS``; fewer when the
 K*d*d partials would exceed ``PARTIAL_BUDGET`` doubles, never fewer than ``MIN_BLOCKS``).
 Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
-spread over OpenMP threads with a static schedule.  The caller sums the rows in block
-order, so the result is bit-identical for any thread count.  ``block_count`` depends on
-``(n, d, K)`` only.
+handed to OpenMP threads with a dynamic schedule (a thread delayed by a busy core does not
+hold the others back; which thread runs a block never affects its numbers).  The caller
+sums the rows in block order, so the result is bit-identical for any thread count.
+``block_count`` depends on ``(n, d, K)`` only.
 
 Inside a chunk the rows are transposed into a float64 scratch ``Xt`` of shape
 ``(d, CHUNK_SIZE)`` (float32 input is upcast here), so every inner loop runs along rows and
 vectorises.  Two code paths, chosen by ``d`` only (never by the thread count):
 
 * ``d < BLAS_MIN_D``: hand-written loops (triangular multiply fused with the squared norm,
-  register tiles of 16 rows), compiled for AVX-512 / AVX2 / baseline with ``target_clones``;
+  register tiles of 16 rows), compiled for AVX-512 / AVX2 / baseline with ``target_clones``.
+  For a triangular factor the centred 16-row tile is held in registers (code specialised for
+  each constant d = 1..15); S2 is accumulated in 2 x 4 register blocks; the chunk load is
+  unrolled per constant d.  These change the instruction stream, not the arithmetic: every
+  sum keeps its order and its FMA contractions, so the results are bit-identical to the
+  plain loops (which remain the path for a non-triangular factor);
 * ``d >= BLAS_MIN_D``: ``dtrmm`` (or ``dgemm`` for a non-triangular factor) for the
   Mahalanobis products and ``dsyrk`` on sqrt(gamma)-scaled rows for S2, through
   ``scipy.linalg.cython_blas``.  The caller must hold BLAS to one thread.
 
 Sums over rows inside a chunk use 16 fixed lanes combined in a fixed tree, so their
-rounding does not depend on the SIMD width.  ``exp``/``log`` are vectorisable polynomial
+rounding does not depend on the SIMD width.  ``CHUNK_SIZE``, the 16 lanes, their tree and
+``block_count`` are unchanged by the small-problem tuning (issue 4).  ``exp``/``log`` are vectorisable polynomial
 versions (about 1 ulp); ``exp(x)`` for ``x < -708`` returns 0 (no denormals).
 """
 from cython cimport floating
@@ -64,11 +71,16 @@ cdef extern from *:
     #define DPE_CLONES
     #endif
     #define DPE_L 16
+    #define DPE_MAXD 15     /* largest d with a register-tile specialisation (< BLAS_MIN_D) */
     /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
        lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
     typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
     #define DPE_LD(p) (*(const dpe_v8 *)(p))
     #define DPE_ST(p, v) (*(dpe_v8 *)(p) = (v))
+    /* Compiler-only barrier between the loads of a register block and its FMAs: a value
+       used by several FMAs is then kept in a register instead of being re-read from L1 as
+       a memory operand of each FMA (loads, not FMAs, bound these loops).  No instruction. */
+    #define DPE_KEEP_LOADS() __asm__ __volatile__("" ::: "memory")
 
     /* exp(x) for x <= 0 (log-sum-exp arguments); 0 below -708; branch-free, vectorisable.
        Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, Taylor to degree 13 (< 1e-17). */
@@ -138,13 +150,78 @@ cdef extern from *:
              + (((a[1] + a[9]) + (a[5] + a[13])) + ((a[3] + a[11]) + (a[7] + a[15])));
     }
 
+    /* The same tree as dpe_hsum, as a halving reduction: h = a[0:8] + a[8:16],
+       q = h[0:4] + h[4:8], s = q[0:2] + q[2:4], s[0] + s[1].  Bit-identical to dpe_hsum. */
+    typedef double dpe_v4 __attribute__((vector_size(32), aligned(8), __may_alias__));
+    typedef double dpe_v2 __attribute__((vector_size(16), aligned(8), __may_alias__));
+    DPE_CLONES static void dpe_hsum_add(const double *la, ptrdiff_t m, double *out)
+    {
+        ptrdiff_t e;
+        for (e = 0; e < m; e++, la += DPE_L) {
+            double h[8], q[4];
+            DPE_ST(h, DPE_LD(la) + DPE_LD(la + 8));
+            *(dpe_v4 *)q = *(const dpe_v4 *)h + *(const dpe_v4 *)(h + 4);
+            dpe_v2 s = *(const dpe_v2 *)q + *(const dpe_v2 *)(q + 2);
+            out[e] += s[0] + s[1];
+        }
+    }
+
+    /* One 16-row tile of the triangular Mahalanobis product with the centred rows held in
+       registers (no D scratch).  Same operations, in the same order, as the generic loop
+       below (x - mu, then y_j = sum_{i <= j} d_i P_ij from i = 0, then m += y_j^2), so the
+       result is bit-identical; inlined with a constant d so that the loops unroll fully. */
+    static inline __attribute__((always_inline)) void
+    dpe_logp_tri_tiles(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                       const double *mu, const double *P, double c, double *out)
+    {
+        ptrdiff_t r, i, j;
+        for (r = 0; r < npad; r += DPE_L) {
+            dpe_v8 c0[DPE_MAXD], c1[DPE_MAXD];
+            dpe_v8 m0 = {0}, m1 = {0};
+            #pragma GCC unroll 16
+            for (i = 0; i < d; i++) {
+                c0[i] = DPE_LD(Xt + i * ld + r) - mu[i];
+                c1[i] = DPE_LD(Xt + i * ld + r + 8) - mu[i];
+            }
+            #pragma GCC unroll 16
+            for (j = 0; j < d; j++) {
+                /* y starts at +0 and every term is added as y += c_i p: unrolled, a bare
+                   first product would let the FMA contraction pick the other multiply of
+                   the first sum (0 + t rounds as t; only the sign of a zero y can differ,
+                   and y enters as y * y) */
+                dpe_v8 y0 = {0}, y1 = {0};
+                #pragma GCC unroll 16
+                for (i = 0; i <= j; i++) {
+                    double p = P[i * d + j];
+                    y0 += c0[i] * p;
+                    y1 += c1[i] * p;
+                }
+                m0 += y0 * y0;
+                m1 += y1 * y1;
+            }
+            DPE_ST(out + r, c - 0.5 * m0);
+            DPE_ST(out + r + 8, c - 0.5 * m1);
+        }
+    }
+
     /* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0).
-       Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular. */
+       Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular.
+       D: (d, ld) scratch, used only for a non-triangular P or d > DPE_MAXD. */
     DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                           const double *mu, const double *P, int tri, double c,
                                           double *D, double *out)
     {
         ptrdiff_t i, j, r;
+        if (tri) {
+            switch (d) {
+    #define DPE_LOGP_CASE(n) case n: dpe_logp_tri_tiles(Xt, n, ld, npad, mu, P, c, out); return;
+            DPE_LOGP_CASE(1) DPE_LOGP_CASE(2) DPE_LOGP_CASE(3) DPE_LOGP_CASE(4) DPE_LOGP_CASE(5)
+            DPE_LOGP_CASE(6) DPE_LOGP_CASE(7) DPE_LOGP_CASE(8) DPE_LOGP_CASE(9) DPE_LOGP_CASE(10)
+            DPE_LOGP_CASE(11) DPE_LOGP_CASE(12) DPE_LOGP_CASE(13) DPE_LOGP_CASE(14) DPE_LOGP_CASE(15)
+    #undef DPE_LOGP_CASE
+            default: break;
+            }
+        }
         for (i = 0; i < d; i++) {
             const double *x = Xt + i * ld;
             double *dd = D + i * ld;
@@ -170,6 +247,47 @@ cdef extern from *:
             DPE_ST(out + r + 8, c - 0.5 * m1);
         }
     }
+
+    /* Xt[i, r] = (double) X[r, i] for r < nr, 0 on the padding r in [nr, npad).  Inlined
+       with a constant d (d <= DPE_MAXD) so that the per-row loop unrolls; plain copies. */
+    #define DPE_LOAD_DEF(NAME, T)                                                             \
+    static inline __attribute__((always_inline)) void                                        \
+    NAME##_body(const T *X, const ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,   \
+                double *Xt)                                                                  \
+    {                                                                                        \
+        ptrdiff_t r, i;                                                                      \
+        for (r = 0; r < nr; r++) {                                                           \
+            const T *row = X + r * d;                                                        \
+            _Pragma("GCC unroll 16")                                                         \
+            for (i = 0; i < d; i++) Xt[i * ld + r] = (double)row[i];                         \
+        }                                                                                    \
+        for (i = 0; i < d; i++)                                                              \
+            for (r = nr; r < npad; r++) Xt[i * ld + r] = 0.0;                                \
+    }                                                                                        \
+    static void NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,   \
+                     double *Xt)                                                             \
+    {                                                                                        \
+        switch (d) {                                                                         \
+        case 1: NAME##_body(X, 1, nr, npad, ld, Xt); return;                                 \
+        case 2: NAME##_body(X, 2, nr, npad, ld, Xt); return;                                 \
+        case 3: NAME##_body(X, 3, nr, npad, ld, Xt); return;                                 \
+        case 4: NAME##_body(X, 4, nr, npad, ld, Xt); return;                                 \
+        case 5: NAME##_body(X, 5, nr, npad, ld, Xt); return;                                 \
+        case 6: NAME##_body(X, 6, nr, npad, ld, Xt); return;                                 \
+        case 7: NAME##_body(X, 7, nr, npad, ld, Xt); return;                                 \
+        case 8: NAME##_body(X, 8, nr, npad, ld, Xt); return;                                 \
+        case 9: NAME##_body(X, 9, nr, npad, ld, Xt); return;                                 \
+        case 10: NAME##_body(X, 10, nr, npad, ld, Xt); return;                               \
+        case 11: NAME##_body(X, 11, nr, npad, ld, Xt); return;                               \
+        case 12: NAME##_body(X, 12, nr, npad, ld, Xt); return;                               \
+        case 13: NAME##_body(X, 13, nr, npad, ld, Xt); return;                               \
+        case 14: NAME##_body(X, 14, nr, npad, ld, Xt); return;                               \
+        case 15: NAME##_body(X, 15, nr, npad, ld, Xt); return;                               \
+        default: NAME##_body(X, d, nr, npad, ld, Xt); return;                                \
+        }                                                                                    \
+    }
+    DPE_LOAD_DEF(dpe_load_f64, double)
+    DPE_LOAD_DEF(dpe_load_f32, float)
 
     /* D = Xt - mu (row-wise), for the BLAS path. */
     DPE_CLONES static void dpe_center(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
@@ -273,32 +391,86 @@ cdef extern from *:
             }
             DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
         }
-        for (i = 0; i < d; i++) {
-            const double *w = W + i * ld;
-            for (j = i; j + 1 < d; j += 2, lp += 2 * DPE_L) {
-                const double *x0 = Xt + j * ld, *x1 = x0 + ld;
-                dpe_v8 b0, b1;
-                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
-                b0 = DPE_LD(lp + 16); b1 = DPE_LD(lp + 24);
-                for (r = 0; r < npad; r += DPE_L) {
-                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
-                    a0 += w0 * DPE_LD(x0 + r);
-                    a1 += w1 * DPE_LD(x0 + r + 8);
-                    b0 += w0 * DPE_LD(x1 + r);
-                    b1 += w1 * DPE_LD(x1 + r + 8);
-                }
-                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
-                DPE_ST(lp + 16, b0); DPE_ST(lp + 24, b1);
+        /* S2 upper pairs, accumulator of (i, j) at lp + DPE_L * (off(i) + j - i) with
+           off(i) = i d - i (i - 1) / 2.  Rows are taken two at a time and columns two at a
+           time (2 x 2 register block: 8 loads per 8 FMAs per tile).  Every accumulator
+           still adds its tiles in row order, so the grouping does not change the result. */
+        for (i = 0; i < d; i += 2) {
+            const double *w = W + i * ld, *xi = Xt + i * ld;
+            double *ai = lp + DPE_L * (i * d - i * (i - 1) / 2);
+            a0 = DPE_LD(ai); a1 = DPE_LD(ai + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                a0 += DPE_LD(w + r) * DPE_LD(xi + r);
+                a1 += DPE_LD(w + r + 8) * DPE_LD(xi + r + 8);
             }
-            if (j < d) {
-                const double *x0 = Xt + j * ld;
-                a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
-                for (r = 0; r < npad; r += DPE_L) {
-                    a0 += DPE_LD(w + r) * DPE_LD(x0 + r);
-                    a1 += DPE_LD(w + r + 8) * DPE_LD(x0 + r + 8);
+            DPE_ST(ai, a0); DPE_ST(ai + 8, a1);
+            if (i + 1 == d) break;
+            {
+                const double *v = w + ld;                   /* row i + 1 */
+                double *bi = ai + DPE_L * (d - i);          /* accumulator of (i + 1, i + 1) */
+                for (j = i + 1; j + 3 < d; j += 4) {
+                    /* 2 x 4 block: 12 loads per 16 FMAs per tile */
+                    const double *xj = Xt + j * ld;
+                    double *pa = ai + DPE_L * (j - i), *pb = bi + DPE_L * (j - i - 1);
+                    dpe_v8 e0 = DPE_LD(pa), e1 = DPE_LD(pa + 8), e2 = DPE_LD(pa + 16), e3 = DPE_LD(pa + 24);
+                    dpe_v8 e4 = DPE_LD(pa + 32), e5 = DPE_LD(pa + 40), e6 = DPE_LD(pa + 48), e7 = DPE_LD(pa + 56);
+                    dpe_v8 f0 = DPE_LD(pb), f1 = DPE_LD(pb + 8), f2 = DPE_LD(pb + 16), f3 = DPE_LD(pb + 24);
+                    dpe_v8 f4 = DPE_LD(pb + 32), f5 = DPE_LD(pb + 40), f6 = DPE_LD(pb + 48), f7 = DPE_LD(pb + 56);
+                    for (r = 0; r < npad; r += DPE_L) {
+                        dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                        dpe_v8 v0 = DPE_LD(v + r), v1 = DPE_LD(v + r + 8);
+                        dpe_v8 y0 = DPE_LD(xj + r), y1 = DPE_LD(xj + r + 8);
+                        dpe_v8 y2 = DPE_LD(xj + ld + r), y3 = DPE_LD(xj + ld + r + 8);
+                        dpe_v8 y4 = DPE_LD(xj + 2 * ld + r), y5 = DPE_LD(xj + 2 * ld + r + 8);
+                        dpe_v8 y6 = DPE_LD(xj + 3 * ld + r), y7 = DPE_LD(xj + 3 * ld + r + 8);
+                        DPE_KEEP_LOADS();
+                        e0 += w0 * y0; e1 += w1 * y1; f0 += v0 * y0; f1 += v1 * y1;
+                        e2 += w0 * y2; e3 += w1 * y3; f2 += v0 * y2; f3 += v1 * y3;
+                        e4 += w0 * y4; e5 += w1 * y5; f4 += v0 * y4; f5 += v1 * y5;
+                        e6 += w0 * y6; e7 += w1 * y7; f6 += v0 * y6; f7 += v1 * y7;
+                    }
+                    DPE_ST(pa, e0); DPE_ST(pa + 8, e1); DPE_ST(pa + 16, e2); DPE_ST(pa + 24, e3);
+                    DPE_ST(pa + 32, e4); DPE_ST(pa + 40, e5); DPE_ST(pa + 48, e6); DPE_ST(pa + 56, e7);
+                    DPE_ST(pb, f0); DPE_ST(pb + 8, f1); DPE_ST(pb + 16, f2); DPE_ST(pb + 24, f3);
+                    DPE_ST(pb + 32, f4); DPE_ST(pb + 40, f5); DPE_ST(pb + 48, f6); DPE_ST(pb + 56, f7);
                 }
-                DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
-                lp += DPE_L;
+                for (; j + 1 < d; j += 2) {
+                    const double *x0 = Xt + j * ld, *x1 = x0 + ld;
+                    double *p00 = ai + DPE_L * (j - i), *p01 = p00 + DPE_L;
+                    double *p10 = bi + DPE_L * (j - i - 1), *p11 = p10 + DPE_L;
+                    dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                    dpe_v8 e01 = DPE_LD(p01), f01 = DPE_LD(p01 + 8);
+                    dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                    dpe_v8 e11 = DPE_LD(p11), f11 = DPE_LD(p11 + 8);
+                    for (r = 0; r < npad; r += DPE_L) {
+                        dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                        dpe_v8 v0 = DPE_LD(v + r), v1 = DPE_LD(v + r + 8);
+                        dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                        dpe_v8 z0 = DPE_LD(x1 + r), z1 = DPE_LD(x1 + r + 8);
+                        DPE_KEEP_LOADS();
+                        e00 += w0 * y0; f00 += w1 * y1;
+                        e01 += w0 * z0; f01 += w1 * z1;
+                        e10 += v0 * y0; f10 += v1 * y1;
+                        e11 += v0 * z0; f11 += v1 * z1;
+                    }
+                    DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                    DPE_ST(p01, e01); DPE_ST(p01 + 8, f01);
+                    DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+                    DPE_ST(p11, e11); DPE_ST(p11 + 8, f11);
+                }
+                if (j < d) {
+                    const double *x0 = Xt + j * ld;
+                    double *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                    dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                    dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                    for (r = 0; r < npad; r += DPE_L) {
+                        dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                        e00 += DPE_LD(w + r) * y0; f00 += DPE_LD(w + r + 8) * y1;
+                        e10 += DPE_LD(v + r) * y0; f10 += DPE_LD(v + r + 8) * y1;
+                    }
+                    DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                    DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+                }
             }
         }
     }
@@ -306,12 +478,13 @@ cdef extern from *:
     /* Block end: reduce the lane accumulators of one component into its partial row. */
     static void dpe_lanes_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *s2)
     {
-        ptrdiff_t i, j;
-        *nk += dpe_hsum(la);
+        ptrdiff_t i;
+        dpe_hsum_add(la, 1, nk);
         la += DPE_L;
-        for (i = 0; i < d; i++, la += DPE_L) s1[i] += dpe_hsum(la);
-        for (i = 0; i < d; i++)
-            for (j = i; j < d; j++, la += DPE_L) s2[i * d + j] += dpe_hsum(la);
+        dpe_hsum_add(la, d, s1);
+        la += d * DPE_L;
+        for (i = 0; i < d; la += (d - i) * DPE_L, i++)
+            dpe_hsum_add(la, d - i, s2 + i * d + i);
     }
 
     /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
@@ -348,6 +521,10 @@ cdef extern from *:
     void dpe_logp_small(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
                         const double *mu, const double *P, int tri, double c,
                         double *D, double *out) noexcept nogil
+    void dpe_load_f64(const double *X, Py_ssize_t d, Py_ssize_t nr, Py_ssize_t npad, Py_ssize_t ld,
+                      double *Xt) noexcept nogil
+    void dpe_load_f32(const float *X, Py_ssize_t d, Py_ssize_t nr, Py_ssize_t npad, Py_ssize_t ld,
+                      double *Xt) noexcept nogil
     void dpe_center(const double *Xt, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
                     const double *mu, double *D) noexcept nogil
     void dpe_logp_from_y(const double *Y, Py_ssize_t d, Py_ssize_t ld, Py_ssize_t npad,
@@ -396,15 +573,10 @@ cdef inline Py_ssize_t _scratch_size(Py_ssize_t d, Py_ssize_t K) noexcept nogil:
 cdef inline void _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t npad,
                              Py_ssize_t d, double *Xt) noexcept nogil:
     """Xt[i, r] = X[r0 + r, i] as float64, zero on the padding r in [nr, npad)."""
-    cdef Py_ssize_t r, i
-    cdef const floating *row
-    for r in range(nr):
-        row = X + (r0 + r) * d
-        for i in range(d):
-            Xt[i * _CHUNK + r] = <double> row[i]
-    for i in range(d):
-        for r in range(nr, npad):
-            Xt[i * _CHUNK + r] = 0.0
+    if floating is double:
+        dpe_load_f64(X + r0 * d, d, nr, npad, _CHUNK, Xt)
+    else:
+        dpe_load_f32(X + r0 * d, d, nr, npad, _CHUNK, Xt)
 
 
 cdef inline Py_ssize_t _load_chunk_domain(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
@@ -602,7 +774,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
         if buf == NULL:
             failed_p[0] = 1
-        for b in prange(nb, schedule='static'):
+        for b in prange(nb, schedule='dynamic'):
             if buf != NULL:
                 _estep_block(&X[0, 0], n, d, K, b, cpb, &means[0, 0], &prec_chol[0, 0, 0],
                              &log_const[0], tri, dom, inv_scale, clip_target,
@@ -664,7 +836,7 @@ def log_resp(const floating[:, ::1] X,              # IN  (n, d)
         buf = <double *> malloc(_scratch_size(d, K) * sizeof(double))
         if buf == NULL:
             failed_p[0] = 1
-        for c in prange(n_chunks, schedule='static'):
+        for c in prange(n_chunks, schedule='dynamic'):
             if buf != NULL:
                 _logresp_chunk(&X[0, 0], c * _CHUNK, min(_CHUNK, n - c * _CHUNK), d, K,
                                &means[0, 0], &prec_chol[0, 0, 0], &log_const[0], tri,

@@ -265,3 +265,109 @@ def test_kernel_domain_transform_thread_invariant():
     assert_array_equal(a.s2, b.s2)
     assert_array_equal(a.s1, b.s1)
     assert a.n_clipped == b.n_clipped
+
+
+# --- fast paths of the wrapper and the M-step: same numbers as the plain formulations -------
+
+@pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (700, 16, 2), (900, 1, 1), (70 * CHUNK + 5, 3, 2)])
+def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
+    """compute_stats == the kernel's partials reduced with np.add.reduce and mirrored with triu."""
+    from dpem_fast.mixture._stats import _params
+
+    X, w, means, P = make_problem(n, d, K, seed=4)
+    Xc, m, Pc, lc, upper = _params(X, w, means, P)
+    assert upper == (not np.any(np.tril(P, -1)))
+    nb = _estep.block_count(n, d, K)
+    parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty((nb, K, d, d)), np.empty(nb)]
+    _estep.estep_stats(Xc, m, Pc, lc, *parts, upper, 1)
+    s2u = np.add.reduce(parts[2], axis=0)
+    assert np.all(np.tril(s2u, -1) == 0) and not np.any(np.signbit(s2u) & (s2u == 0))
+    got = compute_stats(X, w, means, P, n_threads=1)
+    assert_array_equal(got.nk, np.add.reduce(parts[0], axis=0))
+    assert_array_equal(got.s1, np.add.reduce(parts[1], axis=0))
+    assert_array_equal(got.s2, np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
+    assert got.loglik == float(np.add.reduce(parts[3]))
+
+
+def test_is_upper_and_log_normalizers_zero_weight():
+    from dpem_fast.mixture._stats import _is_upper
+
+    _, w, means, P = make_problem(1, 6, 3)
+    assert _is_upper(P)
+    Q = P.copy()
+    Q[1, 4, 2] = 1e-300
+    assert not _is_upper(Q)
+    assert _is_upper(np.ones((2, 1, 1)))
+    w0 = np.array([0.5, 0.5, 0.0])
+    c = log_normalizers(w0, P)
+    assert c[2] == -np.inf and np.all(np.isfinite(c[:2]))
+
+
+@pytest.mark.parametrize("d", [1, 2, 10, 40])
+def test_precision_cholesky_matches_scipy_loop(d):
+    from scipy import linalg
+
+    from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
+
+    rng = np.random.default_rng(d)
+    A = rng.normal(size=(4, d, d))
+    covs = A @ A.transpose(0, 2, 1) / d + 1e-3 * np.eye(d)
+    ref = np.stack([linalg.solve_triangular(linalg.cholesky(c, lower=True), np.eye(d), lower=True).T
+                    for c in covs])
+    assert_array_equal(_compute_precision_cholesky(covs), ref)
+    bad = covs.copy()
+    bad[2, -1, -1] = -1.0
+    with pytest.raises(np.linalg.LinAlgError):
+        _compute_precision_cholesky(bad)
+    bad[2, 0, 0] = np.nan
+    with pytest.raises(ValueError):
+        _compute_precision_cholesky(bad)
+
+
+def test_exact_m_step_matches_plain_formulation():
+    from dpem_fast.mixture._dp_gmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    K, d, n = 3, 7, 500
+    A = rng.normal(size=(K, d, d))
+    stats = GMMStats(n, rng.uniform(50, 200, K), rng.normal(size=(K, d)), A @ A.transpose(0, 2, 1) * 50, 0.0)
+    g = DPGaussianMixture(n_components=K, reg_covar=1e-6)
+    weights, means, covs = g._exact_m_step(stats, n)
+    nk = stats.nk + 10 * np.finfo(np.float64).eps
+    m = stats.s1 / nk[:, None]
+    c = stats.s2 / nk[:, None, None] - np.einsum("ki,kj->kij", m, m)
+    c = (c + np.swapaxes(c, 1, 2)) / 2
+    c[:, np.arange(d), np.arange(d)] += 1e-6
+    assert_array_equal(means, m)
+    assert_array_equal(covs, c)
+    assert_allclose(weights.sum(), 1.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_specialised_small_d_paths_bitwise(dtype):
+    """d = 1..15 take constant-d register-tile code (logp, chunk load); the triangular
+    factor passed as 'not triangular' takes the generic loops: the numbers must agree bit
+    for bit (the extra terms are exact zeros and y enters squared), across thread counts."""
+    for d in range(1, 17):
+        n, K = 2 * CHUNK + 37, 3
+        X, w, means, P = make_problem(n, d, K, dtype, seed=20 + d)
+        Xc = np.ascontiguousarray(X)
+        lc = log_normalizers(w, P, True)
+        nb = _estep.block_count(n, d, K)
+        outs = []
+        for upper in (True, False):
+            for t in (1, 2):
+                parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty((nb, K, d, d)), np.empty(nb)]
+                _estep.estep_stats(Xc, means, P, lc, *parts, upper, t)
+                outs.append(parts)
+        for o in outs[1:]:
+            for a, b in zip(outs[0], o):
+                assert_array_equal(a, b)
+        lr = [np.empty((n, K), dtype=dtype) for _ in range(2)]
+        ll = [np.empty(n, dtype=dtype) for _ in range(2)]
+        _estep.log_resp(Xc, means, P, lc, lr[0], ll[0], True, 2)
+        _estep.log_resp(Xc, means, P, lc, lr[1], ll[1], False, 1)
+        assert_array_equal(lr[0], lr[1])
+        assert_array_equal(ll[0], ll[1])
+        ref = estep_stats_reference(X, w, means, P)
+        assert_stats_close(compute_stats(X, w, means, P, n_threads=2), ref, RTOL[dtype])

@@ -43,13 +43,29 @@ def _compute_precision_cholesky(covariances):
     """Cholesky factor of the precision, scikit-learn's 'full' convention.
 
     Equivalent to: ``solve_triangular(cholesky(cov, lower=True), I, lower=True).T``,
-    so that ``precision = P @ P.T``.
+    so that ``precision = P @ P.T``.  Calls LAPACK ``potrf``/``trtrs`` directly (the same
+    routines, hence the same bits, as those scipy wrappers) with one finiteness check for
+    all components: the wrappers' per-call overhead dominated the M-step for small d.
     """
+    covariances = np.asarray(covariances)
     K, d, _ = covariances.shape
+    if not np.isfinite(covariances).all():
+        raise ValueError("array must not contain infs or NaNs")
+    potrf, trtrs = linalg.get_lapack_funcs(("potrf", "trtrs"), (covariances,))
+    eye = np.eye(d, dtype=covariances.dtype)
     out = np.empty_like(covariances)
     for k in range(K):
-        cov_chol = linalg.cholesky(covariances[k], lower=True)
-        out[k] = linalg.solve_triangular(cov_chol, np.eye(d), lower=True).T
+        cov_chol, info = potrf(covariances[k], lower=1, clean=1)
+        if info > 0:
+            raise linalg.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+        if info < 0:  # pragma: no cover - arguments are valid by construction
+            raise ValueError(f"LAPACK reported an illegal value in {-info}-th argument of potrf")
+        inv, info = trtrs(cov_chol, eye, lower=1)
+        if info > 0:
+            raise linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+        if info < 0:  # pragma: no cover
+            raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
+        out[k] = inv.T
     return out
 
 
@@ -585,9 +601,11 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         K, d = stats.s1.shape
         nk = stats.nk + 10 * np.finfo(np.float64).eps
         means = stats.s1 / nk[:, None]
-        covs = stats.s2 / nk[:, None, None] - np.einsum("ki,kj->kij", means, means)
-        covs = (covs + np.swapaxes(covs, 1, 2)) / 2
-        covs[:, np.arange(d), np.arange(d)] += self.reg_covar
+        # outer products as a broadcast multiply (== einsum("ki,kj->kij"), no sum involved)
+        covs = stats.s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
+        covs += np.swapaxes(covs, 1, 2)  # (c + c.T) / 2; numpy buffers the overlapping operand
+        covs /= 2
+        covs.reshape(K, d * d)[:, :: d + 1] += self.reg_covar
         weights = nk / n
         weights /= weights.sum()
         return weights, means, covs

@@ -67,6 +67,24 @@ class GMMStats:
         return cls(0, np.zeros(K), np.zeros((K, d)), np.zeros((K, d, d)), 0.0)
 
 
+_TRIL_CACHE: dict = {}
+
+
+def _strict_lower(d):
+    """Flat indices of the strictly lower triangle of a d x d matrix (cached)."""
+    idx = _TRIL_CACHE.get(d)
+    if idx is None:
+        i, j = np.tril_indices(d, -1)
+        idx = _TRIL_CACHE[d] = i * d + j
+    return idx
+
+
+def _is_upper(P):
+    """True when every P_k is upper triangular (``not np.any(np.tril(P, -1))``)."""
+    K, d = P.shape[0], P.shape[-1]
+    return not P.reshape(K, d * d)[:, _strict_lower(d)].any()
+
+
 def _params(X, weights, means, precisions_cholesky):
     X = np.asarray(X)
     if X.dtype not in (np.float32, np.float64):
@@ -85,7 +103,7 @@ def _params(X, weights, means, precisions_cholesky):
         raise ValueError(f"precisions_cholesky must have shape {(K, d, d)}, got {P.shape}")
     if weights.shape != (K,):
         raise ValueError(f"weights must have shape ({K},), got {weights.shape}")
-    upper = not np.any(np.tril(P, -1))
+    upper = _is_upper(P)
     return X, means, P, log_normalizers(weights, P, upper), upper
 
 
@@ -98,13 +116,17 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     P = np.asarray(precisions_cholesky, dtype=np.float64)
     d = P.shape[-1]
     if upper_triangular is None:
-        upper_triangular = not np.any(np.tril(P, -1))
+        upper_triangular = _is_upper(P)
     if upper_triangular:
         log_det = np.sum(np.log(np.diagonal(P, axis1=1, axis2=2)), axis=1)
     else:
         log_det = np.linalg.slogdet(P)[1]
-    with np.errstate(divide="ignore"):
-        log_w = np.log(np.asarray(weights, dtype=np.float64))
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.all():  # np.errstate costs more than this E-step's reduction on small problems
+        log_w = np.log(weights)
+    else:
+        with np.errstate(divide="ignore"):
+            log_w = np.log(weights)
     return np.ascontiguousarray(log_w + log_det - 0.5 * d * np.log(2 * np.pi))
 
 
@@ -156,14 +178,24 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
             clip_target=clip_target(d, np.float64),
             part_clipped=np.zeros(nb, dtype=np.int64),
         )
-    with blas_single_thread():
+    if d < _estep.BLAS_MIN_D:
+        # the hand-written path calls no BLAS: skip threadpoolctl's round trip (~25 us)
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
+    else:
+        with blas_single_thread():
+            _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
+                               upper, n_threads, **kw)
     # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
     nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
     s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
-    s2u = np.add.reduce(part_s2, axis=0) if nb else np.zeros((K, d, d))
-    s2 = np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1)
+    s2 = np.add.reduce(part_s2, axis=0) if nb else np.zeros((K, d, d))
+    # Mirror the upper triangle.  The kernel leaves the strict lower triangle at +0.0 and no
+    # entry is -0.0 (accumulators start at +0.0), so u + 0.0 == u and this equals
+    # ``triu(s2) + triu(s2, 1).T`` bit for bit.
+    diag = np.diagonal(s2, axis1=1, axis2=2).copy()
+    s2 += s2.transpose(0, 2, 1)
+    s2.reshape(K, d * d)[:, :: d + 1] = diag
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
     n_clipped = int(kw["part_clipped"].sum()) if kw else 0
     return GMMStats(n, nk, s1, s2, loglik, n_clipped)
@@ -187,6 +219,9 @@ def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
     K = means.shape[0]
     out = np.empty((n, K), dtype=X.dtype)
     ll = np.empty(n, dtype=X.dtype)
-    with blas_single_thread():
+    if X.shape[1] < _estep.BLAS_MIN_D:  # no BLAS on this path
         _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
+    else:
+        with blas_single_thread():
+            _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
     return out, ll
