@@ -6,7 +6,13 @@ from numbers import Integral, Real
 
 import numpy as np
 
-__all__ = ["check_size", "check_positive_real", "check_positive_int", "check_probability"]
+__all__ = [
+    "check_size",
+    "check_positive_real",
+    "check_nonnegative_real",
+    "check_positive_int",
+    "check_probability",
+]
 
 
 def check_size(size, name: str = "size") -> tuple[int, ...]:
@@ -38,6 +44,16 @@ def check_positive_real(value, name: str, *, allow_inf: bool = False) -> float:
         raise ValueError(f"{name} must be finite, got {v}")
     if v <= 0:
         raise ValueError(f"{name} must be > 0, got {v}")
+    return v
+
+
+def check_nonnegative_real(value, name: str) -> float:
+    """A finite real >= 0, as float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {v}")
     return v
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
@@ -16,6 +15,7 @@ from .._preprocess import DataDomain, resolve_domain
 from .._privacy import NOT_PRIVATE, PrivacyRecord, Release
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
+from .._validation import check_nonnegative_real, check_positive_int, check_positive_real, check_probability
 from ._stats import compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
@@ -275,31 +275,11 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        def real(name, v, *, lo=None, lo_closed=False, hi=None, hi_closed=False, allow_inf=False):
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Real, np.floating, np.integer)):
-                raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
-            v = float(v)
-            if math.isnan(v) or (math.isinf(v) and not allow_inf):
-                raise ValueError(f"{name} must be a finite number, got {v}")
-            if lo is not None and (v < lo or (v == lo and not lo_closed)):
-                raise ValueError(f"{name} must be {'>=' if lo_closed else '>'} {lo}, got {v}")
-            if hi is not None and (v > hi or (v == hi and not hi_closed)):
-                raise ValueError(f"{name} must be {'<=' if hi_closed else '<'} {hi}, got {v}")
-            return v
-
-        def integer(name, v, lo):
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Integral, np.integer)):
-                raise TypeError(f"{name} must be an int, got {type(v).__name__}")
-            if v < lo:
-                raise ValueError(f"{name} must be >= {lo}, got {v}")
-            return int(v)
-
-        integer("n_components", self.n_components, 1)
-        integer("max_iter", self.max_iter, 1)
-        eps = real("epsilon", self.epsilon, lo=0.0, allow_inf=True)
-        private = not math.isinf(eps)
+        check_positive_int(self.n_components, "n_components")
+        check_positive_int(self.max_iter, "max_iter")
+        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
         if private:
-            real("delta", self.delta, lo=0.0, hi=1.0)
+            check_probability(self.delta, "delta")
         if self.scenario not in ("GGG", "LLG"):
             raise ValueError(f"scenario must be 'GGG' or 'LLG', got {self.scenario!r}")
         if self.accountant is not None and self.accountant not in _ACCOUNTANTS:
@@ -311,8 +291,8 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         if self.neighbouring not in ("replace", "add_remove"):
             raise ValueError(f"neighbouring must be 'replace' or 'add_remove', got {self.neighbouring!r}")
         if self.data_norm is not None:
-            real("data_norm", self.data_norm, lo=0.0)
-        real("reg_covar", self.reg_covar, lo=0.0, lo_closed=True)
+            check_positive_real(self.data_norm, "data_norm")
+        check_nonnegative_real(self.reg_covar, "reg_covar")
         split = np.asarray(self.budget_split, dtype=np.float64)
         if split.shape != (3,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
             raise ValueError(f"budget_split must be 3 positive finite numbers, got {self.budget_split!r}")
@@ -655,10 +635,7 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         y : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "means_")
-        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, (Integral, np.integer)):
-            raise TypeError(f"n_samples must be an int, got {type(n_samples).__name__}")
-        if n_samples < 1:
-            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(random_state)
         counts = rng.multinomial(n_samples, self.weights_)
         X = np.vstack(
