@@ -219,6 +219,10 @@ def test_sklearn_api():
     assert g.fit_predict(X).shape == (600,)
     Xs, ys = g.sample(100, random_state=0)
     assert Xs.shape == (100, 3) and ys.shape == (100,)
+    with pytest.raises(ValueError, match="n_samples"):
+        g.sample(0)
+    with pytest.raises(TypeError, match="n_samples"):
+        g.sample(2.5)
     assert np.isfinite(g.bic(X)) and np.isfinite(g.aic(X))
     assert g.predict_proba(X).sum(axis=1) == pytest.approx(np.ones(600))
 
