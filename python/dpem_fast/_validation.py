@@ -1,10 +1,11 @@
 """Small validation helpers: every error names the parameter and quotes the value."""
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
+
+from .accounting import _validation as _acc
 
 __all__ = [
     "check_size",
@@ -33,43 +34,26 @@ def check_size(size, name: str = "size") -> tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+# One implementation of the scalar checks: the accounting subpackage's (which takes
+# ``(name, value)``); these wrappers keep the ``(value, name)`` order of the samplers
+# and estimators.
+
+
 def check_positive_real(value, name: str, *, allow_inf: bool = False) -> float:
-    """A finite real > 0 (or +inf when allowed), as float."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if math.isnan(v):
-        raise ValueError(f"{name} must be a number, got nan")
-    if math.isinf(v) and not (allow_inf and v > 0):
-        raise ValueError(f"{name} must be finite, got {v}")
-    if v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    return v
+    """A real > 0 (finite unless ``allow_inf``), as float; not NaN, not bool."""
+    return _acc.check_positive(name, value, allow_inf=allow_inf)
 
 
 def check_nonnegative_real(value, name: str) -> float:
     """A finite real >= 0, as float."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {v}")
-    return v
+    return _acc.check_nonnegative(name, value)
 
 
 def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Integral, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    """An int (not bool) >= ``minimum``."""
+    return _acc.check_int(name, value, minimum=minimum)
 
 
 def check_probability(value, name: str) -> float:
     """A real strictly inside (0, 1)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not (0.0 < v < 1.0):
-        raise ValueError(f"{name} must be in (0, 1), got {value}")
-    return v
+    return _acc.check_open_unit(name, value)

@@ -251,6 +251,9 @@ BAD = [
     (dict(estimator="bayes"), ValueError, "estimator"),
     (dict(max_iter=0), ValueError, "max_iter"),
     (dict(budget_split=(1, 0, 1)), ValueError, "budget_split"),
+    (dict(data_norm=None, bounds=(1.0, 0.0)), ValueError, "bounds"),
+    (dict(data_norm=None, bounds=(0.0, np.inf)), ValueError, "bounds"),
+    (dict(data_norm=None, bounds=[0.0]), ValueError, "bounds"),
 ]
 
 
