@@ -401,7 +401,7 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
                 n_clipped = stats.n_clipped
                 if private:
                     nk, s1, s2 = self._release(stats, releases, key, it, n_threads)
-                    weights, means, covs = self._private_m_step(nk, s1, s2, releases, n)
+                    weights, means, covs = self._private_m_step(nk, s1, s2, releases)
                 else:
                     weights, means, covs = self._exact_m_step(stats, n)
                 prec_chol = _compute_precision_cholesky(covs)
@@ -527,7 +527,7 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             out.append(stat + noise)
         return out
 
-    def _private_m_step(self, nk, s1, s2, releases, n):
+    def _private_m_step(self, nk, s1, s2, releases):
         """Parameters from noisy statistics (post-processing, public constants only)."""
         K, d = s1.shape
         sigma_n = releases[0].noise_scale * (math.sqrt(2.0) if releases[0].mechanism == "laplace" else 1.0)
