@@ -10,6 +10,7 @@ from dpem_fast.accounting import (
     ZCDPAccountant, dpem_plan, DiscreteGaussianEvent)
 from dpem_fast.accounting import _rdp
 from dpem_fast.accounting._gdp import gaussian_delta
+from dpem_fast.accounting._zcdp import discrete_gaussian_rho
 
 K, J, DELTA = 3, 10, 1e-4
 
@@ -138,11 +139,27 @@ def test_gdp_exact_is_tightest_for_ggg():
 def test_discrete_gaussian_rho():
     acct = ZCDPAccountant().compose(DiscreteGaussianEvent(3.0, 2.0), 5)
     assert acct.rho == pytest.approx(5 * 4 / 18)
-    # large sigma: the multivariate correction is negligible
-    multi = ZCDPAccountant().compose(DiscreteGaussianEvent(3.0, 2.0, 10))
-    assert multi.rho == pytest.approx(4 / 18, rel=1e-15)
-    small = ZCDPAccountant().compose(DiscreteGaussianEvent(0.8, 1.0, 10))
-    assert small.rho > 1 / (2 * 0.64)
+    # independent coordinates: the l2 sensitivity alone sets rho
+    multi = ZCDPAccountant().compose(DiscreteGaussianEvent(0.8, 1.0, 10))
+    assert multi.rho == pytest.approx(1 / (2 * 0.64), rel=1e-15)
+
+
+@pytest.mark.parametrize("sigma", [0.3, 0.8, 2.5])
+@pytest.mark.parametrize("shift", [(1,), (1, 2), (0, 3, -1)])
+def test_discrete_gaussian_renyi_divergence_is_within_the_zcdp_bound(sigma, shift):
+    # Exact Renyi divergence of product discrete Gaussians shifted by an integer vector,
+    # by direct summation over the lattice, against alpha * |shift|^2 / (2 sigma^2).
+    x = np.arange(-80, 81, dtype=float)
+    delta2 = float(np.sum(np.square(shift)))
+    rho = discrete_gaussian_rho(DiscreteGaussianEvent(sigma, math.sqrt(delta2), len(shift)))
+    for alpha in (1.1, 2.0, 7.5):
+        d_alpha = 0.0
+        for m in shift:
+            logp = -x ** 2 / (2 * sigma ** 2)
+            logq = -(x - m) ** 2 / (2 * sigma ** 2)
+            log_z = np.logaddexp.reduce(logp)  # same normaliser for p and q (integer shift)
+            d_alpha += np.logaddexp.reduce(alpha * logp + (1 - alpha) * logq - log_z) / (alpha - 1)
+        assert d_alpha <= alpha * rho * (1 + 1e-12)
 
 
 def test_laplace_rdp_is_mironov_and_capped():

@@ -103,12 +103,12 @@ class DiscreteGaussianEvent(DpEvent):
 
     Notes
     -----
-    Privacy (Canonne, Kamath & Steinke 2020): a scalar release is
-    ``Delta^2 / (2 sigma^2)``-zCDP (Thm 4 there).  For ``dimension = d > 1``
-    we add the correction of their multivariate theorem (Thm 15, first
-    branch): ``rho = Delta^2 / (2 sigma^2) + d * tau`` with
-    ``tau = 10 * sum_{k=1}^{ceil(sigma^2)-1} exp(-2 pi^2 sigma^2 k / (k+1))``,
-    which is negligible for ``sigma >= 2``.
+    Privacy (Canonne, Kamath & Steinke 2020, Thm 4): ``Delta^2 / (2
+    sigma^2)``-zCDP.  The same holds for any ``dimension`` with independent
+    coordinates and ``Delta`` the l2 sensitivity, because Renyi divergences
+    of product distributions add (see
+    :func:`dpem_fast.accounting._zcdp.discrete_gaussian_rho`);
+    ``dimension`` is recorded for re-accounting, not used in the bound.
     """
     sigma: float
     sensitivity: float

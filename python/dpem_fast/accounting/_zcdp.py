@@ -17,18 +17,18 @@ _ALPHA_GRID = 1.0 + np.geomspace(1e-4, 1e6, 1200)
 def discrete_gaussian_rho(event):
     """zCDP of a discrete Gaussian release (Canonne, Kamath & Steinke 2020).
 
-    Scalar: ``Delta^2 / (2 sigma^2)`` (Thm 4 there).  ``d > 1`` coordinates:
-    plus ``d * tau``, ``tau = 10 sum_{k=1}^{ceil(sigma^2)-1}
-    exp(-2 pi^2 sigma^2 k/(k+1))`` (Thm 15, first branch).
+    ``rho = Delta^2 / (2 sigma^2)`` for an integer-valued query with l2
+    sensitivity ``Delta``, whatever its dimension.  Scalar case: CKS Thm 4,
+    whose proof gives ``D_alpha(N_Z(0, s^2) || N_Z(m, s^2)) <= alpha m^2 /
+    (2 s^2)`` for every integer shift ``m`` (the lattice sum
+    ``sum_x exp(-(x - c)^2 / (2 s^2))`` is largest at integer ``c``).
+    Independent coordinates: Renyi divergences of product distributions
+    add, so ``D_alpha <= alpha sum_j m_j^2 / (2 s^2) = alpha Delta^2 /
+    (2 s^2)``.  (The extra ``tau`` terms of the distributed discrete
+    Gaussian, Kairouz, Liu & Steinke 2021, concern *sums* of discrete
+    Gaussians and do not apply to one release.)
     """
-    rho = event.sensitivity ** 2 / (2.0 * event.sigma ** 2)
-    d = event.dimension
-    if d is not None and d > 1:
-        s2 = event.sigma ** 2
-        k = np.arange(1, max(int(math.ceil(s2)), 2))
-        tau = 10.0 * float(np.sum(np.exp(-2 * math.pi ** 2 * s2 * k / (k + 1))))
-        rho += d * tau
-    return rho
+    return event.sensitivity ** 2 / (2.0 * event.sigma ** 2)
 
 
 def zcdp_epsilon_classic(rho, delta):
