@@ -205,6 +205,12 @@ def test_budget_ledger_refuses_before_fitting():
     with pytest.raises(BudgetExceededError):
         g.fit(X)
     assert not hasattr(g, "means_")
+    # a fit that fails validation charges nothing
+    before = ledger.entries
+    with pytest.raises(ValueError, match="means_init"):
+        DPGaussianMixture(2, epsilon=0.1, delta=1e-7, max_iter=3, data_norm=6.0, budget=ledger,
+                          means_init=np.zeros((5, 3))).fit(X)
+    assert ledger.entries == before
 
 
 def test_sklearn_api():

@@ -382,8 +382,6 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
 
         if private:
             releases, event, acc_name, spent = self._plan(d, split)
-            if self.budget is not None:
-                self.budget.spend(event, label=f"{type(self).__name__}.fit")
             # the kernel maps rows into the domain's unit ball as it reads them (no copy of X)
             domain = resolve_domain(X, self.data_norm, self.bounds)
             kernel_domain = domain
@@ -393,6 +391,9 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         n_clipped = 0
 
         weights, means, prec_chol = self._initial_parameters(X, domain, key, private)
+        if private and self.budget is not None:
+            # charged once every argument is known to be valid, before any statistic is computed
+            self.budget.spend(event, label=f"{type(self).__name__}.fit")
         train_ll = []
         with blas_single_thread():
             for it in range(self.max_iter):
