@@ -315,6 +315,18 @@ cdef extern from *:
         for (r = 0; r < npad; r++) out[r] = c - 0.5 * out[r];
     }
 
+    /* mx[r] = max_k L[k, r] and s[r] = 0, the shared start of both log-sum-exps. */
+    static inline void dpe_colmax(const double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
+                                  double *mx, double *s)
+    {
+        ptrdiff_t k, r;
+        for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
+        for (k = 1; k < K; k++) {
+            const double *Lk = L + k * ld;
+            for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
+        }
+    }
+
     /* Log-sum-exp over K rows of L (K, ld): L becomes the responsibilities, ll the per-row
        log-likelihood; columns nr..npad-1 of L are set to 0. tmp: 2 * ld doubles. */
     DPE_CLONES static void dpe_lse(double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
@@ -322,11 +334,7 @@ cdef extern from *:
     {
         ptrdiff_t k, r;
         double *mx = tmp, *s = tmp + ld;
-        for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
-        for (k = 1; k < K; k++) {
-            const double *Lk = L + k * ld;
-            for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
-        }
+        dpe_colmax(L, K, ld, npad, mx, s);
         for (k = 0; k < K; k++) {
             double *Lk = L + k * ld;
             for (r = 0; r < npad; r++) {
@@ -352,11 +360,7 @@ cdef extern from *:
     {
         ptrdiff_t k, r;
         double *mx = tmp, *s = tmp + ld;
-        for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
-        for (k = 1; k < K; k++) {
-            const double *Lk = L + k * ld;
-            for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
-        }
+        dpe_colmax(L, K, ld, npad, mx, s);
         for (k = 0; k < K; k++) {
             const double *Lk = L + k * ld;
             for (r = 0; r < npad; r++) s[r] += dpe_exp_neg(Lk[r] - mx[r]);
