@@ -1,17 +1,14 @@
 """Declared data bounds: centre, scale to the unit ball, clip.
 
 Everything here uses only what the user declared (``data_norm`` and/or
-``bounds``).  A bound computed from the data leaks privacy: it is allowed
-only with a :class:`~dpem_fast.accounting.PrivacyLeakWarning`.
+``bounds``).  Undeclared domains are estimated privately, or taken from the
+data only on explicit request, by :mod:`dpem_fast._engine._domain`.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
-
-from .accounting import PrivacyLeakWarning
 
 __all__ = ["DataDomain", "resolve_domain", "scale_and_clip", "clip_target"]
 
@@ -55,7 +52,9 @@ def resolve_domain(X, data_norm, bounds) -> DataDomain:
     - ``bounds`` given: rows are clipped to the box, centred at its middle,
       radius ``data_norm`` if given else the half-diagonal of the box.
     - only ``data_norm``: centre 0 (the DP-EM paper's convention, Sec. 3).
-    - neither: bounds from the data's min/max, with a PrivacyLeakWarning.
+
+    Reads only the number of features of ``X``.  Without a declaration the
+    engine estimates the domain privately (:mod:`dpem_fast._engine._domain`).
     """
     n_features = X.shape[1]
     if bounds is not None:
@@ -65,16 +64,7 @@ def resolve_domain(X, data_norm, bounds) -> DataDomain:
         return DataDomain(center, radius, (lo, hi), False)
     if data_norm is not None:
         return DataDomain(np.zeros(n_features), float(data_norm), None, False)
-    warnings.warn(
-        "Neither data_norm nor bounds was given: the bounds are computed from the data, which "
-        "leaks privacy. Declare data_norm or bounds from public knowledge of the domain.",
-        PrivacyLeakWarning,
-        stacklevel=3,
-    )
-    lo = X.min(axis=0).astype(np.float64)
-    hi = X.max(axis=0).astype(np.float64)
-    hi = np.where(hi > lo, hi, lo + 1.0)
-    return DataDomain((lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2)), (lo, hi), True)
+    raise ValueError("resolve_domain needs a declared data_norm or bounds")
 
 
 def clip_target(n_features: int, dtype) -> float:

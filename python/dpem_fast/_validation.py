@@ -13,6 +13,7 @@ __all__ = [
     "check_nonnegative_real",
     "check_positive_int",
     "check_probability",
+    "check_real",
 ]
 
 
@@ -57,3 +58,11 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 def check_probability(value, name: str) -> float:
     """A real strictly inside (0, 1)."""
     return _acc.check_open_unit(name, value)
+
+
+def check_real(value, name: str) -> float:
+    """A finite real, as float; not NaN, not bool."""
+    value = _acc._check_real(name, value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value

@@ -1,0 +1,87 @@
+"""The private domain estimate: bins, sensitivities by brute force, and coverage."""
+import math
+
+import numpy as np
+import pytest
+
+from dpem_fast._engine import ReleaseLayer, make_plan
+from dpem_fast._engine import _domain as dom
+from dpem_fast._rng import make_key
+
+DMAX = np.finfo(np.float64).max
+
+
+def test_scale_bins_cover_every_double_in_order():
+    vals = np.array([-DMAX, -1.0, -0.75, -0.5, -5e-324, 0.0, -0.0, 5e-324, 0.5, 0.75, 1.0, 2.0, DMAX])
+    b = dom.scale_bins(vals)
+    assert b.min() >= 0 and b.max() < dom.SCALE_BINS
+    assert np.all(np.diff(b[[0, 1, 3, 4, 5, 7, 8, 10, 11, 12]]) > 0)     # monotone over distinct bins
+    assert b[2] == b[3] and b[8] == b[9] and b[5] == b[6] == dom._N_EXP    # [0.5, 1) share a bin
+    lower, upper = dom._scale_edges()
+    assert np.all(lower <= upper) and np.all(np.isfinite(lower)) and np.all(np.isfinite(upper))
+    for v, i in zip(vals, b):
+        assert lower[i] <= v <= upper[i]
+
+
+def _hist(rows, stage):
+    if stage == 1:
+        return dom._histogram(rows, dom.scale_bins, dom.SCALE_BINS)
+    return dom._histogram(rows, dom._refine_bins(np.full(rows.shape[1], -3.0), np.full(rows.shape[1], 5.0)),
+                          dom.REFINE_BINS)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_histogram_sensitivity_by_brute_force(stage):
+    rng = np.random.default_rng(0)
+    d = 4
+    specs = dom.domain_specs(d)
+    base = rng.normal(scale=3, size=(50, d))
+    worst = {"add_remove": 0.0, "replace": 0.0}
+    for _ in range(300):
+        x = rng.normal(scale=10.0 ** rng.uniform(-3, 3), size=d)
+        h0 = _hist(base, stage)
+        added = _hist(np.vstack([base, x]), stage) - h0
+        i = rng.integers(len(base))
+        other = base.copy()
+        other[i] = x
+        replaced = _hist(other, stage) - h0
+        worst["add_remove"] = max(worst["add_remove"], np.linalg.norm(added))
+        worst["replace"] = max(worst["replace"], np.linalg.norm(replaced))
+    spec = specs[stage - 1]
+    for rel in worst:
+        assert worst[rel] <= spec.sensitivity("l2", rel) + 1e-12
+        assert worst[rel] >= 0.999 * spec.sensitivity("l2", rel)
+    assert spec.sensitivity("l1", "replace") == 2 * d
+
+
+def _estimate(X, epsilon=1.0, seed=0, rel="replace"):
+    plan = make_plan((), 1, epsilon=epsilon, delta=1e-6, neighbouring=rel, accountant="gdp",
+                     one_off_specs=dom.domain_specs(X.shape[1]), one_off_share=0.5)
+    return dom.estimate_domain(X, ReleaseLayer(plan, make_key(seed), 2))
+
+
+def test_estimate_covers_the_data_and_is_tight():
+    rng = np.random.default_rng(1)
+    X = np.column_stack([rng.uniform(0, 2400, 200_000), rng.normal(1000, 3, 200_000),
+                         rng.standard_t(3, 200_000) * 1e-3])
+    D = _estimate(X)
+    lo, hi = D.bounds
+    q = np.quantile(X, [0.001, 0.999], axis=0)
+    assert np.all(lo <= q[0]) and np.all(hi >= q[1])
+    # not loose: within 1/32 of the coarse box beyond the range of column 0; offset column 1 resolved
+    assert lo[0] >= -1e-12 and hi[0] <= 2400 + 4096 / 32
+    assert hi[1] - lo[1] < 64 and lo[1] > 900
+    assert D.radius == pytest.approx(np.linalg.norm((hi - lo) / 2))
+    assert np.allclose(D.center, (lo + hi) / 2)
+
+
+def test_estimate_survives_extreme_and_degenerate_columns():
+    rng = np.random.default_rng(2)
+    X = np.column_stack([np.zeros(5000), rng.normal(size=5000), rng.normal(size=5000)])
+    X[0] = [DMAX, -DMAX, 1.5e308]                      # one huge row: a bin of its own, below threshold
+    D = _estimate(X)
+    lo, hi = D.bounds
+    assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)
+    assert hi[0] - lo[0] < 1e-300 and abs(hi[1]) < 100 and math.isfinite(D.radius) and D.radius > 0
+    few = _estimate(rng.normal(size=(3, 2)), epsilon=0.01)  # nothing passes: still a finite box
+    assert np.all(few.bounds[1] > few.bounds[0]) and math.isfinite(few.radius)
