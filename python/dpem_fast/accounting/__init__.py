@@ -19,6 +19,7 @@ from ._gdp import GDPAccountant
 from ._ledger import BudgetLedger
 from ._pld import PLDAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
+from ._registry import ACCOUNTANTS, get_accountant
 from ._table import (default_table_accountants, dpem_plan, format_noise_table,
                      noise_table)
 from ._warnings import (BudgetExceededError, PrivacyLeakWarning,
@@ -31,7 +32,7 @@ __all__ = [
     "SelfComposedEvent", "ComposedEvent",
     "PrivacyAccountant", "LinearAccountant", "AdvancedAccountant",
     "ZCDPAccountant", "MomentsAccountant", "RDPAccountant", "GDPAccountant",
-    "PLDAccountant",
+    "PLDAccountant", "ACCOUNTANTS", "get_accountant",
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
     "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning",
     "UnsupportedEventError",

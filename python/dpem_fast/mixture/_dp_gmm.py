@@ -20,15 +20,6 @@ from ._stats import compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
 
-_ACCOUNTANTS = {
-    "gdp": "GDPAccountant",
-    "rdp": "RDPAccountant",
-    "zcdp": "ZCDPAccountant",
-    "moments": "MomentsAccountant",
-    "advanced": "AdvancedAccountant",
-    "linear": "LinearAccountant",
-    "pld": "PLDAccountant",
-}
 #: Covariance eigenvalues are floored at this factor times the noise level
 #: sqrt(d) * sigma_S2 / N_k of the noisy covariance (a Wigner matrix with entry
 #: std s has spectral norm ~2 sqrt(d) s).  Post-processing of noisy counts and
@@ -282,8 +273,8 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             check_probability(self.delta, "delta")
         if self.scenario not in ("GGG", "LLG"):
             raise ValueError(f"scenario must be 'GGG' or 'LLG', got {self.scenario!r}")
-        if self.accountant is not None and self.accountant not in _ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {sorted(_ACCOUNTANTS)} or None, got {self.accountant!r}")
+        if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {sorted(acc.ACCOUNTANTS)} or None, got {self.accountant!r}")
         if self.scenario == "LLG" and self.accountant == "gdp":
             raise ValueError("accountant='gdp' is exact for Gaussian releases only; LLG has Laplace releases")
         if self.estimator not in ("mle", "map"):
@@ -305,10 +296,6 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         return private, split / split.sum()
 
     # ----------------------------------------------------------- accounting
-    def _accountant_factory(self, name):
-        cls = getattr(acc, _ACCOUNTANTS[name])
-        return lambda: cls(neighbouring=self.neighbouring)
-
     def _sensitivities(self, d):
         """(counts, first moments, second moments) sensitivities in the unit-ball units.
 
@@ -326,7 +313,7 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         """Calibrate the noise of every release for the total (ε, δ); return (releases, event, name)."""
         K, J = self.n_components, self.max_iter
         name = self.accountant or _DEFAULT_ACCOUNTANT[self.scenario]
-        factory = self._accountant_factory(name)
+        factory = acc.get_accountant(name, self.neighbouring)
         l2, l1 = self._sensitivities(d)
         shapes = ((K,), (K, d), (K, d, d))
         eps, delta = float(self.epsilon), float(self.delta)
