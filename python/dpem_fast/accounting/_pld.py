@@ -1,10 +1,10 @@
 """Thin wrapper around Google's ``dp_accounting`` PLD accountant (optional)."""
 import importlib
 
-from ._base import PrivacyAccountant
+from ._base import PrivacyAccountant, untag
 from ._events import (ComposedEvent, GaussianEvent, LaplaceEvent,
-                      PoissonSampledEvent, SampledWithoutReplacementEvent,
-                      SelfComposedEvent)
+                      NeighbouringEvent, PoissonSampledEvent,
+                      SampledWithoutReplacementEvent, SelfComposedEvent)
 
 __all__ = ["PLDAccountant"]
 
@@ -56,6 +56,9 @@ class PLDAccountant(PrivacyAccountant):
 
     def _translate(self, event):
         dpa = self._dpa
+        if isinstance(event, NeighbouringEvent):
+            return self._translate(untag(event, self._neighbouring,
+                                         type(self).__name__))
         if isinstance(event, GaussianEvent):
             return dpa.GaussianDpEvent(event.noise_multiplier)
         if isinstance(event, LaplaceEvent):
