@@ -275,6 +275,18 @@ class TestPLD(AccountantConformance):
     rtol = 1e-3
 
 
+class TestPLDReplace(AccountantConformance):
+    @staticmethod
+    def make():
+        pytest.importorskip("dp_accounting")
+        return PLDAccountant(value_discretization_interval=1e-3,
+                             neighbouring="replace")
+
+    event = ComposedEvent([G, PoissonSampledEvent(1.0, GaussianEvent(3.0))])
+    unsupported = PoissonSampledEvent(0.1, G)
+    rtol = 1e-3
+
+
 def test_poisson_replace_is_refused_with_clear_message():
     acct = RDPAccountant(neighbouring="replace")
     with pytest.raises(UnsupportedEventError, match="add/remove"):
