@@ -2,7 +2,8 @@
 
 Events describe mechanisms; accountants compose them and convert to
 (epsilon, delta).  See ``python -m dpem_fast.accounting`` for the noise
-table of the DP-EM GGG plan.
+table of the DP-EM GGG plan (the plan itself is
+:func:`dpem_fast.mixture.dpem_plan`).
 
 Neighbouring relation: every event's noise parameter is relative to a
 sensitivity the caller derives under a neighbouring relation
@@ -24,7 +25,7 @@ from ._ledger import BudgetLedger
 from ._pld import PLDAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
 from ._registry import ACCOUNTANTS, get_accountant
-from ._table import (default_table_accountants, dpem_plan, format_noise_table,
+from ._table import (default_table_accountants, format_noise_table,
                      noise_table)
 from ._warnings import (BudgetExceededError, NeighbouringMismatchError,
                         PrivacyLeakWarning, UnsupportedEventError)
@@ -40,6 +41,6 @@ __all__ = [
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
     "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning",
     "UnsupportedEventError", "NeighbouringMismatchError",
-    "dpem_plan", "noise_table", "format_noise_table",
+    "noise_table", "format_noise_table",
     "default_table_accountants",
 ]
