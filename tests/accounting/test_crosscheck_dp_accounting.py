@@ -112,7 +112,7 @@ REPLACE_GAUSSIAN_PLANS = [
 
 @pytest.mark.parametrize("event, delta", REPLACE_GAUSSIAN_PLANS)
 def test_pld_replace_matches_exact_gdp_replace(event, delta):
-    vdi = 1e-4
+    vdi = 1e-3
     pld = _pld("replace", vdi).compose(event).get_epsilon(delta)
     gdp = GDPAccountant(neighbouring="replace").compose(event).get_epsilon(
         delta)
@@ -125,9 +125,11 @@ def test_pld_replace_matches_exact_gdp_replace(event, delta):
 
 def test_pld_replace_is_their_replace_one_with_twice_the_multiplier():
     for z in (0.7, 1.0, 4.0):
-        ours = _pld("replace").compose(GaussianEvent(z)).get_epsilon(1e-5)
+        ours = _pld("replace", 1e-3).compose(GaussianEvent(z)).get_epsilon(
+            1e-5)
         theirs = dpa.pld.PLDAccountant(
-            neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+            neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE,
+            value_discretization_interval=1e-3)
         theirs.compose(dpa.GaussianDpEvent(2.0 * z))
         assert ours == theirs.get_epsilon(1e-5)
     # z = 1, delta = 1e-5: the untranslated multiplier gave 9.997
