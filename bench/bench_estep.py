@@ -65,21 +65,21 @@ def m_step(stats, reg=1e-6):
     potrf/trtrs called directly): the same numbers as the per-component
     ``cho_factor`` / ``solve_triangular`` loop, without their per-call overhead.
     """
-    nk = stats.nk + 10 * np.finfo(float).eps
-    means = stats.s1 / nk[:, None]
+    nk = stats["counts"] + 10 * np.finfo(float).eps
+    means = stats["first_moments"] / nk[:, None]
     K, d = means.shape
-    cov = stats.s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :] + reg * np.eye(d)
+    cov = stats["second_moments"] / nk[:, None, None] - means[:, :, None] * means[:, None, :] + reg * np.eye(d)
     return nk / nk.sum(), means, _compute_precision_cholesky(cov)
 
 
 def m_step_loop(stats, reg=1e-6):
     """The per-component form of :func:`m_step` (kept for the equality test)."""
-    nk = stats.nk + 10 * np.finfo(float).eps
-    means = stats.s1 / nk[:, None]
+    nk = stats["counts"] + 10 * np.finfo(float).eps
+    means = stats["first_moments"] / nk[:, None]
     K, d = means.shape
     P = np.empty((K, d, d))
     for k in range(K):
-        cov = stats.s2[k] / nk[k] - np.outer(means[k], means[k]) + reg * np.eye(d)
+        cov = stats["second_moments"][k] / nk[k] - np.outer(means[k], means[k]) + reg * np.eye(d)
         L = cho_factor(cov, lower=True)[0]
         P[k] = solve_triangular(L, np.eye(d), lower=True).T
     return nk / nk.sum(), means, P

@@ -66,11 +66,13 @@ def test_estimate_covers_the_data_and_is_tight():
                          rng.standard_t(3, 200_000) * 1e-3])
     D = _estimate(X)
     lo, hi = D.bounds
-    q = np.quantile(X, [0.001, 0.999], axis=0)
-    assert np.all(lo <= q[0]) and np.all(hi >= q[1])
-    # not loose: within 1/32 of the coarse box beyond the range of column 0; offset column 1 resolved
-    assert lo[0] >= -1e-12 and hi[0] <= 2400 + 4096 / 32
-    assert hi[1] - lo[1] < 64 and lo[1] > 900
+    # rows outside the box (clipped to it) are a small fraction, even in the heavy t(3) tails
+    outside = np.mean((X < lo) | (X > hi), axis=0)
+    assert np.all(outside <= 0.005), outside
+    # not loose: stage 1 gives [0.5, 8192] for column 0 (bins [1, 2) .. [2048, 4096), one more
+    # each side) and [256, 2048] for column 1; stage 2 trims to one 1/32 step beyond the data
+    assert 0 <= lo[0] <= 1 and hi[0] <= 2400 + 8192 / 32
+    assert hi[1] - lo[1] <= 30 + 2 * (2048 - 256) / 32 and lo[1] > 900
     assert D.radius == pytest.approx(np.linalg.norm((hi - lo) / 2))
     assert np.allclose(D.center, (lo + hi) / 2)
 

@@ -11,7 +11,7 @@ from dpem_fast._reference.gmm import (
     log_gaussian_prob_reference,
     log_resp_reference,
 )
-from dpem_fast.mixture._stats import GMMStats, compute_stats, log_normalizers, predict_log_resp
+from dpem_fast.mixture._stats import compute_stats, gmm_statistics, log_normalizers, predict_log_resp
 
 CHUNK = _estep.CHUNK_SIZE
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
@@ -35,11 +35,11 @@ def make_problem(n, d, K, dtype=np.float64, seed=0, triangular=True):
 
 
 def assert_stats_close(a, b, rtol, atol_scale=1.0):
-    assert a.n_samples == b.n_samples
-    scale = max(1.0, np.abs(b.s2).max(initial=0.0)) * atol_scale
-    assert_allclose(a.nk, b.nk, rtol=rtol, atol=rtol * max(1.0, b.n_samples))
-    assert_allclose(a.s1, b.s1, rtol=rtol, atol=rtol * scale)
-    assert_allclose(a.s2, b.s2, rtol=rtol, atol=rtol * scale)
+    assert a.n_rows == b.n_rows
+    scale = max(1.0, np.abs(b["second_moments"]).max(initial=0.0)) * atol_scale
+    assert_allclose(a["counts"], b["counts"], rtol=rtol, atol=rtol * max(1.0, b.n_rows))
+    assert_allclose(a["first_moments"], b["first_moments"], rtol=rtol, atol=rtol * scale)
+    assert_allclose(a["second_moments"], b["second_moments"], rtol=rtol, atol=rtol * scale)
     assert_allclose(a.loglik, b.loglik, rtol=rtol, atol=rtol)
 
 
@@ -63,9 +63,9 @@ def test_matches_reference(n, d, K, dtype):
     X, w, means, P = make_problem(n, d, K, dtype)
     got = compute_stats(X, w, means, P, n_threads=2)
     ref = estep_stats_reference(X, w, means, P)
-    assert got.s1.dtype == np.float64 and got.s2.dtype == np.float64
+    assert got["first_moments"].dtype == np.float64 and got["second_moments"].dtype == np.float64
     assert_stats_close(got, ref, RTOL[dtype])
-    assert_array_equal(got.s2, got.s2.transpose(0, 2, 1))
+    assert_array_equal(got["second_moments"], got["second_moments"].transpose(0, 2, 1))
 
 
 @pytest.mark.parametrize("d", [3, 20])
@@ -102,9 +102,9 @@ def test_thread_count_invariance(n, d, K, dtype):
     X, w, means, P = make_problem(n, d, K, dtype, seed=3)
     runs = [compute_stats(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
     for r in runs[1:]:
-        assert_array_equal(r.nk, runs[0].nk)
-        assert_array_equal(r.s1, runs[0].s1)
-        assert_array_equal(r.s2, runs[0].s2)
+        assert_array_equal(r["counts"], runs[0]["counts"])
+        assert_array_equal(r["first_moments"], runs[0]["first_moments"])
+        assert_array_equal(r["second_moments"], runs[0]["second_moments"])
         assert r.loglik == runs[0].loglik
     lrs = [predict_log_resp(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
     for lr, ll in lrs[1:]:
@@ -130,7 +130,7 @@ def test_matches_sklearn_score_samples():
     assert_allclose(ll, gm.score_samples(X), rtol=1e-10, atol=1e-10)
     stats = compute_stats(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
     assert_allclose(stats.loglik / X.shape[0], gm.score(X), rtol=1e-10)
-    assert_allclose(stats.nk / X.shape[0], gm.predict_proba(X).mean(axis=0), rtol=1e-9, atol=1e-12)
+    assert_allclose(stats["counts"] / X.shape[0], gm.predict_proba(X).mean(axis=0), rtol=1e-9, atol=1e-12)
     lr, _ = predict_log_resp(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
     assert_allclose(np.exp(lr), gm.predict_proba(X), rtol=1e-9, atol=1e-12)
     # the numpy twin agrees with scikit-learn too
@@ -144,9 +144,9 @@ def test_additivity(d):
     whole = compute_stats(X, w, means, P)
     m = 2 * CHUNK + 100
     parts = compute_stats(X[:m], w, means, P) + compute_stats(X[m:], w, means, P)
-    assert parts.n_samples == whole.n_samples
+    assert parts.n_rows == whole.n_rows
     assert_stats_close(parts, whole, 1e-12)
-    total = GMMStats.zeros(3, d)
+    total = gmm_statistics(0, np.zeros(3), np.zeros((3, d)), np.zeros((3, d, d)))
     for lo in range(0, X.shape[0], 333):
         total = total + compute_stats(X[lo:lo + 333], w, means, P)
     assert_stats_close(total, whole, 1e-12)
@@ -159,9 +159,9 @@ def test_concurrent_calls():
         got = list(ex.map(lambda p: compute_stats(*p, n_threads=2), problems * 2))
     for i, g in enumerate(got):
         e = expected[i % len(problems)]
-        assert_array_equal(g.s2, e.s2)
-        assert_array_equal(g.s1, e.s1)
-        assert_array_equal(g.nk, e.nk)
+        assert_array_equal(g["second_moments"], e["second_moments"])
+        assert_array_equal(g["first_moments"], e["first_moments"])
+        assert_array_equal(g["counts"], e["counts"])
 
 
 @pytest.mark.parametrize("d", [2, 10, 40])
@@ -170,12 +170,12 @@ def test_far_points_are_finite(d):
     X[::3] += 1e6       # far from every component: log-probs around -1e12
     X[1::7] = -3e7
     stats = compute_stats(X, w, means, P, n_threads=2)
-    for f in (stats.nk, stats.s1, stats.s2):
+    for f in (stats["counts"], stats["first_moments"], stats["second_moments"]):
         assert np.all(np.isfinite(f))
     assert np.isfinite(stats.loglik)
-    assert_allclose(stats.nk.sum(), X.shape[0], rtol=1e-12)
+    assert_allclose(stats["counts"].sum(), X.shape[0], rtol=1e-12)
     ref = estep_stats_reference(X, w, means, P)
-    assert_allclose(stats.nk, ref.nk, rtol=1e-9, atol=1e-9)
+    assert_allclose(stats["counts"], ref["counts"], rtol=1e-9, atol=1e-9)
     assert_allclose(stats.loglik, ref.loglik, rtol=1e-9)
     lr, ll = predict_log_resp(X, w, means, P)
     assert np.all(np.isfinite(ll)) and not np.any(np.isnan(lr))
@@ -185,7 +185,7 @@ def test_zero_weight_component():
     X, w, means, P = make_problem(800, 3, 3, seed=2)
     w = np.array([0.5, 0.5, 0.0])
     stats = compute_stats(X, w, means, P)
-    assert stats.nk[2] == 0.0 and np.all(stats.s2[2] == 0.0)
+    assert stats["counts"][2] == 0.0 and np.all(stats["second_moments"][2] == 0.0)
     assert_stats_close(stats, estep_stats_reference(X, w, means, P), 1e-10)
 
 
@@ -248,12 +248,12 @@ def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
     got = compute_stats(X, w, means, P, n_threads=1, domain=dom)
     assert got.n_clipped == n_clipped > 0
     tol = dict(rtol=1e-10, atol=1e-10)
-    assert_allclose(got.nk, ref.nk, **tol)
-    assert_allclose(got.s1, ref.s1, **tol)
-    assert_allclose(got.s2, ref.s2, **tol)
+    assert_allclose(got["counts"], ref["counts"], **tol)
+    assert_allclose(got["first_moments"], ref["first_moments"], **tol)
+    assert_allclose(got["second_moments"], ref["second_moments"], **tol)
     assert_allclose(got.loglik, ref.loglik, rtol=1e-10)
     # every transformed row lies in the unit ball: the trace of S2 is sum_i |z_i|^2 <= n
-    assert got.s2.trace(axis1=1, axis2=2).sum() <= X.shape[0]
+    assert got["second_moments"].trace(axis1=1, axis2=2).sum() <= X.shape[0]
 
 
 def test_kernel_domain_transform_thread_invariant():
@@ -262,8 +262,8 @@ def test_kernel_domain_transform_thread_invariant():
     X, dom, w, means, P = _domain_case(np.float64, True)
     a = compute_stats(X, w, means, P, n_threads=1, domain=dom)
     b = compute_stats(X, w, means, P, n_threads=2, domain=dom)
-    assert_array_equal(a.s2, b.s2)
-    assert_array_equal(a.s1, b.s1)
+    assert_array_equal(a["second_moments"], b["second_moments"])
+    assert_array_equal(a["first_moments"], b["first_moments"])
     assert a.n_clipped == b.n_clipped
 
 
@@ -283,9 +283,9 @@ def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
     s2u = np.add.reduce(parts[2], axis=0)
     assert np.all(np.tril(s2u, -1) == 0) and not np.any(np.signbit(s2u) & (s2u == 0))
     got = compute_stats(X, w, means, P, n_threads=1)
-    assert_array_equal(got.nk, np.add.reduce(parts[0], axis=0))
-    assert_array_equal(got.s1, np.add.reduce(parts[1], axis=0))
-    assert_array_equal(got.s2, np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
+    assert_array_equal(got["counts"], np.add.reduce(parts[0], axis=0))
+    assert_array_equal(got["first_moments"], np.add.reduce(parts[1], axis=0))
+    assert_array_equal(got["second_moments"], np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
     assert got.loglik == float(np.add.reduce(parts[3]))
 
 
@@ -330,12 +330,12 @@ def test_exact_m_step_matches_plain_formulation():
     rng = np.random.default_rng(0)
     K, d, n = 3, 7, 500
     A = rng.normal(size=(K, d, d))
-    stats = GMMStats(n, rng.uniform(50, 200, K), rng.normal(size=(K, d)), A @ A.transpose(0, 2, 1) * 50, 0.0)
+    stats = gmm_statistics(n, rng.uniform(50, 200, K), rng.normal(size=(K, d)), A @ A.transpose(0, 2, 1) * 50, 0.0)
     g = DPGaussianMixture(n_components=K, reg_covar=1e-6)
-    weights, means, covs = g._exact_m_step(stats, n)
-    nk = stats.nk + 10 * np.finfo(np.float64).eps
-    m = stats.s1 / nk[:, None]
-    c = stats.s2 / nk[:, None, None] - np.einsum("ki,kj->kij", m, m)
+    weights, means, covs = g._exact_m_step(stats)
+    nk = stats["counts"] + 10 * np.finfo(np.float64).eps
+    m = stats["first_moments"] / nk[:, None]
+    c = stats["second_moments"] / nk[:, None, None] - np.einsum("ki,kj->kij", m, m)
     c = (c + np.swapaxes(c, 1, 2)) / 2
     c[:, np.arange(d), np.arange(d)] += 1e-6
     assert_array_equal(means, m)

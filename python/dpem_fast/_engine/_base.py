@@ -49,6 +49,8 @@ from ._release import ReleaseLayer
 
 __all__ = ["PrivateEM"]
 
+#: Largest |value| the non-private EM accepts: squares and sums of squares stay finite.
+_MAX_ABS_EXACT = 1e150
 _SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "from data (NOT private)"}
 
 
@@ -135,7 +137,10 @@ class PrivateEM(BaseEstimator):
         return private
 
     def _validate_X(self, X):
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
+        # scikit-learn's finiteness check sums X first: finite rows near DBL_MAX overflow that
+        # sum (a RuntimeWarning) before the exact elementwise check decides
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
         return self._prepare_rows(X)
 
     def _domain_source(self):
@@ -165,6 +170,10 @@ class PrivateEM(BaseEstimator):
     def _fit_exact(self, X, key, n_threads):
         """Non-private EM (epsilon=inf): no domain map, no noise; the reference of the private fit."""
         n, d = X.shape
+        largest = float(np.max(np.abs(X)))
+        if largest > _MAX_ABS_EXACT:
+            raise ValueError(f"X: values up to {largest:.3g} overflow the non-private EM's second moments; "
+                             "rescale the data, or fit privately with a declared domain")
         domain = DataDomain(np.zeros(d), 1.0, None, False)
         params = self._initial_parameters(X, domain, key, False)
         train_ll = []

@@ -18,27 +18,35 @@ Private box estimate
 Stage 1 (scale).  Each value falls in one bin of a data-independent grid that covers every
 double: the zero bin, and for each binary exponent e (``2^(e-1) <= |x| < 2^e``, e from
 -1073 to 1024) a positive and a negative bin — ``B1 = 4197`` bins per feature.  The
-``d x B1`` histogram is released with Gaussian noise.  Stage 2 (refinement).  Inside the
-stage-1 box, ``B2 = 32`` equal-width bins per feature (rows clipped to the box first); the
-``d x B2`` histogram is released the same way.  After each stage the box of a feature
-spans its outermost bins whose noisy count exceeds ``τ = σ Φ⁻¹(1 - p / (B d))`` with
-``p = 0.05``: with no row in a bin its noisy count exceeds τ with probability at most
-p / (B d), so with probability ≥ 1 - p no empty bin widens any box (union bound).  If no
-bin of a feature passes, stage 1 keeps its most populated noisy bin and stage 2 keeps the
-stage-1 box.  Rows outside the box are clipped to it (this is the same clipping as for a
-declared box).  All of this is post-processing of the two noisy histograms.
+``d x B1`` histogram is released with Gaussian noise σ1.  A feature's stage-1 box spans its
+outermost bins whose noisy count exceeds ``σ1 z1``, plus one bin further out on each side
+(sparse tails beyond them are left to stage 2), with ``z1 = Φ⁻¹(1 - p1 / (B1 d))``: an empty
+bin passes with probability at most p1 / (B1 d), so with probability ≥ 1 - p1 no empty bin
+widens any box (union bound).  If no bin passes, the box is the most populated noisy bin.
+
+Stage 2 (refinement).  Inside the stage-1 box, ``B2 = 32`` equal-width bins per feature
+(rows clipped to the box first); the ``d x B2`` histogram is released with noise σ2.  The
+core of a feature's box spans its outermost bins whose noisy count exceeds ``σ2 z2``; from
+each end of the core the box extends over the longest run of m further bins whose summed
+noisy count exceeds ``σ2 √m z2`` — a sparse tail is kept once it is significant as a whole.
+``z2 = Φ⁻¹(1 - p2 / (3 B2 d))`` covers the B2 d single-bin tests and the at most 2 B2 d run
+tests, so with probability ≥ 1 - p2 no empty region widens a box.  If no bin passes,
+the stage-1 box is kept.  Rows outside the box are clipped to it, as for a declared box.
+All of this is post-processing of the two noisy histograms.
 
 Sensitivity (each histogram).  A row adds exactly one count to one bin of each of the d
 features.  Add/remove one row: d entries change by 1, ℓ2 = √d, ℓ1 = d.  Replace one row:
 per feature at most two bins change by 1 (−1 and +1), ℓ2 = √(2d), ℓ1 = 2d.  The grid of
 stage 2 depends only on the stage-1 release (adaptive composition; both are in the plan).
 
-The constants B1 (the whole double range), B2 = 32 (the box resolution: at most 1/32 of
-the stage-1 width is added on each side) and p = 0.05 are public design choices, not
-fitted to any dataset.  The estimate costs :data:`DOMAIN_SHARE` of the plan.
+The constants B1 (the whole double range), B2 = 32 (the box resolution: 1/32 of the
+stage-1 width) and the false-positive probabilities p1 = 1e-6 (stage 1: one empty bin passing
+can inflate a box by orders of magnitude) and p2 = 1e-3 (stage 2: at most to the stage-1 box)
+are public design choices, not fitted to any dataset.  The estimate costs :data:`DOMAIN_SHARE` of the plan.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -59,7 +67,7 @@ _E_MIN, _E_MAX = -1073, 1024
 _N_EXP = _E_MAX - _E_MIN + 1                  # 2098
 SCALE_BINS = 2 * _N_EXP + 1                   # 4197: negative bins, zero, positive bins
 REFINE_BINS = 32
-_FALSE_POSITIVE = 0.05
+_FALSE_POSITIVE = {1: 1e-6, 2: 1e-3}      # per stage: a stage-1 error can inflate the box a lot
 _ROWS_PER_PASS = 1 << 16                      # bounds the temporary memory of a histogram
 _DBL_MAX = np.finfo(np.float64).max
 
@@ -81,13 +89,17 @@ def scale_bins(X):
     return _N_EXP + np.sign(X).astype(np.int64) * off
 
 
+@functools.lru_cache(maxsize=1)
 def _scale_edges():
-    """Lower and upper edge of every stage-1 bin (the zero bin is [0, 0])."""
-    e = np.arange(_E_MIN, _E_MAX + 1, dtype=np.float64)
-    up = np.minimum(np.ldexp(1.0, e.astype(np.int64)), _DBL_MAX)   # 2^1024 overflows: cap
-    low = np.ldexp(1.0, (e - 1).astype(np.int64))
+    """Lower and upper edge of every stage-1 bin (the zero bin is [0, 0]); read-only."""
+    e = np.arange(_E_MIN, _E_MAX + 1)
+    up = np.ldexp(1.0, np.minimum(e, _E_MAX - 1))
+    up[-1] = _DBL_MAX                                  # 2^1024 is not a double: the top bin ends at max
+    low = np.ldexp(1.0, e - 1)
     lower = np.concatenate([-up[::-1], [0.0], low])
     upper = np.concatenate([-low[::-1], [0.0], up])
+    lower.setflags(write=False)
+    upper.setflags(write=False)
     return lower, upper
 
 
@@ -102,17 +114,43 @@ def _histogram(X, bins_of, n_bins):
     return counts.reshape(d, n_bins).astype(np.float64)
 
 
-def _passing(noisy, release, n_features):
-    """Boolean mask of the bins whose noisy count exceeds the threshold τ."""
-    B = noisy.shape[1]
-    tau = release.noise_scale * float(ndtri(1.0 - _FALSE_POSITIVE / (B * n_features)))
-    return noisy > tau
+def _z(stage, n_tests):
+    """Gaussian quantile for the stage's false-positive probability over ``n_tests`` tests."""
+    return float(ndtri(1.0 - _FALSE_POSITIVE[stage] / n_tests))
 
 
-def _outermost(mask_row, fallback):
-    """(first, last) index of True in ``mask_row``, or ``fallback`` when none."""
-    idx = np.flatnonzero(mask_row)
-    return (int(idx[0]), int(idx[-1])) if idx.size else fallback
+def _scale_box(noisy_row, sigma, z):
+    """Stage 1: (first, last) bin of the outermost bins whose noisy count exceeds σ z, one bin
+    further out on each side (their tails are left to stage 2); the noisy mode if none passes."""
+    idx = np.flatnonzero(noisy_row > sigma * z)
+    if not idx.size:
+        mode = int(np.argmax(noisy_row))
+        return mode, mode
+    return max(int(idx[0]) - 1, 0), min(int(idx[-1]) + 1, noisy_row.size - 1)
+
+
+def _refine_box(noisy_row, sigma, z):
+    """Stage 2: (first, last) bin of the box.  The core spans the outermost bins whose noisy
+    count exceeds σ z; from each end of the core the box extends over the longest run of m
+    further bins whose summed noisy count exceeds σ √m z (a sparse tail that is significant
+    as a whole).  The whole stage-1 box if no bin passes."""
+    B = noisy_row.size
+    idx = np.flatnonzero(noisy_row > sigma * z)
+    if not idx.size:
+        return 0, B - 1
+    a, b = int(idx[0]), int(idx[-1])
+    for side in (-1, 1):
+        run = noisy_row[:a][::-1] if side < 0 else noisy_row[b + 1:]
+        if not run.size:
+            continue
+        m = np.arange(1, run.size + 1)
+        over = np.flatnonzero(np.cumsum(run) > sigma * np.sqrt(m) * z)
+        if over.size:
+            if side < 0:
+                a -= int(over[-1]) + 1
+            else:
+                b += int(over[-1]) + 1
+    return a, b
 
 
 def _refine_bins(lo, hi):
@@ -143,11 +181,10 @@ def estimate_domain(X, layer):
     lower, upper = _scale_edges()
     # stage 1: scale
     noisy = layer.release({"domain_scale": _histogram(X, scale_bins, SCALE_BINS)}, 0)["domain_scale"]
-    passing = _passing(noisy, rel["domain_scale"], d)
+    sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
     for j in range(d):
-        mode = int(np.argmax(noisy[j]))
-        a, b = _outermost(passing[j], (mode, mode))
+        a, b = _scale_box(noisy[j], sigma, z)
         lo[j], hi[j] = lower[a], upper[b]
     tiny = np.finfo(np.float64).tiny
     flat = hi <= lo                     # only the zero bin: any box around 0 will do
@@ -155,13 +192,15 @@ def estimate_domain(X, layer):
     # stage 2: refine inside the stage-1 box
     bins_of = _refine_bins(lo, hi)
     noisy2 = layer.release({"domain_refine": _histogram(X, bins_of, REFINE_BINS)}, 0)["domain_refine"]
-    passing2 = _passing(noisy2, rel["domain_refine"], d)
+    sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
     half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX
     lo2, hi2 = lo.copy(), hi.copy()
     for j in range(d):
-        a, b = _outermost(passing2[j], (0, REFINE_BINS - 1))
-        lo2[j] = 2 * (lo[j] / 2 + a * half_step[j])
-        hi2[j] = hi[j] if b == REFINE_BINS - 1 else 2 * (lo[j] / 2 + (b + 1) * half_step[j])
+        a, b = _refine_box(noisy2[j], sigma, z)
+        new_lo = 2 * (lo[j] / 2 + a * half_step[j])
+        new_hi = hi[j] if b == REFINE_BINS - 1 else 2 * (lo[j] / 2 + (b + 1) * half_step[j])
+        if new_hi > new_lo:             # else the box is too narrow to refine in floating point
+            lo2[j], hi2[j] = new_lo, new_hi
     return _box_domain(lo2, hi2, "private estimate")
 
 

@@ -91,9 +91,14 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     shares = {n: 1.0 for n in names} if shares is None else dict(shares)
     if set(mechanisms) != set(names) or set(shares) != set(names):
         raise ValueError(f"mechanisms and shares must name exactly the statistics {names}")
-    for n in names:
-        if mechanisms[n] not in ("gaussian", "laplace"):
-            raise ValueError(f"mechanism of {n!r} must be 'gaussian' or 'laplace', got {mechanisms[n]!r}")
+    for spec in specs:
+        mech = mechanisms[spec.name]
+        if mech not in ("gaussian", "laplace"):
+            raise ValueError(f"mechanism of {spec.name!r} must be 'gaussian' or 'laplace', got {mech!r}")
+        if mech == "laplace" and spec.symmetric:
+            raise ValueError(f"statistic {spec.name!r}: symmetric releases are Gaussian (Analyze-Gauss)")
+        if mech == "laplace" and spec.l1 is None:
+            raise ValueError(f"statistic {spec.name!r}: a Laplace release needs an l1 sensitivity")
     if one_off_specs and not 0.0 < one_off_share < 1.0:
         raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
     factory = acc.get_accountant(accountant, neighbouring)
@@ -115,27 +120,26 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     else:
         w_one = 1.0                     # nothing else in the plan: the one-offs share it equally
 
-    def sens(spec, mech):
-        return spec.sensitivity("l1" if mech == "laplace" else "l2", neighbouring)
-
+    # noise(p) gives each release as (mechanism, a, b): a Gaussian multiplier z = a / b (its
+    # sigma is Delta * a / b), a Laplace epsilon a * b
     if not laplace:
         def noise(p):
-            """(mechanism, multiplier) per release for the common scale p = s."""
-            return ([("gaussian", p / math.sqrt(w_one))] * len(one_off_specs),
-                    [("gaussian", p / math.sqrt(wr)) for wr in w])
+            """Every release Gaussian with z = p / sqrt(w) for the common scale p = s."""
+            return ([("gaussian", p, math.sqrt(w_one)) for _ in one_off_specs],
+                    [("gaussian", p, math.sqrt(wr)) for wr in w])
         calibrate = acc.calibrate_noise_multiplier
     else:
         c = math.sqrt(2.0 * math.log(1.25 / PAPER_DELTA_PER_RELEASE))
 
         def noise(p):
-            """Laplace: (mechanism, epsilon); Gaussian: (mechanism, multiplier) for p = e."""
-            return ([("gaussian", c / (w_one * p))] * len(one_off_specs),
-                    [("laplace", wr * p) if mechanisms[n] == "laplace" else ("gaussian", c / (wr * p))
+            """Laplace epsilon w p; Gaussian z = c / (w p), for the common scale p = e."""
+            return ([("gaussian", c, w_one * p) for _ in one_off_specs],
+                    [("laplace", wr, p) if mechanisms[n] == "laplace" else ("gaussian", c, wr * p)
                      for n, wr in zip(names, w)])
         calibrate = acc.calibrate_epsilon_per_release
 
-    def leaf(mech, value):
-        return acc.GaussianEvent(value) if mech == "gaussian" else acc.LaplaceEvent(value)
+    def leaf(mech, a, b):
+        return acc.GaussianEvent(a / b) if mech == "gaussian" else acc.LaplaceEvent(a * b)
 
     def make_event(p):
         one, it = noise(p)
@@ -149,21 +153,19 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     event = make_event(p)
     one, it = noise(p)
     releases = {}
-    for spec, (mech, v) in zip(one_off_specs, one):
-        releases[spec.name] = _release(spec, mech, v, neighbouring, 1)
-    for spec, (mech, v) in zip(specs, it):
-        releases[spec.name] = _release(spec, mech, v, neighbouring, J)
+    for spec, m in zip(one_off_specs, one):
+        releases[spec.name] = _release(spec, *m, neighbouring, 1)
+    for spec, m in zip(specs, it):
+        releases[spec.name] = _release(spec, *m, neighbouring, J)
     spent = factory().compose(event).get_epsilon(float(delta))
     name = accountant if isinstance(accountant, str) else accountant.__name__
     return Plan(releases, event, name, neighbouring, float(spent))
 
 
-def _release(spec, mech, value, neighbouring, count):
-    """A Release from a Gaussian multiplier or a Laplace epsilon."""
+def _release(spec, mech, a, b, neighbouring, count):
+    """A Release of multiplier z = a / b (Gaussian, σ = Δ a / b) or epsilon a b (Laplace)."""
     if mech == "gaussian":
         delta_ = spec.sensitivity("l2", neighbouring)
-        return Release(spec.name, "gaussian", "l2", delta_, delta_ * value, spec.shape, spec.symmetric, count)
+        return Release(spec.name, "gaussian", "l2", delta_, delta_ * a / b, spec.shape, spec.symmetric, count)
     delta_ = spec.sensitivity("l1", neighbouring)
-    if spec.symmetric:
-        raise ValueError(f"statistic {spec.name!r}: symmetric releases are Gaussian (Analyze-Gauss)")
-    return Release(spec.name, "laplace", "l1", delta_, delta_ / value, spec.shape, False, count)
+    return Release(spec.name, "laplace", "l1", delta_, delta_ / (a * b), spec.shape, False, count)

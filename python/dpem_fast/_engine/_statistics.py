@@ -99,7 +99,7 @@ class Statistics(Mapping):
 
     Attributes
     ----------
-    values : dict of str to ndarray
+    arrays : dict of str to ndarray
     n_rows : int
         Rows summed (a diagnostic: the row count is not private under add/remove).
     loglik : float
@@ -108,28 +108,28 @@ class Statistics(Mapping):
         Rows clipped into the declared domain (a diagnostic, not private).
     """
 
-    values: dict
+    arrays: dict
     n_rows: int = 0
     loglik: float = 0.0
     n_clipped: int = field(default=0)
 
     def __getitem__(self, name):
-        return self.values[name]
+        return self.arrays[name]
 
     def __iter__(self):
-        return iter(self.values)
+        return iter(self.arrays)
 
     def __len__(self):
-        return len(self.values)
+        return len(self.arrays)
 
     def __add__(self, other):
         if not isinstance(other, Statistics):
             return NotImplemented
-        if list(self.values) != list(other.values):
-            raise ValueError(f"cannot add statistics named {list(self.values)} and {list(other.values)}")
+        if list(self.arrays) != list(other.arrays):
+            raise ValueError(f"cannot add statistics named {list(self.arrays)} and {list(other.arrays)}")
         summed = {}
-        for name, a in self.values.items():
-            b = other.values[name]
+        for name, a in self.arrays.items():
+            b = other.arrays[name]
             if a.shape != b.shape:
                 raise ValueError(f"cannot add statistic {name!r} of shapes {a.shape} and {b.shape}")
             summed[name] = a + b

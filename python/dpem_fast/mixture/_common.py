@@ -40,7 +40,8 @@ class MixtureInferenceMixin(DensityMixin):
 
     def _check_X(self, X):
         check_is_fitted(self, "means_")
-        return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+        with np.errstate(over="ignore", invalid="ignore"):     # as in the engine's fit
+            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def score_samples(self, X):
         """Log density of each row under the fitted mixture, shape (n_samples,)."""

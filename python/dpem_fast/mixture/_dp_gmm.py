@@ -410,7 +410,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
         else:
             prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
-        return weights, means, None, prec_chol
+        return weights, means, _covariance_from_precision_cholesky(prec_chol), prec_chol
 
     @staticmethod
     def _random_means(K, d, key):
