@@ -173,6 +173,22 @@ def test_pld_replace_refuses_what_has_no_exact_translation(event):
     assert acct.get_epsilon(1e-5) == eps
 
 
+def test_pld_replace_refusals_do_not_rely_on_dp_accounting_refusing(
+        monkeypatch):
+    # were dp_accounting to accept them (its relation conventions differ),
+    # the translation would still be inexact: refuse regardless
+    acct = _pld("replace")
+    monkeypatch.setattr(acct._inner, "supports", lambda event: True)
+    for event in (LaplaceEvent(1.0),
+                  PoissonSampledEvent(0.1, GaussianEvent(1.0)),
+                  SampledWithoutReplacementEvent(1000, 50,
+                                                 GaussianEvent(1.0))):
+        assert not acct.supports(event)
+        with pytest.raises(UnsupportedEventError):
+            acct.compose(event)
+    assert acct.ledger == []
+
+
 def test_pld_trivial_sampling_is_the_base_event():
     plain = _pld("replace").compose(GaussianEvent(1.5)).get_epsilon(1e-5)
     for trivial in (PoissonSampledEvent(1.0, GaussianEvent(1.5)),

@@ -16,7 +16,7 @@ from dpem_fast.accounting import (
     PoissonSampledEvent, PrivacyAccountant, RDPAccountant,
     SampledWithoutReplacementEvent, SelfComposedEvent, UnsupportedEventError,
     ZCDPAccountant, calibrate_epsilon_per_release, calibrate_noise_multiplier)
-from dpem_fast.accounting import _rdp_accountants
+from dpem_fast.accounting import _calibration, _rdp_accountants
 from dpem_fast.accounting._base import AdditiveAccountant
 from dpem_fast.accounting._events import tagged_relations
 
@@ -201,6 +201,27 @@ def test_calibration_identical_for_tagged_and_untagged(plan, rel, accountant,
     got = calibrate_noise_multiplier(_tagged(plan, rel, where), 1.0, 1e-5,
                                      factory)
     assert got == want
+
+
+@pytest.mark.parametrize("where", ["outer", "inner"])
+@pytest.mark.parametrize("plan, rel", [(_poisson_plan, "add_remove"),
+                                       (_wor_plan, "replace")])
+def test_tagged_subsampled_plan_takes_the_restricted_order_search(
+        monkeypatch, plan, rel, where):
+    calls = []
+    orig = _calibration._epsilon_of
+
+    def counted(*args):
+        calls.append(args[2])
+        return orig(*args)
+
+    monkeypatch.setattr(_calibration, "_epsilon_of", counted)
+    factory = functools.partial(RDPAccountant, neighbouring=rel)
+    calibrate_noise_multiplier(plan, 1.0, 1e-5, factory)
+    n_untagged = len(calls)
+    calls.clear()
+    calibrate_noise_multiplier(_tagged(plan, rel, where), 1.0, 1e-5, factory)
+    assert len(calls) == n_untagged == 1   # certification only
 
 
 @pytest.mark.parametrize("rel", ["add_remove", "replace"])

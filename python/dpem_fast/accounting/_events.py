@@ -11,8 +11,9 @@ sensitivity depends on the neighbouring relation (``"add_remove"`` or
 ``"replace"``): e.g. the DP-EM moment sensitivities of Park et al. (2017,
 Eq. 9, 12, 14, 17) are replace-one sensitivities (``2/N``), and an
 add/remove-one sensitivity of a sum of unit-norm vectors is 1 whereas its
-replace-one sensitivity is 2.  The same noise multiplier therefore means
-twice the privacy loss when read under the wrong relation.
+replace-one sensitivity is 2.  The same noise multiplier therefore stands
+for a different privacy loss under the other relation (twice the GDP mu
+for that sum).
 
 An event wrapped in :class:`NeighbouringEvent` carries the relation its
 parameters were derived under; an accountant composes it only under that
@@ -215,9 +216,10 @@ class ComposedEvent(DpEvent):
 class NeighbouringEvent(DpEvent):
     """``event``, with the neighbouring relation its parameters refer to.
 
-    The noise parameters inside ``event`` (noise multipliers, epsilons,
-    sensitivities, sampling rates of the whole subtree) are relative to
-    sensitivities derived under ``neighbouring``.  An accountant whose own
+    The noise parameters inside ``event`` (noise multipliers, Laplace
+    epsilons, discrete-Gaussian sensitivities, anywhere in its subtree) are
+    relative to sensitivities derived under ``neighbouring``, and its
+    sampling events are analysed under that relation.  An accountant whose own
     relation is ``neighbouring`` accounts for it exactly as for ``event``;
     any other accountant (or :class:`BudgetLedger`) raises
     :class:`NeighbouringMismatchError` and changes nothing.  There is no
