@@ -363,3 +363,20 @@ class TestConformance(PrivateEstimatorConformance):
         assert abs(nk.sum() - n_rows) <= 1e-9 * n_rows
         assert np.all(np.linalg.norm(s1, axis=1) <= nk * (1 + 1e-12))
         assert np.trace(s2, axis1=1, axis2=2).sum() <= n_rows * (1 + 1e-12)
+
+
+def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
+    # K * d > SAMPLER_BLOCK: the directions use streams 0 and 1 of their key, so radii drawn
+    # from stream 1 of that same key (the old layout) would reuse those keystream words
+    from dpem_fast._dpcore import _rng as core
+    from dpem_fast._rng import derive_key
+
+    K, d = 3, 2000
+    key = make_key(5)
+    means = DPGaussianMixture._random_means(K, d, key)
+    u = (2 * np.linalg.norm(means, axis=1)) ** d
+    own, shared = np.empty(K), np.empty(K)
+    core.fill_uniform(derive_key(key, "init", "radii"), 0, own, 1)
+    core.fill_uniform(derive_key(key, "init", "means"), 1, shared, 1)
+    assert_allclose(u, own, rtol=1e-9)
+    assert not np.allclose(u, shared)

@@ -402,9 +402,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         if self.means_init is not None:
             means = (np.asarray(self.means_init, dtype=np.float64) - domain.center) / domain.radius
         else:
-            means = (box_center - domain.center) / domain.radius + self._random_means(
-                K, d, derive_key(key, "init", "means")
-            ) / R
+            means = (box_center - domain.center) / domain.radius + self._random_means(K, d, key) / R
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
             prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
@@ -414,11 +412,16 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     @staticmethod
     def _random_means(K, d, key):
-        """K points uniform in the ball of radius 1/2 (data-independent)."""
+        """K points uniform in the ball of radius 1/2 (data-independent).
+
+        The directions and the radii are separate draws, each from its own derived key
+        (a draw of n values uses streams 0 .. n / SAMPLER_BLOCK of its key, so two draws
+        must never share a key).
+        """
         g = np.empty(K * d)
-        _core_rng.fill_normal(key, 0, 1.0, g, 1)
+        _core_rng.fill_normal(derive_key(key, "init", "means"), 0, 1.0, g, 1)
         u = np.empty(K)
-        _core_rng.fill_uniform(key, 1, u, 1)
+        _core_rng.fill_uniform(derive_key(key, "init", "radii"), 0, u, 1)
         g = g.reshape(K, d)
         g /= np.linalg.norm(g, axis=1, keepdims=True)
         return 0.5 * g * u[:, None] ** (1.0 / d)
