@@ -117,23 +117,38 @@ class PrivateEstimatorConformance:
         assert any(not np.array_equal(v, self._fitted(c)[n]) for n, v in self._fitted(a).items())
 
     # ----------------------------------------------------------- the budget
-    def test_budget_is_charged_before_any_statistic(self, monkeypatch):
+    def _domain_kw(self, declared):
+        """No overrides for a declared domain; the private estimate otherwise (ball models)."""
+        if declared:
+            return {}
+        if self.make_estimator()._domain_kind != "ball":
+            pytest.skip("the model's domain is fixed: nothing to estimate")
+        return dict(bounds=None, data_norm=None)
+
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_budget_is_charged_before_any_statistic(self, monkeypatch, declared):
         X = self.make_data(500)
+        kw = self._domain_kw(declared)
         ledger = acc.BudgetLedger(100.0, 0.5, accountant="rdp", neighbouring=self.params.get("neighbouring",
                                                                                                "replace"))
         seen = []
-        real = type(self.make_estimator())._statistics
 
-        def spy(est, *args, **kwargs):
-            seen.append(len(ledger.entries))
-            return real(est, *args, **kwargs)
+        def spy(real):
+            def wrapped(*args, **kwargs):
+                seen.append(len(ledger.entries))
+                return real(*args, **kwargs)
+            return wrapped
 
-        monkeypatch.setattr(self.estimator_class, "_statistics", spy)
-        self.make_estimator(budget=ledger, random_state=0).fit(X)
-        assert seen and seen[0] == 1 and len(ledger.entries) == 1
+        monkeypatch.setattr(self.estimator_class, "_statistics", spy(self.estimator_class._statistics))
+        monkeypatch.setattr(engine_base, "estimate_domain", spy(engine_base.estimate_domain))
+        self.make_estimator(budget=ledger, random_state=0, **kw).fit(X)
+        assert seen and all(s == 1 for s in seen) and len(ledger.entries) == 1
+        assert len(seen) == self.params.get("max_iter", 20) + (0 if declared else 1)
 
-    def test_refused_budget_computes_no_statistic(self, monkeypatch):
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_refused_budget_computes_no_statistic(self, monkeypatch, declared):
         X = self.make_data(500)
+        kw = self._domain_kw(declared)
         rel = self.params.get("neighbouring", "replace")
         ledger = acc.BudgetLedger(0.01, 1e-9, accountant="rdp", neighbouring=rel)
 
@@ -142,7 +157,7 @@ class PrivateEstimatorConformance:
 
         monkeypatch.setattr(self.estimator_class, "_statistics", forbidden)
         monkeypatch.setattr(engine_base, "estimate_domain", forbidden)
-        est = self.make_estimator(budget=ledger, epsilon=1.0, random_state=0)
+        est = self.make_estimator(budget=ledger, epsilon=1.0, random_state=0, **kw)
         with pytest.raises(acc.BudgetExceededError):
             est.fit(X)
         assert ledger.entries == [] and not hasattr(est, "privacy_")
