@@ -46,17 +46,12 @@ from libc.math cimport sqrt
 from libc.stdlib cimport malloc, free
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
-from ._omp cimport DPC_OPENMP_ENABLED
+from .dpc_contract cimport DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, dpc_block_count
 
-CHUNK_SIZE = 256
-MAX_BLOCKS = 64
-MIN_BLOCKS = 8
-PARTIAL_BUDGET = 1 << 21     # doubles (16 MiB) of per-block partials before blocks shrink
-BLAS_MIN_D = 16
-
-cdef Py_ssize_t _CHUNK = 256          # == CHUNK_SIZE, a multiple of 16 lanes
-cdef Py_ssize_t _LANES = 16
-cdef Py_ssize_t _BLAS_MIN_D = 16
+# The contract constants are defined once, in dpc_contract.h (Python: _contract).
+cdef Py_ssize_t _CHUNK = DPC_CHUNK_SIZE
+cdef Py_ssize_t _LANES = DPC_LANES
+cdef Py_ssize_t _BLAS_MIN_D = DPC_BLAS_MIN_D
 
 
 cdef extern from *:
@@ -65,12 +60,14 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
 
+    #include "dpc_contract.h"
+
     #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
     #define DPE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
     #else
     #define DPE_CLONES
     #endif
-    #define DPE_L 16
+    #define DPE_L DPC_LANES
     #define DPE_MAXD 15     /* largest d with a register-tile specialisation (< BLAS_MIN_D) */
     /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
        lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
@@ -552,12 +549,10 @@ def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
     """Number of partial-statistic rows (blocks) for ``n`` rows; independent of threads.
 
     Equivalent to: ``min(ceil(n / CHUNK_SIZE), max(MIN_BLOCKS, min(MAX_BLOCKS,
-    PARTIAL_BUDGET // (K * (d * d + d + 1)))))`` (0 when n == 0).
+    PARTIAL_BUDGET // (K * (d * d + d + 1)))))`` (0 when n == 0), i.e.
+    ``_contract.block_count(n, K * (d * d + d + 1))``.
     """
-    cdef Py_ssize_t n_chunks = (n + _CHUNK - 1) // _CHUNK
-    cdef Py_ssize_t per = max(1, K * (d * d + d + 1))
-    cdef Py_ssize_t cap = max(MIN_BLOCKS, min(MAX_BLOCKS, PARTIAL_BUDGET // per))
-    return min(n_chunks, cap)
+    return dpc_block_count(n, K * (d * d + d + 1))
 
 
 cdef inline Py_ssize_t _lanes_size(Py_ssize_t d) noexcept nogil:
@@ -859,8 +854,3 @@ def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_l
     for i in range(x.shape[0]):
         out_exp[i] = dpe_exp_neg(x[i])
         out_log[i] = dpe_log_pos(-x[i])
-
-
-def openmp_enabled():
-    """True when the module was compiled with OpenMP."""
-    return bool(DPC_OPENMP_ENABLED)
