@@ -8,9 +8,10 @@
  *   dpe_load_domain_f64 / dpe_load_domain_f32
  *       the same rows mapped into the unit ball of a declared data domain on the way
  *       (clip to the box, centre, scale, rescale a row whose norm exceeds 1 to norm
- *       `target`); returns the number of rows rescaled.  The numpy twin is
- *       dpem_fast._preprocess.scale_and_clip (DP-EM Sec. 3: declared, never data-derived,
- *       bounds).
+ *       `target`); returns the number of rows rescaled.  Every finite row lands in
+ *       the ball: a row whose squared norm overflows is redone with a scaled norm.
+ *       The numpy twin is dpem_fast._preprocess.scale_and_clip (DP-EM Sec. 3:
+ *       declared, never data-derived, bounds).
  *
  * The loaders carry no DPE_CLONES: they compile for baseline x86-64, so no sum in them
  * is FMA-contracted on any machine.
@@ -18,6 +19,7 @@
 #ifndef DPC_ROWS_H
 #define DPC_ROWS_H
 
+#include <float.h>
 #include <stddef.h>
 
 /* Xt[i, r] = (double) X[r, i] for r < nr, 0 on the padding r in [nr, npad).  Inlined
@@ -61,10 +63,34 @@ static void NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_
 DPE_LOAD_DEF(dpe_load_f64, double)
 DPE_LOAD_DEF(dpe_load_f32, float)
 
+/* The rare path of the domain loaders: the squared norm of row r overflowed.  That needs
+   a centred, scaled norm beyond about 1e154 (or a centred value beyond DBL_MAX), so the
+   row is far outside the unit ball whatever the radius.  Column r of Xt holds
+   h_i = a_i / 2 - c_i / 2 (a: the box-clipped row, c: the centre; this cannot overflow)
+   and m = max_i |h_i| > 0.  The row becomes t * target / |t| with t = h / m, which has
+   |t|^2 in [1, d]: the direction of a - c and norm target.  An infinite coordinate (input
+   +-inf with no box) gives the limiting direction, +-1 there and 0 elsewhere. */
+static void dpe_domain_rescale_huge(double *xt, ptrdiff_t ld, ptrdiff_t d, double m, double target)
+{
+    ptrdiff_t i;
+    double s = 0.0, f;
+    for (i = 0; i < d; i++) {
+        double h = xt[i * ld];
+        double t = m <= DBL_MAX ? h / m : (h == m ? 1.0 : (h == -m ? -1.0 : 0.0));
+        xt[i * ld] = t;
+        s += t * t;
+    }
+    f = target / __builtin_sqrt(s);
+    for (i = 0; i < d; i++) xt[i * ld] *= f;
+}
+
 /* Domain loader.  dom holds the rows (lower, upper, center), each of length d (lower /
    upper may be -inf / +inf when no box was declared).  For each row:
-       v_i = (min(max(x_i, lower_i), upper_i) - center_i) * inv_scale,
+       a_i = min(max(x_i, lower_i), upper_i),   v_i = (a_i - center_i) * inv_scale,
        s2 = v_0^2 + v_1^2 + ... (in order);  if s2 > 1: v *= target / sqrt(s2).
+   When s2 overflows to +inf (a huge finite row), the row is recomputed without overflow
+   by dpe_domain_rescale_huge: every finite row ends in the unit ball, in the direction
+   of a - center.  A NaN in the row gives NaN (callers reject non-finite data).
    Equivalent to dpem_fast._preprocess.scale_and_clip in float64, without a copy of X. */
 #define DPE_LOAD_DOMAIN_DEF(NAME, T)                                                      \
 static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, \
@@ -83,8 +109,21 @@ static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptr
             s2 += v * v;                                                                   \
         }                                                                                  \
         if (s2 > 1.0) {                                                                    \
-            double f = target / __builtin_sqrt(s2);                                        \
-            for (i = 0; i < d; i++) Xt[i * ld + r] *= f;                                   \
+            if (s2 <= DBL_MAX) {                                                           \
+                double f = target / __builtin_sqrt(s2);                                    \
+                for (i = 0; i < d; i++) Xt[i * ld + r] *= f;                               \
+            } else {                                                                       \
+                double m = 0.0;                                                            \
+                for (i = 0; i < d; i++) {                                                  \
+                    double a = (double)row[i], h;                                          \
+                    a = a < lo[i] ? lo[i] : (a > hi[i] ? hi[i] : a);                       \
+                    h = a * 0.5 - ctr[i] * 0.5;                                            \
+                    Xt[i * ld + r] = h;                                                    \
+                    h = h < 0.0 ? -h : h;                                                  \
+                    m = h > m ? h : m;                                                     \
+                }                                                                          \
+                dpe_domain_rescale_huge(Xt + r, ld, d, m, target);                         \
+            }                                                                              \
             n_clipped++;                                                                   \
         }                                                                                  \
     }                                                                                      \
