@@ -6,7 +6,7 @@ E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, 
 ``block_count(n, per_block_doubles)`` blocks.  Changing one changes seeded results.
 """
 from .dpc_contract cimport (
-    DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_MAX_BLOCKS, DPC_MIN_BLOCKS,
+    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_MAX_BLOCKS, DPC_MIN_BLOCKS,
     DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, dpc_block_count,
 )
 
@@ -22,6 +22,8 @@ MIN_BLOCKS = DPC_MIN_BLOCKS
 PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
 #: The GMM E-step uses BLAS from this number of features on.
 BLAS_MIN_D = DPC_BLAS_MIN_D
+#: The Bernoulli-mixture E-step uses BLAS from this number of features on.
+BERNOULLI_BLAS_MIN_D = DPC_BERNOULLI_BLAS_MIN_D
 #: Outputs per ChaCha20 stream in the samplers.
 SAMPLER_BLOCK = DPC_SAMPLER_BLOCK
 

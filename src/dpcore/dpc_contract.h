@@ -15,6 +15,8 @@
  *                    consecutive chunks form blocks; block b owns row b of the partial
  *                    statistics; see dpc_block_count().
  *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
+ *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
+ *                    crossover: hand loops win below 8 features, BLAS from 16 on).
  * Samplers (_rng.pyx, _dgauss.pyx)
  *   DPC_SAMPLER_BLOCK  outputs per ChaCha20 stream: block b draws from stream stream0 + b.
  */
@@ -29,6 +31,7 @@
 #define DPC_MIN_BLOCKS 8
 #define DPC_PARTIAL_BUDGET (1 << 21)     /* doubles (16 MiB) of partials before blocks shrink */
 #define DPC_BLAS_MIN_D 16
+#define DPC_BERNOULLI_BLAS_MIN_D 16
 #define DPC_SAMPLER_BLOCK 4096
 
 #if DPC_CHUNK_SIZE % DPC_LANES != 0

@@ -11,6 +11,7 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_MIN_BLOCKS
         DPC_PARTIAL_BUDGET
         DPC_BLAS_MIN_D
+        DPC_BERNOULLI_BLAS_MIN_D
         DPC_SAMPLER_BLOCK
     ptrdiff_t dpc_chunk_count(ptrdiff_t n)
     ptrdiff_t dpc_lane_pad(ptrdiff_t nr)

@@ -14,8 +14,8 @@
  * A model with counts and first moments only (Bernoulli mixture, k-means) uses the first
  * part alone; the GMM appends the second.
  *
- *   dpe_lanes_n_s1     n += g, s1_i += g x_i; keeps W[i, r] = g_r x_ir (the rounded
- *                      products) for dpe_lanes_s2.
+ *   dpe_lanes_n_s1     n += g, s1_i += g x_i; optionally keeps W[i, r] = g_r x_ir (the
+ *                      rounded products) for dpe_lanes_s2.
  *   dpe_lanes_s2       s2_ij += W_i x_j for i <= j (register-blocked).
  *   dpe_lanes_flush_n_s1 / dpe_lanes_flush_s2   block end: lanes -> partial row.
  *   dpe_moments_prep   BLAS path: n, s1 over one chunk, and W = sqrt(g) x for dsyrk.
@@ -39,8 +39,10 @@ static inline ptrdiff_t dpe_lanes_s2_size(ptrdiff_t d)
 
 /* Counts and first moments of one component over one chunk, added into lanes la
    ([n: 16][s1: d x 16]).  g: responsibilities of the chunk's rows (zero on the padding,
-   npad % 16 == 0); Xt: (d, ld).  The products g_r x_ir are also stored in W (d, ld) for
-   dpe_lanes_s2, so each is rounded before it is added. */
+   npad % 16 == 0); Xt: (d, ld).  With W != NULL the products g_r x_ir are also stored in
+   W (d, ld) for dpe_lanes_s2, and each is rounded before it is added (the GMM's numbers).
+   With W == NULL (no second moments) the AVX2 / AVX-512 clones may contract a + g x into
+   one FMA.  d = 0 accumulates the counts only. */
 DPE_CLONES static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                       const double *g, double *W, double *la)
 {
@@ -53,6 +55,31 @@ DPE_CLONES static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t l
     }
     DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
     lp += DPE_L;
+    if (W == NULL) {
+        /* two rows of Xt at a time: each load of g serves two accumulators */
+        for (i = 0; i + 1 < d; i += 2, lp += 2 * DPE_L) {
+            const double *x = Xt + i * ld, *y = x + ld;
+            dpe_v8 b0 = DPE_LD(lp + DPE_L), b1 = DPE_LD(lp + DPE_L + 8);
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 g0 = DPE_LD(g + r), g1 = DPE_LD(g + r + 8);
+                a0 += g0 * DPE_LD(x + r); a1 += g1 * DPE_LD(x + r + 8);
+                b0 += g0 * DPE_LD(y + r); b1 += g1 * DPE_LD(y + r + 8);
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+            DPE_ST(lp + DPE_L, b0); DPE_ST(lp + DPE_L + 8, b1);
+        }
+        if (i < d) {
+            const double *x = Xt + i * ld;
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                a0 += DPE_LD(g + r) * DPE_LD(x + r);
+                a1 += DPE_LD(g + r + 8) * DPE_LD(x + r + 8);
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+        }
+        return;
+    }
     for (i = 0; i < d; i++, lp += DPE_L) {
         const double *x = Xt + i * ld;
         double *w = W + i * ld;

@@ -5,6 +5,9 @@
  *
  *   dpe_load_f64 / dpe_load_f32
  *       Xt[i, r] = (double) X[r, i] for r < nr; 0 on the padding nr <= r < npad.
+ *   dpe_upcast_f32
+ *       a row-major float64 copy of float32 rows, for BLAS paths that read the rows of
+ *       X as they are (no transposition; float64 rows need no copy).
  *   dpe_load_domain_f64 / dpe_load_domain_f32
  *       the same rows mapped into the unit ball of a declared data domain on the way
  *       (clip to the box, centre, scale, rescale a row whose norm exceeds 1 to norm
@@ -62,6 +65,14 @@ static void NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_
 }
 DPE_LOAD_DEF(dpe_load_f64, double)
 DPE_LOAD_DEF(dpe_load_f32, float)
+
+/* Row-major float64 copy of m float32 values (a chunk for BLAS, which reads rows as they
+   are: no transposition). */
+static void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
+{
+    ptrdiff_t i;
+    for (i = 0; i < m; i++) out[i] = (double)X[i];
+}
 
 /* The rare path of the domain loaders: the squared norm of row r overflowed.  That needs
    a centred, scaled norm beyond about 1e154 (or a centred value beyond DBL_MAX), so the

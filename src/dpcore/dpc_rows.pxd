@@ -8,6 +8,7 @@ cdef extern from "dpc_rows.h" nogil:
                       double *Xt)
     void dpe_load_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,
                       double *Xt)
+    void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
     ptrdiff_t dpe_load_domain_f64(const double *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
                                   ptrdiff_t ld, const double *dom, double inv_scale,
                                   double target, double *Xt)
@@ -35,3 +36,13 @@ cdef inline ptrdiff_t load_rows_domain(const floating *X, ptrdiff_t d, ptrdiff_t
         return dpe_load_domain_f64(X, d, nr, npad, ld, dom, inv_scale, target, Xt)
     else:
         return dpe_load_domain_f32(X, d, nr, npad, ld, dom, inv_scale, target, Xt)
+
+
+cdef inline const double *rows_f64(const floating *X, ptrdiff_t nr, ptrdiff_t d,
+                                   double *buf) noexcept nogil:
+    """The nr rows at X as row-major float64: X itself for float64, else a copy in buf."""
+    if floating is double:
+        return X
+    else:
+        dpe_upcast_f32(X, nr * d, buf)
+        return buf
