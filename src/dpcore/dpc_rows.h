@@ -75,8 +75,9 @@ static void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
 }
 
 /* The rare path of the domain loaders: the squared norm of row r overflowed.  That needs
-   a centred, scaled norm beyond about 1e154 (or a centred value beyond DBL_MAX), so the
-   row is far outside the unit ball whatever the radius.  Column r of Xt holds
+   a centred, scaled norm beyond about 1e154, or a centred value beyond DBL_MAX (then, as
+   the radius is at most DBL_MAX, a scaled norm of at least 1): the row is outside the
+   unit ball and is clipped onto its rim.  Column r of Xt holds
    h_i = a_i / 2 - c_i / 2 (a: the box-clipped row, c: the centre; this cannot overflow)
    and m = max_i |h_i| > 0.  The row becomes t * target / |t| with t = h / m, which has
    |t|^2 in [1, d]: the direction of a - c and norm target.  An infinite coordinate (input

@@ -179,14 +179,6 @@ def test_additivity():
     assert_allclose(a["loglik"] + b["loglik"], whole["loglik"], rtol=1e-12)
 
 
-def test_block_count_is_the_generic_contract_formula():
-    for n in (0, 1, 257, 70 * CHUNK + 5, 10**7):
-        for d in (1, 64, 784, 5000):
-            for K in (1, 10, 50):
-                assert _bernoulli.block_count(n, d, K) == _contract.block_count(n, K * (d + 1) + 1)
-    assert _bernoulli.block_count(10**6, 784, 10) == _contract.MAX_BLOCKS
-
-
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5, np.nan, np.inf])
 def test_means_outside_open_interval_raise(bad):
     X, w, means = make_problem(10, 3, 2)

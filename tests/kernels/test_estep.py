@@ -121,22 +121,6 @@ def test_block_count_independent_of_threads_and_bounded():
     assert _contract.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _contract.PARTIAL_BUDGET
 
 
-def test_block_count_is_the_generic_contract_formula():
-    """The GMM's block_count is the shared dpc_block_count with its own partial size."""
-    c = _contract
-    assert (c.CHUNK_SIZE, c.LANES, c.MAX_BLOCKS, c.MIN_BLOCKS, c.BLAS_MIN_D) == (256, 16, 64, 8, 16)
-    assert c.PARTIAL_BUDGET == 1 << 21 and c.CHUNK_SIZE % c.LANES == 0
-    for n in (0, 1, 255, 256, 257, 70 * 256 + 5, 10**7):
-        for d in (1, 3, 16, 100, 400):
-            for K in (1, 5, 30):
-                per = K * (d * d + d + 1)
-                expect = min(-(-n // c.CHUNK_SIZE), max(c.MIN_BLOCKS, min(c.MAX_BLOCKS, c.PARTIAL_BUDGET // per)))
-                assert _estep.block_count(n, d, K) == c.block_count(n, per) == expect
-    assert c.block_count(10**6, 0) == c.MAX_BLOCKS
-    with pytest.raises(ValueError):
-        c.block_count(-1, 10)
-
-
 def test_matches_sklearn_score_samples():
     from sklearn.mixture import GaussianMixture
 

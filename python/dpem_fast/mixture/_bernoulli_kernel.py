@@ -54,7 +54,8 @@ def bernoulli_stats(X, weights, means, n_threads=None) -> dict:
     ----------
     X : ndarray of shape (n_samples, n_features), float32 or float64
         Binary rows (entries 0 or 1), C-contiguous (copied otherwise).  Accumulation is
-        always float64.
+        always float64.  Entries are not checked: for other values the kernel still
+        evaluates ``log pi_k + x log mu_k + (1 - x) log(1 - mu_k)`` (as the reference).
     weights : ndarray of shape (n_components,)
         Mixing weights, >= 0 (a zero weight is allowed: that component gets nothing).
     means : ndarray of shape (n_components, n_features)
