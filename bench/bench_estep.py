@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from scipy.linalg import cho_factor, solve_triangular
 
-from dpem_fast._dpcore import _estep
+from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
 from dpem_fast.mixture._stats import compute_stats
@@ -135,7 +135,7 @@ def test_dpem_fast(benchmark, problem, n_threads, dtype):
     shape, (X, w, means, P) = problem
     X = X.astype(dtype)
     benchmark.extra_info.update(shape=shape, n_threads=n_threads, dtype=np.dtype(dtype).name,
-                                chunk_size=_estep.CHUNK_SIZE, impl="dpem_fast")
+                                chunk_size=_contract.CHUNK_SIZE, impl="dpem_fast")
     benchmark.pedantic(iteration_dpem, args=(X, w, means, P, n_threads), rounds=7,
                        warmup_rounds=1)
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from dpem_fast._dpcore import _estep
+from dpem_fast._dpcore import _contract, _estep
 from dpem_fast._reference.gmm import (
     estep_stats_reference,
     log_gaussian_prob_reference,
@@ -13,7 +13,7 @@ from dpem_fast._reference.gmm import (
 )
 from dpem_fast.mixture._stats import compute_stats, gmm_statistics, log_normalizers, predict_log_resp
 
-CHUNK = _estep.CHUNK_SIZE
+CHUNK = _contract.CHUNK_SIZE
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
 
 
@@ -115,10 +115,10 @@ def test_thread_count_invariance(n, d, K, dtype):
 def test_block_count_independent_of_threads_and_bounded():
     assert _estep.block_count(0, 3, 2) == 0
     assert _estep.block_count(1, 3, 2) == 1
-    assert _estep.block_count(10**6, 10, 5) == _estep.MAX_BLOCKS
+    assert _estep.block_count(10**6, 10, 5) == _contract.MAX_BLOCKS
     # partial memory stays bounded for large d
     nb = _estep.block_count(10**6, 100, 10)
-    assert _estep.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _estep.PARTIAL_BUDGET
+    assert _contract.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _contract.PARTIAL_BUDGET
 
 
 def test_matches_sklearn_score_samples():
@@ -371,3 +371,135 @@ def test_specialised_small_d_paths_bitwise(dtype):
         assert_array_equal(ll[0], ll[1])
         ref = estep_stats_reference(X, w, means, P)
         assert_stats_close(compute_stats(X, w, means, P, n_threads=2), ref, RTOL[dtype])
+
+
+# --- huge finite rows: the domain map must not overflow (privacy hardening) ---------------
+
+F64_MAX = float(np.finfo(np.float64).max)   # 1.7976931348623157e308
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _huge_rows(d, dtype):
+    """Finite rows whose centred, scaled squared norm overflows, plus ordinary ones."""
+    rng = np.random.default_rng(17)
+    big = F64_MAX if dtype == np.float64 else F32_MAX
+    rows = [np.full(d, 0.3)]
+    for v in ((1.5e308, -1.5e308, F64_MAX, -F64_MAX) if dtype == np.float64 else (big, -big)):
+        r = np.zeros(d)
+        r[0] = v
+        rows.append(r)
+        rows.append(np.full(d, v))                   # every feature huge
+    mixed = rng.normal(size=d) * 1e-300               # tiny features beside huge ones
+    mixed[::2] = big * np.linspace(-0.9, 1.0, len(mixed[::2]))
+    rows.append(mixed)
+    alt = np.where(np.arange(d) % 2 == 0, big, -big)  # opposite signs: x - c overflows too
+    rows.append(alt)
+    rows += list(rng.normal(size=(40, d)))
+    return np.asarray(rows).astype(dtype)
+
+
+def _huge_domains(d, dtype):
+    from dpem_fast._preprocess import DataDomain, resolve_domain
+
+    X = np.zeros((1, d))
+    doms = {
+        "data_norm=0.5": resolve_domain(X, 0.5, None),                       # inv_scale = 2
+        "box+tiny radius": resolve_domain(X, 1e-10, (-1e150, 3e150)),        # clip, then overflow
+        "far centre": DataDomain(np.full(d, -1e308), 2.0, None, False),      # x - c overflows
+    }
+    if dtype == np.float32:  # float32 input cannot overflow a double unless the radius is tiny
+        doms = {"data_norm=1e-290": resolve_domain(X, 1e-290, None),
+                "box+tiny radius": resolve_domain(X, 1e-290, (-1e38, 2e38))}
+    return doms
+
+
+def _direction(a, center):
+    """Unit vector along a - center from exact rational arithmetic (no overflow)."""
+    from fractions import Fraction
+
+    diff = [Fraction(float(x)) - Fraction(float(c)) for x, c in zip(a, center)]
+    m = max(abs(t) for t in diff)
+    if m == 0:
+        return np.zeros(len(diff))
+    u = np.array([float(t / m) for t in diff])
+    return u / np.linalg.norm(u)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [1, 3, 20])
+def test_domain_huge_finite_rows_stay_in_the_ball(d, dtype):
+    from dpem_fast._preprocess import clip_target, scale_and_clip
+
+    X = _huge_rows(d, dtype)
+    assert np.all(np.isfinite(X))
+    K = 3
+    rng = np.random.default_rng(d)
+    w = np.array([0.2, 0.3, 0.5])
+    means = rng.uniform(-0.3, 0.3, size=(K, d))
+    P = np.stack([np.triu(rng.normal(size=(d, d)) * 0.1) + np.eye(d) * 2 for _ in range(K)])
+    for name, dom in _huge_domains(d, dtype).items():
+        Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
+        assert np.all(np.isfinite(Z)), name
+        norms = np.linalg.norm(Z, axis=1)
+        assert np.all(norms <= 1.0), name
+        got = compute_stats(X, w, means, P, n_threads=2, domain=dom)
+        ref = compute_stats(Z, w, means, P, n_threads=1)
+        for f in (got["counts"], got["first_moments"], got["second_moments"]):
+            assert np.all(np.isfinite(f)), name
+        assert np.isfinite(got.loglik), name
+        assert got.n_clipped == n_clipped > 0, name
+        assert_stats_close(got, ref, 1e-10)
+        # the numpy twin in X's own dtype agrees
+        Z32, n32 = scale_and_clip(X, dom)
+        assert Z32.dtype == dtype and n32 == n_clipped and np.all(np.isfinite(Z32)), name
+        assert np.all(np.linalg.norm(Z32.astype(np.float64), axis=1) <= 1.0), name
+        # row by row through the kernel (K = 1: s1 is the mapped row, trace(s2) its norm^2):
+        # norm <= 1, and a clipped row points along (box-clipped x) - centre
+        lo, hi = dom.bounds if dom.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+        tgt = clip_target(d, np.float64)
+        for i in range(12):
+            s = compute_stats(X[i:i + 1], [1.0], means[:1], P[:1], n_threads=1, domain=dom)
+            z = s["first_moments"][0]
+            assert np.all(np.isfinite(z)) and np.linalg.norm(z) <= 1.0, (name, i)
+            assert_allclose(s["second_moments"][0].trace(), z @ z, rtol=1e-12)
+            if s.n_clipped:
+                a = np.clip(X[i].astype(np.float64), lo, hi)
+                assert_allclose(np.linalg.norm(z), tgt, rtol=1e-14)
+                assert_allclose(z / np.linalg.norm(z), _direction(a, dom.center), rtol=1e-12, atol=1e-15)
+                assert_allclose(Z[i], z, rtol=1e-12, atol=1e-15)
+
+
+def test_domain_huge_rows_thread_invariant():
+    from dpem_fast._preprocess import resolve_domain
+
+    d = 5
+    X = np.concatenate([_huge_rows(d, np.float64)] * 40)
+    X = np.concatenate([X, np.random.default_rng(0).normal(size=(20 * CHUNK, d))])
+    dom = resolve_domain(X[:1], 0.5, None)
+    _, w, means, P = make_problem(1, d, 3)
+    runs = [compute_stats(X, w, means / 10, P, n_threads=t, domain=dom) for t in (1, 2, 4)]
+    for r in runs[1:]:
+        assert_array_equal(r["second_moments"], runs[0]["second_moments"])
+        assert_array_equal(r["first_moments"], runs[0]["first_moments"])
+        assert r.n_clipped == runs[0].n_clipped
+
+
+@pytest.mark.parametrize("bounds", [
+    (-1e308, 1e308),                                   # width overflows
+    (-8e307, 8e307),                                   # half-diagonal overflows
+    (np.full(20, -1e154), np.full(20, 1e154)),         # ... from the sum over 20 features
+    (1e308, 1.7e308),                                  # midpoint overflows
+])
+@pytest.mark.parametrize("data_norm", [None, 1.0])
+def test_bounds_that_overflow_are_rejected(bounds, data_norm):
+    from dpem_fast._preprocess import resolve_domain
+
+    with pytest.raises(ValueError, match="bounds"):
+        resolve_domain(np.zeros((1, 20)), data_norm, bounds)
+
+
+def test_wide_finite_bounds_accepted():
+    from dpem_fast._preprocess import resolve_domain
+
+    dom = resolve_domain(np.zeros((1, 3)), None, (-1e150, 3e150))
+    assert np.isfinite(dom.radius) and np.all(np.isfinite(dom.center))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _estep
+from .._dpcore import _contract, _estep
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
@@ -141,7 +141,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
             clip_target=clip_target(d, np.float64),
             part_clipped=np.zeros(nb, dtype=np.int64),
         )
-    if d < _estep.BLAS_MIN_D:
+    if d < _contract.BLAS_MIN_D:
         # the hand-written path calls no BLAS: skip threadpoolctl's round trip (~25 us)
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
@@ -182,7 +182,7 @@ def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
     K = means.shape[0]
     out = np.empty((n, K), dtype=X.dtype)
     ll = np.empty(n, dtype=X.dtype)
-    if X.shape[1] < _estep.BLAS_MIN_D:  # no BLAS on this path
+    if X.shape[1] < _contract.BLAS_MIN_D:  # no BLAS on this path
         _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
     else:
         with blas_single_thread():
