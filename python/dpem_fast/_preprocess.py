@@ -90,7 +90,8 @@ def clip_target(n_features: int, dtype) -> float:
 
 
 def scale_and_clip(X, domain: DataDomain, out=None):
-    """Map rows into the unit ball; return (Z, n_clipped).
+    """Map rows into the unit ball; return (Z, n_clipped), n_clipped the rows changed by
+    either clip (the box or the ball).
 
     Rows are clipped to ``domain.bounds`` (if any), centred, divided by the
     radius and, if their norm still exceeds 1, rescaled to norm
@@ -104,8 +105,11 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     scaled to norm ``clip_target``.
     """
     Z = np.array(X, dtype=X.dtype, copy=True, order="C") if out is None else out
+    boxed = np.zeros(Z.shape[0], dtype=bool)
     if domain.bounds is not None:
-        np.clip(Z, domain.bounds[0].astype(Z.dtype), domain.bounds[1].astype(Z.dtype), out=Z)
+        lo, hi = domain.bounds[0].astype(Z.dtype), domain.bounds[1].astype(Z.dtype)
+        boxed = np.any((Z < lo) | (Z > hi), axis=1)
+        np.clip(Z, lo, hi, out=Z)
     n_features = Z.shape[1]
     center = np.asarray(domain.center, dtype=np.float64)
     inv_scale = 1.0 / domain.radius
@@ -127,9 +131,9 @@ def scale_and_clip(X, domain: DataDomain, out=None):
         norms = np.sqrt(np.einsum("ij,ij->i", Z, Z, dtype=np.float64))
     norms[risky] = 0.0
     over = norms > 1.0
-    n_clipped = int(np.count_nonzero(over))
-    if n_clipped:
+    if over.any():
         Z[over] *= (target / norms[over])[:, None].astype(Z.dtype)
+    clipped = boxed | over
     if risky.size:
         with np.errstate(over="ignore", invalid="ignore"):
             V = (A - center) * inv_scale
@@ -146,5 +150,5 @@ def scale_and_clip(X, domain: DataDomain, out=None):
             T[inf_rows] = np.where(np.isinf(H[inf_rows]), np.sign(H[inf_rows]), 0.0)
             V[huge] = T * (target / np.sqrt(np.einsum("ij,ij->i", T, T)))[:, None]
         Z[risky] = V.astype(Z.dtype)
-        n_clipped += int(np.count_nonzero(fits | huge))
-    return Z, n_clipped
+        clipped[risky[fits | huge]] = True
+    return Z, int(np.count_nonzero(clipped))

@@ -100,6 +100,7 @@ static void dpe_domain_rescale_huge(double *xt, ptrdiff_t ld, ptrdiff_t d, doubl
    upper may be -inf / +inf when no box was declared).  For each row:
        a_i = min(max(x_i, lower_i), upper_i),   v_i = (a_i - center_i) * inv_scale,
        s2 = v_0^2 + v_1^2 + ... (in order);  if s2 > 1: v *= target / sqrt(s2).
+   Returns the number of rows changed by either clip (the box or the ball).
    When s2 overflows to +inf (a huge finite row), the row is recomputed without overflow
    by dpe_domain_rescale_huge: every finite row ends in the unit ball, in the direction
    of a - center.  A NaN in the row gives NaN (callers reject non-finite data).
@@ -113,8 +114,10 @@ static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptr
     for (r = 0; r < nr; r++) {                                                             \
         const T *row = X + r * d;                                                          \
         double s2 = 0.0;                                                                   \
+        int boxed = 0;                                                                     \
         for (i = 0; i < d; i++) {                                                          \
             double v = (double)row[i];                                                     \
+            boxed |= (v < lo[i]) | (v > hi[i]);                                            \
             v = v < lo[i] ? lo[i] : (v > hi[i] ? hi[i] : v);                               \
             v = (v - ctr[i]) * inv_scale;                                                  \
             Xt[i * ld + r] = v;                                                            \
@@ -136,8 +139,9 @@ static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptr
                 }                                                                          \
                 dpe_domain_rescale_huge(Xt + r, ld, d, m, target);                         \
             }                                                                              \
-            n_clipped++;                                                                   \
+            boxed = 1;                                                                     \
         }                                                                                  \
+        n_clipped += boxed;                                                                \
     }                                                                                      \
     for (i = 0; i < d; i++)                                                                \
         for (r = nr; r < npad; r++) Xt[i * ld + r] = 0.0;                                  \
