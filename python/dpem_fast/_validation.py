@@ -14,6 +14,7 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "check_real",
+    "as_kernel_rows",
 ]
 
 
@@ -66,3 +67,15 @@ def check_real(value, name: str) -> float:
     if not np.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return value
+
+
+def as_kernel_rows(X) -> np.ndarray:
+    """``X`` as the kernels read it: C-contiguous, 2-D, float32 or float64 (other dtypes are
+    converted to float64; no copy when ``X`` already qualifies)."""
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = np.ascontiguousarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    return X

@@ -50,7 +50,7 @@ from .dpc_contract cimport (
     dpc_chunks_per_block, dpc_lane_pad,
 )
 from .dpc_lanes cimport dpe_lanes_flush_n_s1, dpe_lanes_n_s1
-from .dpc_lse cimport dpe_lse, dpe_lse_ll
+from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
 from .dpc_rows cimport load_rows, rows_f64
 from .dpc_scratch cimport dpc_scratch
 
@@ -193,15 +193,11 @@ cdef void _logresp_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssi
                          Py_ssize_t K, const double *theta, const double *log_const, int blas,
                          floating *out_resp, floating *out_ll, double *buf) noexcept nogil:
     cdef Py_ssize_t npad = dpc_lane_pad(nr)
-    cdef Py_ssize_t k, r
     cdef dpc_scratch s
     dpb_scratch_init(&s, d, K, blas, buf)
     _logits_chunk(X + r0 * d, nr, npad, d, K, theta, log_const, blas, &s)
     dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    for r in range(nr):
-        out_ll[r0 + r] = <floating> s.ll[r]
-        for k in range(K):
-            out_resp[(r0 + r) * K + k] = <floating> (s.L[k * DPC_CHUNK_SIZE + r] - s.ll[r])
+    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, out_resp + r0 * K, out_ll + r0)
 
 
 def bernoulli_log_resp(const floating[:, ::1] X,      # IN  (n, d)

@@ -65,7 +65,7 @@ from .dpc_lanes cimport (
     dpe_lanes_flush_n_s1, dpe_lanes_flush_s2, dpe_lanes_n_s1, dpe_lanes_n_s1_size,
     dpe_lanes_s2, dpe_moments_prep,
 )
-from .dpc_lse cimport dpe_lse, dpe_lse_ll
+from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
 from .dpc_rows cimport load_rows, load_rows_domain
 from .dpc_scratch cimport dpc_scratch
 from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
@@ -259,16 +259,12 @@ cdef void _logresp_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
                          const double *means, const double *prec_chol, const double *log_const,
                          int tri, floating *out_resp, floating *out_ll, double *buf) noexcept nogil:
     cdef Py_ssize_t npad = dpc_lane_pad(nr)
-    cdef Py_ssize_t k, r
     cdef dpc_scratch s
     dpe_gmm_scratch_init(&s, d, K, buf)
     load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xt)
     _logp_chunk(s.Xt, npad, d, K, means, prec_chol, log_const, tri, s.D, s.W, s.L)
     dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    for r in range(nr):
-        out_ll[r0 + r] = <floating> s.ll[r]
-        for k in range(K):
-            out_resp[(r0 + r) * K + k] = <floating> (s.L[k * DPC_CHUNK_SIZE + r] - s.ll[r])
+    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, out_resp + r0 * K, out_ll + r0)
 
 
 def log_resp(const floating[:, ::1] X,              # IN  (n, d)

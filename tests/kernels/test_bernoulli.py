@@ -6,6 +6,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from dpem_fast._dpcore import _bernoulli, _contract
+from dpem_fast._engine import Statistics
 from dpem_fast._reference.bernoulli import bernoulli_log_resp_reference, bernoulli_stats_reference
 from dpem_fast.mixture._bernoulli_kernel import _params, bernoulli_log_resp, bernoulli_stats
 
@@ -23,12 +24,12 @@ def make_problem(n, d, K, dtype=np.float64, seed=0):
 
 
 def assert_stats_close(got, ref, rtol):
-    n = max(1, ref["n_rows"])
-    assert got["n_rows"] == ref["n_rows"]
+    n = max(1, ref.n_rows)
+    assert got.n_rows == ref.n_rows
     assert got["counts"].dtype == np.float64 and got["first_moments"].dtype == np.float64
     assert_allclose(got["counts"], ref["counts"], rtol=rtol, atol=rtol * n)
     assert_allclose(got["first_moments"], ref["first_moments"], rtol=rtol, atol=rtol * n)
-    assert_allclose(got["loglik"], ref["loglik"], rtol=rtol, atol=rtol)
+    assert_allclose(got.loglik, ref.loglik, rtol=rtol, atol=rtol)
 
 
 def raw_stats(X, w, means, n_threads, path=-1):
@@ -67,8 +68,8 @@ def test_matches_reference(n, d, K, dtype):
     X, w, means = make_problem(n, d, K, dtype)
     got = bernoulli_stats(X, w, means, n_threads=2)
     ref = bernoulli_stats_reference(X, w, means)
-    assert set(got) == {"counts", "first_moments", "loglik", "n_rows"}
-    assert isinstance(got["loglik"], float) and isinstance(got["n_rows"], int)
+    assert set(got) == {"counts", "first_moments"}
+    assert isinstance(got.loglik, float) and isinstance(got.n_rows, int)
     assert got["counts"].shape == (K,) and got["first_moments"].shape == (K, d)
     assert_stats_close(got, ref, RTOL[dtype])
     assert_allclose(got["counts"].sum(), n, rtol=1e-12)
@@ -82,7 +83,7 @@ def test_both_code_paths_match_reference(n, d, K, dtype, path):
     X, w, means = make_problem(n, d, K, dtype, seed=9)
     nk, s1, ll = raw_stats(X, w, means, 2, path)
     ref = bernoulli_stats_reference(X, w, means)
-    got = {"counts": nk, "first_moments": s1, "loglik": float(ll), "n_rows": n}
+    got = Statistics({"counts": nk, "first_moments": s1}, n, float(ll))
     assert_stats_close(got, ref, RTOL[dtype])
 
 
@@ -95,7 +96,7 @@ def test_thread_count_invariance(n, d, K, dtype):
     for r in runs[1:]:
         assert_array_equal(r["counts"], runs[0]["counts"])
         assert_array_equal(r["first_moments"], runs[0]["first_moments"])
-        assert r["loglik"] == runs[0]["loglik"]
+        assert r.loglik == runs[0].loglik
     lrs = [bernoulli_log_resp(X, w, means, n_threads=t) for t in (1, 2, 4)]
     for lr, ll in lrs[1:]:
         assert_array_equal(lr, lrs[0][0])
@@ -120,7 +121,7 @@ def test_concurrent_calls():
         e = expected[i % len(problems)]
         assert_array_equal(g["counts"], e["counts"])
         assert_array_equal(g["first_moments"], e["first_moments"])
-        assert g["loglik"] == e["loglik"]
+        assert g.loglik == e.loglik
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -138,7 +139,7 @@ def test_log_resp(n, d, K, dtype):
     assert_allclose(np.exp(log_resp.astype(np.float64)).sum(axis=1), 1.0, rtol=10 * rtol)
     # consistent with the fused statistics
     stats = bernoulli_stats(X, w, means)
-    assert_allclose(stats["loglik"], ref_ll.sum(), rtol=rtol)
+    assert_allclose(stats.loglik, ref_ll.sum(), rtol=rtol)
 
 
 def test_log_resp_empty():
@@ -164,7 +165,7 @@ def test_extreme_means_are_finite():
     means[0, :10] = 1e-12
     means[1, 10:20] = 1 - 1e-12
     stats = bernoulli_stats(X, w, means, n_threads=2)
-    assert np.all(np.isfinite(stats["counts"])) and np.isfinite(stats["loglik"])
+    assert np.all(np.isfinite(stats["counts"])) and np.isfinite(stats.loglik)
     assert_stats_close(stats, bernoulli_stats_reference(X, w, means), 1e-9)
 
 
@@ -172,11 +173,9 @@ def test_additivity():
     X, w, means = make_problem(5 * CHUNK + 31, 20, 3, seed=7)
     whole = bernoulli_stats(X, w, means)
     m = 2 * CHUNK + 100
-    a, b = bernoulli_stats(X[:m], w, means), bernoulli_stats(X[m:], w, means)
-    assert a["n_rows"] + b["n_rows"] == whole["n_rows"]
-    assert_allclose(a["counts"] + b["counts"], whole["counts"], rtol=1e-12)
-    assert_allclose(a["first_moments"] + b["first_moments"], whole["first_moments"], rtol=1e-12)
-    assert_allclose(a["loglik"] + b["loglik"], whole["loglik"], rtol=1e-12)
+    parts = bernoulli_stats(X[:m], w, means) + bernoulli_stats(X[m:], w, means)
+    assert parts.n_rows == whole.n_rows
+    assert_stats_close(parts, whole, 1e-12)
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5, np.nan, np.inf])

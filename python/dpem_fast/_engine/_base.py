@@ -40,7 +40,7 @@ from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
 from .._preprocess import DataDomain, resolve_domain
 from .._rng import make_key
-from .._threads import effective_n_threads
+from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
 from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
@@ -177,18 +177,22 @@ class PrivateEM(BaseEstimator):
         domain = DataDomain(np.zeros(d), 1.0, None, False)
         params = self._initial_parameters(X, domain, key, False)
         train_ll = []
-        for it in range(self.max_iter):
-            stats = self._statistics(X, params, None, n_threads)
-            if not all(np.all(np.isfinite(v)) for v in stats.values()):
-                raise ValueError(
-                    f"X: the non-private EM statistics overflowed (largest |value| "
-                    f"{float(np.max(np.abs(X))):.3g}); rescale the data, or fit privately with a declared domain")
-            train_ll.append(stats.loglik / n)
-            params = self._exact_update(stats, params)
-            if self.verbose:
-                print(f"iteration {it + 1}/{self.max_iter}")
+        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+            for it in range(self.max_iter):
+                params, ll = self._exact_iteration(X, params, n_threads)
+                train_ll.append(ll / n)
+                if self.verbose:
+                    print(f"iteration {it + 1}/{self.max_iter}")
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
+
+    def _exact_iteration(self, X, params, n_threads):
+        stats = self._statistics(X, params, None, n_threads)
+        if not all(np.all(np.isfinite(v)) for v in stats.values()):
+            raise ValueError(
+                f"X: the non-private EM statistics overflowed (largest |value| "
+                f"{float(np.max(np.abs(X))):.3g}); rescale the data, or fit privately with a declared domain")
+        return self._exact_update(stats, params), stats.loglik
 
     def _fit_private(self, X, key, n_threads):
         n, d = X.shape
@@ -217,14 +221,15 @@ class PrivateEM(BaseEstimator):
             domain = domain_from_data(X)
         params = self._initial_parameters(X, domain, key, True)
         train_ll, n_clipped = [], 0
-        for it in range(self.max_iter):
-            stats = self._statistics(X, params, domain, n_threads)
-            train_ll.append(stats.loglik / n)
-            n_clipped = stats.n_clipped
-            noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
-            params = self._update(noisy, params, plan.releases)
-            if self.verbose:
-                print(f"iteration {it + 1}/{self.max_iter}")
+        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+            for it in range(self.max_iter):
+                stats = self._statistics(X, params, domain, n_threads)
+                train_ll.append(stats.loglik / n)
+                n_clipped = stats.n_clipped
+                noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
+                params = self._update(noisy, params, plan.releases)
+                if self.verbose:
+                    print(f"iteration {it + 1}/{self.max_iter}")
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
         record = PrivacyRecord(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+from .._engine import Statistics
+
 __all__ = [
     "log_bernoulli_prob_reference",
     "bernoulli_log_resp_reference",
@@ -34,13 +36,9 @@ def bernoulli_log_resp_reference(X, weights, means):
 
 
 def bernoulli_stats_reference(X, weights, means):
-    """Counts ``sum_i g_ik``, first moments ``sum_i g_ik x_i``, ``sum_i log p(x_i)``, n."""
+    """Engine ``Statistics``: ``"counts"`` ``sum_i g_ik``, ``"first_moments"`` ``sum_i g_ik x_i``;
+    ``loglik`` ``sum_i log p(x_i)`` and ``n_rows``."""
     X = np.asarray(X, dtype=np.float64)
     log_resp, ll = bernoulli_log_resp_reference(X, weights, means)
     resp = np.exp(log_resp)
-    return {
-        "counts": resp.sum(axis=0),
-        "first_moments": resp.T @ X,
-        "loglik": float(ll.sum()),
-        "n_rows": X.shape[0],
-    }
+    return Statistics({"counts": resp.sum(axis=0), "first_moments": resp.T @ X}, X.shape[0], float(ll.sum()))

@@ -6,26 +6,23 @@ M-step (``pi_k = N_k / n``, ``mu_k = S1_k / N_k``)::
 
     N_k = sum_i g_ik        S1_k = sum_i g_ik x_i        LL = sum_i log p(x_i)
 
-They are additive over any partition of the rows and *not* private: a private fit adds
-noise before anything is released.
+They are additive over any partition of the rows and *not* private: noise is added only
+by the engine's release layer.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .._dpcore import _bernoulli, _contract
+from .._engine import Statistics
 from .._threads import blas_single_thread, effective_n_threads
+from .._validation import as_kernel_rows
 
 __all__ = ["bernoulli_stats", "bernoulli_log_resp"]
 
 
 def _params(X, weights, means):
-    X = np.asarray(X)
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    X = np.ascontiguousarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    X = as_kernel_rows(X)
     d = X.shape[1]
     means = np.ascontiguousarray(means, dtype=np.float64)
     if means.ndim != 2 or means.shape[1] != d or means.shape[0] < 1:
@@ -47,7 +44,7 @@ def _params(X, weights, means):
     return X, theta, log_const
 
 
-def bernoulli_stats(X, weights, means, n_threads=None) -> dict:
+def bernoulli_stats(X, weights, means, n_threads=None) -> Statistics:
     """One fused E-step pass of a Bernoulli mixture over ``X``.
 
     Parameters
@@ -66,10 +63,10 @@ def bernoulli_stats(X, weights, means, n_threads=None) -> dict:
 
     Returns
     -------
-    dict
+    Statistics
         ``"counts"`` ndarray (n_components,) ``sum_i g_ik``; ``"first_moments"`` ndarray
-        (n_components, n_features) ``sum_i g_ik x_i``; ``"loglik"`` float
-        ``sum_i log p(x_i)``; ``"n_rows"`` int.
+        (n_components, n_features) ``sum_i g_ik x_i``; ``loglik`` ``sum_i log p(x_i)`` and
+        ``n_rows`` as diagnostics.
 
     Notes
     -----
@@ -84,19 +81,14 @@ def bernoulli_stats(X, weights, means, n_threads=None) -> dict:
     part_nk = np.empty((nb, K))
     part_s1 = np.empty((nb, K, d))
     part_ll = np.empty(nb)
-    n_threads = effective_n_threads(n_threads)
-    if d < _contract.BERNOULLI_BLAS_MIN_D:  # the hand-loop path calls no BLAS
-        _bernoulli.bernoulli_stats(X, theta, log_const, part_nk, part_s1, part_ll, n_threads)
-    else:
-        with blas_single_thread():
-            _bernoulli.bernoulli_stats(X, theta, log_const, part_nk, part_s1, part_ll, n_threads)
+    with blas_single_thread(enabled=d >= _contract.BERNOULLI_BLAS_MIN_D):   # hand loops: no BLAS
+        _bernoulli.bernoulli_stats(X, theta, log_const, part_nk, part_s1, part_ll,
+                                   effective_n_threads(n_threads))
     # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
-    return {
-        "counts": np.add.reduce(part_nk, axis=0) if nb else np.zeros(K),
-        "first_moments": np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d)),
-        "loglik": float(np.add.reduce(part_ll)) if nb else 0.0,
-        "n_rows": int(n),
-    }
+    return Statistics(
+        {"counts": np.add.reduce(part_nk, axis=0) if nb else np.zeros(K),
+         "first_moments": np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))},
+        int(n), float(np.add.reduce(part_ll)) if nb else 0.0)
 
 
 def bernoulli_log_resp(X, weights, means, n_threads=None):
@@ -118,10 +110,6 @@ def bernoulli_log_resp(X, weights, means, n_threads=None):
     K = theta.shape[0]
     out = np.empty((n, K), dtype=X.dtype)
     ll = np.empty(n, dtype=X.dtype)
-    n_threads = effective_n_threads(n_threads)
-    if d < _contract.BERNOULLI_BLAS_MIN_D:
-        _bernoulli.bernoulli_log_resp(X, theta, log_const, out, ll, n_threads)
-    else:
-        with blas_single_thread():
-            _bernoulli.bernoulli_log_resp(X, theta, log_const, out, ll, n_threads)
+    with blas_single_thread(enabled=d >= _contract.BERNOULLI_BLAS_MIN_D):
+        _bernoulli.bernoulli_log_resp(X, theta, log_const, out, ll, effective_n_threads(n_threads))
     return out, ll

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
-from .._engine import PrivateEM, StatSpec, Statistics
+from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
@@ -106,8 +106,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         return w, 0.25 + 0.5 * u.reshape(K, d)
 
     def _statistics(self, X, params, domain, n_threads):
-        s = bernoulli_stats(X, *params, n_threads=n_threads)
-        return Statistics({"counts": s["counts"], "first_moments": s["first_moments"]}, s["n_rows"], s["loglik"])
+        return bernoulli_stats(X, *params, n_threads=n_threads)
 
     def _update(self, noisy, params, releases):
         nk_f = floored_counts(noisy["counts"], releases["counts"])

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
-from .._threads import blas_single_thread, effective_n_threads
+from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, floored_counts, weights_from_counts
 from ._stats import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
@@ -332,8 +332,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _statistics(self, X, params, domain, n_threads):
         weights, means, _, prec_chol = params
-        with blas_single_thread():
-            return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+        return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
 
     def _update(self, noisy, params, releases):
         weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], releases)
@@ -484,14 +483,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     # ------------------------------------------------------------- inference
     def _log_resp(self, X):
         X = self._check_X(X)
-        with blas_single_thread():
-            return predict_log_resp(
-                X,
-                self.weights_,
-                np.asarray(self.means_, dtype=np.float64),
-                np.asarray(self.precisions_cholesky_, dtype=np.float64),
-                n_threads=effective_n_threads(self.n_threads),
-            )
+        return predict_log_resp(
+            X,
+            self.weights_,
+            np.asarray(self.means_, dtype=np.float64),
+            np.asarray(self.precisions_cholesky_, dtype=np.float64),
+            n_threads=effective_n_threads(self.n_threads),
+        )
 
     def sample(self, n_samples=1, *, shuffle=True, random_state=None):
         """Synthetic data from the fitted (private) model: post-processing, no extra privacy cost.

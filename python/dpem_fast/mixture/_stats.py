@@ -15,6 +15,7 @@ from .._dpcore import _contract, _estep
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
+from .._validation import as_kernel_rows
 
 __all__ = ["COUNTS", "FIRST", "SECOND", "gmm_statistics", "compute_stats", "predict_log_resp", "log_normalizers"]
 
@@ -47,12 +48,7 @@ def _is_upper(P):
 
 
 def _params(X, weights, means, precisions_cholesky):
-    X = np.asarray(X)
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    X = np.ascontiguousarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    X = as_kernel_rows(X)
     n, d = X.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
     P = np.ascontiguousarray(precisions_cholesky, dtype=np.float64)
@@ -141,14 +137,9 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
             clip_target=clip_target(d, np.float64),
             part_clipped=np.zeros(nb, dtype=np.int64),
         )
-    if d < _contract.BLAS_MIN_D:
-        # the hand-written path calls no BLAS: skip threadpoolctl's round trip (~25 us)
+    with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
-    else:
-        with blas_single_thread():
-            _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
-                               upper, n_threads, **kw)
     # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
     nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
     s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
@@ -182,9 +173,6 @@ def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
     K = means.shape[0]
     out = np.empty((n, K), dtype=X.dtype)
     ll = np.empty(n, dtype=X.dtype)
-    if X.shape[1] < _contract.BLAS_MIN_D:  # no BLAS on this path
+    with blas_single_thread(enabled=X.shape[1] >= _contract.BLAS_MIN_D):
         _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
-    else:
-        with blas_single_thread():
-            _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
     return out, ll
