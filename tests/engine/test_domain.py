@@ -3,9 +3,12 @@ import math
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 
+from dpem_fast._dpcore import _domain as _kernel
 from dpem_fast._engine import ReleaseLayer, make_plan
 from dpem_fast._engine import _domain as dom
+from dpem_fast._reference.domain import histogram_reference, refine_bins_reference, scale_bins_reference
 from dpem_fast._rng import make_key
 
 DMAX = np.finfo(np.float64).max
@@ -13,7 +16,7 @@ DMAX = np.finfo(np.float64).max
 
 def test_scale_bins_cover_every_double_in_order():
     vals = np.array([-DMAX, -1.0, -0.75, -0.5, -5e-324, 0.0, -0.0, 5e-324, 0.5, 0.75, 1.0, 2.0, DMAX])
-    b = dom.scale_bins(vals)
+    b = scale_bins_reference(vals)
     assert b.min() >= 0 and b.max() < dom.SCALE_BINS
     assert np.all(np.diff(b[[0, 1, 3, 4, 5, 7, 8, 10, 11, 12]]) > 0)     # monotone over distinct bins
     assert b[2] == b[3] and b[8] == b[9] and b[5] == b[6] == dom._N_EXP    # [0.5, 1) share a bin
@@ -23,11 +26,26 @@ def test_scale_bins_cover_every_double_in_order():
         assert lower[i] <= v <= upper[i]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 1023, 1024, 5000])
+def test_histogram_kernels_equal_the_numpy_twins_for_any_thread_count(n, dtype):
+    rng = np.random.default_rng(n)
+    X = (rng.standard_t(2, size=(n, 5)) * 10.0 ** rng.integers(-30, 30, size=(n, 5))).astype(dtype)
+    if n:
+        X[0] = [0.0, -0.0, np.finfo(dtype).max, -np.finfo(dtype).tiny, 1.0]
+    lo, hi = np.array([-3.0, -1e300, 0.0, -DMAX, 0.5]), np.array([4.0, 1e300, 1e-3, DMAX, 0.75])
+    want1 = histogram_reference(scale_bins_reference(X), dom.SCALE_BINS)
+    want2 = histogram_reference(refine_bins_reference(X, lo, hi, dom.REFINE_BINS), dom.REFINE_BINS)
+    for t in (1, 2, 3):
+        assert_array_equal(dom._counts(_kernel.scale_histogram, X, t, (5, dom.SCALE_BINS)), want1)
+        assert_array_equal(dom._counts(_kernel.refine_histogram, X, t, (5, dom.REFINE_BINS), lo, hi), want2)
+
+
 def _hist(rows, stage):
     if stage == 1:
-        return dom._histogram(rows, dom.scale_bins, dom.SCALE_BINS)
-    return dom._histogram(rows, dom._refine_bins(np.full(rows.shape[1], -3.0), np.full(rows.shape[1], 5.0)),
-                          dom.REFINE_BINS)
+        return dom._counts(_kernel.scale_histogram, rows, 2, (rows.shape[1], dom.SCALE_BINS))
+    box = np.full(rows.shape[1], -3.0), np.full(rows.shape[1], 5.0)
+    return dom._counts(_kernel.refine_histogram, rows, 2, (rows.shape[1], dom.REFINE_BINS), *box)
 
 
 @pytest.mark.parametrize("stage", [1, 2])
@@ -57,7 +75,7 @@ def test_histogram_sensitivity_by_brute_force(stage):
 def _estimate(X, epsilon=1.0, seed=0, rel="replace"):
     plan = make_plan((), 1, epsilon=epsilon, delta=1e-6, neighbouring=rel, accountant="gdp",
                      one_off_specs=dom.domain_specs(X.shape[1]), one_off_share=0.5)
-    return dom.estimate_domain(X, ReleaseLayer(plan, make_key(seed), 2))
+    return dom.estimate_domain(X, ReleaseLayer(plan, make_key(seed), 2), n_threads=2)
 
 
 def test_estimate_covers_the_data_and_is_tight():

@@ -216,7 +216,7 @@ class PrivateEM(BaseEstimator):
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
         layer = ReleaseLayer(plan, key, n_threads)
         if source == "estimate":
-            domain = estimate_domain(X, layer)
+            domain = estimate_domain(X, layer, n_threads)
         elif source == "data":
             domain = domain_from_data(X)
         params = self._initial_parameters(X, domain, key, True)

@@ -53,22 +53,20 @@ import warnings
 import numpy as np
 from scipy.special import ndtri
 
+from .._dpcore import _domain as _kernel
 from ..accounting import PrivacyLeakWarning
 from .._preprocess import DataDomain
 from ._statistics import StatSpec
 
 __all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "domain_from_data",
-           "scale_bins", "SCALE_BINS", "REFINE_BINS"]
+           "SCALE_BINS", "REFINE_BINS"]
 
 #: Fraction of the whole plan spent on the private domain estimate (both histograms).
 DOMAIN_SHARE = 0.1
-#: Frexp exponents of non-zero doubles: 2^(e-1) <= |x| < 2^e for e in [_E_MIN, _E_MAX].
-_E_MIN, _E_MAX = -1073, 1024
-_N_EXP = _E_MAX - _E_MIN + 1                  # 2098
-SCALE_BINS = 2 * _N_EXP + 1                   # 4197: negative bins, zero, positive bins
+#: Bins of stage 1: frexp exponents e in [E_MIN, E_MAX] on each side of the zero bin.
+_E_MIN, _E_MAX, _N_EXP, SCALE_BINS = _kernel.E_MIN, _kernel.E_MAX, _kernel.ZERO_BIN, _kernel.SCALE_BINS
 REFINE_BINS = 32
 _FALSE_POSITIVE = {1: 1e-6, 2: 1e-3}      # per stage: a stage-1 error can inflate the box a lot
-_ROWS_PER_PASS = 1 << 16                      # bounds the temporary memory of a histogram
 _DBL_MAX = np.finfo(np.float64).max
 
 
@@ -79,14 +77,6 @@ def domain_specs(n_features: int):
     l1 = {"add_remove": float(d), "replace": 2.0 * d}
     return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1),
             StatSpec("domain_refine", (d, REFINE_BINS), l2, l1))
-
-
-def scale_bins(X):
-    """Stage-1 bin index of every value: the zero bin is ``_N_EXP``; the bin of a value with
-    frexp exponent e is ``_N_EXP ± (e - _E_MIN + 1)`` by its sign."""
-    _, e = np.frexp(np.asarray(X, dtype=np.float64))
-    off = e.astype(np.int64) - (_E_MIN - 1)
-    return _N_EXP + np.sign(X).astype(np.int64) * off
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,15 +93,11 @@ def _scale_edges():
     return lower, upper
 
 
-def _histogram(X, bins_of, n_bins):
-    """Per-feature counts ``(d, n_bins)`` of ``bins_of(rows)``, in passes of bounded memory."""
-    n, d = X.shape
-    counts = np.zeros(d * n_bins, dtype=np.int64)
-    offset = np.arange(d, dtype=np.int64) * n_bins
-    for r0 in range(0, n, _ROWS_PER_PASS):
-        idx = bins_of(X[r0:r0 + _ROWS_PER_PASS]) + offset
-        counts += np.bincount(idx.ravel(), minlength=d * n_bins)
-    return counts.reshape(d, n_bins).astype(np.float64)
+def _counts(fill, X, n_threads, shape, *args):
+    """Summed thread partials of a histogram kernel, as float64 ``shape``."""
+    partial = np.empty((n_threads,) + shape, dtype=np.int64)
+    fill(X, *args, partial, n_threads)
+    return partial.sum(axis=0).astype(np.float64)
 
 
 def _z(stage, n_tests):
@@ -153,16 +139,6 @@ def _refine_box(noisy_row, sigma, z):
     return a, b
 
 
-def _refine_bins(lo, hi):
-    """Stage-2 bin index of rows clipped to [lo, hi]: halves avoid overflow of hi - lo."""
-    width = hi / 2 - lo / 2
-
-    def bins_of(rows):
-        t = (np.clip(rows, lo, hi) / 2 - lo / 2) / width * REFINE_BINS
-        return np.clip(np.floor(t), 0, REFINE_BINS - 1).astype(np.int64)
-    return bins_of
-
-
 def _box_domain(lo, hi, source):
     half = hi / 2 - lo / 2
     m = float(half.max())
@@ -170,7 +146,7 @@ def _box_domain(lo, hi, source):
     return DataDomain(lo / 2 + hi / 2, radius, (lo, hi), source == "from data")
 
 
-def estimate_domain(X, layer):
+def estimate_domain(X, layer, n_threads=1):
     """A per-feature box from two noisy histograms released through ``layer``.
 
     ``layer``'s plan must hold the two :func:`domain_specs` releases.  Returns a
@@ -180,7 +156,8 @@ def estimate_domain(X, layer):
     rel = layer.releases
     lower, upper = _scale_edges()
     # stage 1: scale
-    noisy = layer.release({"domain_scale": _histogram(X, scale_bins, SCALE_BINS)}, 0)["domain_scale"]
+    hist = _counts(_kernel.scale_histogram, X, n_threads, (d, SCALE_BINS))
+    noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
     sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
     for j in range(d):
@@ -190,8 +167,8 @@ def estimate_domain(X, layer):
     flat = hi <= lo                     # only the zero bin: any box around 0 will do
     lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
     # stage 2: refine inside the stage-1 box
-    bins_of = _refine_bins(lo, hi)
-    noisy2 = layer.release({"domain_refine": _histogram(X, bins_of, REFINE_BINS)}, 0)["domain_refine"]
+    hist = _counts(_kernel.refine_histogram, X, n_threads, (d, REFINE_BINS), lo, hi)
+    noisy2 = layer.release({"domain_refine": hist}, 0)["domain_refine"]
     sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
     half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX
     lo2, hi2 = lo.copy(), hi.copy()
