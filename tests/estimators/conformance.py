@@ -34,7 +34,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import check_estimator
 
 from dpem_fast import accounting as acc
-from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics
+from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
 from dpem_fast._engine import _base as engine_base
 
 
@@ -174,9 +174,10 @@ class PrivateEstimatorConformance:
         assert ledger.entries == []
 
     # ---------------------------------------------------------- the record
-    def test_event_reaccounts_to_the_spent_epsilon(self):
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_event_reaccounts_to_the_spent_epsilon(self, declared):
         X = self.make_data(500)
-        est = self.make_estimator(random_state=0).fit(X)
+        est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
         rec = est.privacy_
         rel = rec.neighbouring
         again = acc.get_accountant(rec.accountant, rel)().compose(rec.event).get_epsilon(rec.delta)
@@ -197,15 +198,17 @@ class PrivateEstimatorConformance:
             leaves.append(acc.SelfComposedEvent(leaf, r.count))
         return acc.NeighbouringEvent(rec.neighbouring, acc.ComposedEvent(leaves))
 
-    def test_release_records_alone_meet_the_target_tightly(self):
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_release_records_alone_meet_the_target_tightly(self, declared):
         X = self.make_data(500)
-        est = self.make_estimator(random_state=0).fit(X)
+        est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
         rec = est.privacy_
         specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
+        specs.update({s.name: s for s in domain_specs(X.shape[1])})
+        assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
-            if r.name in specs:
-                assert r.sensitivity == specs[r.name].sensitivity(r.norm, rec.neighbouring)
-                assert r.count == rec.n_iter
+            assert r.sensitivity == specs[r.name].sensitivity(r.norm, rec.neighbouring)
+            assert r.count == (rec.n_iter if r.name not in ("domain_scale", "domain_refine") else 1)
         factory = acc.get_accountant(rec.accountant, rec.neighbouring)
         eps = factory().compose(self._record_event(rec)).get_epsilon(rec.delta)
         assert eps <= rec.epsilon * (1 + 1e-9)
@@ -259,16 +262,20 @@ class PrivateEstimatorConformance:
                 corr = np.corrcoef(first_entries[names[i]], first_entries[names[j]])[0, 1]
                 assert abs(corr) < 5.0 / math.sqrt(J), (names[i], names[j], corr)
 
-    def test_update_sees_only_released_statistics(self, monkeypatch):
-        """A leak of any exact statistic into the update would make these fits differ."""
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_update_sees_only_released_statistics(self, monkeypatch, declared):
+        """A leak of any exact statistic into the update (or, undeclared, into the domain
+        estimate) would make these fits differ."""
+        kw = self._domain_kw(declared)
+
         def fixed(layer, statistics, index):
             return {name: np.full(layer.releases[name].shape, 0.25) for name in statistics}
 
         monkeypatch.setattr(ReleaseLayer, "release", fixed)
         X, Y = self.make_data(800, seed=0), self.make_other_data(800, seed=1)
         assert not np.array_equal(X, Y)
-        a = self.make_estimator(random_state=3).fit(X)
-        b = self.make_estimator(random_state=3).fit(Y)
+        a = self.make_estimator(random_state=3, **kw).fit(X)
+        b = self.make_estimator(random_state=3, **kw).fit(Y)
         for name, v in self._fitted(a).items():
             assert_array_equal(v, self._fitted(b)[name], err_msg=name)
 
