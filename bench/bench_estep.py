@@ -32,10 +32,11 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy.linalg import cho_factor, solve_triangular
+from scipy.linalg import solve_triangular
 
-from dpem_fast._dpcore import _estep
+from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
+from dpem_fast import DPGaussianMixture
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
 from dpem_fast.mixture._stats import compute_stats
 
@@ -58,31 +59,14 @@ def make_problem(n, d, K, dtype=np.float64, seed=0):
     return X.astype(dtype), weights, means, P
 
 
-def m_step(stats, reg=1e-6):
-    """Eq. 11 from the statistics: weights, means, precisions_cholesky (sklearn convention).
-
-    Batched over components, with the estimator's ``_compute_precision_cholesky`` (LAPACK
-    potrf/trtrs called directly): the same numbers as the per-component
-    ``cho_factor`` / ``solve_triangular`` loop, without their per-call overhead.
-    """
-    nk = stats.nk + 10 * np.finfo(float).eps
-    means = stats.s1 / nk[:, None]
-    K, d = means.shape
-    cov = stats.s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :] + reg * np.eye(d)
-    return nk / nk.sum(), means, _compute_precision_cholesky(cov)
+_EXACT = DPGaussianMixture(reg_covar=1e-6)
 
 
-def m_step_loop(stats, reg=1e-6):
-    """The per-component form of :func:`m_step` (kept for the equality test)."""
-    nk = stats.nk + 10 * np.finfo(float).eps
-    means = stats.s1 / nk[:, None]
-    K, d = means.shape
-    P = np.empty((K, d, d))
-    for k in range(K):
-        cov = stats.s2[k] / nk[k] - np.outer(means[k], means[k]) + reg * np.eye(d)
-        L = cho_factor(cov, lower=True)[0]
-        P[k] = solve_triangular(L, np.eye(d), lower=True).T
-    return nk / nk.sum(), means, P
+def m_step(stats):
+    """Eq. 11 from the statistics with the estimator's own non-private M-step, then the
+    precision Cholesky factors (what one EM iteration of ``fit(epsilon=inf)`` computes)."""
+    weights, means, covs = _EXACT._exact_m_step(stats)
+    return weights, means, _compute_precision_cholesky(covs)
 
 
 def flops(n, d, K):
@@ -135,7 +119,7 @@ def test_dpem_fast(benchmark, problem, n_threads, dtype):
     shape, (X, w, means, P) = problem
     X = X.astype(dtype)
     benchmark.extra_info.update(shape=shape, n_threads=n_threads, dtype=np.dtype(dtype).name,
-                                chunk_size=_estep.CHUNK_SIZE, impl="dpem_fast")
+                                chunk_size=_contract.CHUNK_SIZE, impl="dpem_fast")
     benchmark.pedantic(iteration_dpem, args=(X, w, means, P, n_threads), rounds=7,
                        warmup_rounds=1)
 

@@ -4,10 +4,11 @@ __version__ = "0.1.0.dev0"
 from . import accounting, random  # noqa: E402
 from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
-from .mixture import DPGaussianMixture  # noqa: E402
+from .mixture import DPBernoulliMixture, DPGaussianMixture  # noqa: E402
 
 __all__ = [
     "DPGaussianMixture",
+    "DPBernoulliMixture",
     "PrivacyLeakWarning",
     "BudgetExceededError",
     "accounting",

@@ -57,9 +57,16 @@ _controller = None
 
 
 @contextmanager
-def blas_single_thread():
-    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription)."""
+def blas_single_thread(enabled=True):
+    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription).
+
+    ``enabled=False`` does nothing: for kernel paths that call no BLAS, which then skip
+    threadpoolctl's round trip (~25 us, more than a small E-step).
+    """
     global _controller
+    if not enabled:
+        yield
+        return
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency

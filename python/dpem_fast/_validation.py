@@ -13,6 +13,8 @@ __all__ = [
     "check_nonnegative_real",
     "check_positive_int",
     "check_probability",
+    "check_real",
+    "as_kernel_rows",
 ]
 
 
@@ -57,3 +59,23 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 def check_probability(value, name: str) -> float:
     """A real strictly inside (0, 1)."""
     return _acc.check_open_unit(name, value)
+
+
+def check_real(value, name: str) -> float:
+    """A finite real, as float; not NaN, not bool."""
+    value = _acc._check_real(name, value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def as_kernel_rows(X) -> np.ndarray:
+    """``X`` as the kernels read it: C-contiguous, 2-D, float32 or float64 (other dtypes are
+    converted to float64; no copy when ``X`` already qualifies)."""
+    X = np.asarray(X)
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    X = np.ascontiguousarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    return X

@@ -24,6 +24,7 @@ from numbers import Integral, Rational
 
 import numpy as np
 
+from ._dpcore import _contract
 from ._dpcore import _rng as _core
 from ._rng import derive_key, make_key
 from ._threads import effective_n_threads
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Outputs per ChaCha20 stream in the continuous samplers (reproducibility contract).
-SAMPLER_BLOCK = _core.SAMPLER_BLOCK
+SAMPLER_BLOCK = _contract.SAMPLER_BLOCK
 
 
 def _prepare(size, random_state, n_threads, purpose):
@@ -155,7 +156,7 @@ def symmetric_gaussian(d, sigma, batch=None, *, random_state=None, n_threads=Non
 # ---------------------------------------------------------------------------
 
 #: Outputs per ChaCha20 stream in the discrete samplers (reproducibility contract).
-DISCRETE_SAMPLER_BLOCK = 4096
+DISCRETE_SAMPLER_BLOCK = _contract.SAMPLER_BLOCK
 
 _X_LIMIT = 2**62         # every |sample| and every Laplace intermediate stays below this
 _LAPLACE_T_MAX = 2**56   # scale numerator: overflow probability <= exp(-2^62 / t) <= exp(-64)

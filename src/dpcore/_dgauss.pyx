@@ -19,6 +19,7 @@ from cython.parallel cimport prange, parallel
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
 from ._rng cimport dpc_stream, dpc_stream_init
+from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 
 cdef extern from "dpc_dgauss.h" nogil:
     ctypedef struct dpc_dgauss_params:
@@ -31,16 +32,10 @@ cdef extern from "dpc_dgauss.h" nogil:
     int dpc_bern_frac64(dpc_stream *s, uint64_t p, uint64_t q)
     int dpc_bern_exp64(dpc_stream *s, uint64_t p, uint64_t q)
 
-SAMPLER_BLOCK = 4096
-cdef Py_ssize_t _BLOCK = 4096
 _M64 = 2**64 - 1
 cdef uint64_t _T_MAX = 2**56
 cdef uint64_t _X_MAX = 2**62
 cdef uint64_t _Q_MAX = 2**56
-
-
-cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
-    return (n + _BLOCK - 1) // _BLOCK
 
 
 cdef int _dgauss_setup(dpc_dgauss_params *g, object params) except -1:
@@ -109,7 +104,7 @@ def fill_discrete_gaussian(const uint32_t[::1] key,    # IN  (8,) stream key
     ``dpem_fast._reference.samplers.discrete_gaussian`` (same law, different random source).
     """
     cdef dpc_dgauss_params g
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
     _dgauss_setup(&g, params)
     if overflow.shape[0] != nb:
         raise ValueError("overflow must have one entry per block")
@@ -119,7 +114,7 @@ def fill_discrete_gaussian(const uint32_t[::1] key,    # IN  (8,) stream key
     with nogil, parallel(num_threads=n_threads):
         for b in prange(nb, schedule='static'):
             overflow[b] = _dgauss_block(&key[0], stream0 + <uint64_t>b, &g, &out[0],
-                                        b * _BLOCK, min(n, (b + 1) * _BLOCK))
+                                        b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
 
 
 def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
@@ -135,7 +130,7 @@ def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
     Equivalent to: ``[discrete_laplace(Fraction(t, s), u) for _ in range(n)]`` with
     ``dpem_fast._reference.samplers.discrete_laplace`` (same law, different random source).
     """
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
     if t == 0 or s == 0 or t > _T_MAX or vcap == 0 or vcap > (_X_MAX - t) // t:
         raise ValueError("discrete Laplace parameters out of range")
     if overflow.shape[0] != nb:
@@ -146,7 +141,7 @@ def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
     with nogil, parallel(num_threads=n_threads):
         for b in prange(nb, schedule='static'):
             overflow[b] = _dlaplace_block(&key[0], stream0 + <uint64_t>b, t, s, vcap, &out[0],
-                                          b * _BLOCK, min(n, (b + 1) * _BLOCK))
+                                          b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
 
 
 def fill_symmetric_discrete_gaussian(const uint32_t[::1] key,      # IN  (8,)

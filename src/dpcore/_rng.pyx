@@ -4,26 +4,26 @@ Work is cut into blocks of ``SAMPLER_BLOCK`` consecutive outputs; block ``b``
 draws only from stream ``stream0 + b`` of the given key.  Blocks are spread
 over OpenMP threads with a static schedule, so the output is bit-identical
 for any thread count.  Changing ``SAMPLER_BLOCK`` changes seeded outputs: it
-is part of the reproducibility contract.
+is part of the reproducibility contract; it is defined once, in ``dpc_contract.h``
+(Python: ``dpem_fast._dpcore._contract.SAMPLER_BLOCK``).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 
 from ._omp cimport DPC_OPENMP_ENABLED, omp_get_max_threads
+from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 from ._rng cimport (
     dpc_stream, dpc_stream_init, dpc_chacha20_block, dpc_chacha20_blocks16,
     dpc_simd_level, dpc_next_u32, dpc_uniform, dpc_normal, dpc_laplace,
     dpc_normal_init, dpc_below_u64,
 )
 
-SAMPLER_BLOCK = 4096
-cdef Py_ssize_t _BLOCK = 4096
 
 dpc_normal_init()
 
 
 def openmp_enabled():
-    """True when the core was compiled with OpenMP."""
+    """True when the core was compiled with OpenMP (every dpcore module shares the flag)."""
     return bool(DPC_OPENMP_ENABLED)
 
 
@@ -65,10 +65,6 @@ def keystream_blocks16(const uint32_t[::1] key, uint64_t counter, uint64_t strea
     dpc_chacha20_blocks16(&key[0], counter, stream, &out[0])
 
 
-cdef inline Py_ssize_t _nblocks(Py_ssize_t n) noexcept nogil:
-    return (n + _BLOCK - 1) // _BLOCK
-
-
 cdef enum:
     _UNIFORM = 0
     _NORMAL = 1
@@ -104,14 +100,14 @@ cdef void _integers_block(const uint32_t *key, uint64_t stream, uint64_t m, uint
 cdef void _fill_double(int kind, const uint32_t[::1] key, uint64_t stream0, double scale,
                        double[::1] out, int n_threads):
     """Block driver: block b fills out[b*BLOCK : (b+1)*BLOCK] from stream stream0 + b."""
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
     if n == 0:
         return
     n_threads = max(1, min(n_threads, nb))
     with nogil, parallel(num_threads=n_threads):
         for b in prange(nb, schedule='static'):
             _double_block(kind, &key[0], stream0 + <uint64_t>b, scale, &out[0],
-                          b * _BLOCK, min(n, (b + 1) * _BLOCK))
+                          b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
 
 
 def fill_uniform(const uint32_t[::1] key,   # IN  (8,) stream key
@@ -149,7 +145,7 @@ def fill_integers(const uint32_t[::1] key,  # IN  (8,)
                   uint64_t[::1] out,        # OUT (n,) uniform in {0..m-1}
                   int n_threads):
     """Fill ``out`` with unbiased uniform integers below ``m`` (Lemire's rejection method)."""
-    cdef Py_ssize_t n = out.shape[0], nb = _nblocks(n), b
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
     if m == 0:
         raise ValueError("m must be >= 1")
     if n == 0:
@@ -157,4 +153,4 @@ def fill_integers(const uint32_t[::1] key,  # IN  (8,)
     n_threads = max(1, min(n_threads, nb))
     with nogil, parallel(num_threads=n_threads):
         for b in prange(nb, schedule='static'):
-            _integers_block(&key[0], stream0 + <uint64_t>b, m, &out[0], b * _BLOCK, min(n, (b + 1) * _BLOCK))
+            _integers_block(&key[0], stream0 + <uint64_t>b, m, &out[0], b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))

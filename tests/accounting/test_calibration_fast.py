@@ -10,9 +10,9 @@ from scipy import optimize
 from dpem_fast.accounting import (
     ComposedEvent, GaussianEvent, GDPAccountant, LaplaceEvent,
     MomentsAccountant, PoissonSampledEvent, RDPAccountant, SelfComposedEvent,
-    ZCDPAccountant, calibrate_epsilon_per_release, calibrate_noise_multiplier,
-    dpem_plan)
+    ZCDPAccountant, calibrate_epsilon_per_release, calibrate_noise_multiplier)
 from dpem_fast.accounting import _calibration
+from dpem_fast.mixture import dpem_plan
 
 
 def _reference(make_event, epsilon, delta, accountant, lo, hi, decreasing,

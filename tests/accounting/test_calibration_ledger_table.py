@@ -7,7 +7,8 @@ from dpem_fast.accounting import (
     BudgetExceededError, BudgetLedger, GaussianEvent, GDPAccountant,
     LinearAccountant, MomentsAccountant, PrivacyLeakWarning, RDPAccountant,
     SelfComposedEvent, ZCDPAccountant, calibrate_epsilon_per_release,
-    calibrate_noise_multiplier, dpem_plan, format_noise_table, noise_table)
+    calibrate_noise_multiplier, format_noise_table, noise_table)
+from dpem_fast.mixture import dpem_plan
 
 GGG = functools.partial(dpem_plan, "GGG", 3, 5)
 LLG = functools.partial(dpem_plan, "LLG", 3, 5)

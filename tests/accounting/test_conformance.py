@@ -1,16 +1,34 @@
 """Contract shared by all accountants (modelled on dp_accounting's tests)."""
+import dataclasses
 import functools
 import math
 
 import pytest
 
 from dpem_fast.accounting import (
-    AdvancedAccountant, DiscreteGaussianEvent, GaussianEvent, GDPAccountant,
-    LaplaceEvent, LinearAccountant, MomentsAccountant, PLDAccountant,
+    AdvancedAccountant, ComposedEvent, DiscreteGaussianEvent, GaussianEvent,
+    GDPAccountant, LaplaceEvent, LinearAccountant, MomentsAccountant,
+    NeighbouringEvent, NeighbouringMismatchError, PLDAccountant,
     PoissonSampledEvent, RDPAccountant, SampledWithoutReplacementEvent,
     SelfComposedEvent, UnsupportedEventError, ZCDPAccountant)
 
 G = GaussianEvent(2.0)
+OTHER = {"add_remove": "replace", "replace": "add_remove"}
+
+
+def tag_leaves(event, relation):
+    """``event`` with every non-composite sub-event wrapped in a tag
+    (inside sampling wrappers and compositions too)."""
+    changes = {}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        if f.name == "event":
+            changes["event"] = tag_leaves(value, relation)
+        elif f.name == "events":
+            changes["events"] = tuple(tag_leaves(e, relation) for e in value)
+    if not changes:
+        return NeighbouringEvent(relation, event)
+    return dataclasses.replace(event, **changes)
 
 
 class AccountantConformance:
@@ -85,6 +103,66 @@ class AccountantConformance:
         # and a smaller epsilon needs a larger delta
         assert acct.get_delta(eps * 0.9) >= acct.get_delta(eps)
 
+    # -- neighbouring relation tags ----------------------------------
+    def test_matching_tag_gives_exactly_the_untagged_epsilon(self):
+        rel = self.make().neighbouring
+        plain = ComposedEvent([self.event, SelfComposedEvent(self.event, 2)])
+        tagged = [
+            NeighbouringEvent(rel, plain),
+            ComposedEvent([NeighbouringEvent(rel, self.event),
+                           SelfComposedEvent(NeighbouringEvent(rel,
+                                                               self.event), 2)]),
+            tag_leaves(plain, rel),
+            NeighbouringEvent(rel, tag_leaves(plain, rel)),   # nested tags
+        ]
+        want = self.make().compose(plain)
+        for ev in tagged:
+            acct = self.make()
+            assert acct.supports(ev)
+            acct.compose(ev)
+            assert acct.get_epsilon(self.delta) == want.get_epsilon(self.delta)
+            assert acct.get_delta(1.0) == want.get_delta(1.0)
+            assert acct.ledger == [(ev, 1)]
+
+    def test_mismatched_tag_raises_and_leaves_state_unchanged(self):
+        rel = self.make().neighbouring
+        other = OTHER[rel]
+        bad = [
+            NeighbouringEvent(other, self.event),
+            tag_leaves(self.event, other),
+            ComposedEvent([self.event, NeighbouringEvent(other, self.event)]),
+            SelfComposedEvent(NeighbouringEvent(other, self.event), 3),
+            ComposedEvent([SelfComposedEvent(tag_leaves(self.event, other),
+                                             2)]),
+            # a matching outer tag does not hide a mismatched inner one
+            NeighbouringEvent(rel, ComposedEvent(
+                [NeighbouringEvent(other, self.event)])),
+        ]
+        acct = self.make().compose(self.event)
+        eps, dlt = acct.get_epsilon(self.delta), acct.get_delta(1.0)
+        for ev in bad:
+            assert not acct.supports(ev)
+            with pytest.raises(NeighbouringMismatchError) as info:
+                acct.compose(ev, 2)
+            msg = str(info.value)
+            assert repr(rel) in msg and repr(other) in msg
+            assert acct.ledger == [(self.event, 1)]
+            assert acct.get_epsilon(self.delta) == eps
+            assert acct.get_delta(1.0) == dlt
+        # the accountant still works and composes as a fresh one would
+        acct.compose(self.event)
+        assert acct.get_epsilon(self.delta) == pytest.approx(
+            self.make().compose(self.event, 2).get_epsilon(self.delta),
+            rel=self.rtol)
+
+    def test_mismatch_error_is_unsupported_and_value_error(self):
+        other = OTHER[self.make().neighbouring]
+        acct = self.make()
+        for cls in (UnsupportedEventError, ValueError):
+            with pytest.raises(cls):
+                acct.compose(NeighbouringEvent(other, self.event))
+        assert acct.ledger == []
+
     def test_delta_monotone_in_epsilon(self):
         acct = self.make().compose(self.event, 5)
         ds = [acct.get_delta(e) for e in (0.5, 1.0, 2.0, 4.0, 8.0)]
@@ -109,6 +187,13 @@ class TestRDPReplace(AccountantConformance):
     unsupported = PoissonSampledEvent(0.1, G)
 
 
+class TestRDPReplaceLaplaceBase(AccountantConformance):
+    # the pure-DP term of the without-replacement bound sees through tags
+    make = functools.partial(RDPAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(1000, 100, LaplaceEvent(0.5))
+    unsupported = PoissonSampledEvent(0.1, G)
+
+
 class TestMoments(AccountantConformance):
     make = MomentsAccountant
     event = PoissonSampledEvent(0.05, G)
@@ -126,14 +211,38 @@ class TestZCDPClassic(AccountantConformance):
     unsupported = PoissonSampledEvent(0.1, G)
 
 
+class TestZCDPReplace(AccountantConformance):
+    make = functools.partial(ZCDPAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(50, 50, LaplaceEvent(0.3))
+    unsupported = SampledWithoutReplacementEvent(50, 49, G)
+
+
+class TestMomentsReplace(AccountantConformance):
+    make = functools.partial(MomentsAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(1000, 100, G)
+    unsupported = PoissonSampledEvent(0.1, G)
+
+
 class TestGDP(AccountantConformance):
     make = GDPAccountant
     unsupported = LaplaceEvent(1.0)
 
 
+class TestGDPReplace(AccountantConformance):
+    make = functools.partial(GDPAccountant, neighbouring="replace")
+    event = ComposedEvent([G, GaussianEvent(3.0)])
+    unsupported = PoissonSampledEvent(0.1, G)
+
+
 class TestLinear(AccountantConformance):
     make = LinearAccountant
     event = LaplaceEvent(0.1)
+    unsupported = SampledWithoutReplacementEvent(10, 5, G)
+
+
+class TestLinearPoisson(AccountantConformance):
+    make = LinearAccountant
+    event = PoissonSampledEvent(0.2, LaplaceEvent(0.1))
     unsupported = SampledWithoutReplacementEvent(10, 5, G)
 
 
@@ -143,6 +252,19 @@ class TestAdvanced(AccountantConformance):
     unsupported = SampledWithoutReplacementEvent(10, 5, G)
 
 
+class TestLinearReplace(AccountantConformance):
+    make = functools.partial(LinearAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(100, 10, LaplaceEvent(0.1))
+    unsupported = PoissonSampledEvent(0.5, LaplaceEvent(0.1))
+
+
+class TestAdvancedReplace(AccountantConformance):
+    make = functools.partial(AdvancedAccountant, delta_per_release=1e-8,
+                             neighbouring="replace")
+    event = SampledWithoutReplacementEvent(100, 10, GaussianEvent(8.0))
+    unsupported = PoissonSampledEvent(0.5, LaplaceEvent(0.1))
+
+
 class TestPLD(AccountantConformance):
     @staticmethod
     def make():
@@ -150,6 +272,18 @@ class TestPLD(AccountantConformance):
         return PLDAccountant(value_discretization_interval=1e-3)
 
     unsupported = DiscreteGaussianEvent(4.0, 1.0)
+    rtol = 1e-3
+
+
+class TestPLDReplace(AccountantConformance):
+    @staticmethod
+    def make():
+        pytest.importorskip("dp_accounting")
+        return PLDAccountant(value_discretization_interval=1e-3,
+                             neighbouring="replace")
+
+    event = ComposedEvent([G, PoissonSampledEvent(1.0, GaussianEvent(3.0))])
+    unsupported = PoissonSampledEvent(0.1, G)
     rtol = 1e-3
 
 

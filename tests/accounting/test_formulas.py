@@ -7,8 +7,9 @@ import pytest
 from dpem_fast.accounting import (
     AdvancedAccountant, GaussianEvent, GDPAccountant, LaplaceEvent,
     LinearAccountant, MomentsAccountant, RDPAccountant, SelfComposedEvent,
-    ZCDPAccountant, dpem_plan, DiscreteGaussianEvent)
+    ZCDPAccountant, DiscreteGaussianEvent)
 from dpem_fast.accounting import _rdp
+from dpem_fast.mixture import dpem_plan
 from dpem_fast.accounting._gdp import gaussian_delta
 from dpem_fast.accounting._zcdp import discrete_gaussian_rho
 

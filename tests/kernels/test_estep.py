@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from dpem_fast._dpcore import _estep
+from dpem_fast._dpcore import _contract, _estep
 from dpem_fast._reference.gmm import (
     estep_stats_reference,
     log_gaussian_prob_reference,
     log_resp_reference,
 )
-from dpem_fast.mixture._stats import GMMStats, compute_stats, log_normalizers, predict_log_resp
+from dpem_fast.mixture._stats import compute_stats, gmm_statistics, log_normalizers, predict_log_resp
 
-CHUNK = _estep.CHUNK_SIZE
+CHUNK = _contract.CHUNK_SIZE
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
 
 
@@ -35,11 +35,11 @@ def make_problem(n, d, K, dtype=np.float64, seed=0, triangular=True):
 
 
 def assert_stats_close(a, b, rtol, atol_scale=1.0):
-    assert a.n_samples == b.n_samples
-    scale = max(1.0, np.abs(b.s2).max(initial=0.0)) * atol_scale
-    assert_allclose(a.nk, b.nk, rtol=rtol, atol=rtol * max(1.0, b.n_samples))
-    assert_allclose(a.s1, b.s1, rtol=rtol, atol=rtol * scale)
-    assert_allclose(a.s2, b.s2, rtol=rtol, atol=rtol * scale)
+    assert a.n_rows == b.n_rows
+    scale = max(1.0, np.abs(b["second_moments"]).max(initial=0.0)) * atol_scale
+    assert_allclose(a["counts"], b["counts"], rtol=rtol, atol=rtol * max(1.0, b.n_rows))
+    assert_allclose(a["first_moments"], b["first_moments"], rtol=rtol, atol=rtol * scale)
+    assert_allclose(a["second_moments"], b["second_moments"], rtol=rtol, atol=rtol * scale)
     assert_allclose(a.loglik, b.loglik, rtol=rtol, atol=rtol)
 
 
@@ -63,9 +63,9 @@ def test_matches_reference(n, d, K, dtype):
     X, w, means, P = make_problem(n, d, K, dtype)
     got = compute_stats(X, w, means, P, n_threads=2)
     ref = estep_stats_reference(X, w, means, P)
-    assert got.s1.dtype == np.float64 and got.s2.dtype == np.float64
+    assert got["first_moments"].dtype == np.float64 and got["second_moments"].dtype == np.float64
     assert_stats_close(got, ref, RTOL[dtype])
-    assert_array_equal(got.s2, got.s2.transpose(0, 2, 1))
+    assert_array_equal(got["second_moments"], got["second_moments"].transpose(0, 2, 1))
 
 
 @pytest.mark.parametrize("d", [3, 20])
@@ -102,9 +102,9 @@ def test_thread_count_invariance(n, d, K, dtype):
     X, w, means, P = make_problem(n, d, K, dtype, seed=3)
     runs = [compute_stats(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
     for r in runs[1:]:
-        assert_array_equal(r.nk, runs[0].nk)
-        assert_array_equal(r.s1, runs[0].s1)
-        assert_array_equal(r.s2, runs[0].s2)
+        assert_array_equal(r["counts"], runs[0]["counts"])
+        assert_array_equal(r["first_moments"], runs[0]["first_moments"])
+        assert_array_equal(r["second_moments"], runs[0]["second_moments"])
         assert r.loglik == runs[0].loglik
     lrs = [predict_log_resp(X, w, means, P, n_threads=t) for t in (1, 2, 4)]
     for lr, ll in lrs[1:]:
@@ -115,10 +115,10 @@ def test_thread_count_invariance(n, d, K, dtype):
 def test_block_count_independent_of_threads_and_bounded():
     assert _estep.block_count(0, 3, 2) == 0
     assert _estep.block_count(1, 3, 2) == 1
-    assert _estep.block_count(10**6, 10, 5) == _estep.MAX_BLOCKS
+    assert _estep.block_count(10**6, 10, 5) == _contract.MAX_BLOCKS
     # partial memory stays bounded for large d
     nb = _estep.block_count(10**6, 100, 10)
-    assert _estep.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _estep.PARTIAL_BUDGET
+    assert _contract.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _contract.PARTIAL_BUDGET
 
 
 def test_matches_sklearn_score_samples():
@@ -130,7 +130,7 @@ def test_matches_sklearn_score_samples():
     assert_allclose(ll, gm.score_samples(X), rtol=1e-10, atol=1e-10)
     stats = compute_stats(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
     assert_allclose(stats.loglik / X.shape[0], gm.score(X), rtol=1e-10)
-    assert_allclose(stats.nk / X.shape[0], gm.predict_proba(X).mean(axis=0), rtol=1e-9, atol=1e-12)
+    assert_allclose(stats["counts"] / X.shape[0], gm.predict_proba(X).mean(axis=0), rtol=1e-9, atol=1e-12)
     lr, _ = predict_log_resp(X, gm.weights_, gm.means_, gm.precisions_cholesky_)
     assert_allclose(np.exp(lr), gm.predict_proba(X), rtol=1e-9, atol=1e-12)
     # the numpy twin agrees with scikit-learn too
@@ -144,9 +144,9 @@ def test_additivity(d):
     whole = compute_stats(X, w, means, P)
     m = 2 * CHUNK + 100
     parts = compute_stats(X[:m], w, means, P) + compute_stats(X[m:], w, means, P)
-    assert parts.n_samples == whole.n_samples
+    assert parts.n_rows == whole.n_rows
     assert_stats_close(parts, whole, 1e-12)
-    total = GMMStats.zeros(3, d)
+    total = gmm_statistics(0, np.zeros(3), np.zeros((3, d)), np.zeros((3, d, d)))
     for lo in range(0, X.shape[0], 333):
         total = total + compute_stats(X[lo:lo + 333], w, means, P)
     assert_stats_close(total, whole, 1e-12)
@@ -159,9 +159,9 @@ def test_concurrent_calls():
         got = list(ex.map(lambda p: compute_stats(*p, n_threads=2), problems * 2))
     for i, g in enumerate(got):
         e = expected[i % len(problems)]
-        assert_array_equal(g.s2, e.s2)
-        assert_array_equal(g.s1, e.s1)
-        assert_array_equal(g.nk, e.nk)
+        assert_array_equal(g["second_moments"], e["second_moments"])
+        assert_array_equal(g["first_moments"], e["first_moments"])
+        assert_array_equal(g["counts"], e["counts"])
 
 
 @pytest.mark.parametrize("d", [2, 10, 40])
@@ -170,12 +170,12 @@ def test_far_points_are_finite(d):
     X[::3] += 1e6       # far from every component: log-probs around -1e12
     X[1::7] = -3e7
     stats = compute_stats(X, w, means, P, n_threads=2)
-    for f in (stats.nk, stats.s1, stats.s2):
+    for f in (stats["counts"], stats["first_moments"], stats["second_moments"]):
         assert np.all(np.isfinite(f))
     assert np.isfinite(stats.loglik)
-    assert_allclose(stats.nk.sum(), X.shape[0], rtol=1e-12)
+    assert_allclose(stats["counts"].sum(), X.shape[0], rtol=1e-12)
     ref = estep_stats_reference(X, w, means, P)
-    assert_allclose(stats.nk, ref.nk, rtol=1e-9, atol=1e-9)
+    assert_allclose(stats["counts"], ref["counts"], rtol=1e-9, atol=1e-9)
     assert_allclose(stats.loglik, ref.loglik, rtol=1e-9)
     lr, ll = predict_log_resp(X, w, means, P)
     assert np.all(np.isfinite(ll)) and not np.any(np.isnan(lr))
@@ -185,7 +185,7 @@ def test_zero_weight_component():
     X, w, means, P = make_problem(800, 3, 3, seed=2)
     w = np.array([0.5, 0.5, 0.0])
     stats = compute_stats(X, w, means, P)
-    assert stats.nk[2] == 0.0 and np.all(stats.s2[2] == 0.0)
+    assert stats["counts"][2] == 0.0 and np.all(stats["second_moments"][2] == 0.0)
     assert_stats_close(stats, estep_stats_reference(X, w, means, P), 1e-10)
 
 
@@ -248,12 +248,12 @@ def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
     got = compute_stats(X, w, means, P, n_threads=1, domain=dom)
     assert got.n_clipped == n_clipped > 0
     tol = dict(rtol=1e-10, atol=1e-10)
-    assert_allclose(got.nk, ref.nk, **tol)
-    assert_allclose(got.s1, ref.s1, **tol)
-    assert_allclose(got.s2, ref.s2, **tol)
+    assert_allclose(got["counts"], ref["counts"], **tol)
+    assert_allclose(got["first_moments"], ref["first_moments"], **tol)
+    assert_allclose(got["second_moments"], ref["second_moments"], **tol)
     assert_allclose(got.loglik, ref.loglik, rtol=1e-10)
     # every transformed row lies in the unit ball: the trace of S2 is sum_i |z_i|^2 <= n
-    assert got.s2.trace(axis1=1, axis2=2).sum() <= X.shape[0]
+    assert got["second_moments"].trace(axis1=1, axis2=2).sum() <= X.shape[0]
 
 
 def test_kernel_domain_transform_thread_invariant():
@@ -262,8 +262,8 @@ def test_kernel_domain_transform_thread_invariant():
     X, dom, w, means, P = _domain_case(np.float64, True)
     a = compute_stats(X, w, means, P, n_threads=1, domain=dom)
     b = compute_stats(X, w, means, P, n_threads=2, domain=dom)
-    assert_array_equal(a.s2, b.s2)
-    assert_array_equal(a.s1, b.s1)
+    assert_array_equal(a["second_moments"], b["second_moments"])
+    assert_array_equal(a["first_moments"], b["first_moments"])
     assert a.n_clipped == b.n_clipped
 
 
@@ -283,9 +283,9 @@ def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
     s2u = np.add.reduce(parts[2], axis=0)
     assert np.all(np.tril(s2u, -1) == 0) and not np.any(np.signbit(s2u) & (s2u == 0))
     got = compute_stats(X, w, means, P, n_threads=1)
-    assert_array_equal(got.nk, np.add.reduce(parts[0], axis=0))
-    assert_array_equal(got.s1, np.add.reduce(parts[1], axis=0))
-    assert_array_equal(got.s2, np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
+    assert_array_equal(got["counts"], np.add.reduce(parts[0], axis=0))
+    assert_array_equal(got["first_moments"], np.add.reduce(parts[1], axis=0))
+    assert_array_equal(got["second_moments"], np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
     assert got.loglik == float(np.add.reduce(parts[3]))
 
 
@@ -330,12 +330,12 @@ def test_exact_m_step_matches_plain_formulation():
     rng = np.random.default_rng(0)
     K, d, n = 3, 7, 500
     A = rng.normal(size=(K, d, d))
-    stats = GMMStats(n, rng.uniform(50, 200, K), rng.normal(size=(K, d)), A @ A.transpose(0, 2, 1) * 50, 0.0)
+    stats = gmm_statistics(n, rng.uniform(50, 200, K), rng.normal(size=(K, d)), A @ A.transpose(0, 2, 1) * 50, 0.0)
     g = DPGaussianMixture(n_components=K, reg_covar=1e-6)
-    weights, means, covs = g._exact_m_step(stats, n)
-    nk = stats.nk + 10 * np.finfo(np.float64).eps
-    m = stats.s1 / nk[:, None]
-    c = stats.s2 / nk[:, None, None] - np.einsum("ki,kj->kij", m, m)
+    weights, means, covs = g._exact_m_step(stats)
+    nk = stats["counts"] + 10 * np.finfo(np.float64).eps
+    m = stats["first_moments"] / nk[:, None]
+    c = stats["second_moments"] / nk[:, None, None] - np.einsum("ki,kj->kij", m, m)
     c = (c + np.swapaxes(c, 1, 2)) / 2
     c[:, np.arange(d), np.arange(d)] += 1e-6
     assert_array_equal(means, m)
@@ -371,3 +371,135 @@ def test_specialised_small_d_paths_bitwise(dtype):
         assert_array_equal(ll[0], ll[1])
         ref = estep_stats_reference(X, w, means, P)
         assert_stats_close(compute_stats(X, w, means, P, n_threads=2), ref, RTOL[dtype])
+
+
+# --- huge finite rows: the domain map must not overflow (privacy hardening) ---------------
+
+F64_MAX = float(np.finfo(np.float64).max)   # 1.7976931348623157e308
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _huge_rows(d, dtype):
+    """Finite rows whose centred, scaled squared norm overflows, plus ordinary ones."""
+    rng = np.random.default_rng(17)
+    big = F64_MAX if dtype == np.float64 else F32_MAX
+    rows = [np.full(d, 0.3)]
+    for v in ((1.5e308, -1.5e308, F64_MAX, -F64_MAX) if dtype == np.float64 else (big, -big)):
+        r = np.zeros(d)
+        r[0] = v
+        rows.append(r)
+        rows.append(np.full(d, v))                   # every feature huge
+    mixed = rng.normal(size=d) * 1e-300               # tiny features beside huge ones
+    mixed[::2] = big * np.linspace(-0.9, 1.0, len(mixed[::2]))
+    rows.append(mixed)
+    alt = np.where(np.arange(d) % 2 == 0, big, -big)  # opposite signs: x - c overflows too
+    rows.append(alt)
+    rows += list(rng.normal(size=(40, d)))
+    return np.asarray(rows).astype(dtype)
+
+
+def _huge_domains(d, dtype):
+    from dpem_fast._preprocess import DataDomain, resolve_domain
+
+    X = np.zeros((1, d))
+    doms = {
+        "data_norm=0.5": resolve_domain(X, 0.5, None),                       # inv_scale = 2
+        "box+tiny radius": resolve_domain(X, 1e-10, (-1e150, 3e150)),        # clip, then overflow
+        "far centre": DataDomain(np.full(d, -1e308), 2.0, None, False),      # x - c overflows
+    }
+    if dtype == np.float32:  # float32 input cannot overflow a double unless the radius is tiny
+        doms = {"data_norm=1e-290": resolve_domain(X, 1e-290, None),
+                "box+tiny radius": resolve_domain(X, 1e-290, (-1e38, 2e38))}
+    return doms
+
+
+def _direction(a, center):
+    """Unit vector along a - center from exact rational arithmetic (no overflow)."""
+    from fractions import Fraction
+
+    diff = [Fraction(float(x)) - Fraction(float(c)) for x, c in zip(a, center)]
+    m = max(abs(t) for t in diff)
+    if m == 0:
+        return np.zeros(len(diff))
+    u = np.array([float(t / m) for t in diff])
+    return u / np.linalg.norm(u)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [1, 3, 20])
+def test_domain_huge_finite_rows_stay_in_the_ball(d, dtype):
+    from dpem_fast._preprocess import clip_target, scale_and_clip
+
+    X = _huge_rows(d, dtype)
+    assert np.all(np.isfinite(X))
+    K = 3
+    rng = np.random.default_rng(d)
+    w = np.array([0.2, 0.3, 0.5])
+    means = rng.uniform(-0.3, 0.3, size=(K, d))
+    P = np.stack([np.triu(rng.normal(size=(d, d)) * 0.1) + np.eye(d) * 2 for _ in range(K)])
+    for name, dom in _huge_domains(d, dtype).items():
+        Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
+        assert np.all(np.isfinite(Z)), name
+        norms = np.linalg.norm(Z, axis=1)
+        assert np.all(norms <= 1.0), name
+        got = compute_stats(X, w, means, P, n_threads=2, domain=dom)
+        ref = compute_stats(Z, w, means, P, n_threads=1)
+        for f in (got["counts"], got["first_moments"], got["second_moments"]):
+            assert np.all(np.isfinite(f)), name
+        assert np.isfinite(got.loglik), name
+        assert got.n_clipped == n_clipped > 0, name
+        assert_stats_close(got, ref, 1e-10)
+        # the numpy twin in X's own dtype agrees
+        Z32, n32 = scale_and_clip(X, dom)
+        assert Z32.dtype == dtype and n32 == n_clipped and np.all(np.isfinite(Z32)), name
+        assert np.all(np.linalg.norm(Z32.astype(np.float64), axis=1) <= 1.0), name
+        # row by row through the kernel (K = 1: s1 is the mapped row, trace(s2) its norm^2):
+        # norm <= 1, and a clipped row points along (box-clipped x) - centre
+        lo, hi = dom.bounds if dom.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+        tgt = clip_target(d, np.float64)
+        for i in range(12):
+            s = compute_stats(X[i:i + 1], [1.0], means[:1], P[:1], n_threads=1, domain=dom)
+            z = s["first_moments"][0]
+            assert np.all(np.isfinite(z)) and np.linalg.norm(z) <= 1.0, (name, i)
+            assert_allclose(s["second_moments"][0].trace(), z @ z, rtol=1e-12)
+            if s.n_clipped:
+                a = np.clip(X[i].astype(np.float64), lo, hi)
+                assert_allclose(np.linalg.norm(z), tgt, rtol=1e-14)
+                assert_allclose(z / np.linalg.norm(z), _direction(a, dom.center), rtol=1e-12, atol=1e-15)
+                assert_allclose(Z[i], z, rtol=1e-12, atol=1e-15)
+
+
+def test_domain_huge_rows_thread_invariant():
+    from dpem_fast._preprocess import resolve_domain
+
+    d = 5
+    X = np.concatenate([_huge_rows(d, np.float64)] * 40)
+    X = np.concatenate([X, np.random.default_rng(0).normal(size=(20 * CHUNK, d))])
+    dom = resolve_domain(X[:1], 0.5, None)
+    _, w, means, P = make_problem(1, d, 3)
+    runs = [compute_stats(X, w, means / 10, P, n_threads=t, domain=dom) for t in (1, 2, 4)]
+    for r in runs[1:]:
+        assert_array_equal(r["second_moments"], runs[0]["second_moments"])
+        assert_array_equal(r["first_moments"], runs[0]["first_moments"])
+        assert r.n_clipped == runs[0].n_clipped
+
+
+@pytest.mark.parametrize("bounds", [
+    (-1e308, 1e308),                                   # width overflows
+    (-8e307, 8e307),                                   # half-diagonal overflows
+    (np.full(20, -1e154), np.full(20, 1e154)),         # ... from the sum over 20 features
+    (1e308, 1.7e308),                                  # midpoint overflows
+])
+@pytest.mark.parametrize("data_norm", [None, 1.0])
+def test_bounds_that_overflow_are_rejected(bounds, data_norm):
+    from dpem_fast._preprocess import resolve_domain
+
+    with pytest.raises(ValueError, match="bounds"):
+        resolve_domain(np.zeros((1, 20)), data_norm, bounds)
+
+
+def test_wide_finite_bounds_accepted():
+    from dpem_fast._preprocess import resolve_domain
+
+    dom = resolve_domain(np.zeros((1, 3)), None, (-1e150, 3e150))
+    assert np.isfinite(dom.radius) and np.all(np.isfinite(dom.center))

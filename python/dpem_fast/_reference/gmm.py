@@ -52,12 +52,12 @@ def log_resp_reference(X, weights, means, precisions_cholesky):
 
 
 def estep_stats_reference(X, weights, means, precisions_cholesky):
-    """E-step statistics of the rows of ``X`` as a ``GMMStats``.
+    """E-step statistics of the rows of ``X`` as engine ``Statistics`` (see ``gmm_statistics``).
 
     nk = sum_i g_ik, s1 = sum_i g_ik x_i, s2 = sum_i g_ik x_i x_i^T, loglik = sum_i log p(x_i),
     with g_ik the responsibilities of DP-EM Eq. 10.
     """
-    from ..mixture._stats import GMMStats
+    from ..mixture._stats import gmm_statistics
 
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
@@ -68,4 +68,4 @@ def estep_stats_reference(X, weights, means, precisions_cholesky):
     for k in range(K):
         s2[k] = (X * resp[:, k : k + 1]).T @ X
     s2 = 0.5 * (s2 + s2.transpose(0, 2, 1))
-    return GMMStats(n, resp.sum(axis=0), resp.T @ X, s2, float(ll.sum()))
+    return gmm_statistics(n, resp.sum(axis=0), resp.T @ X, s2, float(ll.sum()))

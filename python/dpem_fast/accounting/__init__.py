@@ -2,39 +2,45 @@
 
 Events describe mechanisms; accountants compose them and convert to
 (epsilon, delta).  See ``python -m dpem_fast.accounting`` for the noise
-table of the DP-EM GGG plan.
+table of the DP-EM GGG plan (the plan itself is
+:func:`dpem_fast.mixture.dpem_plan`).
 
-Neighbouring relation: every event's noise parameter is relative to the
-sensitivity under the accountant's ``neighbouring`` relation
-(``"add_remove"`` or ``"replace"``), which the caller derives.
+Neighbouring relation: every event's noise parameter is relative to a
+sensitivity the caller derives under a neighbouring relation
+(``"add_remove"`` or ``"replace"``).  Wrap the event in
+:class:`NeighbouringEvent` to state which; accountants and ledgers of the
+other relation then raise :class:`NeighbouringMismatchError`.  An untagged
+event is read under the accountant's own ``neighbouring``.
 """
 from ._base import PrivacyAccountant
 from ._calibration import (calibrate_epsilon_per_release,
                            calibrate_noise_multiplier)
 from ._dp_composition import AdvancedAccountant, LinearAccountant
 from ._events import (ComposedEvent, DiscreteGaussianEvent, DpEvent,
-                      GaussianEvent, LaplaceEvent, PoissonSampledEvent,
-                      SampledWithoutReplacementEvent, SelfComposedEvent)
+                      GaussianEvent, LaplaceEvent, NeighbouringEvent,
+                      PoissonSampledEvent, SampledWithoutReplacementEvent,
+                      SelfComposedEvent)
 from ._gdp import GDPAccountant
 from ._ledger import BudgetLedger
 from ._pld import PLDAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
-from ._table import (default_table_accountants, dpem_plan, format_noise_table,
+from ._registry import ACCOUNTANTS, get_accountant
+from ._table import (default_table_accountants, format_noise_table,
                      noise_table)
-from ._warnings import (BudgetExceededError, PrivacyLeakWarning,
-                        UnsupportedEventError)
+from ._warnings import (BudgetExceededError, NeighbouringMismatchError,
+                        PrivacyLeakWarning, UnsupportedEventError)
 from ._zcdp import ZCDPAccountant
 
 __all__ = [
     "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
     "PoissonSampledEvent", "SampledWithoutReplacementEvent",
-    "SelfComposedEvent", "ComposedEvent",
+    "SelfComposedEvent", "ComposedEvent", "NeighbouringEvent",
     "PrivacyAccountant", "LinearAccountant", "AdvancedAccountant",
     "ZCDPAccountant", "MomentsAccountant", "RDPAccountant", "GDPAccountant",
-    "PLDAccountant",
+    "PLDAccountant", "ACCOUNTANTS", "get_accountant",
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
     "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning",
-    "UnsupportedEventError",
-    "dpem_plan", "noise_table", "format_noise_table",
+    "UnsupportedEventError", "NeighbouringMismatchError",
+    "noise_table", "format_noise_table",
     "default_table_accountants",
 ]

@@ -2,12 +2,40 @@
 import abc
 import math
 
-from ._events import (ComposedEvent, DpEvent, SelfComposedEvent)
+from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
+                      SelfComposedEvent, tagged_relations)
 from ._validation import (check_int, check_neighbouring, check_nonnegative,
                           check_open_unit)
-from ._warnings import UnsupportedEventError
+from ._warnings import NeighbouringMismatchError, UnsupportedEventError
 
 __all__ = ["PrivacyAccountant"]
+
+
+def mismatch_error(tag, neighbouring, who):
+    """The :class:`NeighbouringMismatchError` for an event tagged ``tag``
+    met by ``who`` (an accountant or ledger) of relation ``neighbouring``."""
+    return NeighbouringMismatchError(
+        f"{who} has neighbouring={neighbouring!r} but the event is tagged "
+        f"neighbouring={tag!r}: its noise parameters are relative to "
+        f"{tag!r} sensitivities, and relations are never converted (use "
+        f"an accountant with neighbouring={tag!r}, or derive the "
+        f"{neighbouring!r} sensitivity and build a new event)")
+
+
+def untag(event, neighbouring, who="an accountant"):
+    """``event.event`` of a :class:`NeighbouringEvent` whose relation is
+    ``neighbouring``; raise :class:`NeighbouringMismatchError` otherwise."""
+    if event.neighbouring != neighbouring:
+        raise mismatch_error(event.neighbouring, neighbouring, who)
+    return event.event
+
+
+def check_tags(event, neighbouring, who):
+    """Raise :class:`NeighbouringMismatchError` if any tag in the tree of
+    ``event`` differs from ``neighbouring``."""
+    for tag in sorted(tagged_relations(event)):
+        if tag != neighbouring:
+            raise mismatch_error(tag, neighbouring, who)
 
 
 class PrivacyAccountant(abc.ABC):
@@ -24,6 +52,10 @@ class PrivacyAccountant(abc.ABC):
     ``compose`` first computes the event's contribution without touching the
     state (a dry run); an unsupported event raises
     :class:`UnsupportedEventError` and leaves the accountant unchanged.
+    A :class:`NeighbouringEvent` anywhere in the event tree is accounted as
+    its inner event if its relation is ``neighbouring`` and raises
+    :class:`NeighbouringMismatchError` (an ``UnsupportedEventError``)
+    otherwise; untagged events are read under ``neighbouring``.
     Subclasses implement ``_contribution(event)`` (pure), ``_zero()``,
     ``_scale(contrib, count)``, ``_add(a, b)``, ``_epsilon(delta)`` and
     ``_delta(epsilon)``.
@@ -50,6 +82,7 @@ class PrivacyAccountant(abc.ABC):
         if not isinstance(event, DpEvent):
             return False
         try:
+            check_tags(event, self._neighbouring, type(self).__name__)
             self._contribution(event)
         except UnsupportedEventError:
             return False
@@ -66,10 +99,14 @@ class PrivacyAccountant(abc.ABC):
             If ``count < 1``.
         UnsupportedEventError
             If the accountant cannot handle ``event`` (state unchanged).
+        NeighbouringMismatchError
+            If ``event`` contains a :class:`NeighbouringEvent` of another
+            relation (state unchanged).
         """
         if not isinstance(event, DpEvent) or type(event) is DpEvent:
             raise TypeError(f"event must be a DpEvent instance, got {event!r}")
         count = check_int("count", count)
+        check_tags(event, self._neighbouring, type(self).__name__)
         contrib = self._contribution(event)          # dry run, may raise
         new_state = self._add(self._state, self._scale(contrib, count))
         self._state = new_state
@@ -106,7 +143,11 @@ class PrivacyAccountant(abc.ABC):
             + (f": {why}" if why else ""))
 
     def _fold(self, event, leaf):
-        """Contribution of composite events from ``leaf(event)`` of leaves."""
+        """Contribution of composite events from ``leaf(event)`` of leaves
+        (tags of this accountant's relation are transparent)."""
+        if isinstance(event, NeighbouringEvent):
+            return self._fold(untag(event, self._neighbouring,
+                                    type(self).__name__), leaf)
         if isinstance(event, SelfComposedEvent):
             return self._scale(self._fold(event.event, leaf), event.count)
         if isinstance(event, ComposedEvent):

@@ -4,8 +4,10 @@ import math
 import numpy as np
 
 from . import _rdp
-from ._events import (ComposedEvent, DpEvent, PoissonSampledEvent,
-                      SampledWithoutReplacementEvent, SelfComposedEvent)
+from ._base import check_tags
+from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
+                      PoissonSampledEvent, SampledWithoutReplacementEvent,
+                      SelfComposedEvent)
 from ._validation import check_open_unit, check_positive
 
 __all__ = ["calibrate_noise_multiplier", "calibrate_epsilon_per_release"]
@@ -241,8 +243,9 @@ class _Window:
 def _has_costly_curve(event):
     """Whether the plan has a subsampled event (RDP curve by series / sums
     over the orders, ~ms per grid); plain Gaussian/Laplace plans are cheaper
-    to search on the full grid directly."""
-    if isinstance(event, SelfComposedEvent):
+    to search on the full grid directly.  Tags are transparent (their
+    relation is checked by the caller)."""
+    if isinstance(event, (SelfComposedEvent, NeighbouringEvent)):
         return _has_costly_curve(event.event)
     if isinstance(event, ComposedEvent):
         return any(_has_costly_curve(e) for e in event.events)
@@ -331,8 +334,11 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
         return cache[u]
 
     acct = _rdp_instance(accountant)
-    if acct is not None and _has_costly_curve(
-            _checked_event(make_event, math.exp(sign * u0))):
+    first = None if acct is None else _checked_event(make_event,
+                                                      math.exp(sign * u0))
+    if first is not None and _has_costly_curve(first):
+        # the per-order curves bypass compose: refuse a mismatched plan here
+        check_tags(first, acct.neighbouring, type(acct).__name__)
         oe = _OrderEpsilons(make_event, acct, delta, sign, epsilon)
         try:
             u = _rdp_search(oe, epsilon, u0, ua, ub, xtol)

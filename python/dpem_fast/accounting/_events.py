@@ -6,24 +6,31 @@ accountant translates events into its own currency (RDP curve, zCDP rho,
 
 Neighbouring relation
 ---------------------
-Noise parameters are expressed relative to the sensitivity under the
-*accountant's* declared neighbouring relation (``"add_remove"`` or
-``"replace"``).  The caller derives the sensitivity Delta under that
-relation: e.g. the DP-EM moment sensitivities of Park et al. (2017, Eq. 9,
-12, 14, 17) are replace-one sensitivities (``2/N``), and an add/remove-one
-sensitivity of a sum of unit-norm vectors is 1 whereas its replace-one
-sensitivity is 2.
+Noise parameters are expressed relative to a sensitivity, and a
+sensitivity depends on the neighbouring relation (``"add_remove"`` or
+``"replace"``): e.g. the DP-EM moment sensitivities of Park et al. (2017,
+Eq. 9, 12, 14, 17) are replace-one sensitivities (``2/N``), and an
+add/remove-one sensitivity of a sum of unit-norm vectors is 1 whereas its
+replace-one sensitivity is 2.  The same noise multiplier therefore stands
+for a different privacy loss under the other relation (twice the GDP mu
+for that sum).
+
+An event wrapped in :class:`NeighbouringEvent` carries the relation its
+parameters were derived under; an accountant composes it only under that
+relation and raises :class:`NeighbouringMismatchError` otherwise (no
+conversion is attempted).  An untagged event is read under the
+accountant's own relation.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ._validation import (
-    check_half_open_unit, check_int, check_positive,
+    check_half_open_unit, check_int, check_neighbouring, check_positive,
 )
 
 __all__ = [
     "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
     "PoissonSampledEvent", "SampledWithoutReplacementEvent",
-    "SelfComposedEvent", "ComposedEvent",
+    "SelfComposedEvent", "ComposedEvent", "NeighbouringEvent",
 ]
 
 
@@ -50,6 +57,7 @@ class GaussianEvent(DpEvent):
     ----------
     noise_multiplier : float
         ``z = sigma / Delta`` with Delta the l2 sensitivity of ``f`` under the
+        relation of the enclosing :class:`NeighbouringEvent`, else under the
         accountant's neighbouring relation; must be finite and > 0.
 
     Notes
@@ -73,8 +81,9 @@ class LaplaceEvent(DpEvent):
     Parameters
     ----------
     epsilon : float
-        Finite, > 0.  ``Delta_1`` is the l1 sensitivity under the accountant's
-        neighbouring relation.
+        Finite, > 0.  ``Delta_1`` is the l1 sensitivity under the relation
+        of the enclosing :class:`NeighbouringEvent`, else under the
+        accountant's neighbouring relation.
 
     Notes
     -----
@@ -201,3 +210,57 @@ class ComposedEvent(DpEvent):
         for i, ev in enumerate(events):
             _check_event(f"events[{i}]", ev)
         _set(self, "events", events)
+
+
+@dataclass(frozen=True, slots=True)
+class NeighbouringEvent(DpEvent):
+    """``event``, with the neighbouring relation its parameters refer to.
+
+    The noise parameters inside ``event`` (noise multipliers, Laplace
+    epsilons, discrete-Gaussian sensitivities, anywhere in its subtree) are
+    relative to sensitivities derived under ``neighbouring``, and its
+    sampling events are analysed under that relation.  An accountant whose own
+    relation is ``neighbouring`` accounts for it exactly as for ``event``;
+    any other accountant (or :class:`BudgetLedger`) raises
+    :class:`NeighbouringMismatchError` and changes nothing.  There is no
+    conversion between relations: a replace-one neighbour is a removal
+    plus an addition, but which sensitivity that gives depends on the
+    query (``2C`` for a sum of vectors of norm ``<= C``, ``sqrt(2)`` for a
+    histogram), so only the caller can derive it.
+
+    Parameters
+    ----------
+    neighbouring : {"add_remove", "replace"}
+        Relation under which the sensitivities of ``event`` were derived.
+    event : DpEvent
+        The mechanism (any event, composite or not; tags may nest, and
+        every tag in the tree is checked).
+    """
+    neighbouring: str
+    event: DpEvent
+
+    def __post_init__(self):
+        _set(self, "neighbouring", check_neighbouring(self.neighbouring))
+        _check_event("event", self.event)
+
+
+def _child_events(event):
+    """The events directly inside ``event`` (wrappers and compositions)."""
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, DpEvent):
+            yield value
+        elif isinstance(value, tuple):
+            yield from (v for v in value if isinstance(v, DpEvent))
+
+
+def tagged_relations(event):
+    """Set of the relations of every :class:`NeighbouringEvent` in the tree."""
+    found = set()
+    stack = [event]
+    while stack:
+        ev = stack.pop()
+        if isinstance(ev, NeighbouringEvent):
+            found.add(ev.neighbouring)
+        stack.extend(_child_events(ev))
+    return found

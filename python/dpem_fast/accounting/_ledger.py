@@ -1,8 +1,11 @@
 """A privacy budget ledger in the style of diffprivlib's BudgetAccountant."""
 import math
 
+from ._base import PrivacyAccountant, check_tags
 from ._events import DpEvent
-from ._validation import check_int, check_open_unit, check_positive
+from ._registry import get_accountant
+from ._validation import (check_int, check_neighbouring, check_open_unit,
+                          check_positive)
 from ._warnings import BudgetExceededError
 
 __all__ = ["BudgetLedger"]
@@ -17,12 +20,29 @@ class BudgetLedger:
         Total epsilon, > 0.
     delta : float
         Total delta in (0, 1).
-    accountant : class or callable, default RDPAccountant
-        Factory of a fresh accountant; the spent epsilon is the accountant's
-        epsilon of *all* spends composed, at the total delta.
+    accountant : str, PrivacyAccountant subclass or callable, default "rdp"
+        How spends are composed: a name of :data:`ACCOUNTANTS`, an
+        accountant class (both instantiated with the ledger's
+        ``neighbouring``), or a zero-argument factory of fresh accountants,
+        which must have the ledger's relation (checked: ``ValueError``
+        naming ``neighbouring`` otherwise).  ``None`` is the same as
+        ``"rdp"``.  The spent epsilon is the accountant's epsilon of *all*
+        spends composed, at the total delta.
+    neighbouring : {"replace", "add_remove"}, default "replace"
+        The relation the budget is stated under ("(epsilon, delta)-DP with
+        respect to replacing / adding or removing one record"); the default
+        is the estimators' default.
 
     Notes
     -----
+    Relations: an untagged event is read under the ledger's
+    ``neighbouring``, i.e. its noise parameters must be relative to
+    sensitivities derived under that relation.  An event wrapped in
+    :class:`NeighbouringEvent` is accepted only if every tag in it is the
+    ledger's relation; otherwise ``spend`` and ``check`` raise
+    :class:`NeighbouringMismatchError` and nothing is recorded (no
+    conversion between relations is attempted).
+
     ``spend`` composes the candidate event into a fresh accountant together
     with the previous spends and raises :class:`BudgetExceededError` before
     recording anything if the total epsilon would exceed the budget.
@@ -31,17 +51,43 @@ class BudgetLedger:
     the epsilon of a further spend, use :meth:`check` for that.
     """
 
-    def __init__(self, epsilon, delta, accountant=None):
+    def __init__(self, epsilon, delta, accountant="rdp", *,
+                 neighbouring="replace"):
         self._epsilon = check_positive("epsilon", epsilon)
         self._delta = check_open_unit("delta", delta)
+        self._neighbouring = check_neighbouring(neighbouring)
         if accountant is None:
-            from ._rdp_accountants import RDPAccountant
-            accountant = RDPAccountant
-        if not callable(accountant):
-            raise TypeError(f"accountant must be a class or factory, "
-                            f"got {accountant!r}")
-        self._factory = accountant
+            accountant = "rdp"
+        if isinstance(accountant, str) or (
+                isinstance(accountant, type)
+                and issubclass(accountant, PrivacyAccountant)):
+            self._factory = get_accountant(accountant, self._neighbouring)
+        elif callable(accountant):
+            self._factory = accountant
+        else:
+            raise TypeError(f"accountant must be a name, an accountant class "
+                            f"or a factory, got {accountant!r}")
+        self._fresh()   # a factory of the wrong relation fails here
         self._entries = []  # (label, event, count)
+
+    def _fresh(self):
+        acct = self._factory()
+        if not isinstance(acct, PrivacyAccountant):
+            raise TypeError(f"accountant factory must return a "
+                            f"PrivacyAccountant, got {acct!r}")
+        if acct.neighbouring != self._neighbouring:
+            raise ValueError(
+                f"neighbouring={self._neighbouring!r} but the accountant "
+                f"factory makes {type(acct).__name__} with neighbouring="
+                f"{acct.neighbouring!r}; pass neighbouring="
+                f"{acct.neighbouring!r} or a factory of the ledger's "
+                f"relation")
+        return acct
+
+    @property
+    def neighbouring(self):
+        """The relation of the budget and of every spend (read-only)."""
+        return self._neighbouring
 
     @property
     def total(self):
@@ -53,27 +99,36 @@ class BudgetLedger:
         """Copy of the recorded ``(label, event, count)`` spends."""
         return list(self._entries)
 
+    def _checked(self, event, count):
+        if not isinstance(event, DpEvent):
+            raise TypeError(f"event must be a DpEvent, got {event!r}")
+        count = check_int("count", count)
+        check_tags(event, self._neighbouring, "BudgetLedger")
+        return count
+
     def _epsilon_with(self, extra):
-        acct = self._factory()
+        acct = self._fresh()
         for _, event, count in self._entries + extra:
             acct.compose(event, count)
         return acct.get_epsilon(self._delta)
 
     def check(self, event, count=1):
-        """Whether spending ``event`` (``count`` times) fits in the budget."""
-        if not isinstance(event, DpEvent):
-            raise TypeError(f"event must be a DpEvent, got {event!r}")
-        count = check_int("count", count)
+        """Whether spending ``event`` (``count`` times) fits in the budget.
+
+        Raises :class:`NeighbouringMismatchError` for an event tagged with
+        another relation than the ledger's.
+        """
+        count = self._checked(event, count)
         return self._epsilon_with([(None, event, count)]) <= self._epsilon
 
     def spend(self, event, count=1, label=None):
         """Record a spend; raise :class:`BudgetExceededError` if over budget.
 
-        Returns the total epsilon spent after this spend.
+        Returns the total epsilon spent after this spend.  An event tagged
+        with another relation than the ledger's raises
+        :class:`NeighbouringMismatchError`, and nothing is recorded.
         """
-        if not isinstance(event, DpEvent):
-            raise TypeError(f"event must be a DpEvent, got {event!r}")
-        count = check_int("count", count)
+        count = self._checked(event, count)
         total = self._epsilon_with([(label, event, count)])
         if not total <= self._epsilon:
             raise BudgetExceededError(
@@ -97,4 +152,6 @@ class BudgetLedger:
 
     def __repr__(self):
         return (f"BudgetLedger(epsilon={self._epsilon!r}, "
-                f"delta={self._delta!r}, n_spends={len(self._entries)})")
+                f"delta={self._delta!r}, "
+                f"neighbouring={self._neighbouring!r}, "
+                f"n_spends={len(self._entries)})")

@@ -5,9 +5,9 @@ import math
 import numpy as np
 
 from . import _rdp
-from ._base import AdditiveAccountant
+from ._base import AdditiveAccountant, untag
 from ._events import (ComposedEvent, DiscreteGaussianEvent, GaussianEvent,
-                      LaplaceEvent, PoissonSampledEvent,
+                      LaplaceEvent, NeighbouringEvent, PoissonSampledEvent,
                       SampledWithoutReplacementEvent, SelfComposedEvent)
 from ._validation import check_choice, check_int
 from ._warnings import UnsupportedEventError
@@ -26,9 +26,12 @@ _REPLACE_POISSON_MSG = (
 
 
 def _pure_epsilon(event):
-    """Pure-DP epsilon of an event, ``inf`` if not pure DP."""
+    """Pure-DP epsilon of an event, ``inf`` if not pure DP (tags are checked
+    by the caller's curve of the same event)."""
     if isinstance(event, LaplaceEvent):
         return event.epsilon
+    if isinstance(event, NeighbouringEvent):
+        return _pure_epsilon(event.event)
     if isinstance(event, SelfComposedEvent):
         return event.count * _pure_epsilon(event.event)
     if isinstance(event, ComposedEvent):
@@ -50,6 +53,8 @@ def _event_rdp(event, orders, neighbouring):
 
 def _event_rdp_uncached(event, orders, neighbouring):
     a = np.asarray(orders, dtype=float)
+    if isinstance(event, NeighbouringEvent):
+        return _event_rdp(untag(event, neighbouring), orders, neighbouring)
     if isinstance(event, GaussianEvent):
         return _rdp.gaussian_rdp(event.noise_multiplier, a)
     if isinstance(event, LaplaceEvent):
@@ -71,13 +76,15 @@ def _event_rdp_uncached(event, orders, neighbouring):
             raise UnsupportedEventError(
                 "PoissonSampledEvent with neighbouring='replace': "
                 + _REPLACE_POISSON_MSG)
-        if not isinstance(event.event, GaussianEvent):
+        base = event.event
+        while isinstance(base, NeighbouringEvent):
+            base = untag(base, neighbouring)
+        if not isinstance(base, GaussianEvent):
             raise UnsupportedEventError(
                 "PoissonSampledEvent is supported for a GaussianEvent base "
-                f"only, got {type(event.event).__name__}")
+                f"only, got {type(base).__name__}")
         return _rdp.subsampled_gaussian_rdp(event.sampling_probability,
-                                            event.event.noise_multiplier,
-                                            orders)
+                                            base.noise_multiplier, orders)
     if isinstance(event, SampledWithoutReplacementEvent):
         if event.sample_size == event.population_size:
             return _event_rdp(event.event, orders, neighbouring)

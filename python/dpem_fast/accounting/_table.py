@@ -1,64 +1,16 @@
-"""DP-EM plans and noise tables."""
+"""Noise tables: the noise each accountant needs for one plan and target."""
 import functools
 import math
 
 from ._calibration import (calibrate_epsilon_per_release,
                            calibrate_noise_multiplier)
-from ._dp_composition import (AdvancedAccountant, LinearAccountant,
-                              classic_gaussian_epsilon)
-from ._events import ComposedEvent, GaussianEvent, LaplaceEvent, SelfComposedEvent
+from ._dp_composition import AdvancedAccountant, LinearAccountant
 from ._gdp import GDPAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
-from ._validation import check_choice, check_int, check_open_unit, check_positive
+from ._validation import check_choice, check_open_unit, check_positive
 from ._zcdp import ZCDPAccountant
 
-__all__ = ["dpem_plan", "noise_table", "format_noise_table",
-           "default_table_accountants"]
-
-
-def dpem_plan(scenario, n_components, n_iter, parameter=1.0, *,
-              delta_per_release=1e-8):
-    """Composed event of DP-EM for a mixture of Gaussians (Park et al. 2017, Sec. 4-5).
-
-    Parameters
-    ----------
-    scenario : {"GGG", "LLG"}
-        ``"GGG"``: Gaussian mechanism for mixing weights (once), means and
-        covariances (K times each) per iteration: ``J (2K + 1)`` Gaussian
-        releases, each with noise multiplier ``parameter`` relative to its
-        own sensitivity (Eq. 12, 14, 17).  ``"LLG"``: Laplace with
-        ``eps_i = parameter`` for weights and means (``J (K + 1)``
-        releases) and ``J K`` Gaussian releases for covariances calibrated
-        by the paper's ``sigma = sqrt(2 log(1.25/delta_i)) Delta / eps_i``,
-        i.e. noise multiplier ``sqrt(2 log(1.25/delta_i)) / eps_i``.
-    n_components : int
-        K.
-    n_iter : int
-        J.
-    parameter : float
-        Noise multiplier (GGG) or per-release epsilon (LLG).
-    delta_per_release : float
-        delta_i of the LLG covariance releases (paper: 1e-6 or 1e-8).
-
-    Returns
-    -------
-    ComposedEvent
-    """
-    scenario = check_choice("scenario", scenario, ("GGG", "LLG"))
-    k = check_int("n_components", n_components)
-    j = check_int("n_iter", n_iter)
-    parameter = check_positive("parameter", parameter)
-    if scenario == "GGG":
-        g = GaussianEvent(parameter)
-        one_iter = ComposedEvent([g, SelfComposedEvent(g, k),
-                                  SelfComposedEvent(g, k)])
-    else:
-        d = check_open_unit("delta_per_release", delta_per_release)
-        lap = LaplaceEvent(parameter)
-        gauss = GaussianEvent(classic_gaussian_epsilon(1.0, d) / parameter)
-        one_iter = ComposedEvent([lap, SelfComposedEvent(lap, k),
-                                  SelfComposedEvent(gauss, k)])
-    return ComposedEvent([SelfComposedEvent(one_iter, j)])
+__all__ = ["noise_table", "format_noise_table", "default_table_accountants"]
 
 
 def default_table_accountants(delta_per_release=1e-8, include_pld=False):
@@ -89,8 +41,8 @@ def noise_table(plan, epsilons=(0.1, 0.5, 1, 2, 4), delta=1e-4,
     Parameters
     ----------
     plan : callable
-        ``plan(param) -> DpEvent`` (e.g. ``functools.partial(dpem_plan,
-        "GGG", 10, 20)``).
+        ``plan(param) -> DpEvent`` (e.g. ``functools.partial(
+        dpem_fast.mixture.dpem_plan, "GGG", 10, 20)``).
     epsilons : sequence of float
     delta : float
     accountants : dict {name: factory}, optional

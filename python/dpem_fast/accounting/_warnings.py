@@ -1,6 +1,7 @@
 """Warning and error classes of :mod:`dpem_fast.accounting`."""
 
-__all__ = ["PrivacyLeakWarning", "BudgetExceededError", "UnsupportedEventError"]
+__all__ = ["PrivacyLeakWarning", "BudgetExceededError", "UnsupportedEventError",
+           "NeighbouringMismatchError"]
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -18,3 +19,16 @@ class BudgetExceededError(ValueError):
 class UnsupportedEventError(NotImplementedError):
     """The accountant cannot account for this event (or this combination of
     event and neighbouring relation)."""
+
+
+class NeighbouringMismatchError(UnsupportedEventError, ValueError):
+    """An event tagged with one neighbouring relation met an accountant or
+    ledger of the other.
+
+    Its noise parameters are relative to sensitivities under the tag's
+    relation; reading them under another relation would misstate the
+    privacy loss, and no conversion is attempted.  A subclass of
+    :class:`UnsupportedEventError` (so ``supports`` is False and the
+    accountant is unchanged) and of ``ValueError`` (the argument is wrong,
+    not the accountant).
+    """

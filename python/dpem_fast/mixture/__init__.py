@@ -1,4 +1,6 @@
-"""Private Gaussian mixtures."""
+"""Private mixture models on the private-EM engine, and the DP-EM paper's own plan."""
+from ._dp_bernoulli import DPBernoulliMixture
 from ._dp_gmm import DPGaussianMixture
+from ._paper import dpem_plan
 
-__all__ = ["DPGaussianMixture"]
+__all__ = ["DPGaussianMixture", "DPBernoulliMixture", "dpem_plan"]

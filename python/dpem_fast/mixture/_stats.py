@@ -3,68 +3,30 @@
 DP-EM (Park et al. 2017): the responsibilities of Eq. 10 enter the updates of Eq. 11 only
 through ``N_k = sum_i g_ik``, ``S1_k = sum_i g_ik x_i`` and ``S2_k = sum_i g_ik x_i x_i^T``.
 These sums are additive over any partition of the rows (chunks of a memmap, partitions on a
-cluster), which is what :class:`GMMStats` and its ``+`` express.  They are *not* private:
-noise is added by the estimator before anything leaves the release line.
+cluster), which is what the engine's :class:`~dpem_fast._engine.Statistics` and its ``+``
+express: here named ``"counts"``, ``"first_moments"`` and ``"second_moments"``.  They are *not*
+private: noise is added only by the engine's release layer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .._dpcore import _estep
+from .._dpcore import _contract, _estep
+from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
+from .._validation import as_kernel_rows
 
-__all__ = ["GMMStats", "compute_stats", "predict_log_resp", "log_normalizers"]
+__all__ = ["COUNTS", "FIRST", "SECOND", "gmm_statistics", "compute_stats", "predict_log_resp", "log_normalizers"]
 
 
-@dataclass(frozen=True, eq=False)
-class GMMStats:
-    """Sufficient statistics of one E-step over some rows.
+#: Names of the mixture's statistics, in the engine's :class:`Statistics`.
+COUNTS, FIRST, SECOND = "counts", "first_moments", "second_moments"
 
-    Attributes
-    ----------
-    n_samples : int
-        Number of rows summed.
-    nk : ndarray of shape (n_components,)
-        ``sum_i g_ik``.
-    s1 : ndarray of shape (n_components, n_features)
-        ``sum_i g_ik x_i``.
-    s2 : ndarray of shape (n_components, n_features, n_features)
-        ``sum_i g_ik x_i x_i^T``, exactly symmetric.
-    loglik : float
-        ``sum_i log p(x_i)`` under the parameters used (a diagnostic, not private).
-    n_clipped : int
-        Rows clipped to the declared domain's unit ball (a diagnostic, not private).
-    """
 
-    n_samples: int
-    nk: np.ndarray
-    s1: np.ndarray
-    s2: np.ndarray
-    loglik: float
-    n_clipped: int = 0
-
-    def __add__(self, other: "GMMStats") -> "GMMStats":
-        if not isinstance(other, GMMStats):
-            return NotImplemented
-        if self.s1.shape != other.s1.shape:
-            raise ValueError(f"cannot add statistics of shapes {self.s1.shape} and {other.s1.shape}")
-        return GMMStats(
-            self.n_samples + other.n_samples,
-            self.nk + other.nk,
-            self.s1 + other.s1,
-            self.s2 + other.s2,
-            self.loglik + other.loglik,
-            self.n_clipped + other.n_clipped,
-        )
-
-    @classmethod
-    def zeros(cls, n_components: int, n_features: int) -> "GMMStats":
-        """The neutral element for ``+``."""
-        K, d = n_components, n_features
-        return cls(0, np.zeros(K), np.zeros((K, d)), np.zeros((K, d, d)), 0.0)
+def gmm_statistics(n_rows, nk, s1, s2, loglik=0.0, n_clipped=0) -> Statistics:
+    """Pack ``N_k``, ``S1_k``, ``S2_k`` (and diagnostics) as named engine statistics."""
+    return Statistics({COUNTS: nk, FIRST: s1, SECOND: s2}, int(n_rows), float(loglik), int(n_clipped))
 
 
 _TRIL_CACHE: dict = {}
@@ -86,12 +48,7 @@ def _is_upper(P):
 
 
 def _params(X, weights, means, precisions_cholesky):
-    X = np.asarray(X)
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
-    X = np.ascontiguousarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D, got shape {X.shape}")
+    X = as_kernel_rows(X)
     n, d = X.shape
     means = np.ascontiguousarray(means, dtype=np.float64)
     P = np.ascontiguousarray(precisions_cholesky, dtype=np.float64)
@@ -130,7 +87,7 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     return np.ascontiguousarray(log_w + log_det - 0.5 * d * np.log(2 * np.pi))
 
 
-def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None) -> GMMStats:
+def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None) -> Statistics:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
 
     Parameters
@@ -151,7 +108,9 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
 
     Returns
     -------
-    GMMStats
+    Statistics
+        ``"counts"`` (K,), ``"first_moments"`` (K, d), ``"second_moments"`` (K, d, d), exactly
+        symmetric; ``n_rows``, ``loglik`` and ``n_clipped`` as diagnostics.
 
     Notes
     -----
@@ -178,14 +137,9 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
             clip_target=clip_target(d, np.float64),
             part_clipped=np.zeros(nb, dtype=np.int64),
         )
-    if d < _estep.BLAS_MIN_D:
-        # the hand-written path calls no BLAS: skip threadpoolctl's round trip (~25 us)
+    with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
-    else:
-        with blas_single_thread():
-            _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
-                               upper, n_threads, **kw)
     # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
     nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
     s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
@@ -198,7 +152,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     s2.reshape(K, d * d)[:, :: d + 1] = diag
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
     n_clipped = int(kw["part_clipped"].sum()) if kw else 0
-    return GMMStats(n, nk, s1, s2, loglik, n_clipped)
+    return gmm_statistics(n, nk, s1, s2, loglik, n_clipped)
 
 
 def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
@@ -219,9 +173,6 @@ def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
     K = means.shape[0]
     out = np.empty((n, K), dtype=X.dtype)
     ll = np.empty(n, dtype=X.dtype)
-    if X.shape[1] < _estep.BLAS_MIN_D:  # no BLAS on this path
+    with blas_single_thread(enabled=X.shape[1] >= _contract.BLAS_MIN_D):
         _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
-    else:
-        with blas_single_thread():
-            _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
     return out, ll

@@ -10,7 +10,7 @@ NOT_PRIVATE = "computed from the private data: not private, do not publish"
 
 @dataclass(frozen=True)
 class Release:
-    """One noisy statistic released at every iteration.
+    """One noisy statistic of a fit's plan.
 
     Attributes
     ----------
@@ -22,13 +22,18 @@ class Release:
     norm : str
         Norm of the sensitivity, ``"l2"`` (Gaussian) or ``"l1"`` (Laplace).
     sensitivity : float
-        Sensitivity in the scaled units (rows in the unit ball) under the
+        Sensitivity in the working units (rows in the model's domain) under the
         record's neighbouring relation.
     noise_scale : float
-        σ or b in the scaled units.
+        σ or b in the working units.
     shape : tuple
-        Shape of the statistic (for symmetric matrices, the noise is on the
-        upper triangle including the diagonal).
+        Shape of the statistic.
+    symmetric : bool
+        Symmetric matrices: the noise is on the upper triangle (diagonal included)
+        and mirrored, so the release is exactly symmetric.
+    count : int
+        How many times the statistic is released in one fit (once per iteration for
+        the EM statistics, once for a one-off release such as the domain estimate).
     """
 
     name: str
@@ -37,6 +42,8 @@ class Release:
     sensitivity: float
     noise_scale: float
     shape: tuple
+    symmetric: bool = False
+    count: int = 1
 
     @property
     def noise_multiplier(self) -> float:
@@ -48,8 +55,11 @@ class Release:
 class PrivacyRecord:
     """A readable, re-accountable record of a private fit.
 
-    ``event`` is the whole plan as dp_accounting-style events, so the
-    guarantee can be recomputed with another accountant or library.
+    ``event`` is the whole plan as events tagged with the neighbouring relation, so the
+    guarantee can be recomputed with another accountant of that relation or library.
+    ``releases`` maps each statistic's name to its :class:`Release`.  ``private`` is
+    False only when the user opted into a domain computed from the raw data: the noise
+    is then as recorded but the guarantee does not hold.
     """
 
     mechanism: str
@@ -59,10 +69,11 @@ class PrivacyRecord:
     delta: float
     epsilon_spent: float
     n_iter: int
-    releases: tuple
+    releases: dict
     event: object
     data_domain: dict
     notes: tuple = field(default=())
+    private: bool = True
 
     def __str__(self) -> str:
         lines = [
@@ -72,17 +83,18 @@ class PrivacyRecord:
             f"target        : (epsilon={self.epsilon:g}, delta={self.delta:g})",
             f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}",
             f"iterations    : {self.n_iter} (fixed; no data-dependent stopping)",
-            "releases per iteration (scaled units, rows in the unit ball):",
+            "releases (working units: rows in the model's domain):",
         ]
-        for r in self.releases:
+        for r in self.releases.values():
             lines.append(
-                f"  {r.name:<15} {r.mechanism:<8} {r.norm}-sensitivity={r.sensitivity:.4g} "
+                f"  {r.name:<15} x{r.count:<3} {r.mechanism:<8} {r.norm}-sensitivity={r.sensitivity:.4g} "
                 f"noise={r.noise_scale:.4g} (multiplier {r.noise_multiplier:.4g}) shape={r.shape}"
             )
         dom = self.data_domain
-        lines.append(
-            f"data domain   : radius={dom['radius']:.6g} "
-            + ("(FROM THE DATA: not private)" if dom["from_data"] else "(declared)")
-        )
+        if dom:
+            lines.append(f"data domain   : {dom['source']}"
+                         + (f", radius={dom['radius']:.6g}" if dom.get("radius") is not None else ""))
+        if not self.private:
+            lines.append("guarantee     : NONE - the data domain was computed from the raw data")
         lines.extend(f"note          : {n}" for n in self.notes)
         return "\n".join(lines)

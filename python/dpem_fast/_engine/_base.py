@@ -1,0 +1,278 @@
+"""The private-EM engine: one fit loop, one release layer and one privacy record for every model.
+
+A model (a subclass of :class:`PrivateEM`) supplies three things:
+
+1. a **statistics kernel** — :meth:`PrivateEM._statistics`: rows + current parameters →
+   named, additive statistics (:class:`~dpem_fast._engine._statistics.Statistics`);
+2. a **spec** of each statistic — :meth:`PrivateEM._statistic_specs`: shape, symmetry and
+   sensitivity under each neighbouring relation, derived in the model's docstring;
+3. an **update** — :meth:`PrivateEM._update`: noisy statistics → parameters (the M-step
+   and its projections), plus :meth:`PrivateEM._exact_update` for ``epsilon=inf``.
+
+The engine owns everything privacy-critical: argument checks, the data domain (declared,
+privately estimated, or an explicit non-private opt-in) and the row clipping it implies,
+the key, the calibration of the plan, the budget charge, the iteration loop, the release
+of every statistic (only through :class:`~dpem_fast._engine._release.ReleaseLayer`), and
+``privacy_`` / ``diagnostics_``.  The update sees the noisy statistics and the plan's
+public noise scales, never the exact statistics.  A gradient, natural-gradient or SVI
+estimator that does not use the loop can still use :func:`make_plan` and the release
+layer directly.
+
+Order of a private fit (what touches the data, and when):
+
+1. arguments, the declared domain and user-supplied initial parameters are checked;
+2. the plan is calibrated from public quantities (d, the specs, J, ε, δ, the relation);
+3. the whole plan is charged to the ``budget`` ledger, if any — before any statistic of
+   the data is computed (only input validation has read the data until here);
+4. if no domain was declared, it is estimated privately (two released histograms);
+5. the initialisation is data-independent (or the user's public parameters);
+6. J iterations: statistics → release → update; no data-dependent stopping.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import validate_data
+
+from .. import accounting as acc
+from ..accounting._validation import NEIGHBOURING_RELATIONS
+from .._preprocess import DataDomain, resolve_domain
+from .._rng import make_key
+from .._threads import blas_single_thread, effective_n_threads
+from .._validation import check_positive_int, check_positive_real, check_probability
+from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
+from ._plan import make_plan
+from ._record import NOT_PRIVATE, PrivacyRecord
+from ._release import ReleaseLayer
+
+__all__ = ["PrivateEM"]
+
+#: Largest |value| the non-private EM accepts: squares and sums of squares stay finite.
+_MAX_ABS_EXACT = 1e150
+_SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "from data (NOT private)"}
+
+
+class PrivateEM(BaseEstimator):
+    """Base class of the private EM estimators (not for direct use).
+
+    Subclasses list every parameter in their own ``__init__`` (scikit-learn's
+    ``get_params``); the engine reads these common ones: ``epsilon``, ``delta``,
+    ``max_iter``, ``neighbouring``, ``accountant``, ``n_threads``, ``random_state``,
+    ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
+    ``data_norm`` and ``bounds``.
+
+    Model hooks
+    -----------
+    _domain_kind : {"ball", "fixed"}
+        ``"ball"``: rows are mapped into the unit ball of a declared, privately
+        estimated or (opt-in) data-derived domain, and the kernel clips them there.
+        ``"fixed"``: the model's rows live in a bounded domain of their own (checked by
+        :meth:`_prepare_rows`); the specs' sensitivities hold on it.
+    _statistic_specs(n_features) -> tuple of StatSpec
+    _statistics(X, params, domain, n_threads) -> Statistics
+        ``domain`` is the :class:`DataDomain` to map rows into, or None (no mapping).
+    _update(noisy, params, releases) -> params
+        ``noisy``: dict name -> noisy array; ``releases``: the plan's public records.
+    _exact_update(stats, params) -> params
+    _initial_parameters(X, domain, key, private) -> params
+        Private mode must not read ``X``.
+    _set_fitted(params, domain, dtype)
+    Optional: _check_model_params(n_samples, n_features), _prepare_rows(X), _mechanisms(),
+    _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes).
+    """
+
+    _domain_kind = "ball"
+
+    # ------------------------------------------------------------------ hooks
+    def _check_model_params(self, n_samples, n_features):
+        """Validate the model's own parameters (before anything is charged)."""
+
+    def _prepare_rows(self, X):
+        """Model-specific input checks and row-wise, data-independent transforms (e.g. a
+        binarisation threshold); returns the rows to fit."""
+        return X
+
+    def _mechanisms(self):
+        """{statistic name: "gaussian" | "laplace"}; None = all Gaussian."""
+        return None
+
+    def _shares(self):
+        """{statistic name: relative share of each iteration's budget}; None = equal."""
+        return None
+
+    def _describe(self):
+        """(mechanism text, tuple of notes) for ``privacy_``."""
+        return type(self).__name__, ()
+
+    # ---------------------------------------------------------------- checks
+    def _check_privacy_params(self):
+        """Common checks; returns True for a private fit (finite epsilon)."""
+        check_positive_int(self.max_iter, "max_iter")
+        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
+        if private:
+            check_probability(self.delta, "delta")
+        if self.neighbouring not in NEIGHBOURING_RELATIONS:
+            raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}")
+        if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
+            raise ValueError(f"accountant must be one of {list(acc.ACCOUNTANTS)} or None, got {self.accountant!r}")
+        if self._domain_kind == "ball":
+            if self.data_norm is not None:
+                check_positive_real(self.data_norm, "data_norm")
+            if isinstance(self.bounds, str) and self.bounds != "from_data":
+                raise ValueError(f"bounds must be None, 'from_data' or a pair (lower, upper), got {self.bounds!r}")
+        if self.budget is not None:
+            if not isinstance(self.budget, acc.BudgetLedger):
+                raise TypeError(f"budget must be a BudgetLedger or None, got {type(self.budget).__name__}")
+            if not private:
+                raise ValueError("budget: epsilon=inf fits without privacy and cannot be charged to a ledger")
+            if self._domain_kind == "ball" and isinstance(self.bounds, str):
+                raise ValueError("budget: a fit with bounds='from_data' is not private and cannot be "
+                                 "charged to a ledger")
+            if self.budget.neighbouring != self.neighbouring:
+                raise ValueError(f"budget: the ledger accounts under neighbouring={self.budget.neighbouring!r}, "
+                                 f"this fit under {self.neighbouring!r}")
+        effective_n_threads(self.n_threads)
+        return private
+
+    def _validate_X(self, X):
+        # scikit-learn's finiteness check sums X first: finite rows near DBL_MAX overflow that
+        # sum (a RuntimeWarning) before the exact elementwise check decides
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
+        return self._prepare_rows(X)
+
+    def _domain_source(self):
+        """"declared", "estimate" or "data" (ball models only)."""
+        if isinstance(self.bounds, str):
+            return "data"
+        return "declared" if self.bounds is not None or self.data_norm is not None else "estimate"
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Fit the model with ``max_iter`` private EM iterations; returns ``self``."""
+        private = self._check_privacy_params()
+        X = self._validate_X(X)
+        n, d = X.shape
+        self._check_model_params(n, d)
+        n_threads = effective_n_threads(self.n_threads)
+        key = make_key(self.random_state)
+        if private:
+            params, domain, record = self._fit_private(X, key, n_threads)
+        else:
+            params, domain, record = self._fit_exact(X, key, n_threads)
+        self._set_fitted(params, domain, X.dtype)
+        self.n_iter_ = self.max_iter
+        self.privacy_ = record
+        return self
+
+    def _fit_exact(self, X, key, n_threads):
+        """Non-private EM (epsilon=inf): no domain map, no noise; the reference of the private fit."""
+        n, d = X.shape
+        largest = float(np.max(np.abs(X)))
+        if largest > _MAX_ABS_EXACT:
+            raise ValueError(f"X: values up to {largest:.3g} overflow the non-private EM's second moments; "
+                             "rescale the data, or fit privately with a declared domain")
+        domain = DataDomain(np.zeros(d), 1.0, None, False)
+        params = self._initial_parameters(X, domain, key, False)
+        train_ll = []
+        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+            for it in range(self.max_iter):
+                params, ll = self._exact_iteration(X, params, n_threads)
+                train_ll.append(ll / n)
+                if self.verbose:
+                    print(f"iteration {it + 1}/{self.max_iter}")
+        self._set_diagnostics(train_ll, 0)
+        return params, domain, None
+
+    def _exact_iteration(self, X, params, n_threads):
+        stats = self._statistics(X, params, None, n_threads)
+        if not all(np.all(np.isfinite(v)) for v in stats.values()):
+            raise ValueError(
+                f"X: the non-private EM statistics overflowed (largest |value| "
+                f"{float(np.max(np.abs(X))):.3g}); rescale the data, or fit privately with a declared domain")
+        return self._exact_update(stats, params), stats.loglik
+
+    def _fit_private(self, X, key, n_threads):
+        n, d = X.shape
+        specs = tuple(self._statistic_specs(d))
+        source = self._domain_source() if self._domain_kind == "ball" else None
+        domain = None
+        if source == "declared":
+            domain = resolve_domain(X, self.data_norm, self.bounds)   # reads only the declaration
+        mechanisms = self._mechanisms()
+        accountant = self.accountant or self._default_accountant(mechanisms)
+        if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
+            raise ValueError("accountant='gdp' is exact for Gaussian releases only; this plan has Laplace releases")
+        plan = make_plan(
+            specs, self.max_iter, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
+            accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
+            one_off_specs=domain_specs(d) if source == "estimate" else (),
+            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0,
+        )
+        if self.budget is not None:
+            # the whole plan, before any statistic of the data is computed
+            self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
+        layer = ReleaseLayer(plan, key, n_threads)
+        if source == "estimate":
+            domain = estimate_domain(X, layer, n_threads)
+        elif source == "data":
+            domain = domain_from_data(X)
+        params = self._initial_parameters(X, domain, key, True)
+        train_ll, n_clipped = [], 0
+        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+            for it in range(self.max_iter):
+                stats = self._statistics(X, params, domain, n_threads)
+                train_ll.append(stats.loglik / n)
+                n_clipped = stats.n_clipped
+                noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
+                params = self._update(noisy, params, plan.releases)
+                if self.verbose:
+                    print(f"iteration {it + 1}/{self.max_iter}")
+        self._set_diagnostics(train_ll, n_clipped)
+        mechanism, notes = self._describe()
+        record = PrivacyRecord(
+            mechanism=mechanism,
+            neighbouring=self.neighbouring,
+            accountant=plan.accountant,
+            epsilon=float(self.epsilon),
+            delta=float(self.delta),
+            epsilon_spent=plan.epsilon_spent,
+            n_iter=self.max_iter,
+            releases=dict(plan.releases),
+            event=plan.event,
+            data_domain=self._domain_record(domain, source),
+            notes=tuple(notes),
+            private=source != "data",
+        )
+        return params, domain, record
+
+    @staticmethod
+    def _default_accountant(mechanisms):
+        """Exact Gaussian DP for all-Gaussian plans, Renyi DP otherwise."""
+        return "rdp" if mechanisms and "laplace" in mechanisms.values() else "gdp"
+
+    @staticmethod
+    def _domain_record(domain, source):
+        if source is None:
+            return {"source": "the model's fixed domain", "radius": None}
+        return {
+            "source": _SOURCES[source],
+            "center": domain.center.copy(),
+            "radius": domain.radius,
+            "bounds": None if domain.bounds is None else (domain.bounds[0].copy(), domain.bounds[1].copy()),
+            "from_data": source == "data",
+        }
+
+    def _set_diagnostics(self, train_ll, n_clipped):
+        self.diagnostics_ = {
+            "status": NOT_PRIVATE,
+            "n_rows_clipped": int(n_clipped),
+            "train_loglik_per_row": np.asarray(train_ll),
+        }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.random_state is None
+        return tags

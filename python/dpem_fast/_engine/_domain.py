@@ -1,0 +1,196 @@
+"""The data domain of a private fit: declared, privately estimated, or (opt-in) from the data.
+
+Sensitivities assume every row lies in the unit ball after the affine map of a
+:class:`~dpem_fast._preprocess.DataDomain`.  That map must not be computed from the raw
+data.  Three sources:
+
+* **declared** (``bounds`` and/or ``data_norm``): public knowledge, the whole budget goes
+  to the model;
+* **private estimate** (the default when nothing is declared): a per-feature box found by
+  two noisy histograms, released through the release layer on a share of the budget that
+  appears in the plan (:func:`domain_specs`, :func:`estimate_domain`);
+* **from the data** (``bounds="from_data"``, explicit opt-in): the exact min/max, with a
+  :class:`~dpem_fast.accounting.PrivacyLeakWarning`; the record says the fit is not
+  private and no budget ledger may be charged.
+
+Private box estimate
+--------------------
+Stage 1 (scale).  Each value falls in one bin of a data-independent grid that covers every
+double: the zero bin, and for each binary exponent e (``2^(e-1) <= |x| < 2^e``, e from
+-1073 to 1024) a positive and a negative bin — ``B1 = 4197`` bins per feature.  The
+``d x B1`` histogram is released with Gaussian noise σ1.  A feature's stage-1 box spans its
+outermost bins whose noisy count exceeds ``σ1 z1``, plus one bin further out on each side
+(sparse tails beyond them are left to stage 2), with ``z1 = Φ⁻¹(1 - p1 / (B1 d))``: an empty
+bin passes with probability at most p1 / (B1 d), so with probability ≥ 1 - p1 no empty bin
+widens any box (union bound).  If no bin passes, the box is the most populated noisy bin.
+
+Stage 2 (refinement).  Inside the stage-1 box, ``B2 = 32`` equal-width bins per feature
+(rows clipped to the box first); the ``d x B2`` histogram is released with noise σ2.  The
+core of a feature's box spans its outermost bins whose noisy count exceeds ``σ2 z2``; from
+each end of the core the box extends over the longest run of m further bins whose summed
+noisy count exceeds ``σ2 √m z2`` — a sparse tail is kept once it is significant as a whole.
+``z2 = Φ⁻¹(1 - p2 / (3 B2 d))`` covers the B2 d single-bin tests and the at most 2 B2 d run
+tests, so with probability ≥ 1 - p2 no empty region widens a box.  If no bin passes,
+the stage-1 box is kept.  Rows outside the box are clipped to it, as for a declared box.
+All of this is post-processing of the two noisy histograms.
+
+Sensitivity (each histogram).  A row adds exactly one count to one bin of each of the d
+features.  Add/remove one row: d entries change by 1, ℓ2 = √d, ℓ1 = d.  Replace one row:
+per feature at most two bins change by 1 (−1 and +1), ℓ2 = √(2d), ℓ1 = 2d.  The grid of
+stage 2 depends only on the stage-1 release (adaptive composition; both are in the plan).
+
+The constants B1 (the whole double range), B2 = 32 (the box resolution: 1/32 of the
+stage-1 width) and the false-positive probabilities p1 = 1e-6 (stage 1: one empty bin passing
+can inflate a box by orders of magnitude) and p2 = 1e-3 (stage 2: at most to the stage-1 box)
+are public design choices, not fitted to any dataset.  The estimate costs :data:`DOMAIN_SHARE` of the plan.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+
+import numpy as np
+from scipy.special import ndtri
+
+from .._dpcore import _domain as _kernel
+from ..accounting import PrivacyLeakWarning
+from .._preprocess import DataDomain
+from ._statistics import StatSpec
+
+__all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "domain_from_data",
+           "SCALE_BINS", "REFINE_BINS"]
+
+#: Fraction of the whole plan spent on the private domain estimate (both histograms).
+DOMAIN_SHARE = 0.1
+#: Bins of stage 1: frexp exponents e in [E_MIN, E_MAX] on each side of the zero bin.
+_E_MIN, _E_MAX, _N_EXP, SCALE_BINS = _kernel.E_MIN, _kernel.E_MAX, _kernel.ZERO_BIN, _kernel.SCALE_BINS
+REFINE_BINS = 32
+_FALSE_POSITIVE = {1: 1e-6, 2: 1e-3}      # per stage: a stage-1 error can inflate the box a lot
+_DBL_MAX = np.finfo(np.float64).max
+
+
+def domain_specs(n_features: int):
+    """The two histogram statistics of the private domain estimate (stage 1, stage 2)."""
+    d = int(n_features)
+    l2 = {"add_remove": math.sqrt(d), "replace": math.sqrt(2.0 * d)}
+    l1 = {"add_remove": float(d), "replace": 2.0 * d}
+    return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1),
+            StatSpec("domain_refine", (d, REFINE_BINS), l2, l1))
+
+
+@functools.lru_cache(maxsize=1)
+def _scale_edges():
+    """Lower and upper edge of every stage-1 bin (the zero bin is [0, 0]); read-only."""
+    e = np.arange(_E_MIN, _E_MAX + 1)
+    up = np.ldexp(1.0, np.minimum(e, _E_MAX - 1))
+    up[-1] = _DBL_MAX                                  # 2^1024 is not a double: the top bin ends at max
+    low = np.ldexp(1.0, e - 1)
+    lower = np.concatenate([-up[::-1], [0.0], low])
+    upper = np.concatenate([-low[::-1], [0.0], up])
+    lower.setflags(write=False)
+    upper.setflags(write=False)
+    return lower, upper
+
+
+def _counts(fill, X, n_threads, shape, *args):
+    """Summed thread partials of a histogram kernel, as float64 ``shape``."""
+    partial = np.empty((n_threads,) + shape, dtype=np.int64)
+    fill(X, *args, partial, n_threads)
+    return partial.sum(axis=0).astype(np.float64)
+
+
+def _z(stage, n_tests):
+    """Gaussian quantile for the stage's false-positive probability over ``n_tests`` tests."""
+    return float(ndtri(1.0 - _FALSE_POSITIVE[stage] / n_tests))
+
+
+def _scale_box(noisy_row, sigma, z):
+    """Stage 1: (first, last) bin of the outermost bins whose noisy count exceeds σ z, one bin
+    further out on each side (their tails are left to stage 2); the noisy mode if none passes."""
+    idx = np.flatnonzero(noisy_row > sigma * z)
+    if not idx.size:
+        mode = int(np.argmax(noisy_row))
+        return mode, mode
+    return max(int(idx[0]) - 1, 0), min(int(idx[-1]) + 1, noisy_row.size - 1)
+
+
+def _refine_box(noisy_row, sigma, z):
+    """Stage 2: (first, last) bin of the box.  The core spans the outermost bins whose noisy
+    count exceeds σ z; from each end of the core the box extends over the longest run of m
+    further bins whose summed noisy count exceeds σ √m z (a sparse tail that is significant
+    as a whole).  The whole stage-1 box if no bin passes."""
+    B = noisy_row.size
+    idx = np.flatnonzero(noisy_row > sigma * z)
+    if not idx.size:
+        return 0, B - 1
+    a, b = int(idx[0]), int(idx[-1])
+    for side in (-1, 1):
+        run = noisy_row[:a][::-1] if side < 0 else noisy_row[b + 1:]
+        if not run.size:
+            continue
+        m = np.arange(1, run.size + 1)
+        over = np.flatnonzero(np.cumsum(run) > sigma * np.sqrt(m) * z)
+        if over.size:
+            if side < 0:
+                a -= int(over[-1]) + 1
+            else:
+                b += int(over[-1]) + 1
+    return a, b
+
+
+def _box_domain(lo, hi, source):
+    half = hi / 2 - lo / 2
+    m = float(half.max())
+    radius = min(m * float(np.linalg.norm(half / m)), _DBL_MAX) if m > 0 else 1.0
+    return DataDomain(lo / 2 + hi / 2, radius, (lo, hi), source == "from data")
+
+
+def estimate_domain(X, layer, n_threads=1):
+    """A per-feature box from two noisy histograms released through ``layer``.
+
+    ``layer``'s plan must hold the two :func:`domain_specs` releases.  Returns a
+    :class:`DataDomain` whose box and radius depend on ``X`` only through those releases.
+    """
+    n, d = X.shape
+    rel = layer.releases
+    lower, upper = _scale_edges()
+    # stage 1: scale
+    hist = _counts(_kernel.scale_histogram, X, n_threads, (d, SCALE_BINS))
+    noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
+    sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
+    lo, hi = np.empty(d), np.empty(d)
+    for j in range(d):
+        a, b = _scale_box(noisy[j], sigma, z)
+        lo[j], hi[j] = lower[a], upper[b]
+    tiny = np.finfo(np.float64).tiny
+    flat = hi <= lo                     # only the zero bin: any box around 0 will do
+    lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
+    # stage 2: refine inside the stage-1 box
+    hist = _counts(_kernel.refine_histogram, X, n_threads, (d, REFINE_BINS), lo, hi)
+    noisy2 = layer.release({"domain_refine": hist}, 0)["domain_refine"]
+    sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
+    half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX
+    lo2, hi2 = lo.copy(), hi.copy()
+    for j in range(d):
+        a, b = _refine_box(noisy2[j], sigma, z)
+        new_lo = 2 * (lo[j] / 2 + a * half_step[j])
+        new_hi = hi[j] if b == REFINE_BINS - 1 else 2 * (lo[j] / 2 + (b + 1) * half_step[j])
+        if new_hi > new_lo:             # else the box is too narrow to refine in floating point
+            lo2[j], hi2[j] = new_lo, new_hi
+    return _box_domain(lo2, hi2, "private estimate")
+
+
+def domain_from_data(X, stacklevel=4):
+    """The data's exact bounding box: NOT private (explicit opt-in only)."""
+    warnings.warn(
+        "bounds='from_data': the domain is the data's exact bounding box, which leaks privacy; the "
+        "fit is not differentially private. Declare bounds or data_norm from public knowledge, or "
+        "leave both unset to estimate the domain privately.",
+        PrivacyLeakWarning,
+        stacklevel=stacklevel,
+    )
+    lo = X.min(axis=0).astype(np.float64)
+    hi = X.max(axis=0).astype(np.float64)
+    hi = np.where(hi > lo, hi, lo + 1.0)
+    return _box_domain(lo, hi, "from data")

@@ -1,0 +1,171 @@
+"""A fit's privacy plan: the noise of every release, calibrated to the total (ε, δ).
+
+A model declares its statistics (:class:`~dpem_fast._engine._statistics.StatSpec`); the
+estimator picks a mechanism for each and a relative share of the budget.  One scalar
+parameter sets every noise scale, and it is calibrated so that the whole plan — every
+iteration's releases and the one-off releases before the loop — meets the target (ε, δ)
+under the chosen accountant:
+
+* all releases Gaussian: noise multiplier ``z_r = s / sqrt(w_r)`` with the shares ``w_r``
+  of the per-iteration budget normalised to sum to 1.  For Gaussian mechanisms the share
+  is exact in every additive currency (ρ = 1/(2 z²) in zCDP, μ² = 1/z² in GDP), so a
+  release with share w gets a fraction w of each iteration's privacy loss.
+* some releases Laplace (DP-EM's LLG scenario, Park et al. 2017 Sec. 4.2): per-release
+  epsilons ``ε_r = w_r e`` (shares normalised by their maximum), and a Gaussian release
+  tied to its share as in the paper, ``σ = sqrt(2 ln(1.25/δ_i)) Δ / ε_r`` with
+  ``δ_i = 1e-8``; ``e`` is calibrated.
+
+A one-off release (e.g. the private domain estimate) is Gaussian and takes a share of
+the whole fit: ``w = f J Σ_r w_r / (1 - f)`` in the units above, so that it holds a
+fraction f of the plan's total.
+
+The plan's event is tagged with the neighbouring relation
+(:class:`~dpem_fast.accounting.NeighbouringEvent`): re-accounting it under the other
+relation raises instead of understating the loss.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import accounting as acc
+from ._record import Release
+
+__all__ = ["Plan", "make_plan", "PAPER_DELTA_PER_RELEASE"]
+
+#: δ_i of a Gaussian release tied to a Laplace epsilon (DP-EM Sec. 5.1 uses 1e-6 and 1e-8).
+PAPER_DELTA_PER_RELEASE = 1e-8
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calibrated plan of a private fit.
+
+    Attributes
+    ----------
+    releases : dict of str to Release
+        Every release, by statistic name, in the order they happen (one-offs first).
+    event : DpEvent
+        The whole plan, tagged with ``neighbouring``.
+    accountant : str
+        Registry name of the accountant that calibrated it.
+    neighbouring : str
+    epsilon_spent : float
+        ε of ``event`` under that accountant at the target δ (≤ the target).
+    """
+
+    releases: dict
+    event: object
+    accountant: str
+    neighbouring: str
+    epsilon_spent: float
+
+
+def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
+              mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0) -> Plan:
+    """Calibrate the noise of every release for the total (ε, δ).
+
+    Parameters
+    ----------
+    iteration_specs : sequence of StatSpec
+        Statistics released once per iteration.
+    n_iter : int
+        Iterations J.
+    epsilon, delta : float
+        Target of the whole fit.
+    neighbouring : {"add_remove", "replace"}
+    accountant : str
+        Registry name (:func:`dpem_fast.accounting.get_accountant`).
+    mechanisms : dict of str to {"gaussian", "laplace"}, optional
+        Per iteration statistic; default all Gaussian.
+    shares : dict of str to float, optional
+        Relative share of each iteration statistic; default equal.
+    one_off_specs : sequence of StatSpec
+        Gaussian releases made once before the loop; together they take a fraction
+        ``one_off_share`` of the whole plan, split equally.
+    one_off_share : float in [0, 1)
+    """
+    specs = tuple(iteration_specs)
+    names = [s.name for s in specs]
+    mechanisms = {n: "gaussian" for n in names} if mechanisms is None else dict(mechanisms)
+    shares = {n: 1.0 for n in names} if shares is None else dict(shares)
+    if set(mechanisms) != set(names) or set(shares) != set(names):
+        raise ValueError(f"mechanisms and shares must name exactly the statistics {names}")
+    for spec in specs:
+        mech = mechanisms[spec.name]
+        if mech not in ("gaussian", "laplace"):
+            raise ValueError(f"mechanism of {spec.name!r} must be 'gaussian' or 'laplace', got {mech!r}")
+        if mech == "laplace" and spec.symmetric:
+            raise ValueError(f"statistic {spec.name!r}: symmetric releases are Gaussian (Analyze-Gauss)")
+        if mech == "laplace" and spec.l1 is None:
+            raise ValueError(f"statistic {spec.name!r}: a Laplace release needs an l1 sensitivity")
+    if one_off_specs and not 0.0 < one_off_share < 1.0:
+        raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
+    factory = acc.get_accountant(accountant, neighbouring)
+    J = int(n_iter)
+    w_raw = [float(shares[n]) for n in names]
+    laplace = any(mechanisms[n] == "laplace" for n in names)
+    if laplace:
+        top = max(w_raw)
+        w = [x / top for x in w_raw]
+    else:
+        total = math.fsum(w_raw)
+        w = [x / total for x in w_raw]
+    # each one-off release's weight, in the same units as w
+    f = float(one_off_share) / max(len(one_off_specs), 1)
+    if not one_off_specs:
+        w_one = 0.0
+    elif specs:
+        w_one = J * math.fsum(w) * f / (1.0 - float(one_off_share))
+    else:
+        w_one = 1.0                     # nothing else in the plan: the one-offs share it equally
+
+    # noise(p) gives each release as (mechanism, a, b): a Gaussian multiplier z = a / b (its
+    # sigma is Delta * a / b), a Laplace epsilon a * b
+    if not laplace:
+        def noise(p):
+            """Every release Gaussian with z = p / sqrt(w) for the common scale p = s."""
+            return ([("gaussian", p, math.sqrt(w_one)) for _ in one_off_specs],
+                    [("gaussian", p, math.sqrt(wr)) for wr in w])
+        calibrate = acc.calibrate_noise_multiplier
+    else:
+        c = math.sqrt(2.0 * math.log(1.25 / PAPER_DELTA_PER_RELEASE))
+
+        def noise(p):
+            """Laplace epsilon w p; Gaussian z = c / (w p), for the common scale p = e."""
+            return ([("gaussian", c, w_one * p) for _ in one_off_specs],
+                    [("laplace", wr, p) if mechanisms[n] == "laplace" else ("gaussian", c, wr * p)
+                     for n, wr in zip(names, w)])
+        calibrate = acc.calibrate_epsilon_per_release
+
+    def leaf(mech, a, b):
+        return acc.GaussianEvent(a / b) if mech == "gaussian" else acc.LaplaceEvent(a * b)
+
+    def make_event(p):
+        one, it = noise(p)
+        parts = [leaf(*m) for m in one]
+        if it:
+            parts.append(acc.SelfComposedEvent(acc.ComposedEvent([leaf(*m) for m in it]), J))
+        inner = parts[0] if len(parts) == 1 and it else acc.ComposedEvent(parts)
+        return acc.NeighbouringEvent(neighbouring, inner)
+
+    p = calibrate(make_event, float(epsilon), float(delta), accountant=factory)
+    event = make_event(p)
+    one, it = noise(p)
+    releases = {}
+    for spec, m in zip(one_off_specs, one):
+        releases[spec.name] = _release(spec, *m, neighbouring, 1)
+    for spec, m in zip(specs, it):
+        releases[spec.name] = _release(spec, *m, neighbouring, J)
+    spent = factory().compose(event).get_epsilon(float(delta))
+    name = accountant if isinstance(accountant, str) else accountant.__name__
+    return Plan(releases, event, name, neighbouring, float(spent))
+
+
+def _release(spec, mech, a, b, neighbouring, count):
+    """A Release of multiplier z = a / b (Gaussian, σ = Δ a / b) or epsilon a b (Laplace)."""
+    if mech == "gaussian":
+        delta_ = spec.sensitivity("l2", neighbouring)
+        return Release(spec.name, "gaussian", "l2", delta_, delta_ * a / b, spec.shape, spec.symmetric, count)
+    delta_ = spec.sensitivity("l1", neighbouring)
+    return Release(spec.name, "laplace", "l1", delta_, delta_ / (a * b), spec.shape, False, count)

@@ -1,0 +1,118 @@
+"""The release layer: the one place where statistics of private data get their noise.
+
+Every private estimator releases through :class:`ReleaseLayer`, which holds the fit's
+calibrated :class:`~dpem_fast._engine._plan.Plan` and key.  It refuses a statistic that
+is not in the plan, a wrong shape, a release index beyond the count the plan accounted
+for, and a second release of the same (statistic, index) — which would reuse its noise
+on a different value and leak the difference.
+
+Noise comes from the core's ChaCha20 streams: the draw of statistic ``name`` at index
+``i`` uses the sub-key ``derive_key(key, "release", i, name)`` (block ``b`` of the draw
+uses stream ``b``), so adding a statistic or changing the thread count never shifts
+another release's noise.  :func:`add_noise` chooses the sampler from the release:
+
+* ``"gaussian"``: i.i.d. N(0, σ²) per entry (ziggurat);
+* ``"gaussian"`` on a symmetric statistic: N(0, σ²) on the upper triangle (diagonal
+  included) mirrored below it (Analyze-Gauss, Dwork, Talwar, Thakurta & Zhang 2014), one
+  stream per matrix row;
+* ``"laplace"``: i.i.d. Laplace(0, b) per entry.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._dpcore import _rng as _core_rng
+from .._dpcore import _symnoise
+from .._rng import derive_key
+
+__all__ = ["ReleaseLayer", "add_noise", "release_key"]
+
+
+def release_key(key, index, name):
+    """Sub-key of the draw for statistic ``name`` at release index ``index``."""
+    return derive_key(key, "release", int(index), name)
+
+
+def add_noise(value, release, key, n_threads=1):
+    """``value`` plus the noise ``release`` declares, drawn from streams of ``key``.
+
+    Parameters
+    ----------
+    value : ndarray of shape ``release.shape``
+        The exact statistic (float64).
+    release : Release
+    key : ndarray of uint32, shape (8,)
+        The sub-key of this draw (see :func:`release_key`).
+    n_threads : int
+        Results do not depend on it.
+
+    Returns
+    -------
+    ndarray of float64, a new array.
+    """
+    value = np.asarray(value, dtype=np.float64)
+    if value.shape != tuple(release.shape):
+        raise ValueError(f"statistic {release.name!r} has shape {value.shape}, the plan says {release.shape}")
+    if release.mechanism == "gaussian" and release.symmetric:
+        d = value.shape[-1]
+        noise = np.empty((int(np.prod(value.shape[:-2], dtype=np.int64)), d, d))
+        _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, noise, n_threads)
+    else:
+        noise = np.empty(value.size)
+        if release.mechanism == "gaussian":
+            _core_rng.fill_normal(key, 0, release.noise_scale, noise, n_threads)
+        elif release.mechanism == "laplace":
+            _core_rng.fill_laplace(key, 0, release.noise_scale, noise, n_threads)
+        else:
+            raise ValueError(f"unknown mechanism {release.mechanism!r}")
+    return value + noise.reshape(value.shape)
+
+
+class ReleaseLayer:
+    """The gateway through which a fit's statistics leave: noise as the plan says.
+
+    Parameters
+    ----------
+    plan : Plan
+        The calibrated plan; only its releases can be made, each at most
+        ``release.count`` times (indices ``0 .. count - 1``), each index once.
+    key : ndarray of uint32, shape (8,)
+        The fit's key.
+    n_threads : int
+    """
+
+    def __init__(self, plan, key, n_threads=1):
+        self._plan = plan
+        self._key = np.array(key, dtype=np.uint32)
+        self._n_threads = int(n_threads)
+        self._made = set()
+
+    @property
+    def releases(self):
+        """The plan's releases by name (public: noise scales and sensitivities)."""
+        return self._plan.releases
+
+    def release(self, statistics, index):
+        """Noisy copies of ``statistics`` (a mapping name -> array) at release ``index``.
+
+        Returns
+        -------
+        dict of str to ndarray
+            Only the released names; nothing else of ``statistics`` (its diagnostics)
+            is passed on.
+        """
+        out = {}
+        for name in statistics:
+            r = self._plan.releases.get(name)
+            if r is None:
+                raise ValueError(f"statistic {name!r} is not in the privacy plan {list(self._plan.releases)}")
+            if not 0 <= index < r.count:
+                raise ValueError(f"statistic {name!r}: release index {index} is outside the "
+                                 f"{r.count} release(s) the plan accounts for")
+            if (name, index) in self._made:
+                raise ValueError(f"statistic {name!r} was already released at index {index}")
+        for name in statistics:
+            r = self._plan.releases[name]
+            out[name] = add_noise(statistics[name], r, release_key(self._key, index, name), self._n_threads)
+            self._made.add((name, index))
+        return out

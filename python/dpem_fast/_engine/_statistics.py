@@ -1,0 +1,142 @@
+"""Named, additive sufficient statistics and their specifications.
+
+DP-EM's claim (Park et al. 2017, Sec. 3) is that moment perturbation works for any
+exponential-family model: the E-step reduces the data to expected sufficient statistics,
+sums over rows, and the M-step needs nothing else.  Here that is the architecture: a model
+declares its statistics (:class:`StatSpec`), its kernel returns them by name
+(:class:`Statistics`), and the engine releases each one with noise calibrated to the
+sensitivity its spec declares.
+
+Statistics are sums over rows, so they are additive: the statistics of two disjoint sets
+of rows add, and :meth:`Statistics.zeros` is the neutral element.  Summing over kernel
+blocks, memmap chunks or cluster partitions is the same operation.  Nothing here is
+private; noise is added only by :mod:`dpem_fast._engine._release`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..accounting._validation import NEIGHBOURING_RELATIONS
+
+__all__ = ["StatSpec", "Statistics"]
+
+
+def _check_sensitivities(name, value, what, required):
+    if value is None:
+        if required:
+            raise ValueError(f"statistic {name!r}: {what} sensitivities are required")
+        return None
+    if not isinstance(value, Mapping) or set(value) != set(NEIGHBOURING_RELATIONS):
+        raise ValueError(f"statistic {name!r}: {what} must map each of {NEIGHBOURING_RELATIONS} "
+                         f"to a sensitivity, got {value!r}")
+    out = {}
+    for rel in NEIGHBOURING_RELATIONS:
+        v = float(value[rel])
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"statistic {name!r}: {what}[{rel!r}] must be finite and > 0, got {v!r}")
+        out[rel] = v
+    return out
+
+
+@dataclass(frozen=True)
+class StatSpec:
+    """What one released statistic is and how much one row can change it.
+
+    Parameters
+    ----------
+    name : str
+        Key of the statistic in :class:`Statistics` and in the privacy record.
+    shape : tuple of int
+        Shape of the statistic.
+    l2 : mapping {"add_remove": float, "replace": float}
+        ℓ2 sensitivity under each neighbouring relation, in the engine's working units
+        (rows mapped into the model's declared domain).  For a ``symmetric`` statistic it is
+        the sensitivity of the upper triangle (diagonal included), which is what receives
+        noise.  The model's docstring derives each value.
+    l1 : mapping or None
+        ℓ1 sensitivity under each relation, needed only for Laplace releases.
+    symmetric : bool, default=False
+        The last two axes form symmetric matrices: noise is drawn on the upper triangle
+        and mirrored (Analyze-Gauss, Dwork et al. 2014), so the release stays symmetric.
+    """
+
+    name: str
+    shape: tuple
+    l2: Mapping
+    l1: Mapping | None = None
+    symmetric: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"statistic name must be a non-empty str, got {self.name!r}")
+        shape = tuple(int(s) for s in self.shape)
+        if any(s < 0 for s in shape):
+            raise ValueError(f"statistic {self.name!r}: negative dimension in shape {shape}")
+        if self.symmetric and (len(shape) < 2 or shape[-1] != shape[-2]):
+            raise ValueError(f"statistic {self.name!r}: symmetric needs square last axes, got {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "l2", _check_sensitivities(self.name, self.l2, "l2", True))
+        object.__setattr__(self, "l1", _check_sensitivities(self.name, self.l1, "l1", False))
+
+    def sensitivity(self, norm: str, neighbouring: str) -> float:
+        """The ``"l2"`` or ``"l1"`` sensitivity under ``neighbouring``."""
+        table = self.l2 if norm == "l2" else self.l1
+        if table is None:
+            raise ValueError(f"statistic {self.name!r} declares no {norm} sensitivity")
+        return table[neighbouring]
+
+
+@dataclass(frozen=True, eq=False)
+class Statistics(Mapping):
+    """Statistics of some rows, by name, plus diagnostics that are *not private*.
+
+    A read-only mapping ``name -> ndarray``.  ``+`` adds two sets of statistics of
+    disjoint rows (same names and shapes); :meth:`zeros` is the neutral element.
+
+    Attributes
+    ----------
+    arrays : dict of str to ndarray
+    n_rows : int
+        Rows summed (a diagnostic: the row count is not private under add/remove).
+    loglik : float
+        ``sum_i log p(x_i)`` under the parameters used (a diagnostic, not private).
+    n_clipped : int
+        Rows clipped into the declared domain (a diagnostic, not private).
+    """
+
+    arrays: dict
+    n_rows: int = 0
+    loglik: float = 0.0
+    n_clipped: int = field(default=0)
+
+    def __getitem__(self, name):
+        return self.arrays[name]
+
+    def __iter__(self):
+        return iter(self.arrays)
+
+    def __len__(self):
+        return len(self.arrays)
+
+    def __add__(self, other):
+        if not isinstance(other, Statistics):
+            return NotImplemented
+        if list(self.arrays) != list(other.arrays):
+            raise ValueError(f"cannot add statistics named {list(self.arrays)} and {list(other.arrays)}")
+        summed = {}
+        for name, a in self.arrays.items():
+            b = other.arrays[name]
+            if a.shape != b.shape:
+                raise ValueError(f"cannot add statistic {name!r} of shapes {a.shape} and {b.shape}")
+            summed[name] = a + b
+        return Statistics(summed, self.n_rows + other.n_rows, self.loglik + other.loglik,
+                          self.n_clipped + other.n_clipped)
+
+    @classmethod
+    def zeros(cls, specs) -> "Statistics":
+        """The neutral element for ``+`` over the statistics ``specs`` declare."""
+        return cls({s.name: np.zeros(s.shape) for s in specs})

@@ -1,0 +1,132 @@
+"""Differentially private EM for mixtures of independent Bernoullis, on the private-EM engine."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM, StatSpec
+from .._rng import derive_key
+from .._threads import effective_n_threads
+from .._validation import check_positive_int, check_real
+from ._common import MixtureInferenceMixin, floored_counts, weights_from_counts
+from ._bernoulli_kernel import bernoulli_log_resp, bernoulli_stats
+
+__all__ = ["DPBernoulliMixture"]
+
+MEAN_FLOOR = 1e-10  # success probabilities are kept in [MEAN_FLOOR, 1 - MEAN_FLOOR]
+
+
+class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
+    """Mixture of independent Bernoullis over binary features, fitted by private EM.
+
+    ``p(x) = Σ_k π_k Π_j μ_kj^x_j (1 − μ_kj)^(1 − x_j)`` for rows ``x ∈ {0, 1}^d``.
+    Parameters as :class:`DPGaussianMixture` where they share a name; ``means_init`` are
+    success probabilities in (0, 1).  ``binarize=t`` maps each value to ``x > t`` (row-wise,
+    data-independent, as scikit-learn's ``BernoulliNB``); with ``None`` rows must be 0/1.
+    No domain is declared: the rows' own domain is fixed.
+
+    Privacy
+    -------
+    Rows are 0/1 vectors (checked), so ``‖x‖₂ ≤ √d``.  A row's responsibilities γ (γ_k ≥ 0,
+    Σγ_k = 1) depend on it and on released parameters only.  Statistics (DP-EM Sec. 3,
+    exponential family: T(x) = x):
+
+    - counts ``N_k = Σ_i γ_ik``: ℓ2 ≤ ‖γ‖₂ ≤ 1 (add/remove); ‖γ − γ'‖₂ ≤ √2 (replace).
+    - first moments ``S_k = Σ_i γ_ik x_i`` (all k jointly): add/remove ‖γ‖₂‖x‖₂ ≤ √d,
+      attained by x = 1 and one-hot γ.  Replace: Σ_k‖γ_k x − γ'_k x'‖² = Σγ_k²|x| +
+      Σγ'_k²|x'| − 2(γ·γ')(x·x') ≤ |x| + |x'| ≤ 2d − 1, since x ≠ x' differ in some
+      coordinate (x = x' gives γ = γ' and no change); attained up to rounding by x = 1,
+      x' = 1 − e_1 and components sharp enough that γ = e_1, γ' = e_2: √(2d − 1), not the
+      √(2d) of the triangle inequality.
+
+    Two Gaussian releases per iteration, calibrated like the Gaussian mixture's (exact
+    GDP by default).  The M-step divides the noisy sums by the noisy counts floored at
+    max(1, 3σ_N), and keeps each μ_kj within one noise std σ_S/Ñ_k of 0 and 1 (at least
+    MEAN_FLOOR, at most 1/4): post-processing of released values and public constants.
+    Initialisation: uniform weights and μ_kj uniform in [1/4, 3/4] from the fit's own
+    stream (data-independent), or the user's public parameters.
+    """
+
+    _domain_kind = "fixed"
+
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
+                 accountant=None, binarize=None, weights_init=None, means_init=None, n_threads=None,
+                 random_state=None, budget=None, verbose=0):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.neighbouring = neighbouring
+        self.accountant = accountant
+        self.binarize = binarize
+        self.weights_init = weights_init
+        self.means_init = means_init
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.budget = budget
+        self.verbose = verbose
+
+    def _prepare_rows(self, X):
+        if self.binarize is not None:
+            return (X > check_real(self.binarize, "binarize")).astype(X.dtype)
+        if not np.all((X == 0) | (X == 1)):
+            raise ValueError("X must be binary (every value 0 or 1), or set binarize=threshold")
+        return X
+
+    def _check_model_params(self, n_samples, n_features):
+        K = check_positive_int(self.n_components, "n_components")
+        if n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
+        w, m = self.weights_init, self.means_init
+        if w is not None and (np.shape(w) != (K,) or not np.all(np.isfinite(w)) or np.any(np.asarray(w) < 0)
+                              or not np.isclose(np.sum(w), 1.0)):
+            raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
+        if m is not None and (np.shape(m) != (K, n_features) or not np.all((np.asarray(m) > 0) & (np.asarray(m) < 1))):
+            raise ValueError(f"means_init must have shape ({K}, {n_features}) with values in (0, 1)")
+
+    def _statistic_specs(self, d):
+        K = self.n_components
+        return (StatSpec("counts", (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}),
+                StatSpec("first_moments", (K, d), l2={"add_remove": math.sqrt(d), "replace": math.sqrt(2.0 * d - 1)}))
+
+    def _describe(self):
+        init = "user-supplied public parameters" if self.means_init is not None else "data-independent"
+        return "DP-EM moment perturbation for a Bernoulli mixture", (f"initialisation: {init}",)
+
+    def _initial_parameters(self, X, domain, key, private):
+        K, d = self.n_components, X.shape[1]
+        w = np.full(K, 1.0 / K) if self.weights_init is None else np.asarray(self.weights_init, dtype=float)
+        if self.means_init is not None:
+            return w, np.asarray(self.means_init, dtype=float)
+        u = np.empty(K * d)
+        _core_rng.fill_uniform(derive_key(key, "init", "means"), 0, u, 1)
+        return w, 0.25 + 0.5 * u.reshape(K, d)
+
+    def _statistics(self, X, params, domain, n_threads):
+        return bernoulli_stats(X, *params, n_threads=n_threads)
+
+    def _update(self, noisy, params, releases):
+        nk_f = floored_counts(noisy["counts"], releases["counts"])
+        lo = np.clip(releases["first_moments"].noise_scale / nk_f, MEAN_FLOOR, 0.25)[:, None]
+        return weights_from_counts(noisy["counts"]), np.clip(noisy["first_moments"] / nk_f[:, None], lo, 1 - lo)
+
+    def _exact_update(self, stats, params):
+        nk = stats["counts"] + 10 * np.finfo(np.float64).eps
+        return nk / nk.sum(), np.clip(stats["first_moments"] / nk[:, None], MEAN_FLOOR, 1 - MEAN_FLOOR)
+
+    def _set_fitted(self, params, domain, dtype):
+        self.weights_, self.means_ = params[0], params[1].astype(dtype, copy=False)
+
+    def _log_resp(self, X):
+        X = self._prepare_rows(self._check_X(X))
+        return bernoulli_log_resp(X, self.weights_, self.means_, n_threads=effective_n_threads(self.n_threads))
+
+    def sample(self, n_samples=1, *, random_state=None):
+        """Synthetic binary rows from the fitted model (post-processing); returns (X, y)."""
+        check_is_fitted(self, "means_")
+        rng = np.random.default_rng(random_state)
+        y = rng.choice(self.n_components, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
+        return (rng.random((y.size, self.means_.shape[1])) < self.means_[y]).astype(self.means_.dtype), y

@@ -1,0 +1,80 @@
+/*
+ * dpc_contract.h -- the work-layout constants of dpem_fast's kernels, defined once.
+ *
+ * These numbers fix how rows and samples are cut into blocks, and with that the order
+ * of every floating-point reduction and which random stream draws which output.  They
+ * are part of the reproducibility contract: changing one changes seeded results (change
+ * only with a changelog note and bench evidence).  Python sees them through
+ * dpem_fast._dpcore._contract, which reads them from here.
+ *
+ * E-step kernels (_estep.pyx, _bernoulli.pyx, ...)
+ *   DPC_CHUNK_SIZE   rows per chunk; a chunk is transposed into a (d, CHUNK) scratch.
+ *   DPC_LANES        fixed lanes of every in-chunk row sum (combined by a fixed tree,
+ *                    dpc_simd.h), so rounding does not depend on the SIMD width.
+ *   DPC_MAX_BLOCKS / DPC_MIN_BLOCKS / DPC_PARTIAL_BUDGET
+ *                    consecutive chunks form blocks; block b owns row b of the partial
+ *                    statistics; see dpc_block_count().
+ *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
+ *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
+ *                    crossover: hand loops win below 8 features, BLAS from 16 on).
+ * Samplers (_rng.pyx, _dgauss.pyx)
+ *   DPC_SAMPLER_BLOCK  outputs per ChaCha20 stream: block b draws from stream stream0 + b.
+ */
+#ifndef DPC_CONTRACT_H
+#define DPC_CONTRACT_H
+
+#include <stddef.h>
+
+#define DPC_CHUNK_SIZE 256
+#define DPC_LANES 16                     /* DPC_CHUNK_SIZE is a multiple of it */
+#define DPC_MAX_BLOCKS 64
+#define DPC_MIN_BLOCKS 8
+#define DPC_PARTIAL_BUDGET (1 << 21)     /* doubles (16 MiB) of partials before blocks shrink */
+#define DPC_BLAS_MIN_D 16
+#define DPC_BERNOULLI_BLAS_MIN_D 16
+#define DPC_SAMPLER_BLOCK 4096
+
+#if DPC_CHUNK_SIZE % DPC_LANES != 0
+#error "DPC_CHUNK_SIZE must be a multiple of DPC_LANES"
+#endif
+
+/* Number of CHUNK_SIZE-row chunks covering n rows (the last may be partial). */
+static inline ptrdiff_t dpc_chunk_count(ptrdiff_t n)
+{
+    return (n + DPC_CHUNK_SIZE - 1) / DPC_CHUNK_SIZE;
+}
+
+/* nr rounded up to a whole number of lanes (the padded width of a chunk). */
+static inline ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
+{
+    return (nr + DPC_LANES - 1) / DPC_LANES * DPC_LANES;
+}
+
+/* Number of partial-statistic rows (blocks) for n rows when one block's partials take
+   per_block_doubles doubles: min(n_chunks, max(MIN_BLOCKS, min(MAX_BLOCKS,
+   PARTIAL_BUDGET / per_block_doubles))).  Depends on (n, per_block_doubles) only, never
+   on the thread count.  Each model passes its own partial size (the GMM: K (d^2 + d + 1)). */
+static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+{
+    ptrdiff_t n_chunks = dpc_chunk_count(n);
+    ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
+    ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
+    cap = cap < DPC_MAX_BLOCKS ? cap : DPC_MAX_BLOCKS;
+    cap = cap > DPC_MIN_BLOCKS ? cap : DPC_MIN_BLOCKS;
+    return n_chunks < cap ? n_chunks : cap;
+}
+
+/* Chunks per block once the block count nb >= 1 is fixed: ceil(n_chunks / nb).  Blocks
+   b * cpb .. are then walked in order; ceil(n_chunks / cpb) <= nb of them are non-empty. */
+static inline ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
+{
+    return (n_chunks + nb - 1) / nb;
+}
+
+/* Number of SAMPLER_BLOCK-output blocks (= streams) covering n sampler outputs. */
+static inline ptrdiff_t dpc_sampler_blocks(ptrdiff_t n)
+{
+    return (n + DPC_SAMPLER_BLOCK - 1) / DPC_SAMPLER_BLOCK;
+}
+
+#endif /* DPC_CONTRACT_H */

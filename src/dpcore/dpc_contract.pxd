@@ -1,0 +1,20 @@
+# Declarations of dpc_contract.h: the work-layout constants (reproducibility contract)
+# and the block arithmetic shared by every kernel.  Python sees the constants through
+# the _contract module, which reads them from the header.
+from libc.stddef cimport ptrdiff_t
+
+cdef extern from "dpc_contract.h" nogil:
+    enum:
+        DPC_CHUNK_SIZE
+        DPC_LANES
+        DPC_MAX_BLOCKS
+        DPC_MIN_BLOCKS
+        DPC_PARTIAL_BUDGET
+        DPC_BLAS_MIN_D
+        DPC_BERNOULLI_BLAS_MIN_D
+        DPC_SAMPLER_BLOCK
+    ptrdiff_t dpc_chunk_count(ptrdiff_t n)
+    ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
+    ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+    ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
+    ptrdiff_t dpc_sampler_blocks(ptrdiff_t n)

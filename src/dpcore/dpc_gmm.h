@@ -1,0 +1,144 @@
+/*
+ * dpc_gmm.h -- Gaussian-specific pieces of the GMM E-step (_estep.pyx): the Mahalanobis
+ * term L[k, r] = c_k - 0.5 || (x_r - mu_k) P_k ||^2 over one transposed chunk Xt (d, ld).
+ *
+ *   dpe_logp_small     d < DPC_BLAS_MIN_D: hand loops; for a triangular P the centred
+ *                      16-row tile is held in registers (dpe_logp_tri_tiles, specialised
+ *                      for each constant d = 1..DPE_MAXD).
+ *   dpe_center         D = Xt - mu, the input of the BLAS path (dtrmm / dgemm).
+ *   dpe_logp_from_y    out = c - 0.5 sum_j Y_j^2 from the BLAS product Y.
+ *   dpe_gmm_scratch_init  the GMM's layout of the chunk scratch (dpc_scratch.h).
+ *
+ * The register-tile code and the generic loops perform the same operations in the same
+ * order (including their FMA contractions), so they give the same bits.
+ */
+#ifndef DPC_GMM_H
+#define DPC_GMM_H
+
+#include "dpc_lanes.h"
+#include "dpc_scratch.h"
+#include "dpc_simd.h"
+
+#define DPE_MAXD (DPC_BLAS_MIN_D - 1)  /* largest d with a register-tile specialisation */
+#if DPE_MAXD != 15
+#error "dpe_logp_small and dpe_load_* specialise d = 1..15: update their cases"
+#endif
+
+/* One 16-row tile of the triangular Mahalanobis product with the centred rows held in
+   registers (no D scratch).  Same operations, in the same order, as the generic loop
+   below (x - mu, then y_j = sum_{i <= j} d_i P_ij from i = 0, then m += y_j^2), so the
+   result is bit-identical; inlined with a constant d so that the loops unroll fully. */
+static inline __attribute__((always_inline)) void
+dpe_logp_tri_tiles(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                   const double *mu, const double *P, double c, double *out)
+{
+    ptrdiff_t r, i, j;
+    for (r = 0; r < npad; r += DPE_L) {
+        dpe_v8 c0[DPE_MAXD], c1[DPE_MAXD];
+        dpe_v8 m0 = {0}, m1 = {0};
+        #pragma GCC unroll 16
+        for (i = 0; i < d; i++) {
+            c0[i] = DPE_LD(Xt + i * ld + r) - mu[i];
+            c1[i] = DPE_LD(Xt + i * ld + r + 8) - mu[i];
+        }
+        #pragma GCC unroll 16
+        for (j = 0; j < d; j++) {
+            /* y starts at +0 and every term is added as y += c_i p: unrolled, a bare
+               first product would let the FMA contraction pick the other multiply of
+               the first sum (0 + t rounds as t; only the sign of a zero y can differ,
+               and y enters as y * y) */
+            dpe_v8 y0 = {0}, y1 = {0};
+            #pragma GCC unroll 16
+            for (i = 0; i <= j; i++) {
+                double p = P[i * d + j];
+                y0 += c0[i] * p;
+                y1 += c1[i] * p;
+            }
+            m0 += y0 * y0;
+            m1 += y1 * y1;
+        }
+        DPE_ST(out + r, c - 0.5 * m0);
+        DPE_ST(out + r + 8, c - 0.5 * m1);
+    }
+}
+
+/* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0).
+   Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular.
+   D: (d, ld) scratch, used only for a non-triangular P or d > DPE_MAXD. */
+DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      const double *mu, const double *P, int tri, double c,
+                                      double *D, double *out)
+{
+    ptrdiff_t i, j, r;
+    if (tri) {
+        switch (d) {
+#define DPE_LOGP_CASE(n) case n: dpe_logp_tri_tiles(Xt, n, ld, npad, mu, P, c, out); return;
+        DPE_LOGP_CASE(1) DPE_LOGP_CASE(2) DPE_LOGP_CASE(3) DPE_LOGP_CASE(4) DPE_LOGP_CASE(5)
+        DPE_LOGP_CASE(6) DPE_LOGP_CASE(7) DPE_LOGP_CASE(8) DPE_LOGP_CASE(9) DPE_LOGP_CASE(10)
+        DPE_LOGP_CASE(11) DPE_LOGP_CASE(12) DPE_LOGP_CASE(13) DPE_LOGP_CASE(14) DPE_LOGP_CASE(15)
+#undef DPE_LOGP_CASE
+        default: break;
+        }
+    }
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *dd = D + i * ld;
+        double m = mu[i];
+        for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+    }
+    for (r = 0; r < npad; r += DPE_L) {
+        dpe_v8 m0 = {0}, m1 = {0};
+        for (j = 0; j < d; j++) {
+            ptrdiff_t iend = tri ? j + 1 : d;
+            double p = P[j];
+            dpe_v8 y0 = DPE_LD(D + r) * p, y1 = DPE_LD(D + r + 8) * p;
+            for (i = 1; i < iend; i++) {
+                const double *di = D + i * ld + r;
+                p = P[i * d + j];
+                y0 += DPE_LD(di) * p;
+                y1 += DPE_LD(di + 8) * p;
+            }
+            m0 += y0 * y0;
+            m1 += y1 * y1;
+        }
+        DPE_ST(out + r, c - 0.5 * m0);
+        DPE_ST(out + r + 8, c - 0.5 * m1);
+    }
+}
+
+/* D = Xt - mu (row-wise), for the BLAS path. */
+DPE_CLONES static void dpe_center(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                  const double *mu, double *D)
+{
+    ptrdiff_t i, r;
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *dd = D + i * ld;
+        double m = mu[i];
+        for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+    }
+}
+
+/* out[r] = c - 0.5 * sum_j Y[j, r]^2 (Y = (X - mu) P from BLAS, stored (d, ld)). */
+DPE_CLONES static void dpe_logp_from_y(const double *Y, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                       double c, double *out)
+{
+    ptrdiff_t j, r;
+    for (r = 0; r < npad; r++) out[r] = 0.0;
+    for (j = 0; j < d; j++) {
+        const double *y = Y + j * ld;
+        for (r = 0; r < npad; r++) out[r] += y[r] * y[r];
+    }
+    for (r = 0; r < npad; r++) out[r] = c - 0.5 * out[r];
+}
+
+/* The GMM's chunk scratch (dpc_scratch.h): D (centred rows) and W (products), and on the
+   hand-loop path (d < DPC_BLAS_MIN_D) lanes for n, s1 and the upper-triangle s2 of every
+   component.  Returns the size in doubles; binds the arrays into buf when buf != NULL. */
+static inline ptrdiff_t dpe_gmm_scratch_init(dpc_scratch *s, ptrdiff_t d, ptrdiff_t K, double *buf)
+{
+    ptrdiff_t lanes = d < DPC_BLAS_MIN_D ? dpe_lanes_n_s1_size(d) + dpe_lanes_s2_size(d) : 0;
+    return dpc_scratch_init(s, d, K, 2, lanes, buf);
+}
+
+#endif /* DPC_GMM_H */

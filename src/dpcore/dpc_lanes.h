@@ -1,0 +1,234 @@
+/*
+ * dpc_lanes.h -- per-component moment accumulators of the E-step kernels.
+ *
+ * In-chunk row sums run in DPC_LANES (16) fixed lanes: lane l of an accumulator adds the
+ * rows r with r % 16 == l, chunk after chunk, for a whole block; at the block's end the 16
+ * lanes are combined by the fixed tree of dpe_hsum (dpe_lanes_flush_*).  So the rounding
+ * of every statistic depends on the block layout only, never on the SIMD width or on
+ * which thread runs the block.  Each accumulator adds its terms in row order; splitting
+ * or grouping the loops below never changes the result.
+ *
+ * Lane layout of one component (doubles):
+ *   [n: 16][s1: d x 16]                         dpe_lanes_n_s1_size(d)   counts, first moments
+ *   [s2 upper pairs, row by row: d(d+1)/2 x 16] dpe_lanes_s2_size(d)     second moments
+ * A model with counts and first moments only (Bernoulli mixture, k-means) uses the first
+ * part alone; the GMM appends the second.
+ *
+ *   dpe_lanes_n_s1     n += g, s1_i += g x_i; optionally keeps W[i, r] = g_r x_ir (the
+ *                      rounded products) for dpe_lanes_s2.
+ *   dpe_lanes_s2       s2_ij += W_i x_j for i <= j (register-blocked).
+ *   dpe_lanes_flush_n_s1 / dpe_lanes_flush_s2   block end: lanes -> partial row.
+ *   dpe_moments_prep   BLAS path: n, s1 over one chunk, and W = sqrt(g) x for dsyrk.
+ */
+#ifndef DPC_LANES_H
+#define DPC_LANES_H
+
+#include "dpc_simd.h"
+
+/* Doubles of lane accumulators for the counts and first moments of one component. */
+static inline ptrdiff_t dpe_lanes_n_s1_size(ptrdiff_t d)
+{
+    return (1 + d) * DPE_L;
+}
+
+/* Doubles of lane accumulators for the upper-triangle second moments of one component. */
+static inline ptrdiff_t dpe_lanes_s2_size(ptrdiff_t d)
+{
+    return d * (d + 1) / 2 * DPE_L;
+}
+
+/* Counts and first moments of one component over one chunk, added into lanes la
+   ([n: 16][s1: d x 16]).  g: responsibilities of the chunk's rows (zero on the padding,
+   npad % 16 == 0); Xt: (d, ld).  With W != NULL the products g_r x_ir are also stored in
+   W (d, ld) for dpe_lanes_s2, and each is rounded before it is added (the GMM's numbers).
+   With W == NULL (no second moments) the AVX2 / AVX-512 clones may contract a + g x into
+   one FMA.  d = 0 accumulates the counts only. */
+DPE_CLONES static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      const double *g, double *W, double *la)
+{
+    ptrdiff_t i, r;
+    double *lp = la;
+    dpe_v8 a0 = DPE_LD(lp), a1 = DPE_LD(lp + 8);
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 += DPE_LD(g + r);
+        a1 += DPE_LD(g + r + 8);
+    }
+    DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+    lp += DPE_L;
+    if (W == NULL) {
+        /* two rows of Xt at a time: each load of g serves two accumulators */
+        for (i = 0; i + 1 < d; i += 2, lp += 2 * DPE_L) {
+            const double *x = Xt + i * ld, *y = x + ld;
+            dpe_v8 b0 = DPE_LD(lp + DPE_L), b1 = DPE_LD(lp + DPE_L + 8);
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 g0 = DPE_LD(g + r), g1 = DPE_LD(g + r + 8);
+                a0 += g0 * DPE_LD(x + r); a1 += g1 * DPE_LD(x + r + 8);
+                b0 += g0 * DPE_LD(y + r); b1 += g1 * DPE_LD(y + r + 8);
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+            DPE_ST(lp + DPE_L, b0); DPE_ST(lp + DPE_L + 8, b1);
+        }
+        if (i < d) {
+            const double *x = Xt + i * ld;
+            a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                a0 += DPE_LD(g + r) * DPE_LD(x + r);
+                a1 += DPE_LD(g + r + 8) * DPE_LD(x + r + 8);
+            }
+            DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+        }
+        return;
+    }
+    for (i = 0; i < d; i++, lp += DPE_L) {
+        const double *x = Xt + i * ld;
+        double *w = W + i * ld;
+        a0 = DPE_LD(lp); a1 = DPE_LD(lp + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            dpe_v8 v0 = DPE_LD(g + r) * DPE_LD(x + r), v1 = DPE_LD(g + r + 8) * DPE_LD(x + r + 8);
+            DPE_ST(w + r, v0); DPE_ST(w + r + 8, v1);
+            a0 += v0; a1 += v1;
+        }
+        DPE_ST(lp, a0); DPE_ST(lp + 8, a1);
+    }
+}
+
+/* Upper-triangle second moments of one component over one chunk, added into lanes lp
+   ([s2 upper pairs: d(d+1)/2 x 16]); W as left by dpe_lanes_n_s1. */
+DPE_CLONES static void dpe_lanes_s2(const double *Xt, const double *W, ptrdiff_t d, ptrdiff_t ld,
+                                    ptrdiff_t npad, double *lp)
+{
+    ptrdiff_t i, j, r;
+    dpe_v8 a0, a1;
+    /* S2 upper pairs, accumulator of (i, j) at lp + DPE_L * (off(i) + j - i) with
+       off(i) = i d - i (i - 1) / 2.  Rows are taken two at a time and columns four, then
+       two, then one at a time (2 x 4 and 2 x 2 register blocks).  Every accumulator still
+       adds its tiles in row order, so the grouping does not change the result. */
+    for (i = 0; i < d; i += 2) {
+        const double *w = W + i * ld, *xi = Xt + i * ld;
+        double *ai = lp + DPE_L * (i * d - i * (i - 1) / 2);
+        a0 = DPE_LD(ai); a1 = DPE_LD(ai + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPE_LD(w + r) * DPE_LD(xi + r);
+            a1 += DPE_LD(w + r + 8) * DPE_LD(xi + r + 8);
+        }
+        DPE_ST(ai, a0); DPE_ST(ai + 8, a1);
+        if (i + 1 == d) break;
+        {
+            const double *v = w + ld;                   /* row i + 1 */
+            double *bi = ai + DPE_L * (d - i);          /* accumulator of (i + 1, i + 1) */
+            for (j = i + 1; j + 3 < d; j += 4) {
+                /* 2 x 4 block: 12 loads per 16 FMAs per tile */
+                const double *xj = Xt + j * ld;
+                double *pa = ai + DPE_L * (j - i), *pb = bi + DPE_L * (j - i - 1);
+                dpe_v8 e0 = DPE_LD(pa), e1 = DPE_LD(pa + 8), e2 = DPE_LD(pa + 16), e3 = DPE_LD(pa + 24);
+                dpe_v8 e4 = DPE_LD(pa + 32), e5 = DPE_LD(pa + 40), e6 = DPE_LD(pa + 48), e7 = DPE_LD(pa + 56);
+                dpe_v8 f0 = DPE_LD(pb), f1 = DPE_LD(pb + 8), f2 = DPE_LD(pb + 16), f3 = DPE_LD(pb + 24);
+                dpe_v8 f4 = DPE_LD(pb + 32), f5 = DPE_LD(pb + 40), f6 = DPE_LD(pb + 48), f7 = DPE_LD(pb + 56);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                    dpe_v8 v0 = DPE_LD(v + r), v1 = DPE_LD(v + r + 8);
+                    dpe_v8 y0 = DPE_LD(xj + r), y1 = DPE_LD(xj + r + 8);
+                    dpe_v8 y2 = DPE_LD(xj + ld + r), y3 = DPE_LD(xj + ld + r + 8);
+                    dpe_v8 y4 = DPE_LD(xj + 2 * ld + r), y5 = DPE_LD(xj + 2 * ld + r + 8);
+                    dpe_v8 y6 = DPE_LD(xj + 3 * ld + r), y7 = DPE_LD(xj + 3 * ld + r + 8);
+                    DPE_KEEP_LOADS();
+                    e0 += w0 * y0; e1 += w1 * y1; f0 += v0 * y0; f1 += v1 * y1;
+                    e2 += w0 * y2; e3 += w1 * y3; f2 += v0 * y2; f3 += v1 * y3;
+                    e4 += w0 * y4; e5 += w1 * y5; f4 += v0 * y4; f5 += v1 * y5;
+                    e6 += w0 * y6; e7 += w1 * y7; f6 += v0 * y6; f7 += v1 * y7;
+                }
+                DPE_ST(pa, e0); DPE_ST(pa + 8, e1); DPE_ST(pa + 16, e2); DPE_ST(pa + 24, e3);
+                DPE_ST(pa + 32, e4); DPE_ST(pa + 40, e5); DPE_ST(pa + 48, e6); DPE_ST(pa + 56, e7);
+                DPE_ST(pb, f0); DPE_ST(pb + 8, f1); DPE_ST(pb + 16, f2); DPE_ST(pb + 24, f3);
+                DPE_ST(pb + 32, f4); DPE_ST(pb + 40, f5); DPE_ST(pb + 48, f6); DPE_ST(pb + 56, f7);
+            }
+            for (; j + 1 < d; j += 2) {
+                const double *x0 = Xt + j * ld, *x1 = x0 + ld;
+                double *p00 = ai + DPE_L * (j - i), *p01 = p00 + DPE_L;
+                double *p10 = bi + DPE_L * (j - i - 1), *p11 = p10 + DPE_L;
+                dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                dpe_v8 e01 = DPE_LD(p01), f01 = DPE_LD(p01 + 8);
+                dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                dpe_v8 e11 = DPE_LD(p11), f11 = DPE_LD(p11 + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpe_v8 w0 = DPE_LD(w + r), w1 = DPE_LD(w + r + 8);
+                    dpe_v8 v0 = DPE_LD(v + r), v1 = DPE_LD(v + r + 8);
+                    dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                    dpe_v8 z0 = DPE_LD(x1 + r), z1 = DPE_LD(x1 + r + 8);
+                    DPE_KEEP_LOADS();
+                    e00 += w0 * y0; f00 += w1 * y1;
+                    e01 += w0 * z0; f01 += w1 * z1;
+                    e10 += v0 * y0; f10 += v1 * y1;
+                    e11 += v0 * z0; f11 += v1 * z1;
+                }
+                DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                DPE_ST(p01, e01); DPE_ST(p01 + 8, f01);
+                DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+                DPE_ST(p11, e11); DPE_ST(p11 + 8, f11);
+            }
+            if (j < d) {
+                const double *x0 = Xt + j * ld;
+                double *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                dpe_v8 e00 = DPE_LD(p00), f00 = DPE_LD(p00 + 8);
+                dpe_v8 e10 = DPE_LD(p10), f10 = DPE_LD(p10 + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpe_v8 y0 = DPE_LD(x0 + r), y1 = DPE_LD(x0 + r + 8);
+                    e00 += DPE_LD(w + r) * y0; f00 += DPE_LD(w + r + 8) * y1;
+                    e10 += DPE_LD(v + r) * y0; f10 += DPE_LD(v + r + 8) * y1;
+                }
+                DPE_ST(p00, e00); DPE_ST(p00 + 8, f00);
+                DPE_ST(p10, e10); DPE_ST(p10 + 8, f10);
+            }
+        }
+    }
+}
+
+/* Block end: reduce the count / first-moment lanes of one component into its partial row. */
+static void dpe_lanes_flush_n_s1(const double *la, ptrdiff_t d, double *nk, double *s1)
+{
+    dpe_hsum_add(la, 1, nk);
+    dpe_hsum_add(la + DPE_L, d, s1);
+}
+
+/* Block end: reduce the second-moment lanes of one component into the upper triangle of
+   its (d, d) partial s2 (row-major). */
+static void dpe_lanes_flush_s2(const double *la, ptrdiff_t d, double *s2)
+{
+    ptrdiff_t i;
+    for (i = 0; i < d; la += (d - i) * DPE_L, i++)
+        dpe_hsum_add(la, d - i, s2 + i * d + i);
+}
+
+/* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
+DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                        const double *g, double *sg, double *W,
+                                        double *nk, double *s1)
+{
+    ptrdiff_t i, r;
+    double tmp[DPE_L];
+    dpe_v8 a0 = {0}, a1 = {0};
+    for (r = 0; r < npad; r++) sg[r] = __builtin_sqrt(g[r]);
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 += DPE_LD(g + r);
+        a1 += DPE_LD(g + r + 8);
+    }
+    DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+    *nk += dpe_hsum(tmp);
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *w = W + i * ld;
+        a0 = (dpe_v8){0}; a1 = (dpe_v8){0};
+        for (r = 0; r < npad; r += DPE_L) {
+            dpe_v8 x0 = DPE_LD(x + r), x1 = DPE_LD(x + r + 8);
+            a0 += DPE_LD(g + r) * x0;
+            a1 += DPE_LD(g + r + 8) * x1;
+            DPE_ST(w + r, DPE_LD(sg + r) * x0);
+            DPE_ST(w + r + 8, DPE_LD(sg + r + 8) * x1);
+        }
+        DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
+        s1[i] += dpe_hsum(tmp);
+    }
+}
+
+#endif /* DPC_LANES_H */

@@ -1,0 +1,161 @@
+"""The private-EM engine's pieces: statistics, plan, release layer."""
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from dpem_fast import accounting as acc
+from dpem_fast._engine import ReleaseLayer, StatSpec, Statistics, add_noise, make_plan, release_key
+from dpem_fast._engine._plan import PAPER_DELTA_PER_RELEASE
+from dpem_fast._rng import make_key
+
+L2 = {"add_remove": 1.0, "replace": 2.0}
+L1 = {"add_remove": 3.0, "replace": 6.0}
+
+
+def _specs():
+    return (StatSpec("a", (3,), L2, L1), StatSpec("b", (2, 4), L2, L1), StatSpec("c", (2, 3, 3), L2, symmetric=True))
+
+
+# ------------------------------------------------------------------- statistics
+def test_statistics_are_named_and_additive():
+    specs = _specs()
+    z = Statistics.zeros(specs)
+    assert list(z) == ["a", "b", "c"] and z["b"].shape == (2, 4) and not z["c"].any()
+    rng = np.random.default_rng(0)
+    s = Statistics({n: rng.normal(size=z[n].shape) for n in z}, 10, -3.0, 2)
+    t = Statistics({n: rng.normal(size=z[n].shape) for n in z}, 5, -1.0, 1)
+    u = s + t + z
+    for n in z:
+        assert_array_equal(u[n], s[n] + t[n])
+    assert (u.n_rows, u.loglik, u.n_clipped) == (15, -4.0, 3)
+    with pytest.raises(ValueError, match="named"):
+        s + Statistics({"a": s["a"]})
+    with pytest.raises(ValueError, match="shapes"):
+        s + Statistics({"a": np.zeros(4), "b": s["b"], "c": s["c"]})
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(name="", shape=(2,), l2=L2), "name"),
+    (dict(name="x", shape=(2,), l2={"replace": 1.0}), "l2"),
+    (dict(name="x", shape=(2,), l2={"replace": 1.0, "add_remove": 0.0}), "l2"),
+    (dict(name="x", shape=(2,), l2={"replace": 1.0, "add_remove": math.inf}), "l2"),
+    (dict(name="x", shape=(2, 3), l2=L2, symmetric=True), "symmetric"),
+])
+def test_statspec_validation(kw, match):
+    with pytest.raises(ValueError, match=match):
+        StatSpec(**kw)
+
+
+# ------------------------------------------------------------------------ plan
+@pytest.mark.parametrize("rel", ["add_remove", "replace"])
+def test_gaussian_plan_shares_and_sensitivities(rel):
+    specs = _specs()
+    plan = make_plan(specs, 7, epsilon=1.0, delta=1e-5, neighbouring=rel, accountant="gdp",
+                     shares={"a": 1.0, "b": 2.0, "c": 5.0})
+    z = {n: r.noise_multiplier for n, r in plan.releases.items()}
+    # multipliers z_r = s / sqrt(w_r): the mu^2 shares are the requested ones
+    mu2 = {n: 1 / z[n] ** 2 for n in z}
+    assert mu2["b"] / mu2["a"] == pytest.approx(2.0) and mu2["c"] / mu2["a"] == pytest.approx(5.0)
+    for n, r in plan.releases.items():
+        assert r.sensitivity == L2[rel] and r.count == 7 and r.mechanism == "gaussian"
+    assert plan.releases["c"].symmetric
+    # exact GDP: mu = sqrt(J sum 1/z^2), checked independently of the accountant code
+    mu = math.sqrt(7 * sum(mu2.values()))
+    from scipy.stats import norm
+    delta = norm.cdf(-1.0 / mu + mu / 2) - math.exp(1.0) * norm.cdf(-1.0 / mu - mu / 2)
+    assert delta <= 1e-5 * (1 + 1e-9) and plan.epsilon_spent <= 1.0 + 1e-9
+    assert isinstance(plan.event, acc.NeighbouringEvent) and plan.event.neighbouring == rel
+
+
+def test_one_off_releases_take_their_share_of_the_plan():
+    specs = _specs()
+    one = (StatSpec("h1", (5,), L2), StatSpec("h2", (6,), L2))
+    plan = make_plan(specs, 10, epsilon=2.0, delta=1e-6, neighbouring="replace", accountant="gdp",
+                     one_off_specs=one, one_off_share=0.2)
+    assert list(plan.releases)[:2] == ["h1", "h2"]
+    mu2 = {n: r.count / r.noise_multiplier ** 2 for n, r in plan.releases.items()}
+    assert (mu2["h1"] + mu2["h2"]) / sum(mu2.values()) == pytest.approx(0.2, rel=1e-12)
+    assert mu2["h1"] == pytest.approx(mu2["h2"], rel=1e-12)
+
+
+def test_laplace_plan_ties_gaussian_releases_to_their_epsilon_share():
+    specs = _specs()
+    plan = make_plan(specs, 4, epsilon=2.0, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                     mechanisms={"a": "laplace", "b": "laplace", "c": "gaussian"},
+                     shares={"a": 1.0, "b": 1.0, "c": 2.0})
+    ra, rb, rc = (plan.releases[n] for n in "abc")
+    assert (ra.mechanism, ra.norm, ra.sensitivity) == ("laplace", "l1", 3.0)
+    eps_a, eps_b = ra.sensitivity / ra.noise_scale, rb.sensitivity / rb.noise_scale
+    assert eps_a == pytest.approx(eps_b)
+    # Gaussian: sigma = sqrt(2 ln(1.25/delta_i)) Delta / eps_c with eps_c = 2 eps_a (its share)
+    c = math.sqrt(2 * math.log(1.25 / PAPER_DELTA_PER_RELEASE))
+    assert rc.noise_multiplier == pytest.approx(c / (2 * eps_a), rel=1e-12)
+    assert plan.epsilon_spent <= 2.0 * (1 + 1e-9)
+    with pytest.raises(ValueError, match="symmetric"):
+        make_plan(specs, 4, epsilon=2.0, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                  mechanisms={"a": "laplace", "b": "laplace", "c": "laplace"})
+
+
+def test_plan_argument_errors():
+    specs = _specs()
+    kw = dict(epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="gdp")
+    with pytest.raises(ValueError, match="exactly the statistics"):
+        make_plan(specs, 2, shares={"a": 1.0}, **kw)
+    with pytest.raises(ValueError, match="mechanism"):
+        make_plan(specs, 2, mechanisms={"a": "gaussian", "b": "exponential", "c": "gaussian"}, **kw)
+    with pytest.raises(ValueError, match="one_off_share"):
+        make_plan(specs, 2, one_off_specs=specs[:1], one_off_share=1.0, **kw)
+
+
+# ---------------------------------------------------------------- release layer
+def _layer(J=3):
+    plan = make_plan(_specs(), J, epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="gdp")
+    return plan, ReleaseLayer(plan, make_key(0), n_threads=2)
+
+
+def test_release_layer_refuses_what_the_plan_does_not_account_for():
+    plan, layer = _layer()
+    z = Statistics.zeros(_specs())
+    out = layer.release(z, 0)
+    assert set(out) == {"a", "b", "c"}
+    with pytest.raises(ValueError, match="already released"):
+        layer.release({"a": z["a"]}, 0)
+    with pytest.raises(ValueError, match="outside"):
+        layer.release({"a": z["a"]}, 3)
+    with pytest.raises(ValueError, match="not in the privacy plan"):
+        layer.release({"d": z["a"]}, 1)
+    with pytest.raises(ValueError, match="shape"):
+        layer.release({"a": np.zeros(4)}, 1)
+    # a refused call releases nothing: index 1 is still free for every statistic
+    assert set(layer.release(z, 1)) == {"a", "b", "c"}
+
+
+def test_noise_is_addressed_by_index_and_name_and_thread_count_free():
+    plan, layer = _layer()
+    z = Statistics.zeros(_specs())
+    first = layer.release(z, 0)
+    again = ReleaseLayer(plan, make_key(0), n_threads=1).release(z, 0)
+    for n in first:
+        assert_array_equal(first[n], again[n])
+    second = layer.release(z, 1)
+    assert not np.array_equal(first["a"], second["a"])
+    # each draw is add_noise with its own derived key
+    r = plan.releases["b"]
+    assert_array_equal(first["b"], add_noise(np.zeros(r.shape), r, release_key(make_key(0), 0, "b")))
+    c = first["c"]
+    assert_array_equal(c, np.swapaxes(c, 1, 2)) and not np.array_equal(c[0], c[1])
+
+
+@pytest.mark.statistical
+def test_laplace_and_gaussian_noise_have_their_scale():
+    plan = make_plan(_specs()[:2], 1, epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                     mechanisms={"a": "laplace", "b": "gaussian"})
+    key = make_key(1)
+    for name in ("a", "b"):
+        r = plan.releases[name]
+        draws = np.concatenate([add_noise(np.zeros(r.shape), r, release_key(key, i, name)).ravel()
+                                for i in range(4000)])
+        expected = r.noise_scale * (math.sqrt(2) if r.mechanism == "laplace" else 1.0)
+        assert abs(draws.std() / expected - 1) < 0.02

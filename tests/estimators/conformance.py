@@ -1,0 +1,431 @@
+"""The conformance suite every private estimator's tests subclass.
+
+A subclass sets ``estimator_class`` and ``params`` (a private fit with a declared domain)
+and implements the hooks below.  The suite then checks, through ``fit`` and the engine:
+
+- seeded reproducibility and identical results for 1 and 2 threads;
+- the budget is charged before any statistic of the data is computed, and a refused
+  charge computes none;
+- ``privacy_.event`` re-accounts to ``epsilon_spent`` and refuses the other relation; the
+  release records alone (sensitivity, noise scale, count) account to at most the target,
+  and 2 % less noise would not;
+- every release's noise, drawn through a real fit, has the recorded scale (enough draws
+  to see a 5 % shortfall in any one release) and is uncorrelated across iterations and
+  releases;
+- nothing but released statistics reaches the update (a fit whose release returns fixed
+  values gives the same parameters on two different datasets);
+- sensitivities are searched, not restated: over random parameters and adversarial rows
+  (beyond the domain too), the change of every statistic never exceeds its declared
+  sensitivity, and comes within 5 % of it;
+- clipping holds end to end: the exact statistics a fit on data with outliers hands to
+  the release layer respect the model's domain bounds;
+- ``epsilon=inf`` equals the non-private reference;
+- bad input gives a clear error naming the problem; huge finite rows give finite output;
+- scikit-learn's estimator checks.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.utils.estimator_checks import check_estimator
+
+from dpem_fast import accounting as acc
+from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
+from dpem_fast._engine import _base as engine_base
+
+
+class PrivateEstimatorConformance:
+    """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator."""
+
+    estimator_class: type = None
+    #: keyword arguments of a private fit with a declared (or fixed) domain
+    params: dict = {}
+    #: fitted attributes compared by the reproducibility tests
+    fitted_attributes: tuple = ()
+    #: keyword arguments under which scikit-learn's estimator checks run
+    sklearn_params: tuple = ()
+    #: overrides for the sensitivity search and the clipping test: the specs' sensitivities
+    #: are sups over the model's unit ball, so a ball model is searched with a declared
+    #: data_norm only (a box maps into a subset of the ball, where some sups are smaller)
+    ball_params: dict = {}
+
+    # ---------------------------------------------------------------- hooks
+    def make_data(self, n, seed=0):
+        """A dataset the estimator accepts (n rows)."""
+        raise NotImplementedError
+
+    def make_other_data(self, n, seed=1):
+        """A clearly different dataset of the same shape (default: another seed)."""
+        return self.make_data(n, seed)
+
+    def exact_reference(self, est, X):
+        """{attribute: expected value} of the ``epsilon=inf`` fit ``est`` on X."""
+        raise NotImplementedError
+
+    def random_parameters(self, est, rng, d):
+        """Model parameters in working units, for the sensitivity search."""
+        raise NotImplementedError
+
+    def random_row(self, est, rng, d):
+        """A row in the original units (may lie outside the domain)."""
+        raise NotImplementedError
+
+    def perturb_row(self, est, rng, x):
+        """A small random move of a row (hill climbing in the sensitivity search)."""
+        raise NotImplementedError
+
+    def adversarial_cases(self, est, rng, d):
+        """Explicit (params, x, x') candidates expected to be (near) worst cases."""
+        return []
+
+    def outlier_data(self, n, seed=0):
+        """Data with rows far outside the declared domain (default: none for fixed domains)."""
+        return None
+
+    def check_statistics_bounded(self, stats, n_rows):
+        """Assert the domain bounds of exact statistics of n_rows clipped rows."""
+
+    #: True when rows outside the model's fixed domain are refused (then with an error naming X)
+    refuses_huge_rows = False
+
+    # -------------------------------------------------------------- helpers
+    def make_estimator(self, **kw):
+        return self.estimator_class(**{**self.params, **kw})
+
+    def _fitted(self, est):
+        return {a: np.array(getattr(est, a)) for a in self.fitted_attributes}
+
+    def _working_domain(self, est, X):
+        """The domain a private fit of ``est`` on X maps rows into (None for fixed domains)."""
+        if est._domain_kind != "ball":
+            return None
+        from dpem_fast._preprocess import resolve_domain
+        return resolve_domain(X, est.data_norm, est.bounds)
+
+    # ---------------------------------------------------------- determinism
+    def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
+        X = self.make_data(3000)
+        a = self.make_estimator(random_state=11, n_threads=1).fit(X)
+        b = self.make_estimator(random_state=11, n_threads=2).fit(X)
+        c = self.make_estimator(random_state=12, n_threads=2).fit(X)
+        for name, v in self._fitted(a).items():
+            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
+        assert any(not np.array_equal(v, self._fitted(c)[n]) for n, v in self._fitted(a).items())
+
+    # ----------------------------------------------------------- the budget
+    def _domain_kw(self, declared):
+        """No overrides for a declared domain; the private estimate otherwise (ball models)."""
+        if declared:
+            return {}
+        if self.make_estimator()._domain_kind != "ball":
+            pytest.skip("the model's domain is fixed: nothing to estimate")
+        return dict(bounds=None, data_norm=None)
+
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_budget_is_charged_before_any_statistic(self, monkeypatch, declared):
+        X = self.make_data(500)
+        kw = self._domain_kw(declared)
+        ledger = acc.BudgetLedger(100.0, 0.5, accountant="rdp", neighbouring=self.params.get("neighbouring",
+                                                                                               "replace"))
+        seen = []
+
+        def spy(real):
+            def wrapped(*args, **kwargs):
+                seen.append(len(ledger.entries))
+                return real(*args, **kwargs)
+            return wrapped
+
+        monkeypatch.setattr(self.estimator_class, "_statistics", spy(self.estimator_class._statistics))
+        monkeypatch.setattr(engine_base, "estimate_domain", spy(engine_base.estimate_domain))
+        self.make_estimator(budget=ledger, random_state=0, **kw).fit(X)
+        assert seen and all(s == 1 for s in seen) and len(ledger.entries) == 1
+        assert len(seen) == self.params.get("max_iter", 20) + (0 if declared else 1)
+
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_refused_budget_computes_no_statistic(self, monkeypatch, declared):
+        X = self.make_data(500)
+        kw = self._domain_kw(declared)
+        rel = self.params.get("neighbouring", "replace")
+        ledger = acc.BudgetLedger(0.01, 1e-9, accountant="rdp", neighbouring=rel)
+
+        def forbidden(*args, **kwargs):
+            raise AssertionError("a statistic of the data was computed before the budget was charged")
+
+        monkeypatch.setattr(self.estimator_class, "_statistics", forbidden)
+        monkeypatch.setattr(engine_base, "estimate_domain", forbidden)
+        est = self.make_estimator(budget=ledger, epsilon=1.0, random_state=0, **kw)
+        with pytest.raises(acc.BudgetExceededError):
+            est.fit(X)
+        assert ledger.entries == [] and not hasattr(est, "privacy_")
+
+    def test_not_private_fits_refuse_a_ledger(self):
+        X = self.make_data(200)
+        rel = self.params.get("neighbouring", "replace")
+        ledger = acc.BudgetLedger(10.0, 1e-3, neighbouring=rel)
+        with pytest.raises(ValueError, match="budget"):
+            self.make_estimator(epsilon=float("inf"), budget=ledger).fit(X)
+        other = "add_remove" if rel == "replace" else "replace"
+        with pytest.raises(ValueError, match="budget"):
+            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-3, neighbouring=other)).fit(X)
+        assert ledger.entries == []
+
+    # ---------------------------------------------------------- the record
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_event_reaccounts_to_the_spent_epsilon(self, declared):
+        X = self.make_data(500)
+        est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
+        rec = est.privacy_
+        rel = rec.neighbouring
+        again = acc.get_accountant(rec.accountant, rel)().compose(rec.event).get_epsilon(rec.delta)
+        assert again == pytest.approx(rec.epsilon_spent, rel=1e-12)
+        assert rec.epsilon_spent <= rec.epsilon * (1 + 1e-9)
+        other = "add_remove" if rel == "replace" else "replace"
+        with pytest.raises(acc.NeighbouringMismatchError):
+            acc.get_accountant(rec.accountant, other)().compose(rec.event)
+
+    def _record_event(self, rec, shrink=1.0):
+        """The plan rebuilt from the release records alone (noise scaled by ``shrink``)."""
+        leaves = []
+        for r in rec.releases.values():
+            if r.mechanism == "gaussian":
+                leaf = acc.GaussianEvent(shrink * r.noise_scale / r.sensitivity)
+            else:
+                leaf = acc.LaplaceEvent(r.sensitivity / (shrink * r.noise_scale))
+            leaves.append(acc.SelfComposedEvent(leaf, r.count))
+        return acc.NeighbouringEvent(rec.neighbouring, acc.ComposedEvent(leaves))
+
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_release_records_alone_meet_the_target_tightly(self, declared):
+        X = self.make_data(500)
+        est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
+        rec = est.privacy_
+        specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
+        specs.update({s.name: s for s in domain_specs(X.shape[1])})
+        assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
+        for r in rec.releases.values():
+            assert r.sensitivity == specs[r.name].sensitivity(r.norm, rec.neighbouring)
+            assert r.count == (rec.n_iter if r.name not in ("domain_scale", "domain_refine") else 1)
+        factory = acc.get_accountant(rec.accountant, rec.neighbouring)
+        eps = factory().compose(self._record_event(rec)).get_epsilon(rec.delta)
+        assert eps <= rec.epsilon * (1 + 1e-9)
+        assert factory().compose(self._record_event(rec, 0.98)).get_epsilon(rec.delta) > rec.epsilon
+
+    # ------------------------------------------------------------ the noise
+    def test_every_release_draws_its_recorded_noise(self, monkeypatch):
+        """Exact statistics replaced by zeros: what reaches the update is the noise alone."""
+        X = self.make_data(300)
+        # enough iterations that the smallest release has 4 std errors <= 2.5 % of its
+        # std even for Laplace noise (excess kurtosis 3): a 5 % shortfall is then seen
+        smallest = min(int(np.prod(s.shape)) for s in self.make_estimator()._statistic_specs(X.shape[1]))
+        J = math.ceil(5 * 6400 / smallest)
+        captured = []
+
+        def zeros(est, X, params, domain, n_threads):
+            return Statistics.zeros(est._statistic_specs(X.shape[1]))
+
+        def capture(est, noisy, params, releases):
+            captured.append({k: np.array(v) for k, v in noisy.items()})
+            return params
+
+        monkeypatch.setattr(self.estimator_class, "_statistics", zeros)
+        monkeypatch.setattr(self.estimator_class, "_update", capture)
+        est = self.make_estimator(max_iter=J, random_state=5).fit(X)
+        assert len(captured) == J
+        releases = est.privacy_.releases
+        first_entries = {}
+        for name in captured[0]:
+            r = releases[name]
+            draws = np.stack([c[name] for c in captured])          # (J, *shape)
+            if r.symmetric:
+                assert_array_equal(draws, np.swapaxes(draws, -1, -2))
+                iu = np.triu_indices(draws.shape[-1])
+                draws = draws[..., iu[0], iu[1]]
+            flat = draws.reshape(J, -1)
+            n = flat.size
+            std = math.sqrt(float(np.mean(flat ** 2)))             # mean 0 known
+            expected = r.noise_scale * (math.sqrt(2.0) if r.mechanism == "laplace" else 1.0)
+            kurt_excess = 3.0 if r.mechanism == "laplace" else 0.0
+            se = math.sqrt((2.0 + kurt_excess) / (4.0 * n))        # std error of the std ratio
+            assert abs(std / expected - 1.0) < max(4.0 * se, 1e-3), (name, std / expected, n)
+            assert 4.0 * se <= 0.0251, f"too few draws of {name!r} to see a 5% shortfall"
+            # independent across iterations
+            corr = np.corrcoef(flat[:-1, 0], flat[1:, 0])[0, 1]
+            assert abs(corr) < 5.0 / math.sqrt(J), (name, corr)
+            first_entries[name] = flat[:, 0]
+        names = list(first_entries)
+        for i in range(len(names)):                                 # and across releases
+            for j in range(i + 1, len(names)):
+                corr = np.corrcoef(first_entries[names[i]], first_entries[names[j]])[0, 1]
+                assert abs(corr) < 5.0 / math.sqrt(J), (names[i], names[j], corr)
+
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_update_sees_only_released_statistics(self, monkeypatch, declared):
+        """A leak of any exact statistic into the update (or, undeclared, into the domain
+        estimate) would make these fits differ."""
+        kw = self._domain_kw(declared)
+
+        def fixed(layer, statistics, index):
+            return {name: np.full(layer.releases[name].shape, 0.25) for name in statistics}
+
+        monkeypatch.setattr(ReleaseLayer, "release", fixed)
+        X, Y = self.make_data(800, seed=0), self.make_other_data(800, seed=1)
+        assert not np.array_equal(X, Y)
+        a = self.make_estimator(random_state=3, **kw).fit(X)
+        b = self.make_estimator(random_state=3, **kw).fit(Y)
+        for name, v in self._fitted(a).items():
+            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
+
+    # ------------------------------------------------------ sensitivities
+    @staticmethod
+    def _norm(value, spec):
+        v = np.asarray(value)
+        if spec.symmetric:
+            iu = np.triu_indices(v.shape[-1])
+            v = v[..., iu[0], iu[1]]
+        return float(np.sqrt(np.sum(v * v)))
+
+    def _change(self, est, domain, params, x, xp, rel, specs):
+        one = est._statistics(np.ascontiguousarray(x[None, :]), params, domain, 1)
+        if rel == "add_remove":
+            return {s.name: self._norm(one[s.name], s) for s in specs}
+        two = est._statistics(np.ascontiguousarray(xp[None, :]), params, domain, 1)
+        return {s.name: self._norm(one[s.name] - two[s.name], s) for s in specs}
+
+    @pytest.mark.parametrize("rel", ["add_remove", "replace"])
+    def test_sensitivities_are_never_exceeded_and_nearly_attained(self, rel):
+        X = self.make_data(300)
+        est = self.make_estimator(neighbouring=rel, random_state=0, **self.ball_params).fit(X)
+        d = X.shape[1]
+        specs = est._statistic_specs(d)
+        domain = self._working_domain(est, X)
+        rng = np.random.default_rng(2024)
+        declared = {s.name: s.sensitivity("l2", rel) for s in specs}
+        best = {s.name: 0.0 for s in specs}
+
+        def record(change):
+            for name, v in change.items():
+                assert v <= declared[name] * (1 + 1e-9), (rel, name, v, declared[name])
+                best[name] = max(best[name], v)
+
+        for params, x, xp in self.adversarial_cases(est, rng, d):
+            record(self._change(est, domain, params, x, xp, rel, specs))
+        for _ in range(20):                       # random starts, then hill climbing per statistic
+            params = self.random_parameters(est, rng, d)
+            x, xp = self.random_row(est, rng, d), self.random_row(est, rng, d)
+            cur = self._change(est, domain, params, x, xp, rel, specs)
+            record(cur)
+            target = specs[int(rng.integers(len(specs)))].name
+            for _ in range(15):
+                nx, nxp = self.perturb_row(est, rng, x), self.perturb_row(est, rng, xp)
+                new = self._change(est, domain, params, nx, nxp, rel, specs)
+                record(new)
+                if new[target] > cur[target]:
+                    x, xp, cur = nx, nxp, new
+        for name in declared:
+            assert best[name] >= 0.95 * declared[name], (rel, name, best[name], declared[name])
+
+    # ------------------------------------------------------------ clipping
+    @pytest.mark.parametrize("ball", [True, False])
+    def test_clipping_holds_end_to_end(self, monkeypatch, ball):
+        X = self.outlier_data(2000)
+        if X is None:
+            pytest.skip("the model's domain is fixed; rows outside it are refused")
+        seen = []
+        real = ReleaseLayer.release
+
+        def spy(layer, statistics, index):
+            seen.append({k: np.array(v) for k, v in statistics.items()})
+            return real(layer, statistics, index)
+
+        monkeypatch.setattr(ReleaseLayer, "release", spy)
+        est = self.make_estimator(random_state=0, max_iter=3, **(self.ball_params if ball else {})).fit(X)
+        assert est.diagnostics_["n_rows_clipped"] > 0
+        loop = [s for s in seen if set(s) <= {sp.name for sp in est._statistic_specs(X.shape[1])}]
+        assert len(loop) == 3
+        for stats in loop:
+            self.check_statistics_bounded(stats, X.shape[0])
+
+    # ---------------------------------------------------- the exact mode
+    def test_epsilon_inf_equals_the_nonprivate_reference(self):
+        X = self.make_data(2000)
+        est = self.make_estimator(epsilon=float("inf"), random_state=0).fit(X)
+        assert est.privacy_ is None
+        for name, expected in self.exact_reference(est, X).items():
+            assert_allclose(getattr(est, name), expected, rtol=1e-8, atol=1e-10, err_msg=name)
+
+    # ------------------------------------------------------------ bad input
+    @pytest.mark.parametrize("kw, exc, match", [
+        (dict(epsilon=0.0), ValueError, "epsilon"),
+        (dict(epsilon=-1.0), ValueError, "epsilon"),
+        (dict(epsilon=float("nan")), ValueError, "epsilon"),
+        (dict(epsilon="1"), TypeError, "epsilon"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=1.0), ValueError, "delta"),
+        (dict(delta=-1e-5), ValueError, "delta"),
+        (dict(max_iter=0), ValueError, "max_iter"),
+        (dict(neighbouring="swap"), ValueError, "neighbouring"),
+        (dict(accountant="magic"), ValueError, "accountant"),
+        (dict(n_threads=0), ValueError, "n_threads"),
+        (dict(random_state=-1), ValueError, "random_state"),
+        (dict(budget=object()), TypeError, "budget"),
+    ])
+    def test_bad_parameters(self, kw, exc, match):
+        X = self.make_data(100)
+        with pytest.raises(exc, match=match):
+            self.make_estimator(**kw).fit(X)
+
+    def test_bad_data(self):
+        X = self.make_data(200)
+        est = self.make_estimator(random_state=0)
+        bad = X.astype(np.float64)
+        bad[3, 0] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            est.fit(bad)
+        bad[3, 0] = np.inf
+        with pytest.raises(ValueError, match="infinity"):
+            est.fit(bad)
+        with pytest.raises(ValueError, match="2D"):
+            est.fit(X[:, 0])
+        with pytest.raises(ValueError, match="0 sample"):
+            est.fit(X[:0])
+        with pytest.raises(ValueError, match="dim 3"):
+            est.fit(X[None])
+        with pytest.raises((TypeError, ValueError)):
+            est.fit(np.full(X.shape, "a", dtype=object))
+
+    @pytest.mark.parametrize("epsilon", [1.0, float("inf")])
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_huge_finite_rows_give_finite_output_or_a_clear_error(self, epsilon, declared):
+        X = self.make_data(500)
+        H = X.astype(np.float64)
+        H[0, 0] = 1.5e308
+        H[1, :] = -np.finfo(np.float64).max
+        H[2, -1] = np.finfo(np.float64).max
+        kw = {} if declared or self.make_estimator()._domain_kind != "ball" else dict(bounds=None, data_norm=None)
+        est = self.make_estimator(epsilon=epsilon, random_state=0, **kw)
+        if self.refuses_huge_rows:
+            with pytest.raises(ValueError, match="X"):
+                est.fit(H)
+            return
+        try:
+            est.fit(H)
+        except ValueError as exc:            # only the non-private fit may refuse, naming X
+            assert epsilon == float("inf") and "X" in str(exc)
+            return
+        for name, v in self._fitted(est).items():
+            assert np.all(np.isfinite(v)), name
+        assert np.all(np.isfinite(est.score_samples(X)))
+
+    # ---------------------------------------------------------- scikit-learn
+    def test_sklearn_estimator_checks(self):
+        for kw in self.sklearn_params or ({},):
+            check_estimator(self.make_estimator(**kw), on_skip=None)
+
+    def test_clone_and_base(self):
+        est = self.make_estimator()
+        assert isinstance(est, PrivateEM)
+        assert clone(est).get_params() == est.get_params()
