@@ -35,6 +35,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from dpem_fast import accounting as acc
 from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
+from dpem_fast._engine._lattice import LATTICE_RESOLUTION, lattice
 from dpem_fast._engine import _base as engine_base
 
 
@@ -193,8 +194,12 @@ class PrivateEstimatorConformance:
         for r in rec.releases.values():
             if r.mechanism == "gaussian":
                 leaf = acc.GaussianEvent(shrink * r.noise_scale / r.sensitivity)
-            else:
+            elif r.mechanism == "laplace":
                 leaf = acc.LaplaceEvent(r.sensitivity / (shrink * r.noise_scale))
+            else:                   # integer lattice: sigma_Z and the widened Delta_int
+                g = r.granularity
+                leaf = acc.DiscreteGaussianEvent(shrink * r.noise_scale / g, r.sensitivity / g, r.size)
+            assert r.event() == leaf or shrink != 1.0
             leaves.append(acc.SelfComposedEvent(leaf, r.count))
         return acc.NeighbouringEvent(rec.neighbouring, acc.ComposedEvent(leaves))
 
@@ -207,8 +212,16 @@ class PrivateEstimatorConformance:
         specs.update({s.name: s for s in domain_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
-            assert r.sensitivity == specs[r.name].sensitivity(r.norm, rec.neighbouring)
+            spec = specs[r.name]
+            if r.mechanism == "discrete_gaussian":      # widened by the rounding onto the lattice
+                gamma, delta_int, m = lattice(spec, rec.neighbouring)
+                assert (r.granularity, r.sensitivity, r.size) == (gamma, gamma * delta_int, m)
+                assert r.sensitivity <= spec.sensitivity("l2", rec.neighbouring) * (1 + 1.0 / LATTICE_RESOLUTION)
+            else:
+                assert r.sensitivity == spec.sensitivity(r.norm, rec.neighbouring)
             assert r.count == (rec.n_iter if r.name not in ("domain_scale", "domain_refine") else 1)
+        assert {r.mechanism for r in rec.releases.values()} <= (
+            {"discrete_gaussian"} if rec.noise == "discrete_gaussian" else {"gaussian", "laplace"})
         factory = acc.get_accountant(rec.accountant, rec.neighbouring)
         eps = factory().compose(self._record_event(rec)).get_epsilon(rec.delta)
         assert eps <= rec.epsilon * (1 + 1e-9)
@@ -244,6 +257,8 @@ class PrivateEstimatorConformance:
                 assert_array_equal(draws, np.swapaxes(draws, -1, -2))
                 iu = np.triu_indices(draws.shape[-1])
                 draws = draws[..., iu[0], iu[1]]
+            if r.mechanism == "discrete_gaussian":      # integers on the lattice, exactly
+                assert_array_equal(draws / r.granularity, np.rint(draws / r.granularity))
             flat = draws.reshape(J, -1)
             n = flat.size
             std = math.sqrt(float(np.mean(flat ** 2)))             # mean 0 known

@@ -128,3 +128,8 @@ class TestConformance(PrivateEstimatorConformance):
         means = np.full((K, d), 0.5)
         means[0], means[1] = 1 - 1e-9, np.where(near > 0, 1 - 1e-9, 1e-9)
         return [((np.full(K, 1.0 / K), means), ones, near)]
+
+
+class TestConformanceDiscreteNoise(TestConformance):
+    """The whole suite again with exact discrete Gaussian releases."""
+    params = {**TestConformance.params, "noise": "discrete_gaussian"}

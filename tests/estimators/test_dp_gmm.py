@@ -380,3 +380,8 @@ def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
     core.fill_uniform(derive_key(key, "init", "means"), 1, shared, 1)
     assert_allclose(u, own, rtol=1e-9)
     assert not np.allclose(u, shared)
+
+
+class TestConformanceDiscreteNoise(TestConformance):
+    """The whole suite again with exact discrete Gaussian releases."""
+    params = {**TestConformance.params, "noise": "discrete_gaussian"}

@@ -59,8 +59,8 @@ class PrivateEM(BaseEstimator):
 
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's
     ``get_params``); the engine reads these common ones: ``epsilon``, ``delta``,
-    ``max_iter``, ``neighbouring``, ``accountant``, ``n_threads``, ``random_state``,
-    ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
+    ``max_iter``, ``neighbouring``, ``accountant``, ``noise``, ``n_threads``,
+    ``random_state``, ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
     ``data_norm`` and ``bounds``.
 
     Model hooks
@@ -115,6 +115,8 @@ class PrivateEM(BaseEstimator):
             check_probability(self.delta, "delta")
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}")
+        if self.noise not in ("gaussian", "discrete_gaussian"):
+            raise ValueError(f"noise must be 'gaussian' or 'discrete_gaussian', got {self.noise!r}")
         if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(acc.ACCOUNTANTS)} or None, got {self.accountant!r}")
         if self._domain_kind == "ball":
@@ -202,14 +204,14 @@ class PrivateEM(BaseEstimator):
         if source == "declared":
             domain = resolve_domain(X, self.data_norm, self.bounds)   # reads only the declaration
         mechanisms = self._mechanisms()
-        accountant = self.accountant or self._default_accountant(mechanisms)
+        accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
             raise ValueError("accountant='gdp' is exact for Gaussian releases only; this plan has Laplace releases")
         plan = make_plan(
             specs, self.max_iter, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=domain_specs(d) if source == "estimate" else (),
-            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0,
+            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
         )
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
@@ -245,12 +247,16 @@ class PrivateEM(BaseEstimator):
             data_domain=self._domain_record(domain, source),
             notes=tuple(notes),
             private=source != "data",
+            noise=self.noise,
         )
         return params, domain, record
 
     @staticmethod
-    def _default_accountant(mechanisms):
-        """Exact Gaussian DP for all-Gaussian plans, Renyi DP otherwise."""
+    def _default_accountant(mechanisms, noise):
+        """Exact Gaussian DP for all-Gaussian plans; zCDP for discrete Gaussian releases (their
+        proved guarantee is ρ-zCDP, CKS 2020 Thm 4); Renyi DP with Laplace releases."""
+        if noise == "discrete_gaussian":
+            return "zcdp"
         return "rdp" if mechanisms and "laplace" in mechanisms.values() else "gdp"
 
     @staticmethod

@@ -75,8 +75,8 @@ def domain_specs(n_features: int):
     d = int(n_features)
     l2 = {"add_remove": math.sqrt(d), "replace": math.sqrt(2.0 * d)}
     l1 = {"add_remove": float(d), "replace": 2.0 * d}
-    return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1),
-            StatSpec("domain_refine", (d, REFINE_BINS), l2, l1))
+    return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1, integer=True),
+            StatSpec("domain_refine", (d, REFINE_BINS), l2, l1, integer=True))
 
 
 @functools.lru_cache(maxsize=1)

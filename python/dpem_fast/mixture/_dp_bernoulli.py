@@ -53,14 +53,15 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
     _domain_kind = "fixed"
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
-                 accountant=None, binarize=None, weights_init=None, means_init=None, n_threads=None,
-                 random_state=None, budget=None, verbose=0):
+                 accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
+                 n_threads=None, random_state=None, budget=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
         self.max_iter = max_iter
         self.neighbouring = neighbouring
         self.accountant = accountant
+        self.noise = noise
         self.binarize = binarize
         self.weights_init = weights_init
         self.means_init = means_init
