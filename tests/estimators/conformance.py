@@ -37,6 +37,8 @@ from dpem_fast import accounting as acc
 from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
 from dpem_fast._engine._lattice import LATTICE_RESOLUTION, lattice
 from dpem_fast._engine import _base as engine_base
+from dpem_fast._engine import _data as engine_data
+from dpem_fast.io import NpyBlocks
 
 
 class PrivateEstimatorConformance:
@@ -105,7 +107,7 @@ class PrivateEstimatorConformance:
         if est._domain_kind != "ball":
             return None
         from dpem_fast._preprocess import resolve_domain
-        return resolve_domain(X, est.data_norm, est.bounds)
+        return resolve_domain(X.shape[1], est.data_norm, est.bounds)
 
     # ---------------------------------------------------------- determinism
     def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
@@ -434,6 +436,37 @@ class PrivateEstimatorConformance:
         for name, v in self._fitted(est).items():
             assert np.all(np.isfinite(v)), name
         assert np.all(np.isfinite(est.score_samples(X)))
+
+    # ------------------------------------------------------------ sources
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_memmap_and_block_sources_give_the_in_memory_fit(self, tmp_path, monkeypatch, declared):
+        """Same superblocks, same statistics, same key: the same fit, bit for bit, however the
+        rows arrive (several superblocks here: a small superblock size is patched in)."""
+        monkeypatch.setattr(engine_data, "superblock_rows", lambda d: 512)
+        kw = self._domain_kw(declared)
+        X = np.ascontiguousarray(self.make_data(1500))
+        path = tmp_path / "x.npy"
+        np.save(path, X)
+        ref = self.make_estimator(random_state=4, **kw).fit(X)
+        for src in (np.load(path, mmap_mode="r"), NpyBlocks(path, block_rows=7), NpyBlocks(path, block_rows=700)):
+            est = self.make_estimator(random_state=4, **kw).fit(src)
+            assert est.n_features_in_ == X.shape[1]
+            assert est.privacy_.epsilon_spent == ref.privacy_.epsilon_spent
+            for name, v in self._fitted(ref).items():
+                assert_array_equal(getattr(est, name), v, err_msg=f"{type(src).__name__}: {name}")
+            assert_array_equal(est.diagnostics_["train_loglik_per_row"], ref.diagnostics_["train_loglik_per_row"])
+
+    def test_a_bad_stream_is_refused_before_the_budget_is_charged(self, tmp_path):
+        X = self.make_data(600).astype(np.float64)
+        X[550, 0] = np.nan
+        path = tmp_path / "x.npy"
+        np.save(path, X)
+        ledger = acc.BudgetLedger(100.0, 0.5, neighbouring=self.params.get("neighbouring", "replace"))
+        with pytest.raises(ValueError, match="NaN"):
+            self.make_estimator(budget=ledger, random_state=0).fit(NpyBlocks(path, block_rows=100))
+        assert ledger.entries == []
+        with pytest.raises(TypeError, match="X"):
+            self.make_estimator(random_state=0).fit(object())
 
     # ---------------------------------------------------------- scikit-learn
     def test_sklearn_estimator_checks(self):

@@ -14,6 +14,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from dpem_fast import DPGaussianMixture
 from dpem_fast._engine import DOMAIN_SHARE
+from dpem_fast._engine._data import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.accounting import PrivacyLeakWarning
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
@@ -310,7 +311,7 @@ class TestConformance(PrivateEstimatorConformance):
         from dpem_fast._engine._domain import DataDomain
 
         K, d = est.n_components, X.shape[1]
-        w0, m0, _, p0 = est._initial_parameters(X, DataDomain(np.zeros(d), 1.0, None, False),
+        w0, m0, _, p0 = est._initial_parameters(summarize(X), DataDomain(np.zeros(d), 1.0, None, False),
                                                 make_key(est.random_state), False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

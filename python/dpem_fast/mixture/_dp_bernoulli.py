@@ -97,8 +97,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         init = "user-supplied public parameters" if self.means_init is not None else "data-independent"
         return "DP-EM moment perturbation for a Bernoulli mixture", (f"initialisation: {init}",)
 
-    def _initial_parameters(self, X, domain, key, private):
-        K, d = self.n_components, X.shape[1]
+    def _initial_parameters(self, summary, domain, key, private):
+        K, d = self.n_components, summary.n_features
         w = np.full(K, 1.0 / K) if self.weights_init is None else np.asarray(self.weights_init, dtype=float)
         if self.means_init is not None:
             return w, np.asarray(self.means_init, dtype=float)

@@ -390,17 +390,18 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 if np.linalg.eigvalsh(prec[k]).min() <= 0:
                     raise ValueError(f"precisions_init[{k}] is not positive definite")
 
-    def _initial_parameters(self, X, domain, key, private):
+    def _initial_parameters(self, summary, domain, key, private):
         """Initial (weights, means, covariances, precision Cholesky factors) in working units.
 
-        Private mode works in the unit ball of the domain and does not read ``X``.  The
-        non-private mode works in the original units; without user-supplied parameters it
-        starts from the same kind of random draw, placed in the data's bounding box
-        (reading the data is allowed there).
+        Private mode works in the unit ball of the domain; ``summary`` then holds only the
+        shape.  The non-private mode works in the original units; without user-supplied
+        parameters it starts from the same kind of random draw, placed in the data's
+        bounding box (``summary.column_min`` / ``column_max``: reading the data is allowed
+        there).
         """
-        K, d = self.n_components, X.shape[1]
+        K, d = self.n_components, summary.n_features
         if not private and (self.means_init is None or self.precisions_init is None):
-            lo, hi = X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
+            lo, hi = summary.column_min, summary.column_max
             hi = np.where(hi > lo, hi, lo + 1.0)
             box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
         else:
