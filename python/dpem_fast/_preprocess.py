@@ -58,17 +58,17 @@ def _as_bounds(bounds, n_features):
     return lo, hi
 
 
-def resolve_domain(X, data_norm, bounds) -> DataDomain:
+def resolve_domain(n_features, data_norm, bounds) -> DataDomain:
     """The public data domain from the declared ``data_norm`` / ``bounds``.
 
     - ``bounds`` given: rows are clipped to the box, centred at its middle,
       radius ``data_norm`` if given else the half-diagonal of the box.
     - only ``data_norm``: centre 0 (the DP-EM paper's convention, Sec. 3).
 
-    Reads only the number of features of ``X``.  Without a declaration the
-    engine estimates the domain privately (:mod:`dpem_fast._engine._domain`).
+    Reads no data.  Without a declaration the engine estimates the domain
+    privately (:mod:`dpem_fast._engine._domain`).
     """
-    n_features = X.shape[1]
+    n_features = int(n_features)
     if bounds is not None:
         lo, hi = _as_bounds(bounds, n_features)
         center = (lo + hi) / 2

@@ -7,7 +7,7 @@ E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, 
 """
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_MAX_BLOCKS, DPC_MIN_BLOCKS,
-    DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, dpc_block_count,
+    DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_superblock_rows,
 )
 
 #: Rows per E-step chunk.
@@ -26,6 +26,8 @@ BLAS_MIN_D = DPC_BLAS_MIN_D
 BERNOULLI_BLAS_MIN_D = DPC_BERNOULLI_BLAS_MIN_D
 #: Outputs per ChaCha20 stream in the samplers.
 SAMPLER_BLOCK = DPC_SAMPLER_BLOCK
+#: Values (float64) per superblock, the unit in which the engine passes rows to a kernel.
+SUPERBLOCK_DOUBLES = DPC_SUPERBLOCK_DOUBLES
 
 
 def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
@@ -37,3 +39,12 @@ def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     if n < 0:
         raise ValueError("n must be >= 0")
     return dpc_block_count(n, per_block_doubles)
+
+
+def superblock_rows(Py_ssize_t n_features):
+    """Rows per superblock for ``n_features`` columns (a whole number of chunks).
+
+    Equivalent to: ``max(CHUNK_SIZE, SUPERBLOCK_DOUBLES // max(1, n_features) // CHUNK_SIZE
+    * CHUNK_SIZE)``.
+    """
+    return dpc_superblock_rows(n_features)

@@ -33,6 +33,7 @@
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
 #define DPC_SAMPLER_BLOCK 4096
+#define DPC_SUPERBLOCK_DOUBLES (1 << 23)  /* 64 MiB of float64 rows per superblock */
 
 #if DPC_CHUNK_SIZE % DPC_LANES != 0
 #error "DPC_CHUNK_SIZE must be a multiple of DPC_LANES"
@@ -69,6 +70,17 @@ static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles
 static inline ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
 {
     return (n_chunks + nb - 1) / nb;
+}
+
+/* Rows of a superblock, the unit in which the engine hands rows to a kernel: about
+   SUPERBLOCK_DOUBLES values, a whole number of chunks, at least one chunk.  It depends on
+   n_features only, so a fit's statistics are sums over the same superblocks in the same
+   order whether X is in memory, memory-mapped or streamed in blocks of any size. */
+static inline ptrdiff_t dpc_superblock_rows(ptrdiff_t n_features)
+{
+    ptrdiff_t d = n_features > 1 ? n_features : 1;
+    ptrdiff_t rows = DPC_SUPERBLOCK_DOUBLES / d / DPC_CHUNK_SIZE * DPC_CHUNK_SIZE;
+    return rows > DPC_CHUNK_SIZE ? rows : DPC_CHUNK_SIZE;
 }
 
 /* Number of SAMPLER_BLOCK-output blocks (= streams) covering n sampler outputs. */

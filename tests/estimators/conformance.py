@@ -35,7 +35,10 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from dpem_fast import accounting as acc
 from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
+from dpem_fast._engine._lattice import LATTICE_RESOLUTION, lattice
 from dpem_fast._engine import _base as engine_base
+from dpem_fast._engine import _data as engine_data
+from dpem_fast.io import NpyBlocks
 
 
 class PrivateEstimatorConformance:
@@ -104,7 +107,7 @@ class PrivateEstimatorConformance:
         if est._domain_kind != "ball":
             return None
         from dpem_fast._preprocess import resolve_domain
-        return resolve_domain(X, est.data_norm, est.bounds)
+        return resolve_domain(X.shape[1], est.data_norm, est.bounds)
 
     # ---------------------------------------------------------- determinism
     def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
@@ -193,8 +196,12 @@ class PrivateEstimatorConformance:
         for r in rec.releases.values():
             if r.mechanism == "gaussian":
                 leaf = acc.GaussianEvent(shrink * r.noise_scale / r.sensitivity)
-            else:
+            elif r.mechanism == "laplace":
                 leaf = acc.LaplaceEvent(r.sensitivity / (shrink * r.noise_scale))
+            else:                   # integer lattice: sigma_Z and the widened Delta_int
+                g = r.granularity
+                leaf = acc.DiscreteGaussianEvent(shrink * r.noise_scale / g, r.sensitivity / g, r.size)
+            assert r.event() == leaf or shrink != 1.0
             leaves.append(acc.SelfComposedEvent(leaf, r.count))
         return acc.NeighbouringEvent(rec.neighbouring, acc.ComposedEvent(leaves))
 
@@ -207,8 +214,16 @@ class PrivateEstimatorConformance:
         specs.update({s.name: s for s in domain_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
-            assert r.sensitivity == specs[r.name].sensitivity(r.norm, rec.neighbouring)
+            spec = specs[r.name]
+            if r.mechanism == "discrete_gaussian":      # widened by the rounding onto the lattice
+                gamma, delta_int, m = lattice(spec, rec.neighbouring)
+                assert (r.granularity, r.sensitivity, r.size) == (gamma, gamma * delta_int, m)
+                assert r.sensitivity <= spec.sensitivity("l2", rec.neighbouring) * (1 + 1.0 / LATTICE_RESOLUTION)
+            else:
+                assert r.sensitivity == spec.sensitivity(r.norm, rec.neighbouring)
             assert r.count == (rec.n_iter if r.name not in ("domain_scale", "domain_refine") else 1)
+        assert {r.mechanism for r in rec.releases.values()} <= (
+            {"discrete_gaussian"} if rec.noise == "discrete_gaussian" else {"gaussian", "laplace"})
         factory = acc.get_accountant(rec.accountant, rec.neighbouring)
         eps = factory().compose(self._record_event(rec)).get_epsilon(rec.delta)
         assert eps <= rec.epsilon * (1 + 1e-9)
@@ -244,6 +259,8 @@ class PrivateEstimatorConformance:
                 assert_array_equal(draws, np.swapaxes(draws, -1, -2))
                 iu = np.triu_indices(draws.shape[-1])
                 draws = draws[..., iu[0], iu[1]]
+            if r.mechanism == "discrete_gaussian":      # integers on the lattice, exactly
+                assert_array_equal(draws / r.granularity, np.rint(draws / r.granularity))
             flat = draws.reshape(J, -1)
             n = flat.size
             std = math.sqrt(float(np.mean(flat ** 2)))             # mean 0 known
@@ -419,6 +436,37 @@ class PrivateEstimatorConformance:
         for name, v in self._fitted(est).items():
             assert np.all(np.isfinite(v)), name
         assert np.all(np.isfinite(est.score_samples(X)))
+
+    # ------------------------------------------------------------ sources
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_memmap_and_block_sources_give_the_in_memory_fit(self, tmp_path, monkeypatch, declared):
+        """Same superblocks, same statistics, same key: the same fit, bit for bit, however the
+        rows arrive (several superblocks here: a small superblock size is patched in)."""
+        monkeypatch.setattr(engine_data, "superblock_rows", lambda d: 512)
+        kw = self._domain_kw(declared)
+        X = np.ascontiguousarray(self.make_data(1500))
+        path = tmp_path / "x.npy"
+        np.save(path, X)
+        ref = self.make_estimator(random_state=4, **kw).fit(X)
+        for src in (np.load(path, mmap_mode="r"), NpyBlocks(path, block_rows=7), NpyBlocks(path, block_rows=700)):
+            est = self.make_estimator(random_state=4, **kw).fit(src)
+            assert est.n_features_in_ == X.shape[1]
+            assert est.privacy_.epsilon_spent == ref.privacy_.epsilon_spent
+            for name, v in self._fitted(ref).items():
+                assert_array_equal(getattr(est, name), v, err_msg=f"{type(src).__name__}: {name}")
+            assert_array_equal(est.diagnostics_["train_loglik_per_row"], ref.diagnostics_["train_loglik_per_row"])
+
+    def test_a_bad_stream_is_refused_before_the_budget_is_charged(self, tmp_path):
+        X = self.make_data(600).astype(np.float64)
+        X[550, 0] = np.nan
+        path = tmp_path / "x.npy"
+        np.save(path, X)
+        ledger = acc.BudgetLedger(100.0, 0.5, neighbouring=self.params.get("neighbouring", "replace"))
+        with pytest.raises(ValueError, match="NaN"):
+            self.make_estimator(budget=ledger, random_state=0).fit(NpyBlocks(path, block_rows=100))
+        assert ledger.entries == []
+        with pytest.raises(TypeError, match="X"):
+            self.make_estimator(random_state=0).fit(object())
 
     # ---------------------------------------------------------- scikit-learn
     def test_sklearn_estimator_checks(self):

@@ -6,6 +6,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPBernoulliMixture
 from dpem_fast._reference.bernoulli import bernoulli_log_resp_reference
+from dpem_fast._engine._data import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.mixture._dp_bernoulli import MEAN_FLOOR
 
@@ -100,7 +101,7 @@ class TestConformance(PrivateEstimatorConformance):
         return _binary(n=n, seed=seed)[0]
 
     def exact_reference(self, est, X):
-        w0, m0 = est._initial_parameters(X, None, make_key(est.random_state), False)
+        w0, m0 = est._initial_parameters(summarize(X), None, make_key(est.random_state), False)
         w, mu = _plain_em(X, w0, m0, est.max_iter)
         return {"weights_": w, "means_": mu}
 
@@ -128,3 +129,8 @@ class TestConformance(PrivateEstimatorConformance):
         means = np.full((K, d), 0.5)
         means[0], means[1] = 1 - 1e-9, np.where(near > 0, 1 - 1e-9, 1e-9)
         return [((np.full(K, 1.0 / K), means), ones, near)]
+
+
+class TestConformanceDiscreteNoise(TestConformance):
+    """The whole suite again with exact discrete Gaussian releases."""
+    params = {**TestConformance.params, "noise": "discrete_gaussian"}

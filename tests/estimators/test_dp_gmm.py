@@ -14,6 +14,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from dpem_fast import DPGaussianMixture
 from dpem_fast._engine import DOMAIN_SHARE
+from dpem_fast._engine._data import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.accounting import PrivacyLeakWarning
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
@@ -310,7 +311,7 @@ class TestConformance(PrivateEstimatorConformance):
         from dpem_fast._engine._domain import DataDomain
 
         K, d = est.n_components, X.shape[1]
-        w0, m0, _, p0 = est._initial_parameters(X, DataDomain(np.zeros(d), 1.0, None, False),
+        w0, m0, _, p0 = est._initial_parameters(summarize(X), DataDomain(np.zeros(d), 1.0, None, False),
                                                 make_key(est.random_state), False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -380,3 +381,8 @@ def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
     core.fill_uniform(derive_key(key, "init", "means"), 1, shared, 1)
     assert_allclose(u, own, rtol=1e-9)
     assert not np.allclose(u, shared)
+
+
+class TestConformanceDiscreteNoise(TestConformance):
+    """The whole suite again with exact discrete Gaussian releases."""
+    params = {**TestConformance.params, "noise": "discrete_gaussian"}

@@ -33,3 +33,14 @@ def test_bernoulli_block_count_is_the_generic_formula():
             for K in (1, 10, 50):
                 assert _bernoulli.block_count(n, d, K) == _contract.block_count(n, K * (d + 1) + 1)
     assert _bernoulli.block_count(10**6, 784, 10) == _contract.MAX_BLOCKS
+
+
+def test_superblock_rows_is_a_whole_number_of_chunks_near_the_budget():
+    c = _contract
+    assert c.SUPERBLOCK_DOUBLES == 1 << 23
+    for d in (1, 2, 3, 10, 64, 784, 4096, 10**5, 10**7):
+        rows = c.superblock_rows(d)
+        assert rows % c.CHUNK_SIZE == 0 and rows >= c.CHUNK_SIZE
+        assert rows == max(c.CHUNK_SIZE, c.SUPERBLOCK_DOUBLES // d // c.CHUNK_SIZE * c.CHUNK_SIZE)
+        assert rows * d <= c.SUPERBLOCK_DOUBLES or rows == c.CHUNK_SIZE
+    assert c.superblock_rows(0) == c.superblock_rows(1)

@@ -403,13 +403,13 @@ def _huge_domains(d, dtype):
 
     X = np.zeros((1, d))
     doms = {
-        "data_norm=0.5": resolve_domain(X, 0.5, None),                       # inv_scale = 2
-        "box+tiny radius": resolve_domain(X, 1e-10, (-1e150, 3e150)),        # clip, then overflow
+        "data_norm=0.5": resolve_domain(X.shape[1], 0.5, None),                       # inv_scale = 2
+        "box+tiny radius": resolve_domain(X.shape[1], 1e-10, (-1e150, 3e150)),        # clip, then overflow
         "far centre": DataDomain(np.full(d, -1e308), 2.0, None, False),      # x - c overflows
     }
     if dtype == np.float32:  # float32 input cannot overflow a double unless the radius is tiny
-        doms = {"data_norm=1e-290": resolve_domain(X, 1e-290, None),
-                "box+tiny radius": resolve_domain(X, 1e-290, (-1e38, 2e38))}
+        doms = {"data_norm=1e-290": resolve_domain(X.shape[1], 1e-290, None),
+                "box+tiny radius": resolve_domain(X.shape[1], 1e-290, (-1e38, 2e38))}
     return doms
 
 
@@ -475,7 +475,7 @@ def test_domain_huge_rows_thread_invariant():
     d = 5
     X = np.concatenate([_huge_rows(d, np.float64)] * 40)
     X = np.concatenate([X, np.random.default_rng(0).normal(size=(20 * CHUNK, d))])
-    dom = resolve_domain(X[:1], 0.5, None)
+    dom = resolve_domain(X.shape[1], 0.5, None)
     _, w, means, P = make_problem(1, d, 3)
     runs = [compute_stats(X, w, means / 10, P, n_threads=t, domain=dom) for t in (1, 2, 4)]
     for r in runs[1:]:
@@ -495,11 +495,11 @@ def test_bounds_that_overflow_are_rejected(bounds, data_norm):
     from dpem_fast._preprocess import resolve_domain
 
     with pytest.raises(ValueError, match="bounds"):
-        resolve_domain(np.zeros((1, 20)), data_norm, bounds)
+        resolve_domain(20, data_norm, bounds)
 
 
 def test_wide_finite_bounds_accepted():
     from dpem_fast._preprocess import resolve_domain
 
-    dom = resolve_domain(np.zeros((1, 3)), None, (-1e150, 3e150))
+    dom = resolve_domain(3, None, (-1e150, 3e150))
     assert np.isfinite(dom.radius) and np.all(np.isfinite(dom.center))

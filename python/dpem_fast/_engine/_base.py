@@ -34,7 +34,6 @@ import math
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import validate_data
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
@@ -42,6 +41,7 @@ from .._preprocess import DataDomain, resolve_domain
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
+from ._data import validated_rows
 from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
 from ._record import NOT_PRIVATE, PrivacyRecord
@@ -59,8 +59,8 @@ class PrivateEM(BaseEstimator):
 
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's
     ``get_params``); the engine reads these common ones: ``epsilon``, ``delta``,
-    ``max_iter``, ``neighbouring``, ``accountant``, ``n_threads``, ``random_state``,
-    ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
+    ``max_iter``, ``neighbouring``, ``accountant``, ``noise``, ``n_threads``,
+    ``random_state``, ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
     ``data_norm`` and ``bounds``.
 
     Model hooks
@@ -76,8 +76,9 @@ class PrivateEM(BaseEstimator):
     _update(noisy, params, releases) -> params
         ``noisy``: dict name -> noisy array; ``releases``: the plan's public records.
     _exact_update(stats, params) -> params
-    _initial_parameters(X, domain, key, private) -> params
-        Private mode must not read ``X``.
+    _initial_parameters(summary, domain, key, private) -> params
+        ``summary`` is a :class:`~dpem_fast._engine._data.DataSummary`; in private mode it
+        holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
     Optional: _check_model_params(n_samples, n_features), _prepare_rows(X), _mechanisms(),
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes).
@@ -115,6 +116,8 @@ class PrivateEM(BaseEstimator):
             check_probability(self.delta, "delta")
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}")
+        if self.noise not in ("gaussian", "discrete_gaussian"):
+            raise ValueError(f"noise must be 'gaussian' or 'discrete_gaussian', got {self.noise!r}")
         if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(acc.ACCOUNTANTS)} or None, got {self.accountant!r}")
         if self._domain_kind == "ball":
@@ -136,13 +139,6 @@ class PrivateEM(BaseEstimator):
         effective_n_threads(self.n_threads)
         return private
 
-    def _validate_X(self, X):
-        # scikit-learn's finiteness check sums X first: finite rows near DBL_MAX overflow that
-        # sum (a RuntimeWarning) before the exact elementwise check decides
-        with np.errstate(over="ignore", invalid="ignore"):
-            X = validate_data(self, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
-        return self._prepare_rows(X)
-
     def _domain_source(self):
         """"declared", "estimate" or "data" (ball models only)."""
         if isinstance(self.bounds, str):
@@ -151,79 +147,81 @@ class PrivateEM(BaseEstimator):
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
-        """Fit the model with ``max_iter`` private EM iterations; returns ``self``."""
+        """Fit the model with ``max_iter`` private EM iterations; returns ``self``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), numpy.memmap, or block source
+            Rows in memory, memory-mapped, or streamed from a block source
+            (:mod:`dpem_fast.io`, e.g. ``NpyBlocks``): one pass per iteration, the same
+            result as in memory.
+        """
         private = self._check_privacy_params()
-        X = self._validate_X(X)
-        n, d = X.shape
-        self._check_model_params(n, d)
+        rows = validated_rows(self, X, private)
+        self._check_model_params(rows.n_rows, rows.n_features)
         n_threads = effective_n_threads(self.n_threads)
         key = make_key(self.random_state)
         if private:
-            params, domain, record = self._fit_private(X, key, n_threads)
+            params, domain, record = self._fit_private(rows, key, n_threads)
         else:
-            params, domain, record = self._fit_exact(X, key, n_threads)
-        self._set_fitted(params, domain, X.dtype)
+            params, domain, record = self._fit_exact(rows, key, n_threads)
+        self._set_fitted(params, domain, rows.dtype)
         self.n_iter_ = self.max_iter
         self.privacy_ = record
         return self
 
-    def _fit_exact(self, X, key, n_threads):
+    def _fit_exact(self, rows, key, n_threads):
         """Non-private EM (epsilon=inf): no domain map, no noise; the reference of the private fit."""
-        n, d = X.shape
-        largest = float(np.max(np.abs(X)))
-        if largest > _MAX_ABS_EXACT:
-            raise ValueError(f"X: values up to {largest:.3g} overflow the non-private EM's second moments; "
-                             "rescale the data, or fit privately with a declared domain")
+        summary, n, d = rows.summary, rows.n_rows, rows.n_features
+        if summary.max_abs > _MAX_ABS_EXACT:
+            raise ValueError(f"X: values up to {summary.max_abs:.3g} overflow the non-private EM's second "
+                             "moments; rescale the data, or fit privately with a declared domain")
         domain = DataDomain(np.zeros(d), 1.0, None, False)
-        params = self._initial_parameters(X, domain, key, False)
+        params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(self.max_iter):
-                params, ll = self._exact_iteration(X, params, n_threads)
-                train_ll.append(ll / n)
+                stats = rows.reduce(lambda block: self._statistics(block, params, None, n_threads))
+                if not all(np.all(np.isfinite(v)) for v in stats.values()):
+                    raise ValueError(f"X: the non-private EM statistics overflowed (largest |value| "
+                                     f"{summary.max_abs:.3g}); rescale the data, or fit privately")
+                train_ll.append(stats.loglik / n)
+                params = self._exact_update(stats, params)
                 if self.verbose:
                     print(f"iteration {it + 1}/{self.max_iter}")
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
 
-    def _exact_iteration(self, X, params, n_threads):
-        stats = self._statistics(X, params, None, n_threads)
-        if not all(np.all(np.isfinite(v)) for v in stats.values()):
-            raise ValueError(
-                f"X: the non-private EM statistics overflowed (largest |value| "
-                f"{float(np.max(np.abs(X))):.3g}); rescale the data, or fit privately with a declared domain")
-        return self._exact_update(stats, params), stats.loglik
-
-    def _fit_private(self, X, key, n_threads):
-        n, d = X.shape
+    def _fit_private(self, rows, key, n_threads):
+        n, d = rows.n_rows, rows.n_features
         specs = tuple(self._statistic_specs(d))
         source = self._domain_source() if self._domain_kind == "ball" else None
         domain = None
         if source == "declared":
-            domain = resolve_domain(X, self.data_norm, self.bounds)   # reads only the declaration
+            domain = resolve_domain(d, self.data_norm, self.bounds)   # reads only the declaration
         mechanisms = self._mechanisms()
-        accountant = self.accountant or self._default_accountant(mechanisms)
+        accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
             raise ValueError("accountant='gdp' is exact for Gaussian releases only; this plan has Laplace releases")
         plan = make_plan(
             specs, self.max_iter, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=domain_specs(d) if source == "estimate" else (),
-            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0,
+            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
         )
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
         layer = ReleaseLayer(plan, key, n_threads)
         if source == "estimate":
-            domain = estimate_domain(X, layer, n_threads)
+            domain = estimate_domain(rows, layer, n_threads)
         elif source == "data":
-            domain = domain_from_data(X)
-        params = self._initial_parameters(X, domain, key, True)
+            domain = domain_from_data(rows)
+        params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
         with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(self.max_iter):
-                stats = self._statistics(X, params, domain, n_threads)
+                stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
                 train_ll.append(stats.loglik / n)
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
@@ -245,12 +243,16 @@ class PrivateEM(BaseEstimator):
             data_domain=self._domain_record(domain, source),
             notes=tuple(notes),
             private=source != "data",
+            noise=self.noise,
         )
         return params, domain, record
 
     @staticmethod
-    def _default_accountant(mechanisms):
-        """Exact Gaussian DP for all-Gaussian plans, Renyi DP otherwise."""
+    def _default_accountant(mechanisms, noise):
+        """Exact Gaussian DP for all-Gaussian plans; zCDP for discrete Gaussian releases (their
+        proved guarantee is ρ-zCDP, CKS 2020 Thm 4); Renyi DP with Laplace releases."""
+        if noise == "discrete_gaussian":
+            return "zcdp"
         return "rdp" if mechanisms and "laplace" in mechanisms.values() else "gdp"
 
     @staticmethod

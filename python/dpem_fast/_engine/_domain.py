@@ -75,8 +75,8 @@ def domain_specs(n_features: int):
     d = int(n_features)
     l2 = {"add_remove": math.sqrt(d), "replace": math.sqrt(2.0 * d)}
     l1 = {"add_remove": float(d), "replace": 2.0 * d}
-    return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1),
-            StatSpec("domain_refine", (d, REFINE_BINS), l2, l1))
+    return (StatSpec("domain_scale", (d, SCALE_BINS), l2, l1, integer=True),
+            StatSpec("domain_refine", (d, REFINE_BINS), l2, l1, integer=True))
 
 
 @functools.lru_cache(maxsize=1)
@@ -146,17 +146,20 @@ def _box_domain(lo, hi, source):
     return DataDomain(lo / 2 + hi / 2, radius, (lo, hi), source == "from data")
 
 
-def estimate_domain(X, layer, n_threads=1):
+def estimate_domain(rows, layer, n_threads=1):
     """A per-feature box from two noisy histograms released through ``layer``.
 
-    ``layer``'s plan must hold the two :func:`domain_specs` releases.  Returns a
-    :class:`DataDomain` whose box and radius depend on ``X`` only through those releases.
+    ``rows`` is the engine's :class:`~dpem_fast._engine._data.Rows` (one pass per histogram,
+    integer counts summed over superblocks) or a 2-D array.  ``layer``'s plan must hold the
+    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and radius
+    depend on the rows only through those releases.
     """
-    n, d = X.shape
+    rows = _as_rows(rows)
+    d = rows.n_features
     rel = layer.releases
     lower, upper = _scale_edges()
     # stage 1: scale
-    hist = _counts(_kernel.scale_histogram, X, n_threads, (d, SCALE_BINS))
+    hist = rows.reduce(lambda b: _counts(_kernel.scale_histogram, b, n_threads, (d, SCALE_BINS)))
     noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
     sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
@@ -167,7 +170,7 @@ def estimate_domain(X, layer, n_threads=1):
     flat = hi <= lo                     # only the zero bin: any box around 0 will do
     lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
     # stage 2: refine inside the stage-1 box
-    hist = _counts(_kernel.refine_histogram, X, n_threads, (d, REFINE_BINS), lo, hi)
+    hist = rows.reduce(lambda b: _counts(_kernel.refine_histogram, b, n_threads, (d, REFINE_BINS), lo, hi))
     noisy2 = layer.release({"domain_refine": hist}, 0)["domain_refine"]
     sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
     half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX
@@ -181,7 +184,7 @@ def estimate_domain(X, layer, n_threads=1):
     return _box_domain(lo2, hi2, "private estimate")
 
 
-def domain_from_data(X, stacklevel=4):
+def domain_from_data(rows, stacklevel=5):
     """The data's exact bounding box: NOT private (explicit opt-in only)."""
     warnings.warn(
         "bounds='from_data': the domain is the data's exact bounding box, which leaks privacy; the "
@@ -190,7 +193,21 @@ def domain_from_data(X, stacklevel=4):
         PrivacyLeakWarning,
         stacklevel=stacklevel,
     )
-    lo = X.min(axis=0).astype(np.float64)
-    hi = X.max(axis=0).astype(np.float64)
+    lo = hi = None
+    for block in _as_rows(rows).superblocks():
+        b_lo, b_hi = block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64)
+        lo = b_lo if lo is None else np.minimum(lo, b_lo)
+        hi = b_hi if hi is None else np.maximum(hi, b_hi)
     hi = np.where(hi > lo, hi, lo + 1.0)
     return _box_domain(lo, hi, "from data")
+
+
+def _as_rows(rows):
+    """The engine's Rows, or one built around an in-memory 2-D array (tests, direct calls)."""
+    if isinstance(rows, np.ndarray):
+        from ._data import DataSummary, Rows
+        from ..io import as_row_source
+        from .._dpcore._contract import superblock_rows
+        X = np.ascontiguousarray(rows)
+        return Rows(as_row_source(X, superblock_rows(X.shape[1])), None, DataSummary(*X.shape))
+    return rows

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from .. import accounting as acc
+from ._lattice import lattice, noised_size
 from ._record import Release
 
 __all__ = ["Plan", "make_plan", "PAPER_DELTA_PER_RELEASE"]
@@ -62,7 +63,8 @@ class Plan:
 
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
-              mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0) -> Plan:
+              mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,
+              noise="gaussian") -> Plan:
     """Calibrate the noise of every release for the total (ε, δ).
 
     Parameters
@@ -84,6 +86,12 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         Gaussian releases made once before the loop; together they take a fraction
         ``one_off_share`` of the whole plan, split equally.
     one_off_share : float in [0, 1)
+    noise : {"gaussian", "discrete_gaussian"}
+        ``"discrete_gaussian"``: every (Gaussian) release is exact discrete Gaussian noise on
+        an integer lattice (:mod:`dpem_fast._engine._lattice`), accounted as
+        :class:`~dpem_fast.accounting.DiscreteGaussianEvent` (ρ-zCDP, CKS 2020 Thm 4) with
+        the rounding-widened sensitivity; the multipliers z = σ_Z/Δ_int are calibrated as
+        for the continuous plan.  Laplace releases are refused.
     """
     specs = tuple(iteration_specs)
     names = [s.name for s in specs]
@@ -99,6 +107,13 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
             raise ValueError(f"statistic {spec.name!r}: symmetric releases are Gaussian (Analyze-Gauss)")
         if mech == "laplace" and spec.l1 is None:
             raise ValueError(f"statistic {spec.name!r}: a Laplace release needs an l1 sensitivity")
+    if noise not in ("gaussian", "discrete_gaussian"):
+        raise ValueError(f"noise must be 'gaussian' or 'discrete_gaussian', got {noise!r}")
+    discrete = noise == "discrete_gaussian"
+    if discrete and any(m == "laplace" for m in mechanisms.values()):
+        raise ValueError("noise='discrete_gaussian' releases every statistic with discrete Gaussian "
+                         "noise; this plan has Laplace releases (use Gaussian ones)")
+    lattices = {s.name: lattice(s, neighbouring) for s in (*one_off_specs, *specs)} if discrete else {}
     if one_off_specs and not 0.0 < one_off_share < 1.0:
         raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
     factory = acc.get_accountant(accountant, neighbouring)
@@ -138,34 +153,51 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
                      for n, wr in zip(names, w)])
         calibrate = acc.calibrate_epsilon_per_release
 
-    def leaf(mech, a, b):
-        return acc.GaussianEvent(a / b) if mech == "gaussian" else acc.LaplaceEvent(a * b)
+    def leaf(spec, mech, a, b):
+        if mech == "laplace":
+            return acc.LaplaceEvent(a * b)
+        if discrete:
+            _, delta_int, m = lattices[spec.name]
+            return acc.DiscreteGaussianEvent(a / b * delta_int, delta_int, m)
+        return acc.GaussianEvent(a / b)
 
     def make_event(p):
         one, it = noise(p)
-        parts = [leaf(*m) for m in one]
+        parts = [leaf(s, *m) for s, m in zip(one_off_specs, one)]
         if it:
-            parts.append(acc.SelfComposedEvent(acc.ComposedEvent([leaf(*m) for m in it]), J))
+            parts.append(acc.SelfComposedEvent(acc.ComposedEvent([leaf(s, *m) for s, m in zip(specs, it)]), J))
         inner = parts[0] if len(parts) == 1 and it else acc.ComposedEvent(parts)
         return acc.NeighbouringEvent(neighbouring, inner)
+
+    if not factory().supports(make_event(1.0)):
+        raise ValueError(f"accountant={accountant!r} does not support this plan's releases "
+                         f"(noise={noise!r}, neighbouring={neighbouring!r})")
 
     p = calibrate(make_event, float(epsilon), float(delta), accountant=factory)
     event = make_event(p)
     one, it = noise(p)
     releases = {}
     for spec, m in zip(one_off_specs, one):
-        releases[spec.name] = _release(spec, *m, neighbouring, 1)
+        releases[spec.name] = _release(spec, *m, neighbouring, 1, lattices.get(spec.name))
     for spec, m in zip(specs, it):
-        releases[spec.name] = _release(spec, *m, neighbouring, J)
+        releases[spec.name] = _release(spec, *m, neighbouring, J, lattices.get(spec.name))
     spent = factory().compose(event).get_epsilon(float(delta))
     name = accountant if isinstance(accountant, str) else accountant.__name__
     return Plan(releases, event, name, neighbouring, float(spent))
 
 
-def _release(spec, mech, a, b, neighbouring, count):
-    """A Release of multiplier z = a / b (Gaussian, σ = Δ a / b) or epsilon a b (Laplace)."""
+def _release(spec, mech, a, b, neighbouring, count, lattice_=None):
+    """A Release of multiplier z = a / b (Gaussian, σ = Δ a / b; discrete on ``lattice_`` =
+    (γ, Δ_int, m): σ_Z = z Δ_int, recorded in real units γ σ_Z and γ Δ_int) or epsilon a b
+    (Laplace)."""
+    if lattice_ is not None:
+        gamma, delta_int, m = lattice_
+        return Release(spec.name, "discrete_gaussian", "l2", gamma * delta_int, gamma * (a / b * delta_int),
+                       spec.shape, spec.symmetric, count, gamma, m)
+    m = noised_size(spec)
     if mech == "gaussian":
         delta_ = spec.sensitivity("l2", neighbouring)
-        return Release(spec.name, "gaussian", "l2", delta_, delta_ * a / b, spec.shape, spec.symmetric, count)
+        return Release(spec.name, "gaussian", "l2", delta_, delta_ * a / b, spec.shape, spec.symmetric, count,
+                       None, m)
     delta_ = spec.sensitivity("l1", neighbouring)
-    return Release(spec.name, "laplace", "l1", delta_, delta_ / (a * b), spec.shape, False, count)
+    return Release(spec.name, "laplace", "l1", delta_, delta_ / (a * b), spec.shape, False, count, None, m)

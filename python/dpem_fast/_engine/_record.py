@@ -17,8 +17,11 @@ class Release:
     name : str
         Statistic, e.g. ``"counts"``, ``"first_moments"``, ``"second_moments"``.
     mechanism : str
-        ``"gaussian"`` (noise_scale = standard deviation σ) or ``"laplace"``
-        (noise_scale = Laplace scale b).
+        ``"gaussian"`` (noise_scale = standard deviation σ), ``"laplace"`` (noise_scale =
+        Laplace scale b) or ``"discrete_gaussian"`` (exact ``N_Z(0, σ_Z²)`` integers on the
+        lattice ``granularity · Z``: noise_scale = ``granularity · σ_Z``, sensitivity =
+        ``granularity · Δ_int``, the rounding-widened integer sensitivity of
+        :mod:`dpem_fast._engine._lattice`).
     norm : str
         Norm of the sensitivity, ``"l2"`` (Gaussian) or ``"l1"`` (Laplace).
     sensitivity : float
@@ -34,6 +37,10 @@ class Release:
     count : int
         How many times the statistic is released in one fit (once per iteration for
         the EM statistics, once for a one-off release such as the domain estimate).
+    granularity : float or None
+        Lattice step γ of a discrete release (a power of two; 1 for integer statistics).
+    size : int
+        Number of noised coordinates (the upper triangle of a symmetric statistic).
     """
 
     name: str
@@ -44,11 +51,24 @@ class Release:
     shape: tuple
     symmetric: bool = False
     count: int = 1
+    granularity: float | None = None
+    size: int | None = None
 
     @property
     def noise_multiplier(self) -> float:
-        """σ/Δ (Gaussian) or b/Δ = 1/ε (Laplace)."""
+        """σ/Δ (Gaussian, discrete Gaussian) or b/Δ = 1/ε (Laplace)."""
         return self.noise_scale / self.sensitivity
+
+    def event(self):
+        """The accounting event of one release, from this record alone."""
+        from .. import accounting as acc
+
+        if self.mechanism == "gaussian":
+            return acc.GaussianEvent(self.noise_multiplier)
+        if self.mechanism == "laplace":
+            return acc.LaplaceEvent(self.sensitivity / self.noise_scale)
+        g = self.granularity        # a power of two: the divisions are exact
+        return acc.DiscreteGaussianEvent(self.noise_scale / g, self.sensitivity / g, self.size)
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,7 @@ class PrivacyRecord:
     data_domain: dict
     notes: tuple = field(default=())
     private: bool = True
+    noise: str = "gaussian"
 
     def __str__(self) -> str:
         lines = [
@@ -83,12 +104,16 @@ class PrivacyRecord:
             f"target        : (epsilon={self.epsilon:g}, delta={self.delta:g})",
             f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}",
             f"iterations    : {self.n_iter} (fixed; no data-dependent stopping)",
+            f"noise         : {self.noise}"
+            + (" (exact integers on a lattice; no floating point in the noise)"
+               if self.noise == "discrete_gaussian" else ""),
             "releases (working units: rows in the model's domain):",
         ]
         for r in self.releases.values():
             lines.append(
                 f"  {r.name:<15} x{r.count:<3} {r.mechanism:<8} {r.norm}-sensitivity={r.sensitivity:.4g} "
                 f"noise={r.noise_scale:.4g} (multiplier {r.noise_multiplier:.4g}) shape={r.shape}"
+                + (f" lattice={r.granularity:.4g}" if r.granularity is not None else "")
             )
         dom = self.data_domain
         if dom:

@@ -15,15 +15,21 @@ another release's noise.  :func:`add_noise` chooses the sampler from the release
 * ``"gaussian"`` on a symmetric statistic: N(0, σ²) on the upper triangle (diagonal
   included) mirrored below it (Analyze-Gauss, Dwork, Talwar, Thakurta & Zhang 2014), one
   stream per matrix row;
-* ``"laplace"``: i.i.d. Laplace(0, b) per entry.
+* ``"laplace"``: i.i.d. Laplace(0, b) per entry;
+* ``"discrete_gaussian"``: the statistic rounded onto the lattice ``γ Z`` plus exact
+  discrete Gaussian integers (CKS 2020, Algorithm 3; mirrored for a symmetric statistic),
+  mapped back by ``γ ×`` (:mod:`dpem_fast._engine._lattice`).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .._dpcore import _dgauss, _symnoise
 from .._dpcore import _rng as _core_rng
-from .._dpcore import _symnoise
+from .._dpcore._contract import SAMPLER_BLOCK
 from .._rng import derive_key
+from ..random import _discrete_gaussian_params
+from ._lattice import to_lattice
 
 __all__ = ["ReleaseLayer", "add_noise", "release_key"]
 
@@ -53,6 +59,8 @@ def add_noise(value, release, key, n_threads=1):
     value = np.asarray(value, dtype=np.float64)
     if value.shape != tuple(release.shape):
         raise ValueError(f"statistic {release.name!r} has shape {value.shape}, the plan says {release.shape}")
+    if release.mechanism == "discrete_gaussian":
+        return _add_discrete_noise(value, release, key, n_threads)
     if release.mechanism == "gaussian" and release.symmetric:
         d = value.shape[-1]
         noise = np.empty((int(np.prod(value.shape[:-2], dtype=np.int64)), d, d))
@@ -116,3 +124,25 @@ class ReleaseLayer:
             out[name] = add_noise(statistics[name], r, release_key(self._key, index, name), self._n_threads)
             self._made.add((name, index))
         return out
+
+
+def _add_discrete_noise(value, release, key, n_threads):
+    """``γ (round(value / γ) + Z)``, Z exact discrete Gaussian integers N_Z(0, σ_Z²)."""
+    gamma = release.granularity
+    sigma_z = release.noise_scale / gamma            # exact: γ is a power of two
+    # the sampler takes σ² exactly (a float is an exact rational): round the square up so
+    # that the drawn noise is never below the σ_Z the plan accounted for
+    params = _discrete_gaussian_params(float(np.nextafter(sigma_z * sigma_z, np.inf)))
+    k = to_lattice(value, gamma, release.name)
+    if release.symmetric:
+        d = value.shape[-1]
+        z = np.empty((int(np.prod(value.shape[:-2], dtype=np.int64)), d, d), dtype=np.int64)
+        overflow = np.zeros(z.shape[0] * d, dtype=np.uint8)
+        _dgauss.fill_symmetric_discrete_gaussian(key, 0, params, z, overflow, n_threads)
+    else:
+        z = np.empty(value.size, dtype=np.int64)
+        overflow = np.zeros(-(-z.size // SAMPLER_BLOCK), dtype=np.uint8)
+        _dgauss.fill_discrete_gaussian(key, 0, params, z, overflow, n_threads)
+    if overflow.any():      # probability below exp(-64) per draw; never a wrong value
+        raise OverflowError(f"statistic {release.name!r}: a discrete Gaussian draw left the exact range")
+    return (k + z.reshape(value.shape)).astype(np.float64) * gamma

@@ -62,6 +62,9 @@ class StatSpec:
     symmetric : bool, default=False
         The last two axes form symmetric matrices: noise is drawn on the upper triangle
         and mirrored (Analyze-Gauss, Dwork et al. 2014), so the release stays symmetric.
+    integer : bool, default=False
+        The statistic is integer-valued (e.g. a histogram): an exact discrete release needs
+        no rounding onto a lattice (:mod:`dpem_fast._engine._lattice`).
     """
 
     name: str
@@ -69,6 +72,7 @@ class StatSpec:
     l2: Mapping
     l1: Mapping | None = None
     symmetric: bool = False
+    integer: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:

@@ -53,14 +53,15 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
     _domain_kind = "fixed"
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
-                 accountant=None, binarize=None, weights_init=None, means_init=None, n_threads=None,
-                 random_state=None, budget=None, verbose=0):
+                 accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
+                 n_threads=None, random_state=None, budget=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
         self.max_iter = max_iter
         self.neighbouring = neighbouring
         self.accountant = accountant
+        self.noise = noise
         self.binarize = binarize
         self.weights_init = weights_init
         self.means_init = means_init
@@ -96,8 +97,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         init = "user-supplied public parameters" if self.means_init is not None else "data-independent"
         return "DP-EM moment perturbation for a Bernoulli mixture", (f"initialisation: {init}",)
 
-    def _initial_parameters(self, X, domain, key, private):
-        K, d = self.n_components, X.shape[1]
+    def _initial_parameters(self, summary, domain, key, private):
+        K, d = self.n_components, summary.n_features
         w = np.full(K, 1.0 / K) if self.weights_init is None else np.asarray(self.weights_init, dtype=float)
         if self.means_init is not None:
             return w, np.asarray(self.means_init, dtype=float)

@@ -1,0 +1,155 @@
+"""Row sources: NpyBlocks, the block protocol, superblocks and the validation scan."""
+import tracemalloc
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from dpem_fast.io import NpyBlocks, as_row_source, is_block_source, scan
+
+S = 512          # superblock rows in these tests (the engine's rule gives ~64 MiB)
+
+
+def _save(tmp_path, X, name="x.npy"):
+    path = tmp_path / name
+    np.save(path, X)
+    return path
+
+
+class Slices:
+    """Only the protocol: random-length, Fortran-ordered blocks of an array, every other one
+    widened to float64 (exact; the source casts back to its dtype)."""
+
+    def __init__(self, X, seed=0, dtype=np.float64):
+        self.X, self.seed, self.n_features, self.dtype = X, seed, X.shape[1], dtype
+
+    def iter_blocks(self):
+        rng = np.random.default_rng(self.seed)
+        r = 0
+        while r < len(self.X):
+            m = int(rng.integers(0, 700))
+            yield np.asfortranarray(self.X[r:r + m].astype(np.float64 if m % 2 else self.dtype))
+            r += m
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f8"])
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 7001])
+@pytest.mark.parametrize("block_rows", [1, 7, 256, 10**6])
+def test_npyblocks_reads_the_file_exactly(tmp_path, n, dtype, block_rows):
+    X = np.random.default_rng(n).normal(size=(n, 3)).astype(dtype)
+    src = NpyBlocks(_save(tmp_path, X), block_rows=block_rows)
+    assert (src.n_rows, src.n_features, src.dtype) == (n, 3, np.dtype(dtype).newbyteorder("="))
+    for _ in range(2):      # every pass starts again from the first row
+        blocks = [b.copy() for b in src.iter_blocks()]
+        got = np.concatenate(blocks) if blocks else np.empty((0, 3))
+        assert_array_equal(got, X)
+        assert all(len(b) == block_rows for b in blocks[:-1])
+    assert is_block_source(src) and not is_block_source(X)
+
+
+def test_npyblocks_memory_is_bounded_by_the_block(tmp_path):
+    X = np.random.default_rng(0).normal(size=(200_000, 4))        # 6.4 MB on disk
+    src = NpyBlocks(_save(tmp_path, X), block_rows=1000)           # 32 kB blocks
+    tracemalloc.start()
+    total = np.zeros(4)
+    for b in src.iter_blocks():
+        total += b.sum(axis=0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * 1000 * 4 * 8 + 64_000          # a block (plus small change), not the file
+    np.testing.assert_allclose(total, X.sum(axis=0))
+
+
+def test_npyblocks_errors(tmp_path):
+    with pytest.raises(ValueError, match="path"):
+        NpyBlocks(tmp_path / "missing.npy")
+    (tmp_path / "junk.npy").write_bytes(b"not an npy file at all")
+    with pytest.raises(ValueError, match="not a .npy"):
+        NpyBlocks(tmp_path / "junk.npy")
+    with pytest.raises(ValueError, match="Fortran"):
+        NpyBlocks(_save(tmp_path, np.asfortranarray(np.ones((4, 3))), "f.npy"))
+    with pytest.raises(ValueError, match="2-D"):
+        NpyBlocks(_save(tmp_path, np.ones(4), "v.npy"))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        NpyBlocks(_save(tmp_path, np.ones((4, 3), dtype=np.int64), "i.npy"))
+    with pytest.raises(ValueError, match="block_rows"):
+        NpyBlocks(_save(tmp_path, np.ones((4, 3)), "ok.npy"), block_rows=0)
+    path = _save(tmp_path, np.ones((1000, 3)), "t.npy")
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size - 100)
+    with pytest.raises(ValueError, match="truncated"):
+        list(NpyBlocks(path, block_rows=64).iter_blocks())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_source_gives_the_same_superblocks(tmp_path, dtype):
+    X = np.random.default_rng(1).normal(size=(3 * S + 77, 5)).astype(dtype)
+    path = _save(tmp_path, X)
+    want = [b.copy() for b in as_row_source(X, S).superblocks()]
+    assert [len(b) for b in want] == [S, S, S, 77]
+    sources = [np.load(path, mmap_mode="r"), np.memmap(path, dtype=dtype, mode="r", shape=X.shape,
+                                                        offset=np.load(path, mmap_mode="r").offset)]
+    sources += [NpyBlocks(path, block_rows=k) for k in (1, 7, 1000, S, 3 * S + 5)]
+    sources.append(Slices(X, dtype=dtype))
+    for src in sources:
+        rs = as_row_source(src, S)
+        got = [b.copy() for b in rs.superblocks()]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == dtype and g.flags.c_contiguous
+            assert_array_equal(g, w)
+        if rs.is_stream:
+            assert rs.n_rows == len(X)
+
+
+def test_row_source_errors():
+    with pytest.raises(ValueError, match="multiple of 256"):
+        as_row_source(np.ones((3, 2)), 100)
+    with pytest.raises(ValueError, match="2-D"):
+        as_row_source(np.ones(3), S)
+    with pytest.raises(TypeError, match="X must be"):
+        as_row_source([[1.0, 2.0]], S)
+
+    class Bad:
+        n_features, dtype = 3, np.float64
+
+        def iter_blocks(self):
+            yield np.ones((2, 4))
+
+    with pytest.raises(ValueError, match=r"X: a block source yielded a block of shape \(2, 4\)"):
+        list(as_row_source(Bad(), S).superblocks())
+    Bad.n_features = 0
+    with pytest.raises(ValueError, match="n_features"):
+        as_row_source(Bad(), S)
+    Bad.n_features, Bad.dtype = 3, np.int32
+    with pytest.raises(ValueError, match="dtype"):
+        as_row_source(Bad(), S)
+    assert as_row_source(np.ones((3, 2), dtype=np.int64), S).dtype == np.float64
+
+
+def test_scan_summarises_and_validates():
+    X = np.random.default_rng(2).normal(size=(2 * S + 3, 4))
+    X[5, 2] = np.finfo(np.float64).max
+    X[700, 0] = -np.finfo(np.float64).max
+    n, lo, hi, max_abs = scan(as_row_source(Slices(X), S))
+    assert n == len(X) and max_abs == np.finfo(np.float64).max
+    assert_array_equal(lo, X.min(0))
+    assert_array_equal(hi, X.max(0))
+    seen = []
+    scan(as_row_source(X, S), check_block=lambda b: seen.append(len(b)))
+    assert seen == [S, S, 3]
+
+    def refuse(block):
+        raise ValueError("X must be binary")
+
+    with pytest.raises(ValueError, match="binary"):
+        scan(as_row_source(X, S), check_block=refuse)
+    Y = X.copy()
+    Y[S + 1, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        scan(as_row_source(Slices(Y), S))
+    Y[S + 1, 3] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        scan(as_row_source(Y, S))
+    with pytest.raises(ValueError, match="0 sample"):
+        scan(as_row_source(Slices(X[:0]), S))
