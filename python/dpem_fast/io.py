@@ -19,6 +19,11 @@ An object ``src`` with
     arrays of any layout).  The engine copies what it keeps: a block may reuse a buffer.
 ``src.dtype`` : numpy dtype, optional
     ``float32`` or ``float64`` (default ``float64``); blocks are cast to it.
+``src.n_rows`` : int, optional
+    The number of rows, when known.  It is checked, not trusted: a pass that yields another
+    number of rows raises ``ValueError``, as does any pass whose row count differs from the
+    first pass's.  (Only the first pass is scanned for non-finite values; a source whose
+    values change between passes breaks the contract undetected.)
 
 For example, a Parquet file read with ``pyarrow.parquet.ParquetFile(path).iter_batches()``
 or rows of a database cursor fit behind ``iter_blocks`` in a few lines.
@@ -139,7 +144,14 @@ class _ArrayRows:
 
 class _StreamRows:
     """A block source regrouped into superblocks of exactly ``superblock_rows`` rows (one
-    reused buffer: each superblock must be consumed before the next is requested)."""
+    reused buffer: each superblock must be consumed before the next is requested).
+
+    ``n_rows`` is ``None`` until a pass has run to its end.  Every pass must give the same
+    number of rows (and the source's declared ``n_rows``, if any): a pass that yields more
+    raises as soon as it does, one that yields fewer raises at its end; either way the
+    generator raises before it is exhausted, so a consumer summing the pass never completes
+    (or releases) a statistic of a deviant pass.
+    """
 
     is_stream = True
 
@@ -151,10 +163,21 @@ class _StreamRows:
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"X: a block source's dtype must be float32 or float64, got {dtype}")
         self.dtype = dtype
+        declared = getattr(src, "n_rows", None)
+        if declared is not None and (isinstance(declared, bool) or not isinstance(declared, (int, np.integer))
+                                     or declared < 0):
+            raise ValueError(f"X: a block source's n_rows must be None or an int >= 0, got {declared!r}")
+        self._expected = None if declared is None else int(declared)
         self.n_rows = None                       # known after a full pass
+
+    def _wrong_count(self, got, expected):
+        what = "first pass gave" if self.n_rows is not None else "declared n_rows is"
+        return ValueError(f"X: a pass of the block source yielded {got} rows, but its {what} {expected}: "
+                          "every pass must yield the same rows")
 
     def superblocks(self):
         d, S = self.n_features, self._rows
+        expected = self._expected
         buf = np.empty((S, d), dtype=self.dtype)
         fill = total = 0
         for block in self._src.iter_blocks():
@@ -162,6 +185,8 @@ class _StreamRows:
             if block.ndim != 2 or block.shape[1] != d:
                 raise ValueError(f"X: a block source yielded a block of shape {block.shape}; "
                                  f"expected (n, {d})")
+            if expected is not None and total + fill + block.shape[0] > expected:
+                raise self._wrong_count(f"more than {expected}", expected)
             start = 0
             while start < block.shape[0]:
                 take = min(S - fill, block.shape[0] - start)
@@ -172,10 +197,12 @@ class _StreamRows:
                     total += S
                     yield buf                    # one buffer: consumed before the next is asked
                     fill = 0
+        total += fill
+        if expected is not None and total != expected:
+            raise self._wrong_count(total, expected)
         if fill:
-            total += fill
             yield buf[:fill]
-        self.n_rows = total
+        self.n_rows = self._expected = total
 
 
 def _check_n_features(n):

@@ -153,3 +153,49 @@ def test_scan_summarises_and_validates():
         scan(as_row_source(Y, S))
     with pytest.raises(ValueError, match="0 sample"):
         scan(as_row_source(Slices(X[:0]), S))
+
+
+class Drifting:
+    """A broken source: pass k yields ``rows[k]`` rows (the last entry repeats)."""
+
+    n_features = 2
+
+    def __init__(self, rows, n_rows=None):
+        self.rows, self.passes = list(rows), 0
+        if n_rows is not None:
+            self.n_rows = n_rows
+
+    def iter_blocks(self):
+        m = self.rows[min(self.passes, len(self.rows) - 1)]
+        self.passes += 1
+        for r0 in range(0, m, 100):
+            yield np.ones((min(100, m - r0), 2))
+
+
+@pytest.mark.parametrize("rows", [[S + 10, S + 11], [S + 10, S + 9], [2 * S, S], [S, 2 * S], [0, 1]])
+def test_every_pass_of_a_stream_must_give_the_first_pass_row_count(rows):
+    rs = as_row_source(Drifting(rows), S)
+    assert rs.n_rows is None
+    assert sum(len(b) for b in rs.superblocks()) == rows[0] == rs.n_rows
+    consumed = []
+    got = f"more than {rows[0]}" if rows[1] > rows[0] else rows[1]
+    with pytest.raises(ValueError, match=rf"X: a pass of the block source yielded {got} rows, "
+                                         rf"but its first pass gave {rows[0]}: every pass"):
+        for b in rs.superblocks():
+            consumed.append(len(b))
+    assert sum(consumed) <= rows[1]          # the error comes before the deviant pass ends
+    assert rs.n_rows == rows[0]
+
+
+def test_a_declared_row_count_is_checked():
+    rs = as_row_source(Drifting([S + 10], n_rows=S + 10), S)
+    assert rs.n_rows is None                 # known only once a pass has run
+    assert [len(b) for b in rs.superblocks()] == [S, 10] and rs.n_rows == S + 10
+    for got, n_rows in ((S + 10, S + 9), (S + 10, 2 * S), (0, 5)):
+        said = f"more than {n_rows}" if got > n_rows else got
+        with pytest.raises(ValueError, match=rf"yielded {said} rows, but its declared n_rows is {n_rows}"):
+            list(as_row_source(Drifting([got], n_rows=n_rows), S).superblocks())
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(ValueError, match="X: a block source's n_rows must be None or an int"):
+            as_row_source(Drifting([1], n_rows=bad), S)
+    assert as_row_source(Drifting([1], n_rows=np.int64(1)), S) is not None
