@@ -185,12 +185,17 @@ class _StreamRows:
             if block.ndim != 2 or block.shape[1] != d:
                 raise ValueError(f"X: a block source yielded a block of shape {block.shape}; "
                                  f"expected (n, {d})")
+            _check_real(block.dtype, "a block source yielded a block of")
             if expected is not None and total + fill + block.shape[0] > expected:
                 raise self._wrong_count(f"more than {expected}", expected)
             start = 0
             while start < block.shape[0]:
                 take = min(S - fill, block.shape[0] - start)
-                buf[fill:fill + take] = block[start:start + take]     # copies and casts
+                try:
+                    buf[fill:fill + take] = block[start:start + take]     # copies and casts
+                except (TypeError, ValueError) as exc:                    # an object block
+                    raise ValueError(f"X: a block source yielded a block that cannot be read as "
+                                     f"{self.dtype} ({exc})") from None
                 fill += take
                 start += take
                 if fill == S:
@@ -203,6 +208,14 @@ class _StreamRows:
         if fill:
             yield buf[:fill]
         self.n_rows = self._expected = total
+
+
+def _check_real(dtype, what):
+    """ValueError naming X unless ``dtype`` holds real numbers (bool, int, float, object)."""
+    if dtype.kind == "c":
+        raise ValueError(f"X: complex data is not supported ({what} dtype {dtype})")
+    if dtype.kind not in "biufO":
+        raise ValueError(f"X: {what} dtype {dtype}; expected real numbers")
 
 
 def _check_n_features(n):
@@ -224,7 +237,11 @@ def as_row_source(X, superblock_rows):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
         if X.dtype not in (np.float32, np.float64):
-            X = X.astype(np.float64)
+            _check_real(X.dtype, "an array of")
+            try:
+                X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"X: an array of dtype {X.dtype} cannot be read as float64 ({exc})") from None
         return _ArrayRows(np.ascontiguousarray(X), int(superblock_rows))
     if is_block_source(X):
         return _StreamRows(X, int(superblock_rows))
@@ -247,7 +264,7 @@ def scan(source, check_block=None):
         if not finite.all():
             if np.isnan(block).any():
                 raise ValueError("Input X contains NaN.")
-            raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+            raise ValueError(f"Input X contains infinity or a value too large for {block.dtype!r}.")
         if check_block is not None:
             check_block(block)
         b_lo, b_hi = block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64)

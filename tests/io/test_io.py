@@ -199,3 +199,59 @@ def test_a_declared_row_count_is_checked():
         with pytest.raises(ValueError, match="X: a block source's n_rows must be None or an int"):
             as_row_source(Drifting([1], n_rows=bad), S)
     assert as_row_source(Drifting([1], n_rows=np.int64(1)), S) is not None
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.ones((3, 2), dtype=complex), r"X: complex data is not supported \(an array of dtype complex128\)"),
+    (np.array([["a", "b"]]), r"X: an array of dtype <U1; expected real numbers"),
+    (np.zeros((3, 2), dtype="datetime64[s]"), r"X: an array of dtype datetime64\[s\]; expected real numbers"),
+    (np.array([[1.0, "x"]], dtype=object), r"X: an array of dtype object cannot be read as float64"),
+])
+def test_arrays_that_are_not_real_numbers_are_refused(X, match):
+    with pytest.raises(ValueError, match=match):
+        as_row_source(X, S)
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int8, np.uint64, np.float16, np.longdouble, object])
+def test_other_real_arrays_are_read_as_float64(dtype):
+    X = np.arange(6).reshape(3, 2).astype(dtype)
+    (block,) = as_row_source(X, S).superblocks()
+    assert block.dtype == np.float64 and block.flags.c_contiguous
+    assert_array_equal(block, np.arange(6).reshape(3, 2).astype(bool if dtype is bool else float))
+
+
+class Blocks:
+    """A source yielding the given blocks."""
+
+    def __init__(self, *blocks, n_features=2, dtype=np.float64):
+        self.blocks, self.n_features, self.dtype = blocks, n_features, dtype
+
+    def iter_blocks(self):
+        return iter(self.blocks)
+
+
+@pytest.mark.parametrize("block, match", [
+    (np.ones((2, 2), dtype=complex), r"X: complex data is not supported \(a block source yielded a block of "
+                                     r"dtype complex128\)"),
+    (np.array([["a", "b"]]), "X: a block source yielded a block of dtype <U1; expected real numbers"),
+    (np.array([[1.0, "x"]], dtype=object), "X: a block source yielded a block that cannot be read as float64"),
+    (np.ones(2), r"X: a block source yielded a block of shape \(2,\); expected \(n, 2\)"),
+])
+def test_blocks_that_are_not_real_rows_are_refused(block, match):
+    with pytest.raises(ValueError, match=match):
+        list(as_row_source(Blocks(np.ones((1, 2)), block), S).superblocks())
+
+
+def test_blocks_of_other_real_types_are_cast_to_the_declared_dtype():
+    src = Blocks(np.ones((1, 2), np.float16), [[2, 3]], np.array([[4, 5]], dtype=np.uint8),
+                 np.array([[6.0, 7.0]], dtype=object), np.ones((0, 2), bool), dtype=np.float32)
+    (block,) = as_row_source(src, S).superblocks()
+    assert block.dtype == np.float32
+    assert_array_equal(block, [[1, 1], [2, 3], [4, 5], [6, 7]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scan_names_the_dtype_that_overflowed(dtype):
+    with pytest.raises(ValueError, match=rf"^Input X contains infinity or a value too large for "
+                                         rf"dtype\('{np.dtype(dtype).name}'\)\.$"):
+        scan(as_row_source(np.array([[1.0, -np.inf]], dtype=dtype), S))
