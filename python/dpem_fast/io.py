@@ -89,7 +89,7 @@ class NpyBlocks:
     def iter_blocks(self):
         """A new pass over the rows, ``block_rows`` at a time (the last block shorter)."""
         d, item = self.n_features, self._file_dtype.itemsize
-        rows = self.block_rows if d else self.n_rows
+        rows = min(self.block_rows, self.n_rows) if d else self.n_rows     # no bigger than the file
         buf = np.empty((rows, d), dtype=self._file_dtype)
         raw = buf.reshape(-1).view(np.uint8)
         with open(self.path, "rb") as f:
@@ -127,19 +127,26 @@ def is_block_source(X) -> bool:
 
 
 class _ArrayRows:
-    """An in-memory (or memory-mapped) 2-D array cut into superblocks: views, no copies."""
+    """A 2-D array (in memory or memory-mapped) cut into superblocks.
+
+    A C-contiguous float32/float64 array gives views, no copies.  Otherwise an in-memory array
+    is converted once, up front; a ``numpy.memmap`` is converted one superblock at a time
+    (a fresh array per superblock), so that it is never copied into memory whole.
+    """
 
     is_stream = False
 
-    def __init__(self, X, superblock_rows):
+    def __init__(self, X, dtype, superblock_rows):
+        if not isinstance(X, np.memmap):
+            X = np.ascontiguousarray(X, dtype=dtype)
         self._X = X
         self._rows = superblock_rows
         self.n_rows, self.n_features = X.shape
-        self.dtype = X.dtype
+        self.dtype = dtype
 
     def superblocks(self):
         for r0 in range(0, self.n_rows, self._rows):
-            yield self._X[r0:r0 + self._rows]
+            yield np.ascontiguousarray(self._X[r0:r0 + self._rows], dtype=self.dtype)
 
 
 class _StreamRows:
@@ -227,8 +234,13 @@ def _check_n_features(n):
 def as_row_source(X, superblock_rows):
     """The engine's view of ``X``: superblocks of ``superblock_rows`` rows.
 
-    ``X`` is a 2-D ndarray (``numpy.memmap`` included; float32/float64 kept, other numeric
-    dtypes converted to float64, made C-contiguous) or a block source.
+    ``X`` is a 2-D ndarray (``numpy.memmap`` included; float32/float64 kept, other real
+    dtypes converted to float64, made C-contiguous) or a block source.  The result has
+    ``n_features``, ``dtype``, ``n_rows`` (``None`` for a stream until a pass has run),
+    ``is_stream``, and ``superblocks()``: a new pass over the rows in C-contiguous arrays of
+    ``superblock_rows`` rows, the last one shorter, none empty.  A superblock is valid until
+    the next one is requested (a stream reuses one buffer); an array's superblocks are views
+    of X when X is C-contiguous float32/float64, so they must not be written to.
     """
     if isinstance(superblock_rows, bool) or not isinstance(superblock_rows, (int, np.integer)) \
             or superblock_rows < 256 or superblock_rows % 256:
@@ -236,13 +248,13 @@ def as_row_source(X, superblock_rows):
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        if X.dtype not in (np.float32, np.float64):
-            _check_real(X.dtype, "an array of")
-            try:
-                X = X.astype(np.float64)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"X: an array of dtype {X.dtype} cannot be read as float64 ({exc})") from None
-        return _ArrayRows(np.ascontiguousarray(X), int(superblock_rows))
+        if X.dtype in (np.float32, np.float64):
+            return _ArrayRows(X, X.dtype, int(superblock_rows))
+        _check_real(X.dtype, "an array of")
+        try:
+            return _ArrayRows(X, np.dtype(np.float64), int(superblock_rows))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"X: an array of dtype {X.dtype} cannot be read as float64 ({exc})") from None
     if is_block_source(X):
         return _StreamRows(X, int(superblock_rows))
     raise TypeError("X must be an ndarray (a numpy.memmap included) or a block source with "

@@ -255,3 +255,47 @@ def test_scan_names_the_dtype_that_overflowed(dtype):
     with pytest.raises(ValueError, match=rf"^Input X contains infinity or a value too large for "
                                          rf"dtype\('{np.dtype(dtype).name}'\)\.$"):
         scan(as_row_source(np.array([[1.0, -np.inf]], dtype=dtype), S))
+
+
+@pytest.mark.parametrize("order, dtype", [("F", np.float64), ("C", np.int32), ("F", np.float32)])
+def test_a_memmap_that_needs_converting_is_converted_a_superblock_at_a_time(tmp_path, order, dtype):
+    X = np.asarray(np.random.default_rng(3).normal(size=(100 * S + 3, 4)) * 100, dtype=dtype, order=order)
+    path = _save(tmp_path, X)                                     # 100 superblocks on disk
+    want = X.astype(np.float64 if dtype == np.int32 else dtype)
+    m = np.load(path, mmap_mode="r")
+    assert isinstance(m, np.memmap) and m.flags.f_contiguous == (order == "F")
+    tracemalloc.start()
+    rs = as_row_source(m, S)
+    sizes = []
+    for i, b in enumerate(rs.superblocks()):
+        assert b.dtype == want.dtype and b.flags.c_contiguous
+        assert_array_equal(b, want[i * S:(i + 1) * S])
+        sizes.append(len(b))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sizes == [S] * 100 + [3] and rs.n_rows == len(X) and not rs.is_stream
+    assert peak < 3 * S * 4 * 8 + 64_000                          # superblocks, not size(X) = 100 of them
+
+
+def test_an_in_memory_array_that_needs_converting_is_converted_once():
+    X = np.asfortranarray(np.arange(2 * S * 2, dtype=np.int64).reshape(-1, 2))
+    rs = as_row_source(X, S)
+    a, b = (list(rs.superblocks()) for _ in range(2))
+    assert all(x.base is not None and np.shares_memory(x, y) for x, y in zip(a, b))
+    assert_array_equal(np.concatenate(a), X)
+
+
+def test_a_c_contiguous_float_array_or_memmap_gives_views(tmp_path):
+    X = np.ones((2 * S + 1, 3), dtype=np.float32)
+    for src in (X, np.load(_save(tmp_path, X), mmap_mode="r")):
+        blocks = list(as_row_source(src, S).superblocks())
+        assert all(np.shares_memory(b, src) for b in blocks) and [len(b) for b in blocks] == [S, S, 1]
+
+
+def test_npyblocks_buffer_is_no_bigger_than_the_file(tmp_path):
+    src = NpyBlocks(_save(tmp_path, np.ones((10, 4))), block_rows=10**7)    # 320 MB if not capped
+    tracemalloc.start()
+    (block,) = src.iter_blocks()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert block.shape == (10, 4) and peak < 64_000
