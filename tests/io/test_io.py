@@ -33,7 +33,7 @@ class Slices:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ">f8"])
-@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 7001])
+@pytest.mark.parametrize("n", [0, 1, 255, 256, 257, 70_000])
 @pytest.mark.parametrize("block_rows", [1, 7, 256, 10**6])
 def test_npyblocks_reads_the_file_exactly(tmp_path, n, dtype, block_rows):
     X = np.random.default_rng(n).normal(size=(n, 3)).astype(dtype)
@@ -61,24 +61,31 @@ def test_npyblocks_memory_is_bounded_by_the_block(tmp_path):
 
 
 def test_npyblocks_errors(tmp_path):
-    with pytest.raises(ValueError, match="path"):
+    with pytest.raises(ValueError, match=r"path: no such file '.*missing\.npy'"):
         NpyBlocks(tmp_path / "missing.npy")
     (tmp_path / "junk.npy").write_bytes(b"not an npy file at all")
-    with pytest.raises(ValueError, match="not a .npy"):
+    with pytest.raises(ValueError, match=r"path: '.*junk\.npy' is not a \.npy file"):
         NpyBlocks(tmp_path / "junk.npy")
-    with pytest.raises(ValueError, match="Fortran"):
+    (tmp_path / "short.npy").write_bytes(b"\x93NU")
+    with pytest.raises(ValueError, match=r"path: '.*short\.npy' is not a \.npy file"):
+        NpyBlocks(tmp_path / "short.npy")
+    with pytest.raises(ValueError, match=r"path: '.*f\.npy' holds a Fortran-ordered array"):
         NpyBlocks(_save(tmp_path, np.asfortranarray(np.ones((4, 3))), "f.npy"))
-    with pytest.raises(ValueError, match="2-D"):
-        NpyBlocks(_save(tmp_path, np.ones(4), "v.npy"))
-    with pytest.raises(ValueError, match="float32 or float64"):
-        NpyBlocks(_save(tmp_path, np.ones((4, 3), dtype=np.int64), "i.npy"))
-    with pytest.raises(ValueError, match="block_rows"):
-        NpyBlocks(_save(tmp_path, np.ones((4, 3)), "ok.npy"), block_rows=0)
+    for name, shape in (("v.npy", (4,)), ("c.npy", (2, 3, 4)), ("s.npy", ())):
+        with pytest.raises(ValueError, match=rf"path: '.*{name}' holds an array of shape .*; NpyBlocks reads 2-D"):
+            NpyBlocks(_save(tmp_path, np.ones(shape), name))
+    for dtype in (np.int64, np.float16, complex, bool):
+        with pytest.raises(ValueError, match=r"path: '.*i\.npy' holds .*; NpyBlocks reads float32 or float64"):
+            NpyBlocks(_save(tmp_path, np.ones((4, 3), dtype=dtype), "i.npy"))
+    for bad in (0, -1, 2.0, True, None):
+        with pytest.raises(ValueError, match=r"block_rows must be an int >= 1, got"):
+            NpyBlocks(_save(tmp_path, np.ones((4, 3)), "ok.npy"), block_rows=bad)
     path = _save(tmp_path, np.ones((1000, 3)), "t.npy")
     with open(path, "r+b") as f:
         f.truncate(path.stat().st_size - 100)
-    with pytest.raises(ValueError, match="truncated"):
-        list(NpyBlocks(path, block_rows=64).iter_blocks())
+    src = NpyBlocks(path, block_rows=64)            # the header is intact: found when a pass runs short
+    with pytest.raises(ValueError, match=r"path: '.*t\.npy' is truncated \(960 of 1000 rows could be read\)"):
+        list(src.iter_blocks())
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -103,12 +110,15 @@ def test_every_source_gives_the_same_superblocks(tmp_path, dtype):
 
 
 def test_row_source_errors():
-    with pytest.raises(ValueError, match="multiple of 256"):
-        as_row_source(np.ones((3, 2)), 100)
-    with pytest.raises(ValueError, match="2-D"):
-        as_row_source(np.ones(3), S)
-    with pytest.raises(TypeError, match="X must be"):
-        as_row_source([[1.0, 2.0]], S)
+    for bad in (100, 0, -256, 256.0, True, None, 257):
+        with pytest.raises(ValueError, match=r"superblock_rows must be a positive multiple of 256, got"):
+            as_row_source(np.ones((3, 2)), bad)
+    for shape in ((3,), (1, 2, 3), ()):
+        with pytest.raises(ValueError, match=r"X must be 2-D, got shape"):
+            as_row_source(np.ones(shape), S)
+    for bad in ([[1.0, 2.0]], "x.npy", None, object()):
+        with pytest.raises(TypeError, match=r"X must be an ndarray \(a numpy.memmap included\) or a block source"):
+            as_row_source(bad, S)
 
     class Bad:
         n_features, dtype = 3, np.float64
@@ -118,41 +128,54 @@ def test_row_source_errors():
 
     with pytest.raises(ValueError, match=r"X: a block source yielded a block of shape \(2, 4\)"):
         list(as_row_source(Bad(), S).superblocks())
-    Bad.n_features = 0
-    with pytest.raises(ValueError, match="n_features"):
-        as_row_source(Bad(), S)
-    Bad.n_features, Bad.dtype = 3, np.int32
-    with pytest.raises(ValueError, match="dtype"):
-        as_row_source(Bad(), S)
+    for bad in (0, -1, 2.5, True, "3"):
+        Bad.n_features = bad
+        with pytest.raises(ValueError, match=r"X: a block source's n_features must be an int >= 1, got"):
+            as_row_source(Bad(), S)
+    Bad.n_features = 3
+    for bad in (np.int32, np.float16, complex):
+        Bad.dtype = bad
+        with pytest.raises(ValueError, match=r"X: a block source's dtype must be float32 or float64, got"):
+            as_row_source(Bad(), S)
     assert as_row_source(np.ones((3, 2), dtype=np.int64), S).dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scan_matches_numpy_even_at_the_largest_finite_values(dtype):
+    X = np.random.default_rng(2).normal(size=(2 * S + 3, 4)).astype(dtype)
+    big = np.finfo(dtype).max                   # 1.7976931348623157e308 for float64
+    X[5, 2], X[700, 0], X[701, :] = big, -big, big  # finite; a naive sum would overflow (and warn)
+    for src in (X, Slices(X, dtype=dtype)):
+        seen = []
+        n, lo, hi, max_abs = scan(as_row_source(src, S), check_block=lambda b: seen.append(len(b)))
+        assert n == len(X) and seen == [S, S, 3]
+        assert lo.dtype == hi.dtype == np.float64 and isinstance(max_abs, float)
+        assert_array_equal(lo, X.min(0))
+        assert_array_equal(hi, X.max(0))
+        assert max_abs == float(np.abs(X).max()) == float(big)
 
 
 def test_scan_summarises_and_validates():
     X = np.random.default_rng(2).normal(size=(2 * S + 3, 4))
-    X[5, 2] = np.finfo(np.float64).max
-    X[700, 0] = -np.finfo(np.float64).max
-    n, lo, hi, max_abs = scan(as_row_source(Slices(X), S))
-    assert n == len(X) and max_abs == np.finfo(np.float64).max
-    assert_array_equal(lo, X.min(0))
-    assert_array_equal(hi, X.max(0))
-    seen = []
-    scan(as_row_source(X, S), check_block=lambda b: seen.append(len(b)))
-    assert seen == [S, S, 3]
 
     def refuse(block):
         raise ValueError("X must be binary")
 
-    with pytest.raises(ValueError, match="binary"):
-        scan(as_row_source(X, S), check_block=refuse)
+    for src in (X, Slices(X)):
+        with pytest.raises(ValueError, match="X must be binary"):
+            scan(as_row_source(src, S), check_block=refuse)
     Y = X.copy()
     Y[S + 1, 3] = np.nan
-    with pytest.raises(ValueError, match="NaN"):
-        scan(as_row_source(Slices(Y), S))
+    for src in (Y, Slices(Y)):
+        with pytest.raises(ValueError, match=r"^Input X contains NaN\.$"):
+            scan(as_row_source(src, S))
     Y[S + 1, 3] = np.inf
-    with pytest.raises(ValueError, match="infinity"):
-        scan(as_row_source(Y, S))
-    with pytest.raises(ValueError, match="0 sample"):
-        scan(as_row_source(Slices(X[:0]), S))
+    for src in (Y, Slices(Y)):
+        with pytest.raises(ValueError, match=r"^Input X contains infinity or a value too large"):
+            scan(as_row_source(src, S))
+    for src in (X[:0], Slices(X[:0])):
+        with pytest.raises(ValueError, match=r"Found array with 0 sample\(s\) \(shape=\(0, 4\)\).*X has no rows"):
+            scan(as_row_source(src, S))
 
 
 class Drifting:
