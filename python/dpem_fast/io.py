@@ -19,6 +19,11 @@ An object ``src`` with
     arrays of any layout).  The engine copies what it keeps: a block may reuse a buffer.
 ``src.dtype`` : numpy dtype, optional
     ``float32`` or ``float64`` (default ``float64``); blocks are cast to it.
+``src.n_rows`` : int, optional
+    The number of rows, when known.  It is checked, not trusted: a pass that yields another
+    number of rows raises ``ValueError``, as does any pass whose row count differs from the
+    first pass's.  (Only the first pass is scanned for non-finite values; a source whose
+    values change between passes breaks the contract undetected.)
 
 For example, a Parquet file read with ``pyarrow.parquet.ParquetFile(path).iter_batches()``
 or rows of a database cursor fit behind ``iter_blocks`` in a few lines.
@@ -84,7 +89,7 @@ class NpyBlocks:
     def iter_blocks(self):
         """A new pass over the rows, ``block_rows`` at a time (the last block shorter)."""
         d, item = self.n_features, self._file_dtype.itemsize
-        rows = self.block_rows if d else self.n_rows
+        rows = min(self.block_rows, self.n_rows) if d else self.n_rows     # no bigger than the file
         buf = np.empty((rows, d), dtype=self._file_dtype)
         raw = buf.reshape(-1).view(np.uint8)
         with open(self.path, "rb") as f:
@@ -122,24 +127,38 @@ def is_block_source(X) -> bool:
 
 
 class _ArrayRows:
-    """An in-memory (or memory-mapped) 2-D array cut into superblocks: views, no copies."""
+    """A 2-D array (in memory or memory-mapped) cut into superblocks.
+
+    A C-contiguous float32/float64 array gives views, no copies.  Otherwise an in-memory array
+    is converted once, up front; a ``numpy.memmap`` is converted one superblock at a time
+    (a fresh array per superblock), so that it is never copied into memory whole.
+    """
 
     is_stream = False
 
-    def __init__(self, X, superblock_rows):
+    def __init__(self, X, dtype, superblock_rows):
+        if not isinstance(X, np.memmap):
+            X = np.ascontiguousarray(X, dtype=dtype)
         self._X = X
         self._rows = superblock_rows
         self.n_rows, self.n_features = X.shape
-        self.dtype = X.dtype
+        self.dtype = dtype
 
     def superblocks(self):
         for r0 in range(0, self.n_rows, self._rows):
-            yield self._X[r0:r0 + self._rows]
+            yield np.ascontiguousarray(self._X[r0:r0 + self._rows], dtype=self.dtype)
 
 
 class _StreamRows:
     """A block source regrouped into superblocks of exactly ``superblock_rows`` rows (one
-    reused buffer: each superblock must be consumed before the next is requested)."""
+    reused buffer: each superblock must be consumed before the next is requested).
+
+    ``n_rows`` is ``None`` until a pass has run to its end.  Every pass must give the same
+    number of rows (and the source's declared ``n_rows``, if any): a pass that yields more
+    raises as soon as it does, one that yields fewer raises at its end; either way the
+    generator raises before it is exhausted, so a consumer summing the pass never completes
+    (or releases) a statistic of a deviant pass.
+    """
 
     is_stream = True
 
@@ -151,10 +170,21 @@ class _StreamRows:
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"X: a block source's dtype must be float32 or float64, got {dtype}")
         self.dtype = dtype
+        declared = getattr(src, "n_rows", None)
+        if declared is not None and (isinstance(declared, bool) or not isinstance(declared, (int, np.integer))
+                                     or declared < 0):
+            raise ValueError(f"X: a block source's n_rows must be None or an int >= 0, got {declared!r}")
+        self._expected = None if declared is None else int(declared)
         self.n_rows = None                       # known after a full pass
+
+    def _wrong_count(self, got, expected):
+        what = "first pass gave" if self.n_rows is not None else "declared n_rows is"
+        return ValueError(f"X: a pass of the block source yielded {got} rows, but its {what} {expected}: "
+                          "every pass must yield the same rows")
 
     def superblocks(self):
         d, S = self.n_features, self._rows
+        expected = self._expected
         buf = np.empty((S, d), dtype=self.dtype)
         fill = total = 0
         for block in self._src.iter_blocks():
@@ -162,20 +192,37 @@ class _StreamRows:
             if block.ndim != 2 or block.shape[1] != d:
                 raise ValueError(f"X: a block source yielded a block of shape {block.shape}; "
                                  f"expected (n, {d})")
+            _check_real(block.dtype, "a block source yielded a block of")
+            if expected is not None and total + fill + block.shape[0] > expected:
+                raise self._wrong_count(f"more than {expected}", expected)
             start = 0
             while start < block.shape[0]:
                 take = min(S - fill, block.shape[0] - start)
-                buf[fill:fill + take] = block[start:start + take]     # copies and casts
+                try:
+                    buf[fill:fill + take] = block[start:start + take]     # copies and casts
+                except (TypeError, ValueError) as exc:                    # an object block
+                    raise ValueError(f"X: a block source yielded a block that cannot be read as "
+                                     f"{self.dtype} ({exc})") from None
                 fill += take
                 start += take
                 if fill == S:
                     total += S
                     yield buf                    # one buffer: consumed before the next is asked
                     fill = 0
+        total += fill
+        if expected is not None and total != expected:
+            raise self._wrong_count(total, expected)
         if fill:
-            total += fill
             yield buf[:fill]
-        self.n_rows = total
+        self.n_rows = self._expected = total
+
+
+def _check_real(dtype, what):
+    """ValueError naming X unless ``dtype`` holds real numbers (bool, int, float, object)."""
+    if dtype.kind == "c":
+        raise ValueError(f"X: complex data is not supported ({what} dtype {dtype})")
+    if dtype.kind not in "biufO":
+        raise ValueError(f"X: {what} dtype {dtype}; expected real numbers")
 
 
 def _check_n_features(n):
@@ -187,8 +234,13 @@ def _check_n_features(n):
 def as_row_source(X, superblock_rows):
     """The engine's view of ``X``: superblocks of ``superblock_rows`` rows.
 
-    ``X`` is a 2-D ndarray (``numpy.memmap`` included; float32/float64 kept, other numeric
-    dtypes converted to float64, made C-contiguous) or a block source.
+    ``X`` is a 2-D ndarray (``numpy.memmap`` included; float32/float64 kept, other real
+    dtypes converted to float64, made C-contiguous) or a block source.  The result has
+    ``n_features``, ``dtype``, ``n_rows`` (``None`` for a stream until a pass has run),
+    ``is_stream``, and ``superblocks()``: a new pass over the rows in C-contiguous arrays of
+    ``superblock_rows`` rows, the last one shorter, none empty.  A superblock is valid until
+    the next one is requested (a stream reuses one buffer); an array's superblocks are views
+    of X when X is C-contiguous float32/float64, so they must not be written to.
     """
     if isinstance(superblock_rows, bool) or not isinstance(superblock_rows, (int, np.integer)) \
             or superblock_rows < 256 or superblock_rows % 256:
@@ -196,9 +248,13 @@ def as_row_source(X, superblock_rows):
     if isinstance(X, np.ndarray):
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D, got shape {X.shape}")
-        if X.dtype not in (np.float32, np.float64):
-            X = X.astype(np.float64)
-        return _ArrayRows(np.ascontiguousarray(X), int(superblock_rows))
+        if X.dtype in (np.float32, np.float64):
+            return _ArrayRows(X, X.dtype, int(superblock_rows))
+        _check_real(X.dtype, "an array of")
+        try:
+            return _ArrayRows(X, np.dtype(np.float64), int(superblock_rows))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"X: an array of dtype {X.dtype} cannot be read as float64 ({exc})") from None
     if is_block_source(X):
         return _StreamRows(X, int(superblock_rows))
     raise TypeError("X must be an ndarray (a numpy.memmap included) or a block source with "
@@ -220,7 +276,7 @@ def scan(source, check_block=None):
         if not finite.all():
             if np.isnan(block).any():
                 raise ValueError("Input X contains NaN.")
-            raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+            raise ValueError(f"Input X contains infinity or a value too large for {block.dtype!r}.")
         if check_block is not None:
             check_block(block)
         b_lo, b_hi = block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64)
