@@ -6,7 +6,7 @@ import pytest
 
 from dpem_fast.accounting import (
     AdvancedAccountant, GaussianEvent, GDPAccountant, LaplaceEvent,
-    LinearAccountant, MomentsAccountant, RDPAccountant, SelfComposedEvent,
+    LinearAccountant, MomentsAccountant, RDPAccountant,
     ZCDPAccountant, DiscreteGaussianEvent)
 from dpem_fast.accounting import _rdp
 from dpem_fast.mixture import dpem_plan

@@ -4,7 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose, assert_array_equal
+from numpy.testing import assert_allclose
 from scipy import stats
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError

@@ -54,8 +54,11 @@ import numpy as np
 from scipy.special import ndtri
 
 from .._dpcore import _domain as _kernel
-from ..accounting import PrivacyLeakWarning
+from .._dpcore._contract import superblock_rows
 from .._preprocess import DataDomain
+from ..accounting import PrivacyLeakWarning
+from ..io import as_row_source
+from ._data import DataSummary, Rows
 from ._statistics import StatSpec
 
 __all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "domain_from_data",
@@ -205,9 +208,6 @@ def domain_from_data(rows, stacklevel=5):
 def _as_rows(rows):
     """The engine's Rows, or one built around an in-memory 2-D array (tests, direct calls)."""
     if isinstance(rows, np.ndarray):
-        from ._data import DataSummary, Rows
-        from ..io import as_row_source
-        from .._dpcore._contract import superblock_rows
         X = np.ascontiguousarray(rows)
         return Rows(as_row_source(X, superblock_rows(X.shape[1])), None, DataSummary(*X.shape))
     return rows

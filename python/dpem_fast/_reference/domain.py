@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore._domain import E_MIN, SCALE_BINS, ZERO_BIN
+from .._dpcore._domain import E_MIN, ZERO_BIN
 
 __all__ = ["scale_bins_reference", "refine_bins_reference", "histogram_reference"]
 
