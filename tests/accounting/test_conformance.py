@@ -266,25 +266,52 @@ class TestAdvancedReplace(AccountantConformance):
 
 
 class TestPLD(AccountantConformance):
-    @staticmethod
-    def make():
-        pytest.importorskip("dp_accounting")
-        return PLDAccountant(value_discretization_interval=1e-3)
+    make = PLDAccountant
+    event = PoissonSampledEvent(0.1, G)
+    unsupported = SampledWithoutReplacementEvent(1000, 100, G)
+    rtol = 1e-6
 
-    unsupported = DiscreteGaussianEvent(4.0, 1.0)
-    rtol = 1e-3
+
+class TestPLDGaussian(AccountantConformance):
+    make = functools.partial(PLDAccountant, value_discretization=1e-2)
+    unsupported = DiscreteGaussianEvent(4.0, 1.5)   # non-integer shift
+    rtol = 1e-6
+
+
+class TestPLDLaplacePoisson(AccountantConformance):
+    make = PLDAccountant
+    event = PoissonSampledEvent(0.2, LaplaceEvent(0.5))
+    unsupported = PoissonSampledEvent(0.1, SelfComposedEvent(G, 2))
+    rtol = 1e-6
+
+
+class TestPLDDiscreteGaussian(AccountantConformance):
+    make = PLDAccountant
+    event = DiscreteGaussianEvent(4.0, 2.0)
+    unsupported = DiscreteGaussianEvent(4.0, 2.0, dimension=3)
+    rtol = 1e-6
 
 
 class TestPLDReplace(AccountantConformance):
-    @staticmethod
-    def make():
-        pytest.importorskip("dp_accounting")
-        return PLDAccountant(value_discretization_interval=1e-3,
-                             neighbouring="replace")
-
-    event = ComposedEvent([G, PoissonSampledEvent(1.0, GaussianEvent(3.0))])
+    make = functools.partial(PLDAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(1000, 100, G)
     unsupported = PoissonSampledEvent(0.1, G)
-    rtol = 1e-3
+    rtol = 1e-6
+
+
+class TestPLDReplaceLaplaceBase(AccountantConformance):
+    make = functools.partial(PLDAccountant, neighbouring="replace")
+    event = SampledWithoutReplacementEvent(1000, 100, LaplaceEvent(0.5))
+    unsupported = PoissonSampledEvent(0.1, LaplaceEvent(0.5))
+    rtol = 1e-6
+
+
+class TestPLDOptimistic(AccountantConformance):
+    make = functools.partial(PLDAccountant, pessimistic=False,
+                             value_discretization=1e-4)
+    event = PoissonSampledEvent(0.1, G)
+    unsupported = SampledWithoutReplacementEvent(1000, 100, G)
+    rtol = 1e-6
 
 
 def test_poisson_replace_is_refused_with_clear_message():

@@ -30,7 +30,7 @@ def test_defaults_are_rdp_under_replace():
 
 
 @pytest.mark.parametrize("rel", ["add_remove", "replace"])
-@pytest.mark.parametrize("name", [n for n in ACCOUNTANTS if n != "pld"])
+@pytest.mark.parametrize("name", ACCOUNTANTS)
 def test_name_and_class_take_the_ledger_relation(name, rel):
     for spec in (name, _CLASSES[name]):
         ledger = BudgetLedger(1.0, 1e-5, spec, neighbouring=rel)
@@ -40,7 +40,6 @@ def test_name_and_class_take_the_ledger_relation(name, rel):
 
 
 def test_pld_name_under_replace():
-    pytest.importorskip("dp_accounting")
     ledger = BudgetLedger(1.0, 1e-5, "pld")
     assert _accountant_of(ledger).neighbouring == "replace"
 

@@ -9,11 +9,7 @@ def main(argv=None):
     # the plan is the mixture paper's, not the accounting package's
     from ..mixture import dpem_plan
     k, j, delta = 10, 20, 1e-4
-    try:
-        import dp_accounting  # noqa: F401
-        include_pld = "--pld" in (argv or sys.argv[1:])
-    except ImportError:
-        include_pld = False
+    include_pld = "--pld" in (argv or sys.argv[1:])
     plan = functools.partial(dpem_plan, "GGG", k, j)
     table = noise_table(plan, (0.1, 0.5, 1, 2, 4), delta,
                         default_table_accountants(include_pld=include_pld))

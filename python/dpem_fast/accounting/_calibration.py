@@ -18,6 +18,19 @@ def _default_accountant():
     return RDPAccountant
 
 
+def _named_accountant(name, make_event, param):
+    """Factory for an accountant given by name (see
+    :data:`~dpem_fast.accounting.ACCOUNTANTS`), under the relation the plan
+    is tagged with (``"add_remove"``, the accountants' default, if the plan
+    carries no tag or tags of both relations: the accountant then refuses
+    the mismatched part)."""
+    from ._events import tagged_relations
+    from ._registry import get_accountant
+    tags = tagged_relations(_checked_event(make_event, param))
+    relation = next(iter(tags)) if len(tags) == 1 else "add_remove"
+    return get_accountant(name, relation)
+
+
 def _epsilon_of(make_event, accountant, param, delta):
     event = _checked_event(make_event, param)
     return accountant().compose(event).get_epsilon(delta)
@@ -319,11 +332,14 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
     epsilon = check_positive("epsilon", epsilon)
     delta = check_open_unit("delta", delta)
     xtol = check_positive("xtol", xtol)
-    if accountant is None:
-        accountant = _default_accountant()
     sign = 1.0 if decreasing else -1.0
     ua, ub = sorted((sign * math.log(lo), sign * math.log(hi)))
     u0 = min(max(0.0, ua), ub)   # start at param = 1 (clipped)
+    if accountant is None:
+        accountant = _default_accountant()
+    elif isinstance(accountant, str):
+        accountant = _named_accountant(accountant, make_event,
+                                       math.exp(sign * u0))
     log_target = math.log(epsilon)
     cache = {}
 
@@ -376,9 +392,12 @@ def calibrate_noise_multiplier(make_event, epsilon, delta, accountant=None, *,
         Target epsilon, > 0.
     delta : float
         Target delta in (0, 1).
-    accountant : class or callable, default RDPAccountant
+    accountant : class, callable or str, default RDPAccountant
         Factory returning a fresh accountant, e.g. ``ZCDPAccountant`` or
-        ``functools.partial(RDPAccountant, conversion="classic")``.
+        ``functools.partial(RDPAccountant, conversion="classic")``, or a
+        name of :data:`~dpem_fast.accounting.ACCOUNTANTS` (e.g. ``"pld"``),
+        used under the relation the plan is tagged with
+        (:class:`NeighbouringEvent`), else ``"add_remove"``.
     bracket : (float, float)
         Search interval for ``z``.
     xtol : float

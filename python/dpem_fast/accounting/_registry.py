@@ -12,7 +12,7 @@ from ._zcdp import ZCDPAccountant
 
 __all__ = ["ACCOUNTANTS", "get_accountant"]
 
-# name -> class; PLDAccountant imports dp_accounting only when instantiated
+# name -> class
 _CLASSES = {
     "gdp": GDPAccountant,
     "rdp": RDPAccountant,
@@ -47,8 +47,7 @@ def get_accountant(name, neighbouring):
     -------
     callable
         Zero-argument factory; each call returns a new, empty accountant
-        with ``accountant.neighbouring == neighbouring``.  ``"pld"``
-        imports the optional ``dp_accounting`` only when called.
+        with ``accountant.neighbouring == neighbouring``.
 
     Raises
     ------

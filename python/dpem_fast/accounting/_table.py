@@ -29,8 +29,7 @@ def default_table_accountants(delta_per_release=1e-8, include_pld=False):
     }
     if include_pld:
         from ._pld import PLDAccountant
-        accts["PLD"] = functools.partial(PLDAccountant,
-                                         value_discretization_interval=1e-3)
+        accts["PLD"] = PLDAccountant
     return accts
 
 

@@ -105,7 +105,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Rényi DP over a fine grid of orders for LLG, zCDP with the tight
         conversion for ``noise="discrete_gaussian"``.  ``"moments"`` is the
         paper's integer-order moments accountant, ``"zcdp"`` its zCDP
-        composition; ``"pld"`` needs the optional ``dp-accounting`` package.
+        composition; ``"pld"`` is the native privacy-loss-distribution
+        accountant (tight numerical composition, an upper bound).
     noise : {"gaussian", "discrete_gaussian"}, default="gaussian"
         ``"discrete_gaussian"`` releases every statistic as exact discrete
         Gaussian integers on a lattice of step γ (a power of two, at most
