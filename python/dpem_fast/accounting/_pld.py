@@ -36,6 +36,11 @@ Sec. 3): its ``delta`` is exact at every grid point and linear in
     PLDs gives a ``delta(eps)`` that is an upper bound on the true one, and
     the reported epsilon is an upper bound on the smallest epsilon.
 
+Plain (not subsampled) Gaussian releases are composed in closed form first
+(``mu^2`` adds up) and their product is discretised once; a plan of plain
+Gaussian releases only is answered from the exact curve of its product
+(Balle & Wang 2018), as :class:`~dpem_fast.accounting.GDPAccountant` does.
+
 This is the pessimistic estimate of the privacy-buckets / PLD literature
 (Meiser & Mohammadi 2018; Koskela et al. 2020, 2021; Gopi, Lee &
 Wutschitz 2021), made tighter: plain rounding of every loss *up* to the
@@ -358,6 +363,8 @@ class _Refused(Exception):
 
 def _loss_of_r(r, q):
     """``log(1 - q + q e^r)``."""
+    if q == 1.0:
+        return np.asarray(r, dtype=float)
     return np.log1p(q * np.expm1(r))
 
 
@@ -572,17 +579,62 @@ def _power(x, k):
 # ------------------------------------------------------ accountant --
 class _State:
     """PLDs of the removal and addition directions (the same object when
-    every composed event is symmetric)."""
+    every composed event is symmetric), and ``mu2``: the sum of ``1/z^2``
+    of the plain Gaussian releases, composed in closed form (their product
+    pair is ``(N(mu, 1), N(0, 1))`` with ``mu^2`` the sum: Dong, Roth & Su
+    2019, Cor. 2.3) and discretised once, when a query needs it."""
 
-    __slots__ = ("remove", "add")
+    __slots__ = ("remove", "add", "mu2", "_final")
 
-    def __init__(self, remove, add):
-        self.remove, self.add = remove, add
+    def __init__(self, remove, add, mu2=0.0):
+        self.remove, self.add, self.mu2 = remove, add, float(mu2)
+        self._final = None
 
-    def pairs(self):
-        if self.remove is self.add:
-            return (self.remove,)
-        return (self.remove, self.add)
+    def gaussian_only(self):
+        return (self.mu2 > 0.0 and _is_identity(self.remove)
+                and _is_identity(self.add))
+
+    def pairs(self, h, pessimistic):
+        """The PLDs to query (memoised; the state is immutable)."""
+        if self._final is None:
+            remove, add = self.remove, self.add
+            if self.mu2 > 0.0:
+                gauss = _gaussian_pld(math.sqrt(self.mu2), h, pessimistic)
+                same = add is remove
+                remove = _convolve(remove, gauss)
+                add = remove if same else _convolve(add, gauss)
+            self._final = (remove,) if add is remove else (remove, add)
+        return self._final
+
+
+def _gaussian_delta(mu, eps):
+    """Exact ``delta(eps)`` of ``(N(mu, 1), N(0, 1))`` (Balle & Wang 2018,
+    Thm 8; Dong, Roth & Su 2019, Cor. 2.13)."""
+    return max(float(special.ndtr(-eps / mu + mu / 2)
+                     - math.exp(eps) * special.ndtr(-eps / mu - mu / 2)), 0.0)
+
+
+def _gaussian_epsilon(mu, delta):
+    """Smallest ``eps >= 0`` with ``_gaussian_delta(mu, eps) <= delta``: a
+    bisection that keeps the feasible end (so it is an upper bound)."""
+    if _gaussian_delta(mu, 0.0) <= delta:
+        return 0.0
+    lo, hi = 0.0, mu * mu / 2 + mu * (2.0 - special.ndtri(delta))
+    while _gaussian_delta(mu, hi) > delta:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-13 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if _gaussian_delta(mu, mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@functools.lru_cache(maxsize=64)
+def _gaussian_pld(mu, h, pessimistic):
+    return _discretise(*_remove_pair(_GaussianBase(1.0 / mu), 1.0), h,
+                       pessimistic)
 
 
 class PLDAccountant(PrivacyAccountant):
@@ -656,6 +708,12 @@ class PLDAccountant(PrivacyAccountant):
                 or (isinstance(event, SampledWithoutReplacementEvent)
                     and event.sample_size == event.population_size)):
             return self._contribution(event.event)
+        base = event
+        while isinstance(base, NeighbouringEvent):
+            base = untag(base, self._neighbouring, type(self).__name__)
+        if isinstance(base, GaussianEvent):
+            one = _identity(self._h, self._pessimistic)
+            return _State(one, one, base.noise_multiplier ** -2)
         try:
             remove, add = _leaf_plds(event, self._neighbouring, self._h,
                                      self._pessimistic)
@@ -669,7 +727,7 @@ class PLDAccountant(PrivacyAccountant):
         remove = _power(contrib.remove, count)
         add = (remove if contrib.add is contrib.remove
                else _power(contrib.add, count))
-        return _State(remove, add)
+        return _State(remove, add, contrib.mu2 * count)
 
     def _add(self, a, b):
         remove = _convolve(a.remove, b.remove)
@@ -677,10 +735,17 @@ class PLDAccountant(PrivacyAccountant):
             add = remove
         else:
             add = _convolve(a.add, b.add)
-        return _State(remove, add)
+        return _State(remove, add, a.mu2 + b.mu2)
+
+    def _pairs(self):
+        return self._state.pairs(self._h, self._pessimistic)
 
     def _epsilon(self, delta):
-        return max(p.epsilon(delta) for p in self._state.pairs())
+        if self._state.gaussian_only():
+            return _gaussian_epsilon(math.sqrt(self._state.mu2), delta)
+        return max(p.epsilon(delta) for p in self._pairs())
 
     def _delta(self, epsilon):
-        return max(p.delta(epsilon) for p in self._state.pairs())
+        if self._state.gaussian_only():
+            return _gaussian_delta(math.sqrt(self._state.mu2), epsilon)
+        return max(p.delta(epsilon) for p in self._pairs())
