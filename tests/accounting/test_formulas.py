@@ -214,3 +214,42 @@ def test_sampling_without_replacement_is_between_none_and_full():
     full = RDPAccountant(neighbouring="replace").compose(
         g, 100).get_epsilon(1e-5)
     assert 0 < sub < full
+
+
+# ------------------------------------------------ RDP order infinity --
+@pytest.mark.parametrize("eps", [0.01, 0.1, 1.0, 3.0])
+@pytest.mark.parametrize("delta", [1e-10, 1e-5, 0.1])
+def test_rdp_pure_order_gives_a_laplace_release_its_epsilon(eps, delta):
+    from dpem_fast.accounting import LaplaceEvent, RDPAccountant
+    acct = RDPAccountant().compose(LaplaceEvent(eps))
+    assert acct.pure_epsilon == eps
+    assert acct.get_epsilon(delta) <= eps
+    assert acct.get_delta(eps) == 0.0
+    # the finite orders alone are looser (12% for eps = 0.01, delta 1e-10)
+    finite = RDPAccountant(orders=[2, 8, 64, 1e4])
+    finite._pure_order = False
+    finite.compose(LaplaceEvent(eps))
+    assert finite.get_epsilon(delta) >= acct.get_epsilon(delta)
+
+
+def test_rdp_pure_order_composes_and_amplifies():
+    import math as m
+    from dpem_fast.accounting import (ComposedEvent, GaussianEvent,
+                                      LaplaceEvent, MomentsAccountant,
+                                      RDPAccountant,
+                                      SampledWithoutReplacementEvent,
+                                      SelfComposedEvent)
+    plan = ComposedEvent([LaplaceEvent(0.2), SelfComposedEvent(
+        LaplaceEvent(0.1), 3)])
+    assert RDPAccountant().compose(plan).pure_epsilon == pytest.approx(0.5)
+    # without replacement, replace-one: log(1 + g (e^eps - 1))
+    wor = SampledWithoutReplacementEvent(100, 10, LaplaceEvent(1.0))
+    acct = RDPAccountant(neighbouring="replace").compose(wor, 4)
+    assert acct.pure_epsilon == pytest.approx(4 * m.log1p(0.1 * m.expm1(1)))
+    assert acct.get_epsilon(1e-12) <= acct.pure_epsilon
+    # any Gaussian makes the composition non-pure
+    mixed = RDPAccountant().compose(plan).compose(GaussianEvent(10.0))
+    assert mixed.pure_epsilon == m.inf
+    # the moments accountant (Park et al.) is unchanged
+    mom = MomentsAccountant().compose(LaplaceEvent(0.01))
+    assert mom.get_epsilon(1e-10) > 0.011

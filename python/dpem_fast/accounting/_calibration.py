@@ -269,6 +269,15 @@ def _has_costly_curve(event):
     return False
 
 
+def _rdp_order_limited(event, acct):
+    """Whether the RDP accountant's epsilon for ``event`` comes from its
+    finite orders only (the restricted-order search knows nothing of the
+    pure-DP order infinity, so plans with a finite pure epsilon take the
+    generic search)."""
+    from ._rdp_accountants import _pure_epsilon
+    return not (acct._pure_order and math.isfinite(_pure_epsilon(event)))
+
+
 def _rdp_instance(accountant):
     """An ``RDPAccountant``/``MomentsAccountant`` made by the factory, else
     None (other accountants, and subclasses that may override the curves,
@@ -352,7 +361,8 @@ def _calibrate(make_event, epsilon, delta, accountant, lo, hi, decreasing,
     acct = _rdp_instance(accountant)
     first = None if acct is None else _checked_event(make_event,
                                                       math.exp(sign * u0))
-    if first is not None and _has_costly_curve(first):
+    if (first is not None and _has_costly_curve(first)
+            and _rdp_order_limited(first, acct)):
         # the per-order curves bypass compose: refuse a mismatched plan here
         check_tags(first, acct.neighbouring, type(acct).__name__)
         oe = _OrderEpsilons(make_event, acct, delta, sign, epsilon)
