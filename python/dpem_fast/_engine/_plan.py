@@ -19,6 +19,15 @@ A one-off release (e.g. the private domain estimate) is Gaussian and takes a sha
 the whole fit: ``w = f J Σ_r w_r / (1 - f)`` in the units above, so that it holds a
 fraction f of the plan's total.
 
+Joint accounting of an iteration's Gaussian releases: the releases of one iteration are
+one Gaussian mechanism on the stacked statistic, with privacy loss
+``μ² = sup Σ_r ‖δ_r‖² / σ_r²`` over neighbouring datasets (δ_r the change of statistic r).
+Composing them separately bounds this by ``Σ_r Δ_r² / σ_r²``, attained only if every
+statistic's worst case happens for the same pair of neighbours.  A model that can bound
+the joint supremum (``joint``: the map ``{name: Δ_r²/σ_r²} -> sup Σ_r ‖δ_r‖²/σ_r²``,
+homogeneous of degree one) gets one ``GaussianEvent`` per iteration with multiplier
+``1/sqrt(sup)``: exact under GDP, and never looser than the separate composition.
+
 The plan's event is tagged with the neighbouring relation
 (:class:`~dpem_fast.accounting.NeighbouringEvent`): re-accounting it under the other
 relation raises instead of understating the loss.
@@ -53,6 +62,9 @@ class Plan:
     neighbouring : str
     epsilon_spent : float
         ε of ``event`` under that accountant at the target δ (≤ the target).
+    joint_multiplier : float or None
+        Noise multiplier of each iteration's releases accounted jointly as one Gaussian
+        mechanism (``1/sqrt(sup Σ_r ‖δ_r‖²/σ_r²)``); None when they are composed separately.
     """
 
     releases: dict
@@ -60,11 +72,12 @@ class Plan:
     accountant: str
     neighbouring: str
     epsilon_spent: float
+    joint_multiplier: float | None = None
 
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
               mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,
-              noise="gaussian") -> Plan:
+              noise="gaussian", joint=None) -> Plan:
     """Calibrate the noise of every release for the total (ε, δ).
 
     Parameters
@@ -126,12 +139,19 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     else:
         total = math.fsum(w_raw)
         w = [x / total for x in w_raw]
+    # joint accounting: the iteration's μ² per unit p⁻² (Σ w = 1 when composed separately)
+    joint_w = None
+    if joint is not None and specs and not laplace and not discrete:
+        joint_w = float(joint(dict(zip(names, w))))
+        if not 0.0 < joint_w <= math.fsum(w) * (1 + 1e-12):
+            raise ValueError(f"joint sensitivity {joint_w!r} must be in (0, {math.fsum(w)!r}]: the joint "
+                             "supremum is positive and never exceeds the separate composition")
     # each one-off release's weight, in the same units as w
     f = float(one_off_share) / max(len(one_off_specs), 1)
     if not one_off_specs:
         w_one = 0.0
     elif specs:
-        w_one = J * math.fsum(w) * f / (1.0 - float(one_off_share))
+        w_one = J * (math.fsum(w) if joint_w is None else joint_w) * f / (1.0 - float(one_off_share))
     else:
         w_one = 1.0                     # nothing else in the plan: the one-offs share it equally
 
@@ -164,7 +184,9 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     def make_event(p):
         one, it = noise(p)
         parts = [leaf(s, *m) for s, m in zip(one_off_specs, one)]
-        if it:
+        if it and joint_w is not None:
+            parts.append(acc.SelfComposedEvent(acc.GaussianEvent(p / math.sqrt(joint_w)), J))
+        elif it:
             parts.append(acc.SelfComposedEvent(acc.ComposedEvent([leaf(s, *m) for s, m in zip(specs, it)]), J))
         inner = parts[0] if len(parts) == 1 and it else acc.ComposedEvent(parts)
         return acc.NeighbouringEvent(neighbouring, inner)
@@ -183,7 +205,8 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         releases[spec.name] = _release(spec, *m, neighbouring, J, lattices.get(spec.name))
     spent = factory().compose(event).get_epsilon(float(delta))
     name = accountant if isinstance(accountant, str) else accountant.__name__
-    return Plan(releases, event, name, neighbouring, float(spent))
+    joint_z = None if joint_w is None else p / math.sqrt(joint_w)
+    return Plan(releases, event, name, neighbouring, float(spent), joint_z)
 
 
 def _release(spec, mech, a, b, neighbouring, count, lattice_=None):

@@ -79,7 +79,10 @@ class PrivacyRecord:
     guarantee can be recomputed with another accountant of that relation or library.
     ``releases`` maps each statistic's name to its :class:`Release`.  ``private`` is
     False only when the user opted into a domain computed from the raw data: the noise
-    is then as recorded but the guarantee does not hold.
+    is then as recorded but the guarantee does not hold.  ``joint_multiplier``, when set,
+    is the noise multiplier of each iteration's releases accounted jointly as one Gaussian
+    mechanism (see :mod:`dpem_fast._engine._plan`); the iteration part of ``event`` is then
+    ``SelfComposedEvent(GaussianEvent(joint_multiplier), n_iter)``.
     """
 
     mechanism: str
@@ -95,6 +98,7 @@ class PrivacyRecord:
     notes: tuple = field(default=())
     private: bool = True
     noise: str = "gaussian"
+    joint_multiplier: float | None = None
 
     def __str__(self) -> str:
         lines = [
@@ -115,6 +119,9 @@ class PrivacyRecord:
                 f"noise={r.noise_scale:.4g} (multiplier {r.noise_multiplier:.4g}) shape={r.shape}"
                 + (f" lattice={r.granularity:.4g}" if r.granularity is not None else "")
             )
+        if self.joint_multiplier is not None:
+            lines.append(f"  each iteration's releases accounted jointly: one Gaussian mechanism, "
+                         f"multiplier {self.joint_multiplier:.4g}")
         dom = self.data_domain
         if dom:
             lines.append(f"data domain   : {dom['source']}"
