@@ -338,6 +338,12 @@ class DPKMeans(TransformerMixin, PrivateEM):
             out[s:s + _TRANSFORM_ROWS] = np.sqrt(D)
         return out
 
+    def score_samples(self, X):
+        """Minus the squared distance of each row to its nearest centre, shape (n_samples,)
+        (the per-row terms of :meth:`score`; dtype of X)."""
+        X = self._check_X(X)
+        return -kmeans_assign(X, self.cluster_centers_, effective_n_threads(self.n_threads))[1]
+
     def score(self, X, y=None):
         """Opposite of the k-means objective on X, ``-sum_i min_k ‖x_i − c_k‖²`` (scikit-learn's
         convention; reads X: not private)."""
