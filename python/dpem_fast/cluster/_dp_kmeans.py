@@ -1,0 +1,364 @@
+"""Differentially private k-means (DP-EM's k-means and DPLloyd) on the private-EM engine."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._engine import PrivateEM, StatSpec
+from .._preprocess import scale_and_clip
+from .._threads import effective_n_threads
+from .._validation import check_positive_int
+from ..mixture._common import noise_std
+from ..mixture._dp_gmm import DPGaussianMixture
+from ._kmeans_kernel import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
+
+__all__ = ["DPKMeans"]
+
+_METHODS = ("dpem", "dplloyd")
+#: Rows per slice of ``transform`` (a (rows, K) float64 temporary).
+_TRANSFORM_ROWS = 65536
+
+
+class DPKMeans(TransformerMixin, PrivateEM):
+    """k-means clustering fitted by differentially private Lloyd iterations.
+
+    Each iteration assigns every row to its nearest centre (Cython, OpenMP), releases the
+    per-cluster counts ``N_k`` and coordinate sums ``S_k`` with calibrated noise, and sets
+    each centre to ``S̃_k / Ñ_k``.  Everything after the release is post-processing of
+    noisy statistics and public constants.  Two methods share the statistics and differ in
+    the noise and the accounting:
+
+    - ``"dpem"`` (Park et al. 2017, Sec. 7, the k-means of Fig. 4): Gaussian noise with the
+      sensitivities of DP-EM Eq. 12 and 14 (tight versions below), calibrated by the
+      engine's accountant for the total (ε, δ) (exact Gaussian DP by default), with the two
+      releases of an iteration accounted jointly under replace-one;
+      ``noise="discrete_gaussian"`` releases exact discrete Gaussian integers instead.
+    - ``"dplloyd"`` (Blum, Dwork, McSherry & Nissim 2005, as summarised by Su et al. 2016):
+      Laplace noise on counts and sums.  ``accountant="linear"`` (the default for this
+      method) is the original algorithm's linear composition; ``accountant="zcdp"`` the
+      DP-EM paper's second baseline (zCDP composition of the same Laplace releases).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters K (at most the number of rows).
+    epsilon : float, default=1.0
+        Total privacy budget ε of the whole fit.  ``inf`` runs plain Lloyd (no clipping,
+        no noise), which reproduces scikit-learn's ``KMeans(algorithm="lloyd")`` from the
+        same initial centres while no cluster empties.
+    delta : float, default=1e-5
+        Total δ, in (0, 1).
+    method : {"dpem", "dplloyd"}, default="dpem"
+    accountant : str or None
+        Composition used to calibrate the noise (``dpem_fast.accounting.ACCOUNTANTS``).
+        ``None``: exact Gaussian DP (``"gdp"``) for ``"dpem"`` (zCDP with discrete noise);
+        ``"linear"`` for ``"dplloyd"`` (the original algorithm).
+    max_iter : int, default=10
+        Number of Lloyd iterations J.  In private mode exactly J run (no data-dependent
+        stopping; ``n_iter_ == max_iter``).
+    init : array-like of shape (n_clusters, n_features) or None
+        Initial centres in the original units: **public** parameters (not derived from the
+        private data).  ``None``: data-independent, K points uniform in the ball of radius
+        1/2 of the domain (in its unit-ball units), drawn from the fit's own random stream.
+        (The non-private fit, ``epsilon=inf``, draws the same kind of points in the data's
+        bounding box.)
+    data_norm, bounds : as in :class:`~dpem_fast.DPGaussianMixture`
+        The declared domain: rows are clipped to ``bounds`` and mapped into the unit ball
+        (centre the box's middle, radius ``data_norm`` or the box's half-diagonal).  With
+        neither (the default) the domain is **estimated privately** on 10 % of the
+        budget.  ``bounds="from_data"`` is an explicit, non-private opt-in.
+    neighbouring : {"replace", "add_remove"}, default="replace"
+    noise : {"gaussian", "discrete_gaussian"}, default="gaussian"
+        ``"discrete_gaussian"`` (``"dpem"`` only): exact discrete Gaussian integers; counts
+        are integers and need no lattice; sums are rounded onto a lattice (at most 1 %
+        wider sensitivity); accounted with ρ-zCDP.
+    budget_split : "auto" or tuple of 2 positive floats, default="auto"
+        Relative shares of (counts, sums) in each iteration's privacy loss (shares of
+        ρ = 1/(2z²) for Gaussian releases, of ε for Laplace).  ``"auto"``: see Privacy.
+    random_state : None, int, SeedSequence or Generator
+        Key of the fit's noise streams (``None``: OS entropy).  A fixed seed is for tests
+        and research: every fit with the same seed draws identical noise.
+    n_threads : int or None
+        OpenMP threads of the assignment kernel and the noise; results do not depend on it.
+    budget : dpem_fast.accounting.BudgetLedger or None
+        Charged with the whole plan before any statistic of the data is computed.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        Private centres in the original units (dtype of X).
+    n_iter_ : int
+    n_features_in_ : int
+    privacy_ : PrivacyRecord or None
+        Method, relation, accountant, (ε, δ), per-release sensitivities and noise scales and
+        the plan as events.
+    diagnostics_ : dict
+        **Computed from the private data: not private, do not publish.**
+        ``"train_loglik_per_row"`` holds minus the NICV of each iteration's assignment (in
+        the unit-ball units), ``"n_rows_clipped"`` the rows clipped into the domain.
+
+    The training labels and inertia (scikit-learn's ``labels_`` and ``inertia_``) are left
+    out: they are functions of the private rows, not of the released centres alone.
+    ``predict(X)`` / ``fit_predict(X)`` on the training rows compute them on request; they
+    are then as private as X itself (i.e. not at all).
+
+    Privacy
+    -------
+    Neighbouring relation: ``neighbouring`` (replace one row, or add/remove one row); every
+    sensitivity is derived under both and the plan's events are tagged with the one used.
+    Rows are mapped into the unit ball ``‖x‖ ≤ 1`` by the declared (or privately estimated)
+    domain, by clipping inside the kernel.  A row's label a(x) = argmin_k ‖x − c_k‖² depends
+    only on that row and on centres already released, so one row changes the statistics
+    only through its own term: e_a for the counts, x e_aᵀ for the sums.
+
+    - counts ``N_k`` (DP-EM Eq. 12 with hard, one-hot responsibilities): add/remove
+      changes N by e_a: ℓ2 = ℓ1 = 1.  Replace changes it by e_j − e_i (x in cluster i, x' in
+      cluster j): ℓ2 √2, ℓ1 2 (0 if i = j).  Eq. 12's 2/N is the ℓ1 value for the
+      normalised weights, whose denominator N is itself private under add/remove; releasing
+      the counts avoids that.
+    - sums ``S_k`` (Eq. 14, released for all K clusters at once): add/remove changes S by
+      x e_aᵀ: ℓ2 ‖x‖ ≤ 1, ℓ1 ‖x‖₁ ≤ √d.  Replace: x' e_jᵀ − x e_iᵀ; for i ≠ j its ℓ2 norm
+      is √(‖x‖² + ‖x'‖²) ≤ √2, for i = j it is ‖x' − x‖ ≤ 2, attained with x' = −x in the
+      same cluster: ℓ2 2, ℓ1 2√d (x = −x' = (1, …, 1)/√d).  The paper's Eq. 14 bounds the
+      ℓ1 change of one normalised mean by 2√d/Ñ_k; dividing the released sum by the
+      released count (post-processing) is the sound form, and one release covers all K.
+
+    **Joint accounting** (``"dpem"``, continuous noise).  The two releases of an
+    iteration are one Gaussian mechanism on the stacked statistic, with privacy loss
+    μ² = sup Σ_r ‖δ_r‖²/σ_r² = sup (a_c ‖δ_c‖²/2 + a_s ‖δ_s‖²/4) for a_r = Δ_r²/σ_r².
+    Replace, i ≠ j: ‖δ_c‖² = 2 and ‖δ_s‖² = ‖x‖² + ‖x'‖² ≤ 2, so a_c + a_s/2; i = j:
+    δ_c = 0 and ‖δ_s‖² = ‖x − x'‖² ≤ 4, so a_s.  Hence sup = max(a_c + a_s/2, a_s) (both
+    attained), against a_c + a_s composed separately.  Add/remove: ‖δ_c‖² = 1 and
+    ‖δ_s‖² = ‖x‖² ≤ 1 together, so sup = a_c + a_s: no gain.
+
+    **Split** (``budget_split="auto"``, public: d, the relation and the method only).  The
+    centre's noise is about (ξ_s − c ξ_c)/N with ‖c‖ ≤ 1, of variance ∝ d σ_s² + σ_c².
+    Minimising it at a fixed μ²: under replace with joint accounting, equal noise on counts
+    and sums, σ_c = σ_s (shares 1 : 2; then μ² = 4/σ², the Gaussian mechanism on the
+    stacked (counts, sums) with ℓ2 sensitivity 2).  Composed separately (add/remove, or
+    discrete noise), Lagrange gives shares ∝ (Δ_c, Δ_s √d): 1 : √d (add/remove) and
+    1 : √(2d) (replace).  For ``"dplloyd"``, shares of ε ∝ the ℓ1 sensitivities (1 : √d)
+    give both releases the same Laplace scale, the original algorithm's single noise
+    level: with the linear accountant b = (1 + √d) J/ε (add/remove), 2 (1 + √d) J/ε
+    (replace).  The classic DPLloyd's Lap((d + 1) J/ε) is for data in [−1, 1]^d, whose ℓ1
+    norm is at most d; our rows lie in the unit ball (ℓ1 ≤ √d), hence 1 + √d.
+
+    **Small noisy counts** (post-processing only): a cluster whose noisy count is at most
+    τ = max(1, 3 × the counts' noise standard deviation) (a public constant) keeps its
+    previous centre; otherwise ``c_k = S̃_k / Ñ_k`` projected onto the unit ball (the
+    data lie there, so do their means).  No data-dependent branch reads anything else.
+
+    Initialisation is data-independent (or the user's public ``init``); the iteration count
+    is fixed.  Every release goes through the engine's release layer.
+    """
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        epsilon=1.0,
+        delta=1e-5,
+        method="dpem",
+        accountant=None,
+        max_iter=10,
+        init=None,
+        data_norm=None,
+        bounds=None,
+        neighbouring="replace",
+        noise="gaussian",
+        budget_split="auto",
+        random_state=None,
+        n_threads=None,
+        budget=None,
+        verbose=0,
+    ):
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.delta = delta
+        self.method = method
+        self.accountant = accountant
+        self.max_iter = max_iter
+        self.init = init
+        self.data_norm = data_norm
+        self.bounds = bounds
+        self.neighbouring = neighbouring
+        self.noise = noise
+        self.budget_split = budget_split
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.budget = budget
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ model hooks
+    def _check_model_params(self, n_samples, n_features):
+        K = check_positive_int(self.n_clusters, "n_clusters")
+        if n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_clusters={K}")
+        if self.method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
+        if self.method == "dplloyd" and self.noise != "gaussian":
+            raise ValueError("noise: method='dplloyd' releases Laplace noise; noise='discrete_gaussian' "
+                             "is for method='dpem'")
+        if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
+            split = None if isinstance(self.budget_split, str) else np.asarray(self.budget_split, dtype=np.float64)
+            if split is None or split.shape != (2,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
+                raise ValueError(f"budget_split must be 'auto' or 2 positive finite numbers, got {self.budget_split!r}")
+        if self.init is not None:
+            init = np.asarray(self.init, dtype=np.float64)
+            if init.shape != (K, n_features):
+                raise ValueError(f"init must have shape ({K}, {n_features}), got {init.shape}")
+            if not np.all(np.isfinite(init)):
+                raise ValueError("init must be finite")
+
+    def _statistic_specs(self, n_features):
+        """Counts and sums with the sensitivities of the class docstring."""
+        K, d = self.n_clusters, n_features
+        return (
+            StatSpec(COUNTS, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)},
+                     l1={"add_remove": 1.0, "replace": 2.0}, integer=True),
+            StatSpec(SUMS, (K, d), l2={"add_remove": 1.0, "replace": 2.0},
+                     l1={"add_remove": math.sqrt(d), "replace": 2.0 * math.sqrt(d)}),
+        )
+
+    def _mechanisms(self):
+        return {COUNTS: "laplace", SUMS: "laplace"} if self.method == "dplloyd" else None
+
+    def _default_accountant(self, mechanisms, noise):
+        if self.method == "dplloyd":
+            return "linear"
+        return PrivateEM._default_accountant(mechanisms, noise)
+
+    def _shares(self):
+        return dict(zip((COUNTS, SUMS), map(float, self._split())))
+
+    def _split(self):
+        """The (counts, sums) shares; ``"auto"`` as derived in the class docstring."""
+        if not isinstance(self.budget_split, str):
+            return tuple(self.budget_split)
+        d = self.n_features_in_
+        if self.method == "dplloyd":
+            return (1.0, math.sqrt(d))
+        if self.neighbouring == "replace":
+            return (1.0, 2.0) if self.noise == "gaussian" else (1.0, math.sqrt(2.0 * d))
+        return (1.0, math.sqrt(d))
+
+    def _joint_sensitivity(self, a, neighbouring):
+        """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for an iteration's two releases, given
+        ``a[r] = Δ_r²/σ_r²`` (derivation in the class docstring, "Joint accounting")."""
+        a_c, a_s = a[COUNTS], a[SUMS]
+        if neighbouring == "add_remove":
+            return a_c + a_s
+        return max(a_c + a_s / 2.0, a_s)
+
+    def _describe(self):
+        init = ("user-supplied public centres" if self.init is not None
+                else "data-independent (uniform in the ball of radius 1/2 from the fit's own stream)")
+        mech = ("DP-EM k-means (Park et al. 2017, Sec. 7): Gaussian noisy counts and sums"
+                if self.method == "dpem" else
+                "DPLloyd (Blum et al. 2005; Su et al. 2016): Laplace noisy counts and sums")
+        return mech, ("initialisation: " + init,
+                      "a cluster whose noisy count is <= max(1, 3 noise std) keeps its previous centre",
+                      "diagnostics_ (training NICV, clipped rows) are not private")
+
+    def _initial_parameters(self, summary, domain, key, private):
+        """Initial centres (K, d) in working units (see ``init``)."""
+        K, d = self.n_clusters, summary.n_features
+        if self.init is not None:
+            return (np.asarray(self.init, dtype=np.float64) - domain.center) / domain.radius
+        if not private:
+            lo, hi = summary.column_min, summary.column_max
+            hi = np.where(hi > lo, hi, lo + 1.0)
+            box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
+            return (box_center - domain.center + box_radius * DPGaussianMixture._random_means(K, d, key)) \
+                / domain.radius
+        return DPGaussianMixture._random_means(K, d, key)
+
+    def _statistics(self, X, params, domain, n_threads):
+        return kmeans_stats(X, params, n_threads=n_threads, domain=domain)
+
+    def _update(self, noisy, params, releases):
+        """Centres from the noisy statistics (post-processing; see the class docstring)."""
+        nk, sums = noisy[COUNTS], noisy[SUMS]
+        tau = max(1.0, 3.0 * noise_std(releases[COUNTS]))
+        keep = nk > tau
+        centers = np.array(params, dtype=np.float64, copy=True)
+        if np.any(keep):
+            new = sums[keep] / nk[keep, None]
+            norm = np.linalg.norm(new, axis=1, keepdims=True)
+            new /= np.maximum(norm, 1.0)            # the data lie in the unit ball, so do their means
+            centers[keep] = new
+        return centers
+
+    def _exact_update(self, stats, params):
+        """Lloyd's update; an empty cluster keeps its centre."""
+        nk, sums = stats[COUNTS], stats[SUMS]
+        centers = np.array(params, dtype=np.float64, copy=True)
+        full = nk > 0
+        centers[full] = sums[full] / nk[full, None]
+        return centers
+
+    def _set_fitted(self, params, domain, dtype):
+        self._domain = domain
+        self.cluster_centers_ = (domain.center + domain.radius * params).astype(dtype, copy=False)
+
+    # ------------------------------------------------------------- inference
+    def _check_X(self, X):
+        check_is_fitted(self, "cluster_centers_")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+
+    def predict(self, X):
+        """Index of the nearest centre of each row, shape (n_samples,).
+
+        Post-processing of the released centres applied to ``X``: the labels are as private
+        as ``X`` (on the training rows: not private).
+        """
+        X = self._check_X(X)
+        return kmeans_assign(X, self.cluster_centers_, effective_n_threads(self.n_threads))[0]
+
+    def fit_predict(self, X, y=None):
+        """Fit, then the nearest centre of each training row (**not private** labels)."""
+        return self.fit(X).predict(X)
+
+    def transform(self, X):
+        """Euclidean distance of each row to every centre, shape (n_samples, n_clusters)."""
+        X = self._check_X(X)
+        C = np.asarray(self.cluster_centers_, dtype=np.float64)
+        out = np.empty((X.shape[0], C.shape[0]), dtype=X.dtype)
+        for s in range(0, X.shape[0], _TRANSFORM_ROWS):
+            part = X[s:s + _TRANSFORM_ROWS].astype(np.float64)
+            D = np.zeros((part.shape[0], C.shape[0]))
+            for i in range(C.shape[1]):
+                t = part[:, i, None] - C[None, :, i]
+                D += t * t
+            out[s:s + _TRANSFORM_ROWS] = np.sqrt(D)
+        return out
+
+    def score_samples(self, X):
+        """Minus the squared distance of each row to its nearest centre, shape (n_samples,)
+        (the per-row terms of :meth:`score`; dtype of X)."""
+        X = self._check_X(X)
+        return -kmeans_assign(X, self.cluster_centers_, effective_n_threads(self.n_threads))[1]
+
+    def score(self, X, y=None):
+        """Opposite of the k-means objective on X, ``-sum_i min_k ‖x_i − c_k‖²`` (scikit-learn's
+        convention; reads X: not private)."""
+        X = self._check_X(X)
+        sq = kmeans_assign(X, self.cluster_centers_, effective_n_threads(self.n_threads))[1]
+        return -float(np.add.reduce(sq.astype(np.float64)))
+
+    def nicv(self, X):
+        """NICV of X under the fitted centres in the fit's unit-ball units (DP-EM Fig. 4):
+        rows mapped by the fit's domain (clipped into the ball), ``(1/N) Σ min_k ‖x − c_k‖²``.
+        Reads X: not private."""
+        X = self._check_X(X)
+        dom = self._domain
+        # the non-private fit (privacy_ None) works in the original units: no map, no clip
+        Z = X if self.privacy_ is None else scale_and_clip(X.astype(np.float64), dom)[0]
+        C = (np.asarray(self.cluster_centers_, dtype=np.float64) - dom.center) / dom.radius
+        return nicv(Z, C, n_threads=self.n_threads)
+
