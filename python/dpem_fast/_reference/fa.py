@@ -13,12 +13,12 @@ __all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference"]
 
 def second_moment_reference(X, domain=None):
     """(count, sum, second moment, rows clipped) of the rows of X, clipped into the unit
-    ball of ``domain`` first if given; float64."""
+    ball of ``domain`` first if given; float64 throughout (float32 rows are upcast first, as
+    the kernel's loader does)."""
+    Z = np.asarray(X, dtype=np.float64)
+    n_clipped = 0
     if domain is not None:
-        Z, n_clipped = scale_and_clip(np.asarray(X), domain)
-    else:
-        Z, n_clipped = np.asarray(X), 0
-    Z = np.asarray(Z, dtype=np.float64)
+        Z, n_clipped = scale_and_clip(Z, domain)
     return float(Z.shape[0]), Z.sum(axis=0), Z.T @ Z, n_clipped
 
 
@@ -56,3 +56,31 @@ def fa_em_reference(C, n_components, n_iter, psi0=None, small=1e-12):
         W = Wt.T
         psi = np.maximum(np.diag(C) - np.sum(Wt * CB, axis=1), small)
     return W, psi
+
+
+def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
+    """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_em` (dense path): the same
+    fixed point with a full ``np.linalg.eigh`` per step.  Returns (W, psi, n_iter), W with
+    :func:`fix_signs` applied."""
+    from ..decomposition._fa_em import fix_signs
+
+    C = np.asarray(C, dtype=np.float64)
+    d, k = C.shape[0], n_components
+    var = np.maximum(np.diag(C), floor)
+    psi = np.ones(d)
+    old = -np.inf
+    W = np.zeros((k, d))
+    it = 0
+    for it in range(1, max_iter + 1):
+        sp = np.sqrt(psi) + 1e-12
+        M = C / np.outer(sp, sp)
+        lam, V = np.linalg.eigh(M)
+        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        W = np.sqrt(np.maximum(lam - 1.0, 0.0))[:, None] * V.T * sp
+        ll = -0.5 * n_rows * (d * np.log(2 * np.pi) + k + np.sum(np.log(lam)) + np.trace(M) - lam.sum()
+                              + np.sum(np.log(psi)))
+        if ll - old < tol:
+            break
+        old = ll
+        psi = np.maximum(var - np.sum(W ** 2, axis=0), floor)
+    return fix_signs(W), psi, it

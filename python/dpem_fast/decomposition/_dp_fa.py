@@ -178,7 +178,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
             g = np.empty(d * p)
             _core_rng.fill_normal(derive_key(key, "init", "subspace"), 0, 1.0, g, 1)
             start = linalg.qr(g.reshape(d, p), mode="economic")[0]
-        return {"start": start}
+        return {"start": start, "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
+                "n_iter": 0}
 
     def _statistics(self, X, params, domain, n_threads):
         return second_moment_stats(X, domain, n_threads)
@@ -218,7 +219,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         if self.rotation is not None:
             W = fix_signs(orthomax(W.T, _ROTATIONS[self.rotation]).T)
         self.components_ = W.astype(dtype, copy=False)
-        self.noise_variance_ = (R * R * params["psi"]).astype(dtype, copy=False)
+        with np.errstate(over="ignore"):    # a huge (privately estimated) radius saturates
+            psi = np.minimum(R * R * params["psi"], np.finfo(dtype).max)
+        self.noise_variance_ = psi.astype(dtype, copy=False)
         self.mean_ = (c + R * params["mean"]).astype(dtype, copy=False)
         self.loglike_ = list(params["loglike"])
         self.n_iter_ = int(params["n_iter"])
