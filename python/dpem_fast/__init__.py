@@ -1,16 +1,19 @@
 """dpem_fast: fast, exact and accounted differentially private EM on multicore CPUs."""
 __version__ = "0.1.0.dev0"
 
-from . import accounting, cluster, io, random  # noqa: E402
+from . import accounting, cluster, decomposition, io, random  # noqa: E402
 from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
+from .decomposition import DPFactorAnalysis  # noqa: E402
 from .mixture import DPBernoulliMixture, DPGaussianMixture  # noqa: E402
 
 __all__ = [
     "DPGaussianMixture",
     "DPBernoulliMixture",
     "DPKMeans",
+    "DPFactorAnalysis",
+    "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",
     "accounting",

@@ -27,6 +27,13 @@ Order of a private fit (what touches the data, and when):
 4. if no domain was declared, it is estimated privately (two released histograms);
 5. the initialisation is data-independent (or the user's public parameters);
 6. J iterations: statistics → release → update; no data-dependent stopping.
+
+J is the number of release rounds, :meth:`PrivateEM._n_release_rounds` (default
+``max_iter``): it sets the loop length, the plan's J (each iteration statistic is released
+J times), ``privacy_.n_iter`` and ``n_iter_`` (which a model's ``_set_fitted`` may
+refine).  A model that releases its statistics once and then iterates on the released
+values alone (factor analysis: one release of the second moment, then EM as
+post-processing) returns 1 and runs its iterations inside ``_update`` / ``_exact_update``.
 """
 from __future__ import annotations
 
@@ -117,7 +124,9 @@ class PrivateEM(BaseEstimator):
     Optional: _check_model_params(n_samples, n_features), _prepare_rows(X), _mechanisms(),
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
-    releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below).
+    releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
+    _n_release_rounds() (J, the number of statistics → release → update rounds; default
+    ``max_iter``; public parameters only).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
     iterations receives the mean of the noisy statistics released since iteration
@@ -155,6 +164,14 @@ class PrivateEM(BaseEstimator):
         """``{name: Δ_r²/σ_r²} -> sup over neighbours of Σ_r ‖δ_r‖²/σ_r²``, or None to compose
         an iteration's releases separately (the default)."""
         return None
+
+    def _n_release_rounds(self):
+        """J: rounds of statistics → release → update (from public parameters only).
+
+        Default ``max_iter``.  A one-release model (e.g. factor analysis) returns 1 and
+        iterates on the released statistics inside its update (post-processing).
+        """
+        return self.max_iter
 
     def _n_averaged(self, n_iter):
         """How many final iterations update from the running mean of the noisy statistics
@@ -201,7 +218,8 @@ class PrivateEM(BaseEstimator):
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
-        """Fit the model with ``max_iter`` private EM iterations; returns ``self``.
+        """Fit the model with ``_n_release_rounds()`` (default ``max_iter``) private EM
+        rounds; returns ``self``.
 
         Parameters
         ----------
@@ -219,8 +237,8 @@ class PrivateEM(BaseEstimator):
             params, domain, record = self._fit_private(rows, key, n_threads)
         else:
             params, domain, record = self._fit_exact(rows, key, n_threads)
+        self.n_iter_ = self._n_release_rounds()     # a model's _set_fitted may refine it
         self._set_fitted(params, domain, rows.dtype)
-        self.n_iter_ = self.max_iter
         self.privacy_ = record
         return self
 
@@ -233,8 +251,9 @@ class PrivateEM(BaseEstimator):
         domain = DataDomain(np.zeros(d), 1.0, None, False)
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
+        rounds = self._n_release_rounds()
         with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
-            for it in range(self.max_iter):
+            for it in range(rounds):
                 stats = rows.reduce(lambda block: self._statistics(block, params, None, n_threads))
                 if not all(np.all(np.isfinite(v)) for v in stats.values()):
                     raise ValueError(f"X: the non-private EM statistics overflowed (largest |value| "
@@ -242,12 +261,13 @@ class PrivateEM(BaseEstimator):
                 train_ll.append(stats.loglik / n)
                 params = self._exact_update(stats, params)
                 if self.verbose:
-                    print(f"iteration {it + 1}/{self.max_iter}")
+                    print(f"iteration {it + 1}/{rounds}")
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
 
     def _fit_private(self, rows, key, n_threads):
         n, d = rows.n_rows, rows.n_features
+        rounds = self._n_release_rounds()
         specs = tuple(self._statistic_specs(d))
         source = self._domain_source() if self._domain_kind == "ball" else None
         domain = None
@@ -258,7 +278,7 @@ class PrivateEM(BaseEstimator):
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
             raise ValueError("accountant='gdp' is exact for Gaussian releases only; this plan has Laplace releases")
         plan = make_plan(
-            specs, self.max_iter, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
+            specs, rounds, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=domain_specs(d) if source == "estimate" else (),
             one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
@@ -274,9 +294,9 @@ class PrivateEM(BaseEstimator):
             domain = domain_from_data(rows)
         params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
-        tail = TailAverage(plan.releases, self.max_iter, self._n_averaged(self.max_iter))
+        tail = TailAverage(plan.releases, rounds, self._n_averaged(rounds))
         with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
-            for it in range(self.max_iter):
+            for it in range(rounds):
                 stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
                 train_ll.append(stats.loglik / n)
                 n_clipped = stats.n_clipped
@@ -284,7 +304,7 @@ class PrivateEM(BaseEstimator):
                 seen, releases = tail.add(it, noisy)
                 params = self._update(seen, params, releases)
                 if self.verbose:
-                    print(f"iteration {it + 1}/{self.max_iter}")
+                    print(f"iteration {it + 1}/{rounds}")
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
         record = PrivacyRecord(
@@ -294,7 +314,7 @@ class PrivateEM(BaseEstimator):
             epsilon=float(self.epsilon),
             delta=float(self.delta),
             epsilon_spent=plan.epsilon_spent,
-            n_iter=self.max_iter,
+            n_iter=rounds,
             releases=dict(plan.releases),
             event=plan.event,
             data_domain=self._domain_record(domain, source),

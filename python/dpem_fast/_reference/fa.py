@@ -1,0 +1,86 @@
+"""Obviously-correct numpy twins for factor analysis: the second-moment kernel and the EM.
+
+Test oracles and benchmark baselines of :mod:`dpem_fast.decomposition`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._preprocess import scale_and_clip
+
+__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference"]
+
+
+def second_moment_reference(X, domain=None):
+    """(count, sum, second moment, rows clipped) of the rows of X, clipped into the unit
+    ball of ``domain`` first if given; float64 throughout (float32 rows are upcast first, as
+    the kernel's loader does)."""
+    Z = np.asarray(X, dtype=np.float64)
+    n_clipped = 0
+    if domain is not None:
+        Z, n_clipped = scale_and_clip(Z, domain)
+    return float(Z.shape[0]), Z.sum(axis=0), Z.T @ Z, n_clipped
+
+
+def fa_loglik_reference(C, W, psi):
+    """Mean log-likelihood per row of data with covariance C under N(0, W^T W + diag psi)."""
+    d = C.shape[0]
+    S = W.T @ W + np.diag(psi)
+    sign, logdet = np.linalg.slogdet(S)
+    return -0.5 * (d * np.log(2 * np.pi) + logdet + np.trace(np.linalg.solve(S, C)))
+
+
+def fa_em_reference(C, n_components, n_iter, psi0=None, small=1e-12):
+    """Textbook factor-analysis EM on a covariance C (Rubin & Thayer 1982; DP-EM Sec. 6's
+    update with Lambda = C), written with explicit E- and M-steps and no eigendecomposition:
+
+    G = (I + W Psi^-1 W^T)^-1, B = G W Psi^-1 (k x d),
+    W_new^T = C B^T (B C B^T + G)^-1, psi_new = diag(C - W_new^T B C).
+
+    W is (k x d) as scikit-learn's ``components_``.  Starts from the leading scaled
+    eigenvectors (as the maximum-likelihood iteration would), then runs ``n_iter`` steps.
+    """
+    d = C.shape[0]
+    k = n_components
+    psi = np.ones(d) if psi0 is None else np.asarray(psi0, dtype=np.float64).copy()
+    s = np.sqrt(psi)
+    lam, V = np.linalg.eigh(C / np.outer(s, s))
+    lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+    W = (np.sqrt(np.maximum(lam - 1.0, 0.0))[:, None] * V.T) * s
+    for _ in range(n_iter):
+        Wp = W / psi
+        G = np.linalg.inv(np.eye(k) + Wp @ W.T)
+        B = G @ Wp
+        CB = C @ B.T
+        Wt = CB @ np.linalg.inv(B @ CB + G)
+        W = Wt.T
+        psi = np.maximum(np.diag(C) - np.sum(Wt * CB, axis=1), small)
+    return W, psi
+
+
+def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
+    """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_em` (dense path): the same
+    fixed point with a full ``np.linalg.eigh`` per step.  Returns (W, psi, n_iter), W with
+    :func:`fix_signs` applied."""
+    from ..decomposition._fa_em import fix_signs
+
+    C = np.asarray(C, dtype=np.float64)
+    d, k = C.shape[0], n_components
+    var = np.maximum(np.diag(C), floor)
+    psi = np.ones(d)
+    old = -np.inf
+    W = np.zeros((k, d))
+    it = 0
+    for it in range(1, max_iter + 1):
+        sp = np.sqrt(psi) + 1e-12
+        M = C / np.outer(sp, sp)
+        lam, V = np.linalg.eigh(M)
+        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        W = np.sqrt(np.maximum(lam - 1.0, 0.0))[:, None] * V.T * sp
+        ll = -0.5 * n_rows * (d * np.log(2 * np.pi) + k + np.sum(np.log(lam)) + np.trace(M) - lam.sum()
+                              + np.sum(np.log(psi)))
+        if ll - old < tol:
+            break
+        old = ll
+        psi = np.maximum(var - np.sum(W ** 2, axis=0), floor)
+    return fix_signs(W), psi, it

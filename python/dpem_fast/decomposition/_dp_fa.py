@@ -1,0 +1,277 @@
+"""Differentially private factor analysis (DP-EM Sec. 6) on the private-EM engine."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM, StatSpec
+from .._rng import derive_key
+from .._validation import check_nonnegative_real, check_positive_int
+from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fix_signs, orthomax
+from ._fa_kernel import COUNT, SECOND, SUM, second_moment_stats
+
+__all__ = ["DPFactorAnalysis"]
+
+_ROTATIONS = {None: None, "varimax": 1.0, "quartimax": 0.0}
+
+
+class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEM):
+    """Factor analysis from one differentially private release of the data's moments.
+
+    ``x = mean + W^T z + e`` with ``z ~ N(0, I_k)`` and ``e ~ N(0, diag(psi))``, as
+    scikit-learn's ``FactorAnalysis``.  The data are reduced to their count, sum and second
+    moment, released **once** with calibrated noise; the EM iterations, the convergence
+    test and the rotation then run on the released values only (post-processing, no
+    further privacy cost), so ``tol`` may stop early.
+
+    Parameters
+    ----------
+    n_components : int
+        Number of factors k, 1 <= k <= n_features.
+    epsilon, delta : float
+        Privacy of the whole fit (ε > 0, δ in (0, 1)); ``epsilon=inf`` fits without
+        privacy (no clipping, no noise): the maximum-likelihood FA of the exact covariance.
+    data_norm, bounds : as :class:`~dpem_fast.DPGaussianMixture`
+        The declared domain; with neither, the domain is estimated privately on 10 % of
+        the budget (accounted); ``bounds="from_data"`` is an explicit, non-private opt-in.
+    neighbouring : {"replace", "add_remove"}, default="replace"
+    max_iter : int, default=1000
+        Most EM iterations on the released matrix (post-processing).
+    tol : float, default=1e-2
+        Stop when the log-likelihood (of N rows, as scikit-learn) gains less than ``tol``.
+    rotation : {None, "varimax", "quartimax"}
+    noise : {"gaussian", "discrete_gaussian"}
+    accountant, random_state, n_threads, budget, verbose : as the other estimators.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+    noise_variance_ : ndarray of shape (n_features,)
+    mean_ : ndarray of shape (n_features,)
+    n_iter_ : int
+        EM iterations run on the released matrix (``privacy_.n_iter`` is the number of
+        release rounds: 1).
+    loglike_ : list of float
+        Log-likelihood of each EM iteration, computed from the released statistics.
+    privacy_ : PrivacyRecord or None
+    diagnostics_ : dict  (not private)
+
+    Privacy
+    -------
+    Neighbouring relation ``neighbouring``; rows are mapped into the unit ball ``‖x‖ ≤ 1``
+    by the declared or privately estimated domain (clipped in the kernel).  Released,
+    once, through the engine's release layer:
+
+    - ``second_moment`` ``S2 = Σ_i x_i x_iᵀ`` (N Λ of DP-EM Sec. 6), symmetric
+      Analyze-Gauss noise on the upper triangle (diagonal included).  Add/remove:
+      ``‖upper(xxᵀ)‖₂ ≤ ‖xxᵀ‖_F = ‖x‖² ≤ 1``, attained by ``x = e_1``.  Replace:
+      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(x·x')² ≤ 2``, so ``√2``, attained by
+      ``x = e_1, x' = e_2``.  (The paper's generic bound 2/N for a normalised moment,
+      Sec. 3, would give 2 here: for PSD rank-one terms the triangle inequality is loose
+      by √2.)
+    - ``sum`` ``S1 = Σ_i x_i`` (the mean is released, not assumed zero: Sec. 6 takes the
+      data centred, which a private fit cannot check): ``‖x‖ ≤ 1`` add/remove, ``‖x − x'‖
+      ≤ 2`` replace (x' = −x).
+    - ``count`` N, under add/remove only (ℓ2 sensitivity 1).  Under replace N is public
+      (it is the same for all neighbours) and is not released.
+
+    **Joint accounting** (continuous Gaussian noise): the releases are one Gaussian
+    mechanism on the stacked statistic with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  With
+    ``a_r = Δ_r²/σ_r²``: under add/remove one row's term is
+    ``a_c + a_1‖x‖² + a_2‖upper(xxᵀ)‖²`` ≤ ``a_c + a_1 + a_2`` (x = e_1 attains every
+    part: no gain).  Under replace, with p = ‖x‖², q = ‖x'‖², t their cosine and
+    v = −√(pq) t, ``a_1‖x − x'‖²/4 + a_2‖xxᵀ − x'x'ᵀ‖²_F/2 = a_1(p+q)/4 + a_2(p²+q²)/2 +
+    a_1 v/2 − a_2 v²``; maximised at p = q = 1 (every part is nondecreasing in p, q),
+    giving ``a_1/2 + a_2 + φ`` with ``φ = max_{0≤v≤1}(a_1 v/2 − a_2 v²)`` =
+    ``a_1²/(16 a_2)`` if ``a_1 ≤ 4 a_2`` else ``a_1/2 − a_2``: below the separate
+    ``a_1 + a_2``.  It is attained with the upper triangle too: for x = (c, s, 0, …),
+    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
+    (``noise="discrete_gaussian"``) releases are composed separately.
+
+    The budget is split between the releases ∝ √(noised coordinates) (1, d, d(d+1)/2), the
+    split that minimises the total noise variance in units of each sensitivity.
+
+    Post-processing: the mean ``S̃1/N`` is projected into the unit ball; the covariance
+    ``S̃2/N − m mᵀ``; each noise variance is kept in ``[σ₂/N, 1]`` (one noise std of an
+    entry of the released covariance; every variance of a row in the unit ball is ≤ 1);
+    under add/remove N is the noisy count floored at max(1, 3σ_N).  Initialisation is
+    data-independent (ψ = 1; the subspace basis for d > 1024 is drawn from the fit's key);
+    the EM's stopping rule reads only released values.
+    """
+
+    def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
+                 neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
+                 accountant=None, random_state=None, n_threads=None, budget=None, verbose=0):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.bounds = bounds
+        self.neighbouring = neighbouring
+        self.max_iter = max_iter
+        self.tol = tol
+        self.rotation = rotation
+        self.noise = noise
+        self.accountant = accountant
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.budget = budget
+        self.verbose = verbose
+
+    # ------------------------------------------------------------ model hooks
+    def _n_release_rounds(self):
+        return 1
+
+    def _k(self, d):
+        return d if self.n_components is None else self.n_components
+
+    def _check_model_params(self, n_samples, n_features):
+        k = check_positive_int(self._k(n_features), "n_components")
+        if k > n_features:
+            raise ValueError(f"n_components={k} must be <= n_features={n_features}")
+        check_nonnegative_real(self.tol, "tol")
+        if not isinstance(self.rotation, (str, type(None))) or self.rotation not in _ROTATIONS:
+            raise ValueError(f"rotation must be None, 'varimax' or 'quartimax', got {self.rotation!r}")
+        self._n_public = int(n_samples)       # public under replace only (used only there)
+
+    def _statistic_specs(self, n_features):
+        d = n_features
+        specs = (StatSpec(SUM, (d,), l2={"add_remove": 1.0, "replace": 2.0}),
+                 StatSpec(SECOND, (d, d), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True))
+        if self.neighbouring == "add_remove":
+            # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
+            specs = (StatSpec(COUNT, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True),) + specs
+        return specs
+
+    def _shares(self):
+        d = self.n_features_in_
+        shares = {SUM: math.sqrt(d), SECOND: math.sqrt(d * (d + 1) / 2)}
+        if self.neighbouring == "add_remove":
+            shares[COUNT] = 1.0
+        return shares
+
+    def _joint_sensitivity(self, a, neighbouring):
+        """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
+        if neighbouring == "add_remove":
+            return sum(a.values())
+        a_1, a_2 = a[SUM], a[SECOND]
+        phi = a_1 * a_1 / (16.0 * a_2) if a_1 <= 4.0 * a_2 else a_1 / 2.0 - a_2
+        return a_1 / 2.0 + a_2 + phi
+
+    def _describe(self):
+        return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "
+                "second moment with the sum (and the count under add/remove), then EM as post-processing",
+                ("initialisation: data-independent (psi = 1)",
+                 "EM iterations, stopping and rotation read only the released statistics"))
+
+    def _initial_parameters(self, summary, domain, key, private):
+        d = summary.n_features
+        k = self._k(d)
+        start = None
+        if d > DENSE_MAX_D:
+            p = min(d, k + SUBSPACE_OVERSAMPLE)
+            g = np.empty(d * p)
+            _core_rng.fill_normal(derive_key(key, "init", "subspace"), 0, 1.0, g, 1)
+            start = linalg.qr(g.reshape(d, p), mode="economic")[0]
+        return {"start": start, "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
+                "n_iter": 0}
+
+    def _statistics(self, X, params, domain, n_threads):
+        return second_moment_stats(X, domain, n_threads)
+
+    def _update(self, noisy, params, releases):
+        """EM on the released statistics (post-processing of public values)."""
+        if self.neighbouring == "add_remove":
+            r = releases[COUNT]
+            n = max(float(noisy[COUNT][0]), 1.0, 3.0 * r.noise_scale)
+        else:
+            n = float(self._n_public)
+        mean = noisy[SUM] / n
+        norm = np.linalg.norm(mean)
+        if norm > 1.0:
+            mean /= norm
+        C = noisy[SECOND] / n - np.outer(mean, mean)
+        C = (C + C.T) / 2
+        floor = max(SMALL, releases[SECOND].noise_scale / n)
+        return self._em(C, n, params, mean, floor=min(floor, 1.0), ceiling=1.0)
+
+    def _exact_update(self, stats, params):
+        n = float(stats[COUNT][0])
+        mean = stats[SUM] / n
+        C = stats[SECOND] / n - np.outer(mean, mean)
+        return self._em((C + C.T) / 2, n, params, mean, floor=SMALL, ceiling=np.inf)
+
+    def _em(self, C, n, params, mean, floor, ceiling):
+        k = self._k(C.shape[0])
+        W, psi, lls, it = fa_em(C, k, n, max_iter=self.max_iter, tol=self.tol, floor=floor, ceiling=ceiling,
+                                start=params["start"])
+        return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it}
+
+    def _set_fitted(self, params, domain, dtype):
+        """Back to the original units (post-processing): x = center + R y."""
+        R, c = domain.radius, domain.center
+        W = fix_signs(R * params["W"])
+        if self.rotation is not None:
+            W = fix_signs(orthomax(W.T, _ROTATIONS[self.rotation]).T)
+        self.components_ = W.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):    # a huge (privately estimated) radius saturates
+            psi = np.minimum(R * R * params["psi"], np.finfo(dtype).max)
+        self.noise_variance_ = psi.astype(dtype, copy=False)
+        self.mean_ = (c + R * params["mean"]).astype(dtype, copy=False)
+        self.loglike_ = list(params["loglike"])
+        self.n_iter_ = int(params["n_iter"])
+
+    # ------------------------------------------------------------- inference
+    def _check_X(self, X):
+        check_is_fitted(self, "components_")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+
+    def get_covariance(self):
+        """Model covariance ``components_ᵀ components_ + diag(noise_variance_)``."""
+        check_is_fitted(self, "components_")
+        W = np.asarray(self.components_, dtype=np.float64)
+        cov = W.T @ W
+        cov.flat[:: cov.shape[0] + 1] += self.noise_variance_
+        return cov
+
+    def get_precision(self):
+        """Inverse of the model covariance (matrix inversion lemma, k x k solve)."""
+        check_is_fitted(self, "components_")
+        W = np.asarray(self.components_, dtype=np.float64)
+        psi = np.asarray(self.noise_variance_, dtype=np.float64)
+        Wp = W / psi
+        inner = np.eye(W.shape[0]) + Wp @ W.T
+        P = -Wp.T @ linalg.solve(inner, Wp, assume_a="pos")
+        P.flat[:: P.shape[0] + 1] += 1.0 / psi
+        return (P + P.T) / 2
+
+    def transform(self, X):
+        """Posterior means of the factors ``E[z | x]``, shape (n_samples, n_components)."""
+        X = self._check_X(X)
+        W = np.asarray(self.components_, dtype=np.float64)
+        Wp = W / np.asarray(self.noise_variance_, dtype=np.float64)
+        cov_z = linalg.inv(np.eye(W.shape[0]) + Wp @ W.T)
+        return ((X - self.mean_) @ Wp.T @ cov_z).astype(X.dtype, copy=False)
+
+    def score_samples(self, X):
+        """Log-likelihood of each row under the fitted model, shape (n_samples,)."""
+        X = self._check_X(X)
+        Xr = np.asarray(X, dtype=np.float64) - self.mean_
+        P = self.get_precision()
+        d = Xr.shape[1]
+        sign, logdet = np.linalg.slogdet(P)
+        return -0.5 * np.einsum("ij,ij->i", Xr @ P, Xr) - 0.5 * (d * math.log(2.0 * math.pi) - logdet)
+
+    def score(self, X, y=None):
+        """Mean log-likelihood per row."""
+        return float(np.mean(self.score_samples(X)))
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]

@@ -1,0 +1,68 @@
+"""Python face of the second-moment kernel (``dpem_fast._dpcore._moments``).
+
+The additive statistics of factor analysis (DP-EM Sec. 6) over rows ``x_i`` (mapped into
+the unit ball of a declared domain when one is given)::
+
+    count = N        sum = sum_i x_i        second_moment = sum_i x_i x_i^T
+
+They are *not* private: noise is added only by the engine's release layer.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._dpcore import _moments
+from .._engine import Statistics
+from .._preprocess import clip_target
+from .._threads import blas_single_thread, effective_n_threads
+from .._validation import as_kernel_rows
+
+__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats"]
+
+COUNT, SUM, SECOND = "count", "sum", "second_moment"
+
+
+def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
+    """Count, sum and second moment of the rows of ``X`` in one blocked pass.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64
+    domain : DataDomain or None
+        If given, each row is clipped into the unit ball of this (declared or privately
+        estimated) domain while it is loaded (``dpc_rows.h``); else rows are used as they are.
+    n_threads : int or None
+        OpenMP threads; the result is bit-identical for every value.
+
+    Returns
+    -------
+    Statistics
+        ``"count"`` (1,), ``"sum"`` (d,), ``"second_moment"`` (d, d) exactly symmetric;
+        ``n_clipped`` (a diagnostic, not private).
+
+    Notes
+    -----
+    Equivalent to: ``Z = scale_and_clip(X, domain)[0]; ([n], Z.sum(0), Z.T @ Z)``
+    (:func:`dpem_fast._reference.fa.second_moment_reference`).
+    """
+    X = as_kernel_rows(X)
+    n, d = X.shape
+    nt = effective_n_threads(n_threads)
+    nb2, nb1 = _moments.block_count(n, d)
+    part_s2 = np.empty((nb2, d, d))
+    part_s1 = np.empty((nb1, d))
+    part_clip = np.zeros(nb1, dtype=np.int64)
+    kw = {}
+    if domain is not None:
+        lo, hi = domain.bounds if domain.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+        kw = dict(domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
+                  inv_scale=1.0 / domain.radius, clip_target=clip_target(d, np.float64))
+    with blas_single_thread():
+        _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
+    # block order, fixed: np.add.reduce over axis 0 adds the rows in sequence
+    s2 = np.add.reduce(part_s2, axis=0) if nb2 > 1 else (part_s2[0] if nb2 else np.zeros((d, d)))
+    s2 = np.ascontiguousarray(s2)
+    _moments.mirror_lower(s2, nt)
+    s1 = np.add.reduce(part_s1, axis=0) if nb1 else np.zeros(d)
+    return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: s2}, int(n), 0.0,
+                      int(part_clip.sum()))

@@ -1,0 +1,220 @@
+"""DPFactorAnalysis: non-private exactness (numpy twin, scikit-learn), privacy mechanics, API, conformance."""
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.decomposition import FactorAnalysis
+
+from conformance import PrivateEstimatorConformance
+from dpem_fast import DPFactorAnalysis
+from dpem_fast._reference.fa import fa_em_reference, fa_eigen_em_reference, fa_loglik_reference
+from dpem_fast.decomposition import _fa_em
+from dpem_fast.decomposition._fa_kernel import COUNT, SECOND, SUM
+
+
+def _factor_data(n=3000, d=6, k=2, seed=0, shift=1.0):
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(k, d))
+    psi = rng.uniform(0.2, 1.0, size=d)
+    X = rng.normal(size=(n, k)) @ W + rng.normal(size=(n, d)) * np.sqrt(psi) + shift
+    return X, W, psi
+
+
+def _exact_cov(X):
+    m = X.mean(0)
+    return m, (X - m).T @ (X - m) / X.shape[0]
+
+
+# ------------------------------------------------------------------ non-private
+@pytest.mark.parametrize("n, d, k", [(2000, 6, 2), (500, 20, 4), (300, 3, 1)])
+def test_epsilon_inf_matches_sklearn_loglik(n, d, k):
+    X, _, _ = _factor_data(n, d, k, seed=d)
+    ours = DPFactorAnalysis(k, epsilon=float("inf")).fit(X)
+    ref = FactorAnalysis(k, svd_method="lapack").fit(X)
+    assert ours.privacy_ is None
+    assert ours.score(X) == pytest.approx(ref.score(X), rel=1e-8)
+    assert_allclose(ours.score_samples(X), ref.score_samples(X), rtol=1e-7)
+    assert_allclose(ours.get_covariance(), ref.get_covariance(), rtol=1e-6, atol=1e-9)
+    assert_allclose(ours.get_precision(), ref.get_precision(), rtol=1e-6, atol=1e-8)
+    assert_allclose(ours.noise_variance_, ref.noise_variance_, rtol=1e-6)
+    assert_allclose(ours.mean_, ref.mean_, rtol=1e-12)
+    # the factors agree up to the sign of each component
+    signs = np.sign(np.sum(ours.components_ * ref.components_, axis=1))
+    assert_allclose(ours.transform(X) * signs, ref.transform(X), rtol=1e-5, atol=1e-7)
+
+
+def test_epsilon_inf_reaches_the_textbook_em_optimum():
+    """The eigen fixed point and the classic E/M-step iteration (DP-EM Sec. 6's update on
+    the exact Lambda) reach the same maximum likelihood."""
+    X, _, _ = _factor_data(1500, 8, 2, seed=4)
+    m, C = _exact_cov(X)
+    est = DPFactorAnalysis(2, epsilon=float("inf"), tol=0.0, max_iter=3000).fit(X)
+    W, psi = fa_em_reference(C, 2, 3000)
+    ll_ours = fa_loglik_reference(C, est.components_, est.noise_variance_)
+    assert ll_ours == pytest.approx(fa_loglik_reference(C, W, psi), abs=1e-8)
+    assert_allclose(est.get_covariance(), W.T @ W + np.diag(psi), atol=1e-6)
+    assert ll_ours == pytest.approx(est.score(X), rel=1e-10)
+
+
+def test_subspace_path_equals_dense_path(monkeypatch):
+    """d > DENSE_MAX_D uses subspace iteration: on a matrix with a spectral gap it gives the
+    dense path's fit (patched threshold, small d)."""
+    X, _, _ = _factor_data(4000, 40, 3, seed=2)
+    m, C = _exact_cov(X)
+    Wd, psid, _, itd = _fa_em.fa_em(C, 3, 4000, max_iter=200, tol=1e-6)
+    monkeypatch.setattr(_fa_em, "DENSE_MAX_D", 10)
+    start = np.linalg.qr(np.random.default_rng(0).normal(size=(40, 13)))[0]
+    Ws, psis, _, its = _fa_em.fa_em(C, 3, 4000, max_iter=200, tol=1e-6, start=start)
+    assert_allclose(Ws.T @ Ws + np.diag(psis), Wd.T @ Wd + np.diag(psid), atol=1e-6)
+
+
+# -------------------------------------------------------------------- privacy
+def test_privacy_record_sensitivities_and_one_release():
+    X, _, _ = _factor_data(2000, 5)
+    est = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, random_state=0).fit(X)
+    rec = est.privacy_
+    assert rec.n_iter == 1 and est.n_iter_ >= 1 and len(est.loglike_) == est.n_iter_
+    assert list(rec.releases) == [SUM, SECOND]
+    assert (rec.releases[SUM].sensitivity, rec.releases[SECOND].sensitivity) == (2.0, math.sqrt(2.0))
+    assert all(r.count == 1 for r in rec.releases.values())
+    ar = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, neighbouring="add_remove", random_state=0).fit(X)
+    assert list(ar.privacy_.releases) == [COUNT, SUM, SECOND]
+    assert [r.sensitivity for r in ar.privacy_.releases.values()] == [1.0, 1.0, 1.0]
+    # the EM's iterations are post-processing: more of them costs nothing
+    more = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, tol=0.0, max_iter=300, random_state=0).fit(X)
+    assert more.n_iter_ == 300 and more.privacy_.epsilon_spent == rec.epsilon_spent
+    assert more.privacy_.releases == rec.releases
+
+
+def test_joint_bound_closed_form():
+    est = DPFactorAnalysis(2)
+    # equal a: a/2 + a + a^2/(16 a) = 1.5625 a instead of 2a
+    assert est._joint_sensitivity({SUM: 1.0, SECOND: 1.0}, "replace") == pytest.approx(1.5625)
+    # a_1 > 4 a_2: a_1/2 + a_2 + a_1/2 - a_2 = a_1 (antipodal rows)
+    assert est._joint_sensitivity({SUM: 10.0, SECOND: 1.0}, "replace") == pytest.approx(10.0)
+    assert est._joint_sensitivity({COUNT: 1.0, SUM: 2.0, SECOND: 3.0}, "add_remove") == 6.0
+
+
+def test_private_fit_approaches_the_exact_covariance_with_more_rows():
+    X, _, _ = _factor_data(200_000, 6, 2, seed=5, shift=0.0)
+    X = np.clip(X, -6, 6)
+    _, C = _exact_cov(X)
+    err = {}
+    for eps in (0.3, 3.0):
+        est = DPFactorAnalysis(2, epsilon=eps, bounds=(-6, 6), random_state=1).fit(X)
+        err[eps] = np.abs(est.get_covariance() - C).max()
+    assert err[3.0] < 0.1 * np.abs(C).max() and err[3.0] < err[0.3]
+
+
+def test_heavy_noise_gives_finite_output():
+    X, _, _ = _factor_data(50, 30, 3)
+    est = DPFactorAnalysis(3, epsilon=1e-3, data_norm=1.0, random_state=0).fit(X)
+    for v in (est.components_, est.noise_variance_, est.mean_, est.transform(X), est.score_samples(X)):
+        assert np.all(np.isfinite(v))
+    assert np.all(est.noise_variance_ > 0)
+
+
+@pytest.mark.parametrize("rotation", ["varimax", "quartimax"])
+def test_rotation_is_orthogonal_and_post_processing(rotation):
+    X, _, _ = _factor_data(2000, 8, 3, seed=1)
+    plain = DPFactorAnalysis(3, epsilon=2.0, data_norm=10.0, max_iter=100, random_state=0).fit(X)
+    rot = DPFactorAnalysis(3, epsilon=2.0, data_norm=10.0, max_iter=100, random_state=0, rotation=rotation).fit(X)
+    assert_allclose(rot.get_covariance(), plain.get_covariance(), atol=1e-10)
+    assert_array_equal(rot.noise_variance_, plain.noise_variance_)
+    gamma = 1.0 if rotation == "varimax" else 0.0
+
+    def crit(W):
+        L2 = W.T ** 2
+        return np.sum(np.sum(L2 ** 2, 0) - gamma / L2.shape[0] * np.sum(L2, 0) ** 2)
+
+    assert crit(rot.components_) >= crit(plain.components_) - 1e-12
+    ref = FactorAnalysis(3, rotation=rotation, svd_method="lapack").fit(X)
+    ours = DPFactorAnalysis(3, epsilon=float("inf"), rotation=rotation).fit(X)
+    assert crit(ours.components_) == pytest.approx(crit(ref.components_), rel=1e-4)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(n_components=7), "n_components"), (dict(n_components=0), "n_components"),
+    (dict(rotation="promax"), "rotation"), (dict(tol=-1.0), "tol"), (dict(data_norm=0.0), "data_norm"),
+    (dict(data_norm=-2.0), "data_norm"),
+])
+def test_bad_model_parameters(kw, match):
+    X, _, _ = _factor_data(100, 6)
+    with pytest.raises(ValueError, match=match):
+        DPFactorAnalysis(**{"n_components": 2, **kw}).fit(X)
+
+
+def test_api():
+    X, _, _ = _factor_data(500, 6)
+    est = DPFactorAnalysis(2, data_norm=8.0, random_state=0)
+    Z = est.fit_transform(X)
+    assert Z.shape == (500, 2)
+    assert list(est.get_feature_names_out()) == ["dpfactoranalysis0", "dpfactoranalysis1"]
+    assert_allclose(est.get_precision() @ est.get_covariance(), np.eye(6), atol=1e-8)
+    assert est.components_.dtype == np.float64
+    e32 = DPFactorAnalysis(2, data_norm=8.0, random_state=0).fit(X.astype(np.float32))
+    assert e32.components_.dtype == np.float32
+    assert_allclose(e32.components_, est.components_, rtol=1e-3, atol=1e-4)
+
+
+# ---------------------------------------------------------------- conformance
+class TestConformance(PrivateEstimatorConformance):
+    estimator_class = DPFactorAnalysis
+    params = dict(n_components=2, epsilon=1.0, delta=1e-5, data_norm=8.0)
+    fitted_attributes = ("components_", "noise_variance_", "mean_")
+    sklearn_params = (dict(n_components=1, data_norm=5.0, random_state=0),
+                      dict(n_components=1, epsilon=float("inf"), random_state=0))
+    ball_params = dict(data_norm=8.0, bounds=None)
+
+    def make_data(self, n, seed=0):
+        return _factor_data(n, 5, 2, seed=seed)[0]
+
+    def make_noise_data(self, n):
+        # the smallest release (the sum, d entries) needs 32,000 / d fits: d = 400 keeps it at 80
+        return np.random.default_rng(0).normal(size=(n, 400))
+
+    def exact_reference(self, est, X):
+        m, C = _exact_cov(X)
+        W, psi, _ = fa_eigen_em_reference(C, est.n_components, X.shape[0], est.max_iter, est.tol)
+        return {"components_": W, "noise_variance_": psi, "mean_": m}
+
+    def random_parameters(self, est, rng, d):
+        return est._initial_parameters(type("S", (), {"n_features": d})(), None, None, True)
+
+    def random_row(self, est, rng, d):
+        v = rng.normal(size=d)
+        return v / np.linalg.norm(v) * rng.uniform(0.0, 12.0)
+
+    def perturb_row(self, est, rng, x):
+        return x + rng.normal(scale=0.3, size=x.shape)
+
+    def adversarial_cases(self, est, rng, d):
+        R = 8.0
+        params = self.random_parameters(est, rng, d)
+        e = np.eye(d) * R
+        cases = [(params, e[0], e[1]), (params, e[0], -e[0])]
+        for v in np.linspace(0.0, 1.0, 41):          # x = (c, s), x' = (-s, -c): v = 2cs
+            th = 0.5 * math.asin(v)
+            x = np.zeros(d)
+            xp = np.zeros(d)
+            x[:2] = R * math.cos(th), R * math.sin(th)
+            xp[:2] = -R * math.sin(th), -R * math.cos(th)
+            cases.append((params, x, xp))
+        return cases
+
+    def outlier_data(self, n, seed=0):
+        X = self.make_data(n, seed)
+        X[::50] *= 100.0
+        return X
+
+    def check_statistics_bounded(self, stats, n_rows):
+        S = stats[SECOND]
+        assert np.trace(S) <= n_rows * (1 + 1e-12)
+        assert np.linalg.norm(stats[SUM]) <= n_rows * (1 + 1e-12)
+        assert np.linalg.eigvalsh(S).min() >= -1e-9 * n_rows
+
+
+class TestConformanceDiscreteNoise(TestConformance):
+    """The whole suite again with exact discrete Gaussian releases."""
+    params = {**TestConformance.params, "noise": "discrete_gaussian"}
