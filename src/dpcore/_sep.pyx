@@ -12,7 +12,7 @@ factor's norm.
 Layout: a "site" is ``theta (J, P)``, ``P = d + d*d``, row j = ``[eta_j, Lambda_j.ravel()]``
 (precision-weighted mean, precision).  Twin: :mod:`dpem_fast._reference.sep`.
 """
-from libc.math cimport exp, log, sqrt, fabs, M_PI
+from libc.math cimport exp, log, sqrt, fabs, M_PI, INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 
@@ -176,6 +176,9 @@ cdef int _site_update(const double *theta_c, const double *x, const double *log_
             fn[j * P + a] = dl - eta_c[a]
         for a in range(dd):
             fn[j * P + d + a] = V[a] - lam_c[a]
+    for a in range(J * P):
+        if not fabs(fn[a]) < INFINITY:            # overflow (huge rows) or NaN: no update
+            return 1
     return 0
 
 
@@ -274,7 +277,8 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
     Per step: cavity ``theta0 + (n_copies - 1) theta_f``; ``f_n`` by moment matching, clipped to
     norm ``clip``; ``theta_f <- (1 - step) theta_f + step f_n``; with noise: ``+ noise[s]``,
     precisions floored at eigenvalue 0, norm clipped to ``clip``.  A non-private step whose
-    cavity is not PD is skipped (a private factor is PSD, so its cavity always is).
+    cavity is not PD (or whose f_n overflows) is skipped; a private one uses f_n = 0 instead
+    and still releases (its factor is PSD, so the cavity is PD; f_n = 0 only on overflow).
     Equivalent to: ``_reference.sep.sep_run``.
     """
     cdef Py_ssize_t J = theta_f.shape[0], d = X.shape[1], P = d + d * d
@@ -312,7 +316,10 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
                 cav[k] = t0[k] + (n_copies - 1.0) * tf[k]
             if _site_update(cav, xs + order[s] * d, lw, s2, J, d, fn, work):
                 skipped += 1
-                continue
+                if noisep == NULL:
+                    continue
+                for k in range(J * P):            # private: the step still happens, f_n = 0
+                    fn[k] = 0.0
             _clip(fn, J * P, clip)
             for k in range(J * P):
                 tf[k] = (1.0 - step) * tf[k] + step * fn[k]

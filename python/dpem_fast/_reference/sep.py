@@ -101,10 +101,21 @@ def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=
     skipped = 0
     for s, i in enumerate(order):
         theta_c = theta0 + (n - 1) * theta_f
-        if not all(_is_pd(lc) for lc in split(theta_c, d)[1]):
-            skipped += 1              # non-private only: a private factor is PSD
-            continue
-        fn = _clip(site_update(theta_c, X[i], log_w, s2, d), clip)
+        fn = None
+        if all(_is_pd(lc) for lc in split(theta_c, d)[1]):
+            try:
+                with np.errstate(all="ignore"):
+                    fn = site_update(theta_c, X[i], log_w, s2, d)
+            except np.linalg.LinAlgError:
+                fn = None
+            if fn is not None and not np.all(np.isfinite(fn)):
+                fn = None
+        if fn is None:
+            skipped += 1
+            if noise is None:
+                continue
+            fn = np.zeros_like(theta_f)           # private: the step still releases
+        fn = _clip(fn, clip)
         theta_f = (1 - step) * theta_f + step * fn
         if noise is not None:
             theta_f = project_factor(theta_f + noise[s], d, clip)
@@ -123,7 +134,11 @@ def ep_run(X, order, sites, theta0, log_w, s2, damping=1.0):
         if not all(_is_pd(lc) for lc in split(theta_c, d)[1]):
             skipped += 1
             continue
-        fn = site_update(theta_c, X[i], log_w, s2, d)
+        with np.errstate(all="ignore"):
+            fn = site_update(theta_c, X[i], log_w, s2, d)
+        if not np.all(np.isfinite(fn)):
+            skipped += 1
+            continue
         new_site = (1 - damping) * sites[i] + damping * fn
         if not all(_is_pd(lc) for lc in split(theta_c + new_site, d)[1]):
             skipped += 1
