@@ -6,11 +6,12 @@ from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis  # noqa: E402
-from .mixture import DPBernoulliMixture, DPGaussianMixture  # noqa: E402
+from .mixture import DPBernoulliMixture, DPGaussianMixture, DPStochasticEP  # noqa: E402
 
 __all__ = [
     "DPGaussianMixture",
     "DPBernoulliMixture",
+    "DPStochasticEP",
     "DPKMeans",
     "DPFactorAnalysis",
     "decomposition",

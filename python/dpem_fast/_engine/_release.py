@@ -125,6 +125,41 @@ class ReleaseLayer:
             self._made.add((name, index))
         return out
 
+    def noise_block(self, name, start, stop):
+        """The noise of releases ``start .. stop - 1`` of statistic ``name``, in bulk.
+
+        For an estimator whose per-release update runs in one compiled loop (a sequential,
+        per-step algorithm): row ``i - start`` of the result is exactly the noise that
+        ``release({name: zeros}, i)`` would add (the same stream ``("release", i, name)``),
+        and every index in the range is marked as made, so none of them can be released
+        again.  The caller adds row ``i - start`` to its statistic at step ``i``; nothing
+        else may see the rows.  Only continuous mechanisms (a discrete Gaussian release also
+        rounds its value onto a lattice, which a noise array cannot do).
+
+        Returns
+        -------
+        ndarray of float64, shape ``(stop - start, *shape)``
+        """
+        r = self._plan.releases.get(name)
+        if r is None:
+            raise ValueError(f"statistic {name!r} is not in the privacy plan {list(self._plan.releases)}")
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= r.count:
+            raise ValueError(f"statistic {name!r}: release indices {start}..{stop - 1} are outside the "
+                             f"{r.count} release(s) the plan accounts for")
+        if r.mechanism == "discrete_gaussian":
+            raise ValueError(f"statistic {name!r}: a discrete Gaussian release rounds its value onto a "
+                             "lattice; draw it with release(), not as a block of noise")
+        made = [i for i in range(start, stop) if (name, i) in self._made]
+        if made:
+            raise ValueError(f"statistic {name!r} was already released at index {made[0]}")
+        zeros = np.zeros(tuple(r.shape))
+        out = np.empty((stop - start, *tuple(r.shape)))
+        for i in range(start, stop):
+            out[i - start] = add_noise(zeros, r, release_key(self._key, i, name), self._n_threads)
+        self._made.update((name, i) for i in range(start, stop))
+        return out
+
 
 def _add_discrete_noise(value, release, key, n_threads):
     """``γ (round(value / γ) + Z)``, Z exact discrete Gaussian integers N_Z(0, σ_Z²)."""

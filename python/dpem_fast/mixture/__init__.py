@@ -1,6 +1,7 @@
 """Private mixture models on the private-EM engine, and the DP-EM paper's own plan."""
 from ._dp_bernoulli import DPBernoulliMixture
 from ._dp_gmm import DPGaussianMixture
+from ._dp_sep import DPStochasticEP
 from ._paper import dpem_plan
 
-__all__ = ["DPGaussianMixture", "DPBernoulliMixture", "dpem_plan"]
+__all__ = ["DPGaussianMixture", "DPBernoulliMixture", "DPStochasticEP", "dpem_plan"]

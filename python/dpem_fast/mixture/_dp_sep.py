@@ -1,0 +1,399 @@
+r"""DP-SEP: differentially private stochastic expectation propagation for a Gaussian mixture.
+
+Model (Vinaroz & Park, Sec. 4; Li, Hernández-Lobato & Turner 2015, Sec. 5.1)
+--------------------------------------------------------------------------
+J components with known isotropic covariance ``s² I``, known mixing weights ``w_j`` and
+unknown means with a Gaussian prior ``p0(μ_j) = N(m0_j, Σ0)``::
+
+    p(x | μ) = Σ_j w_j N(x; μ_j, s² I).
+
+The approximating family is a product of Gaussians over the means,
+``q(μ) = Π_j N(μ_j; m_j, V_j)``, with natural parameters ``(η_j, Λ_j) = (V_j⁻¹ m_j, V_j⁻¹)``
+(precision-weighted mean and precision; a factor is stored as ``[η_j, vec Λ_j]``).
+
+Moment matching of the tilted distribution (closed form)
+-------------------------------------------------------
+Let the cavity be ``q₋(μ) = Π_j N(μ_j; m_j, V_j)``.  The tilted distribution is
+``p̃(μ) ∝ q₋(μ) Σ_k w_k N(x; μ_k, s² I)``.  Its normaliser is
+
+    Z = Σ_k Z_k,   Z_k = w_k ∫ N(x; μ_k, s² I) N(μ_k; m_k, V_k) dμ_k = w_k N(x; m_k, V_k + s² I),
+
+and for component j, ``p̃(μ_j)`` is the mixture
+
+    p̃(μ_j) = (1 - r_j) N(μ_j; m_j, V_j) + r_j N(μ_j; m'_j, V'_j),    r_j = Z_j / Z,
+
+since the terms k ≠ j integrate μ_k out and leave the cavity of μ_j, while the term k = j
+multiplies it by a Gaussian likelihood (conjugate update):
+``V'_j = (V_j⁻¹ + I/s²)⁻¹``, ``m'_j = V'_j (V_j⁻¹ m_j + x/s²)``.  The moments of a two-part
+mixture, with ``δ_j = m'_j - m_j``, are
+
+    E[μ_j]   = m_j + r_j δ_j,
+    Cov[μ_j] = (1 - r_j) V_j + r_j V'_j + r_j (1 - r_j) δ_j δ_jᵀ.
+
+KL(p̃ ‖ q) over the product-Gaussian family is minimised by matching these moments (the
+family factorises over j, so the cross-covariances are dropped): ``Λ*_j = Cov[μ_j]⁻¹``,
+``η*_j = Λ*_j E[μ_j]``, and the intermediate factor is ``θ_{f_n} = θ* - θ₋`` (division by
+the cavity subtracts natural parameters).  ``Λ*_j - Λ₋_j`` may be indefinite (the usual EP
+caveat); the damped SEP update below keeps the posterior precision PD for γ ≤ 1.
+
+EP, SEP and the update used here
+--------------------------------
+EP (Minka 2001) keeps one site per row: ``q = p0 Π_n f_n``, cavity ``q / f_n``.
+SEP keeps one shared factor: ``q = p0 f^N``, cavity ``q₋ = p0 f^{N-1}``, and the damped
+update (Li et al. 2015, Alg. 2 with step γ/N)
+
+    θ_f ← (1 - γ/N) θ_f + (γ/N) clip_C(θ_{f_n})        (so θ_q = θ_0 + N θ_f).
+
+**Algorithm 3 of the paper, and where we depart from its formula.**  Step 7 writes
+``q_new = f_n^{γ/N} f^{1-γ/N} q₋`` (only one of the N copies of f updated, θ_new =
+θ_0 + (N - γ/N) θ_f + (γ/N) θ_{f_n}) and step 9 takes ``f = (q_new/p0)^{1/N}``: together the
+factor moves by γ/N² per step, i.e. by 1 - e^{-Tγ/N} ≈ 9.5 % of the way in T = 100 epochs
+at N = 1,000, γ = 1 — too slow to produce the paper's own SEP results.  We use Li et
+al.'s damped SEP (every copy of f updated, step γ/N).  Every other step is Algorithm 3's:
+clip ``θ_{f_n}``, damped update, Gaussian noise on the new natural parameters, re-clip the
+factor, keep the precision PD (we floor each factor precision's eigenvalues at 0 before
+the clip; then the cavity precision ``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD).
+
+Privacy (neighbouring relation: **replace one row**, N public)
+--------------------------------------------------------------
+Released quantity at step s: ``θ̃_f^{(s)} = (1 - γ/N) θ̂_f^{(s-1)} + (γ/N) clip_C(θ_{f_n}(x_{i_s};
+θ̂_f^{(s-1)})) + Z_s``, ``Z_s ~ N(0, σ² I)``, where ``θ̂_f^{(s-1)}`` is the projected previous
+release (post-processing of released values, public).
+
+*Sensitivity (Prop. 1).*  Given the past releases, only ``x_{i_s}`` enters step s.  Two
+datasets differing in row i give, at a step with ``i_s = i``,
+``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}) - clip_C(θ'_{f_n})‖₂ ≤ (γ/N)(C + C) = 2γC/N``, and 0 at
+every other step.  So Prop. 1's ``2γC/N`` is exactly the sensitivity of the factor's
+natural parameters, which is what we noise.  The paper states it for the posterior's
+natural parameters θ_new; under the SEP update above ``θ_q = θ_0 + N θ_f`` has
+sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to θ_f is the same mechanism
+as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same; the paper's statement is
+right only for its own step-7 formula.  ℓ2 norm over the whole vector
+``[η_1, vec Λ_1, …, η_J, vec Λ_J]`` (Frobenius for the precisions; noise on all d² entries
+of each Λ_j, then symmetrised — post-processing).
+
+*Under add/remove* the schedule itself (N T steps, the damping γ/N, the step → row map)
+depends on N, so steps of neighbouring datasets do not pair up: no per-step sensitivity
+exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated as public.
+
+*Composition, sampling='shuffle'* (each row once per epoch, a fresh secret permutation
+per epoch, T epochs, N T releases).  The releases are adaptive: step s is a Gaussian
+mechanism whose mean depends on the data and on the earlier releases.  Fix the
+permutations (they are independent of the data; the mixture over them can only help, by
+joint convexity of the hockey-stick divergence).  Conditionally on the past, a step not
+using row i has the same output distribution under both datasets (privacy loss 0); each of
+the exactly T steps using row i is a Gaussian mechanism with sensitivity ≤ Δ = 2γC/N and
+noise σ = zΔ.  By adaptive composition (the GDP composition theorem of Dong, Roth & Su
+2022, Cor. 3.3, which allows each mechanism to depend on earlier outputs), the whole run is
+``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``, accounted without
+amplification.  The other N - 1 rows' steps cost nothing for row i, and the secret order
+is not credited.
+
+*Composition, sampling='uniform'* (each step draws one row uniformly at random, with
+replacement across steps, N T steps).  Each step is the Gaussian mechanism applied to a
+subset of size 1 drawn uniformly without replacement from N rows:
+``SelfComposedEvent(SampledWithoutReplacementEvent(N, 1, GaussianEvent(z)), N T)``,
+accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; replace-one).
+
+In both cases ``z`` is calibrated to the user's (ε, δ).  The data need no declared domain:
+the sensitivity comes from clipping θ_{f_n}, whatever the rows.  Initialisation is
+data-independent (factor means drawn from the prior with the fit's key; precision
+``Λ0 / N``); the number of steps is fixed.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .. import accounting as acc
+from .._dpcore import _rng as _core_rng
+from .._dpcore import _sep
+from .._engine import ReleaseLayer
+from .._engine._plan import Plan
+from .._engine._record import PrivacyRecord, Release
+from .._rng import derive_key, make_key
+from .._threads import effective_n_threads
+from .._validation import check_positive_int
+
+__all__ = ["DPStochasticEP", "sep_event"]
+
+#: steps per call of the compiled loop (bounds the bulk noise array's memory)
+_CHUNK = 1 << 16
+
+
+def sep_event(noise_multiplier, n_samples, n_epochs, sampling):
+    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring)."""
+    g = acc.GaussianEvent(noise_multiplier)
+    if sampling == "shuffle":
+        inner = acc.SelfComposedEvent(g, int(n_epochs))
+    elif sampling == "uniform":
+        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(int(n_samples), 1, g),
+                                      int(n_samples) * int(n_epochs))
+    else:
+        raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
+    return acc.NeighbouringEvent("replace", inner)
+
+
+def _default_accountant(sampling):
+    return "gdp" if sampling == "shuffle" else "rdp"
+
+
+class DPStochasticEP(BaseEstimator):
+    """Differentially private stochastic EP (Vinaroz & Park, Algorithm 3) for the means of a
+    Gaussian mixture with known isotropic component variance and known weights.
+
+    Parameters
+    ----------
+    n_components : int
+    epsilon : float, default=1.0
+        Target ε; ``float('inf')`` runs plain (non-private) SEP or EP.
+    delta : float in (0, 1), default=1e-5
+    clip_norm : float, default=1.0
+        C: bound on the ℓ2 norm of the intermediate and of the shared factor's natural
+        parameters (private mode only).
+    damping : float in (0, 1], default=1.0
+        γ; the factor moves by γ/N per step.
+    n_epochs : int, default=100
+        T: passes over the data (N T steps).
+    sampling : {"shuffle", "uniform"}, default="shuffle"
+        ``"shuffle"``: a fresh random order each epoch; ``"uniform"``: every step draws a row
+        uniformly at random.  The accounting follows (module docstring).
+    method : {"sep", "ep"}, default="sep"
+        ``"ep"``: full EP (one site per row, non-private only; for comparison).
+    prior_mean : array of shape (d,) or (J, d), default zeros
+    prior_covariance : float or array of shape (d, d), default identity
+    component_variance : float, default=1.0
+        s² of every component (known).
+    weights : array of shape (J,), default uniform
+        Known mixing weights (positive, summing to 1).
+    accountant : str, default "gdp" for shuffle, "rdp" for uniform
+    random_state : None, int, SeedSequence or Generator
+    n_threads : int or None
+        Threads of the noise draws (results do not depend on it; the loop is sequential).
+
+    Attributes
+    ----------
+    means_ : ndarray (J, d)
+        Posterior means of the component means.
+    means_covariance_ : ndarray (J, d, d)
+        Their posterior covariances.
+    natural_parameters_ : ndarray (J, d + d*d)
+        The posterior's ``[η_j, vec Λ_j]``.
+    factor_ : ndarray (J, d + d*d) or None
+        SEP's shared factor (last released, projected value in private mode).
+    privacy_ : PrivacyRecord or None
+    n_steps_ : int
+    n_skipped_ : int
+        Non-private: steps skipped for a non-PD cavity (diagnostic).  Private: steps whose
+        f_n overflowed and was replaced by 0 (not private, do not publish).
+    """
+
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
+                 n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
+                 prior_covariance=None, component_variance=1.0, weights=None, accountant=None,
+                 random_state=None, n_threads=None):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.clip_norm = clip_norm
+        self.damping = damping
+        self.n_epochs = n_epochs
+        self.sampling = sampling
+        self.method = method
+        self.prior_mean = prior_mean
+        self.prior_covariance = prior_covariance
+        self.component_variance = component_variance
+        self.weights = weights
+        self.accountant = accountant
+        self.random_state = random_state
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------ validation
+    def _check_params(self, d):
+        J = check_positive_int(self.n_components, "n_components")
+        eps = _real(self.epsilon, "epsilon")
+        if not eps > 0:
+            raise ValueError(f"epsilon must be > 0 (float('inf') for no privacy), got {self.epsilon!r}")
+        delta = _real(self.delta, "delta")
+        if not 0.0 < delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
+        C = _real(self.clip_norm, "clip_norm")
+        if not (C > 0 and math.isfinite(C)):
+            raise ValueError(f"clip_norm must be finite and > 0, got {self.clip_norm!r}")
+        gamma = _real(self.damping, "damping")
+        if not 0.0 < gamma <= 1.0:
+            raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
+        T = check_positive_int(self.n_epochs, "n_epochs")
+        if self.sampling not in ("shuffle", "uniform"):
+            raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {self.sampling!r}")
+        if self.method not in ("sep", "ep"):
+            raise ValueError(f"method must be 'sep' or 'ep', got {self.method!r}")
+        if self.method == "ep" and math.isfinite(eps):
+            raise ValueError("method='ep' is non-private (one site per row): use epsilon=float('inf')")
+        s2 = _real(self.component_variance, "component_variance")
+        if not (s2 > 0 and math.isfinite(s2)):
+            raise ValueError(f"component_variance must be finite and > 0, got {self.component_variance!r}")
+        m0 = np.zeros((J, d)) if self.prior_mean is None else _finite(self.prior_mean, "prior_mean")
+        if m0.shape == (d,):
+            m0 = np.tile(m0, (J, 1))
+        if m0.shape != (J, d):
+            raise ValueError(f"prior_mean must have shape ({d},) or ({J}, {d}), got {m0.shape}")
+        S0 = np.eye(d) if self.prior_covariance is None else _finite(self.prior_covariance, "prior_covariance")
+        if S0.ndim == 0:
+            S0 = float(S0) * np.eye(d)
+        if S0.shape != (d, d) or not np.allclose(S0, S0.T):
+            raise ValueError(f"prior_covariance must be a scalar or a symmetric ({d}, {d}) matrix")
+        if np.linalg.eigvalsh(S0).min() <= 0:
+            raise ValueError("prior_covariance must be positive definite")
+        w = np.full(J, 1.0 / J) if self.weights is None else _finite(self.weights, "weights")
+        if w.shape != (J,) or np.any(w <= 0) or abs(w.sum() - 1.0) > 1e-8:
+            raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
+        acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
+        return J, eps, delta, C, gamma, T, s2, m0, S0, w / w.sum(), acct
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
+        X = check_array(X, dtype=np.float64, order="C", ensure_min_samples=1)
+        n, d = X.shape
+        J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
+        if J > n:
+            raise ValueError(f"n_components={J} must be <= n_samples={n}")
+        private = math.isfinite(eps)
+        key = make_key(self.random_state)
+        n_threads = effective_n_threads(self.n_threads)
+        P = d + d * d
+        lam0 = np.linalg.inv(S0)
+        theta0 = np.concatenate([m0 @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
+        # data-independent initialisation: factor means drawn from the prior, precision Λ0/N
+        z = np.empty(J * d)
+        _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
+        mu0 = m0 + z.reshape(J, d) @ np.linalg.cholesky(S0).T
+        theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
+        S = n * T
+        order = self._order(key, n, T)
+        log_w = np.log(w)
+        self.privacy_ = None
+        if self.method == "ep":
+            sites = np.tile(theta_f, (n, 1, 1))
+            q = theta0 + theta_f * n
+            skipped = _sep.ep_loop(X, order, sites, q, log_w, s2, gamma)
+            self.factor_ = None
+        else:
+            if private:
+                _sep.project_factor(theta_f, d, C)
+                layer = self._plan(key, n, T, J, P, eps, delta, C, gamma, acct, n_threads)
+            skipped = 0
+            for a in range(0, S, _CHUNK):
+                b = min(S, a + _CHUNK)
+                noise = layer.noise_block("factor", a, b) if private else None
+                skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
+                                         C if private else math.inf, noise)
+            q = theta0 + n * theta_f
+            self.factor_ = theta_f
+        self.natural_parameters_ = q
+        lam = q[:, d:].reshape(J, d, d)
+        self.means_covariance_ = np.linalg.inv(lam)
+        self.means_ = np.einsum("jab,jb->ja", self.means_covariance_, q[:, :d])
+        self.weights_ = w
+        self.component_variance_ = s2
+        self.n_steps_ = S
+        self.n_skipped_ = int(skipped)
+        self.n_features_in_ = d
+        return self
+
+    def _order(self, key, n, T):
+        """Row of every step: a fresh permutation per epoch, or i.i.d. uniform rows."""
+        if self.sampling == "uniform":
+            out = np.empty(n * T, dtype=np.uint64)
+            _core_rng.fill_integers(derive_key(key, "order"), 0, n, out, 1)
+            return out.astype(np.int64)
+        u = np.empty(n)
+        order = np.empty(n * T, dtype=np.int64)
+        for t in range(T):
+            _core_rng.fill_uniform(derive_key(key, "order", t), 0, u, 1)
+            order[t * n:(t + 1) * n] = np.argsort(u, kind="stable")
+        return order
+
+    def _plan(self, key, n, T, J, P, eps, delta, C, gamma, acct, n_threads):
+        """Calibrate the noise multiplier for (ε, δ) and record the plan; the release layer."""
+        sens = 2.0 * gamma * C / n
+
+        def make_event(z):
+            return sep_event(z, n, T, self.sampling)
+
+        factory = acc.get_accountant(acct, "replace")
+        z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
+        event = make_event(z)
+        spent = factory().compose(event).get_epsilon(delta)
+        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, n * T, None, J * P)
+        plan = Plan({"factor": release}, event, acct, "replace", float(spent))
+        scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
+                  "no amplification" if self.sampling == "shuffle" else
+                  "each step one uniformly drawn row; N T steps of the Gaussian mechanism on a "
+                  "size-1 subsample without replacement (Wang et al. 2019)")
+        self.privacy_ = PrivacyRecord(
+            mechanism="gaussian", neighbouring="replace", accountant=acct, epsilon=eps, delta=delta,
+            epsilon_spent=float(spent), n_iter=n * T, releases={"factor": release}, event=event,
+            data_domain={"source": "none needed: the intermediate factor's natural parameters are "
+                                   f"clipped to norm {C:g}", "radius": None},
+            notes=(f"sampling={self.sampling!r}: {scheme}",
+                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1)"))
+        return ReleaseLayer(plan, key, n_threads)
+
+    # ------------------------------------------------------------ inference
+    def _log_joint(self, X):
+        check_is_fitted(self, "means_")
+        X = check_array(X, dtype=np.float64)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features_in_}")
+        d = X.shape[1]
+        out = np.empty((X.shape[0], self.means_.shape[0]))
+        for j, (m, V) in enumerate(zip(self.means_, self.means_covariance_)):
+            A = V + self.component_variance_ * np.eye(d)
+            L = np.linalg.cholesky(A)
+            u = np.linalg.solve(L, (X - m).T)
+            out[:, j] = (math.log(self.weights_[j]) - 0.5 * (d * math.log(2 * math.pi)
+                         + 2 * np.log(np.diag(L)).sum()) - 0.5 * (u * u).sum(axis=0))
+        return out
+
+    def score_samples(self, X):
+        """Log posterior-predictive density of each row."""
+        lj = self._log_joint(X)
+        top = lj.max(axis=1, keepdims=True)
+        return (top + np.log(np.exp(lj - top).sum(axis=1, keepdims=True)))[:, 0]
+
+    def score(self, X, y=None):
+        """Mean log posterior-predictive density."""
+        return float(self.score_samples(X).mean())
+
+    def predict_proba(self, X):
+        lj = self._log_joint(X)
+        lj -= lj.max(axis=1, keepdims=True)
+        p = np.exp(lj)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        return self.predict_proba(X).argmax(axis=1)
+
+
+def _real(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    v = float(value)
+    if math.isnan(v):
+        raise ValueError(f"{name} must not be NaN")
+    return v
+
+
+def _finite(value, name):
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an array of real numbers") from None
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite")
+    return a

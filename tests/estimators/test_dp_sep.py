@@ -1,0 +1,394 @@
+"""DPStochasticEP: moment matching, kernel vs numpy twin, SEP vs EP, sensitivity, clipping,
+accounting for both sampling schemes, noise scale, determinism, bad input.
+
+The shared conformance suite (conformance.py) drives an estimator through the private-EM
+engine's hooks (statistics per iteration, ``_update``, the domain estimate); a sequential
+per-step estimator has none of them, so this module covers the same properties directly
+(``TestSEPConformanceEquivalent``): accounting round trip, records meet the target tightly,
+noise has the recorded scale, the output is a function of the releases only, determinism
+across 1 and 2 threads, bad input.
+"""
+import math
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from dpem_fast import DPStochasticEP
+from dpem_fast import accounting as acc
+from dpem_fast._dpcore import _rng as core_rng
+from dpem_fast._dpcore import _sep
+from dpem_fast._engine import ReleaseLayer
+from dpem_fast._reference import sep as ref
+from dpem_fast._rng import derive_key, make_key
+from dpem_fast.mixture._dp_sep import sep_event
+
+
+def _data(n=200, J=3, d=2, sep=4.0, s=0.5, seed=0):
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=(J, d)) * sep
+    h = rng.integers(0, J, n)
+    return mu[h] + s * rng.normal(size=(n, d)), mu
+
+
+def _prior(J, d, scale=1.0):
+    return np.concatenate([np.zeros((J, d)), np.tile(np.eye(d).ravel() * scale, (J, 1))], axis=1)
+
+
+def _random_cavity(rng, J, d, N=50):
+    """Cavity natural parameters of a random PSD factor."""
+    A = rng.normal(size=(J, d, d))
+    lam = np.einsum("jab,jcb->jac", A, A) + 0.1 * np.eye(d)
+    eta = np.einsum("jab,jb->ja", lam, rng.normal(size=(J, d)) * 2)
+    return ref.join(eta, lam)
+
+
+# ------------------------------------------------------------------ moment matching
+def _grid_moments(cav, x, w, s2, d, half=6.0, k=None):
+    """Tilted mean/covariance of every component by brute-force quadrature on a grid."""
+    J = cav.shape[0]
+    eta, lam = ref.split(cav, d)
+    V = np.linalg.inv(lam)
+    m = np.einsum("jab,jb->ja", V, eta)
+    sd = np.sqrt(np.diagonal(V, axis1=1, axis2=2))
+    k = k or {2: 401, 3: 141, 4: 41}[J * d]
+    axes = [np.linspace(m[j, a] - half * sd[j, a], m[j, a] + half * sd[j, a], k)
+            for j in range(J) for a in range(d)]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, J, d)
+    logp = np.zeros(len(grid))
+    lik = np.zeros(len(grid))
+    for j in range(J):
+        u = grid[:, j] - m[j]
+        logp += -0.5 * np.einsum("na,ab,nb->n", u, lam[j], u)
+        lik += w[j] * np.exp(-0.5 * ((x - grid[:, j]) ** 2).sum(1) / s2)
+    p = np.exp(logp - logp.max()) * lik
+    p /= p.sum()
+    mean = np.einsum("n,nja->ja", p, grid)
+    c = grid - mean
+    cov = np.einsum("n,nja,njb->jab", p, c, c)
+    return mean, cov
+
+
+@pytest.mark.parametrize("d, J", [(1, 2), (1, 3), (2, 2)])
+def test_moment_matching_equals_brute_force_integration(d, J):
+    rng = np.random.default_rng(d * 10 + J)
+    w = rng.dirichlet(np.ones(J))
+    for _ in range(2):
+        cav = _random_cavity(rng, J, d)
+        x = rng.normal(size=d) * 2
+        mean, cov, r = ref.moment_match(*ref.split(cav, d), x, np.log(w), 0.7)
+        gm, gc = _grid_moments(cav, x, w, 0.7, d)
+        tol = 1e-6 if J * d == 2 else 1e-3
+        assert_allclose(mean, gm, atol=tol * np.abs(gm).max())
+        assert_allclose(cov, gc, atol=tol * np.abs(gc).max())
+        assert_allclose(r.sum(), 1.0)
+
+
+def test_kernel_site_update_is_the_moment_matching():
+    """One SEP step with step=1 from a factor puts q at the tilted moments exactly."""
+    rng = np.random.default_rng(3)
+    J, d, N = 3, 2, 10
+    th0 = _prior(J, d)
+    tf = _random_cavity(rng, J, d) / N
+    X = rng.normal(size=(1, d))
+    cav = th0 + (N - 1) * tf
+    mean, cov, _ = ref.moment_match(*ref.split(cav, d), X[0], np.log(np.full(J, 1 / J)), 0.5)
+    out = tf.copy()
+    _sep.sep_loop(X, np.zeros(1, dtype=np.int64), out, th0, np.log(np.full(J, 1 / J)), 0.5, N, 1.0, math.inf)
+    q = cav + out                                      # step 1: q_new = cavity x f_n
+    lam = ref.split(q, d)[1]
+    assert_allclose(np.linalg.inv(lam), cov, rtol=1e-9)
+    assert_allclose(np.einsum("jab,jb->ja", np.linalg.inv(lam), ref.split(q, d)[0]), mean, rtol=1e-9)
+
+
+# ------------------------------------------------------------------ kernel vs twin
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_kernels_equal_the_numpy_twin(d):
+    rng = np.random.default_rng(d)
+    J, n, S = 3, 40, 150
+    X = rng.normal(size=(n, d)) * 2
+    th0 = _prior(J, d)
+    tf = ref.join(rng.normal(size=(J, d)) / n, np.tile(np.eye(d) / n, (J, 1, 1)))
+    lw = np.log(np.full(J, 1 / J))
+    order = rng.integers(0, n, S).astype(np.int64)
+    a = tf.copy()
+    assert _sep.sep_loop(X, order, a, th0, lw, 0.25, n, 1 / n, math.inf) == ref.sep_run(
+        X, order, tf, th0, lw, 0.25, n, 1 / n)[1]
+    assert_allclose(a, ref.sep_run(X, order, tf, th0, lw, 0.25, n, 1 / n)[0], rtol=1e-10, atol=1e-13)
+    # private: noise large enough that the PSD floor and the clip both act
+    noise = rng.normal(size=(S, J, d + d * d)) * 0.05
+    a = tf.copy()
+    _sep.sep_loop(X, order, a, th0, lw, 0.25, n, 1 / n, 0.3, noise)
+    assert_allclose(a, ref.sep_run(X, order, tf, th0, lw, 0.25, n, 1 / n, 0.3, noise)[0], rtol=1e-9, atol=1e-12)
+    sites = np.tile(tf, (n, 1, 1))
+    q = th0 + sites.sum(0)
+    s_, q_ = sites.copy(), q.copy()
+    sk = _sep.ep_loop(X, order, s_, q_, lw, 0.25, 1.0)
+    qr, sr, skr = ref.ep_run(X, order, sites, th0, lw, 0.25)
+    assert sk == skr
+    assert_allclose(q_, qr, rtol=1e-9, atol=1e-10)
+
+
+def test_projection_floors_eigenvalues_and_clips():
+    rng = np.random.default_rng(5)
+    for d in (1, 2, 4):
+        th = rng.normal(size=(3, d + d * d)) * 3
+        a = th.copy()
+        _sep.project_factor(a, d, 2.0)
+        assert_allclose(a, ref.project_factor(th, d, 2.0), atol=1e-12)
+        lam = ref.split(a, d)[1]
+        assert np.linalg.norm(a) <= 2.0 * (1 + 1e-12)
+        assert_allclose(lam, np.swapaxes(lam, 1, 2), atol=1e-15)
+        assert np.linalg.eigvalsh(lam).min() > -1e-12
+
+
+# ------------------------------------------------------------------ SEP vs EP, SEP vs truth
+def test_nonprivate_sep_converges_to_ep_on_easy_data():
+    X, mu = _data(n=300, J=3, sep=5.0, seed=2)
+    kw = dict(epsilon=math.inf, component_variance=0.25, prior_covariance=25.0, random_state=1, n_epochs=30)
+    ep = DPStochasticEP(3, method="ep", **kw).fit(X)
+    sep = DPStochasticEP(3, **kw).fit(X)
+    # the same optimum: every EP mean has a SEP mean within half a posterior standard deviation
+    # (SEP's factor keeps fluctuating with the last ~N/gamma rows it saw; clusters are 5 apart)
+    D = np.linalg.norm(ep.means_[:, None] - sep.means_[None], axis=-1)
+    sd = np.sqrt(np.trace(ep.means_covariance_, axis1=1, axis2=2))
+    assert np.all(D.min(axis=1) < 0.5 * sd)
+    idx = D.argmin(axis=1)
+    assert_allclose(sep.means_covariance_[idx], ep.means_covariance_, rtol=0.1, atol=1e-12)
+    # and both find the truth (error of a mean of ~100 points with s = 0.5)
+    assert np.linalg.norm(mu[:, None] - ep.means_[None], axis=-1).min(axis=1).max() < 0.2
+
+
+# ------------------------------------------------------------------ sensitivity, clipping
+def test_sensitivity_bound_is_never_exceeded_and_nearly_attained():
+    """Brute force over neighbouring datasets: the step's release changes by at most 2 gamma C / N."""
+    rng = np.random.default_rng(7)
+    J, d, n, C, gamma = 2, 2, 30, 1.0, 0.7
+    th0 = _prior(J, d)
+    lw = np.log([0.3, 0.7])
+    worst = 0.0
+    for _ in range(150):
+        tf = ref.project_factor(rng.normal(size=(J, d + d * d)), d, C) * rng.uniform(0.01, 1)
+        X = rng.normal(size=(n, d))
+        Xp = X.copy()
+        Xp[0] = rng.normal(size=d) * 10 ** rng.uniform(-1, 3)           # replace one row
+        X[0] = rng.normal(size=d) * 10 ** rng.uniform(-1, 3)
+        order = np.zeros(1, dtype=np.int64)
+        a, b = tf.copy(), tf.copy()
+        zero = np.zeros((1, J, d + d * d))
+        # the mean of the release (noise 0, projection off: clip = C only on f_n)
+        _sep.sep_loop(X, order, a, th0, lw, 0.25, n, gamma / n, C, None)
+        _sep.sep_loop(Xp, order, b, th0, lw, 0.25, n, gamma / n, C, None)
+        worst = max(worst, np.linalg.norm(a - b))
+        # a step on a row both datasets share changes nothing
+        c, e = tf.copy(), tf.copy()
+        _sep.sep_loop(X, order + 1, c, th0, lw, 0.25, n, gamma / n, C, zero)
+        _sep.sep_loop(Xp, order + 1, e, th0, lw, 0.25, n, gamma / n, C, zero)
+        assert_array_equal(c, e)
+    bound = 2 * gamma * C / n
+    assert worst <= bound * (1 + 1e-12)
+    assert worst >= 0.95 * bound
+    est = DPStochasticEP(2, epsilon=1.0, clip_norm=C, damping=gamma, n_epochs=1, random_state=0).fit(X)
+    assert est.privacy_.releases["factor"].sensitivity == pytest.approx(bound)
+
+
+def test_clipping_invariants_hold_after_every_step():
+    X, _ = _data(n=60, J=3, seed=4)
+    X[:3] *= 1e4                                       # outliers
+    J, d, C = 3, 2, 0.8
+    rng = np.random.default_rng(0)
+    th0 = _prior(J, d)
+    tf = ref.project_factor(rng.normal(size=(J, d + d * d)), d, C)
+    lw = np.log(np.full(J, 1 / J))
+    for s in range(200):
+        i = np.array([s % 60], dtype=np.int64)
+        noise = rng.normal(size=(1, J, d + d * d)) * 0.05
+        _sep.sep_loop(X, i, tf, th0, lw, 0.25, 60.0, 1 / 60, C, noise)
+        assert np.linalg.norm(tf) <= C * (1 + 1e-12)
+        lam = ref.split(tf, d)[1]
+        assert_array_equal(lam, np.swapaxes(lam, 1, 2))
+        assert np.linalg.eigvalsh(lam).min() >= -1e-12
+        assert np.linalg.eigvalsh(th0[:, d:].reshape(J, d, d) + 59 * lam).min() > 0   # cavity PD
+    # f_n is clipped before the damped update: with zero noise the step moves at most gamma C / N
+    a = tf.copy()
+    _sep.sep_loop(X, np.zeros(1, dtype=np.int64), a, th0, lw, 0.25, 60.0, 1 / 60, C, None)
+    assert np.linalg.norm(a - (1 - 1 / 60) * tf) <= C / 60 * (1 + 1e-12)
+
+
+# ------------------------------------------------------------------ accounting
+def test_shuffle_accounting_is_T_gaussian_releases_in_closed_form():
+    X, _ = _data(n=100)
+    est = DPStochasticEP(3, epsilon=2.0, delta=1e-5, n_epochs=7, random_state=0).fit(X)
+    rec = est.privacy_
+    r = rec.releases["factor"]
+    z = rec.event.event.event.noise_multiplier
+    assert r.noise_multiplier == pytest.approx(z, rel=1e-14)
+    assert rec.neighbouring == "replace" and r.count == 700 and est.n_steps_ == 700
+    assert rec.event == acc.NeighbouringEvent("replace", acc.SelfComposedEvent(acc.GaussianEvent(z), 7))
+    # mu-GDP with mu = sqrt(T)/z (Dong, Roth & Su): delta(eps) in closed form
+    from scipy.stats import norm
+    mu = math.sqrt(7) / z
+    dlt = norm.cdf(-2.0 / mu + mu / 2) - math.exp(2.0) * norm.cdf(-2.0 / mu - mu / 2)
+    assert dlt == pytest.approx(1e-5, rel=1e-4)
+    # the PLD accountant agrees; 2 % less noise misses the target
+    assert acc.get_accountant("pld", "replace")().compose(rec.event).get_epsilon(1e-5) <= 2.0 + 1e-3
+    tighter = sep_event(0.98 * z, 100, 7, "shuffle")
+    assert acc.get_accountant("gdp", "replace")().compose(tighter).get_epsilon(1e-5) > 2.0
+    with pytest.raises(acc.NeighbouringMismatchError):
+        acc.get_accountant("gdp", "add_remove")().compose(rec.event)
+
+
+def test_uniform_accounting_is_the_subsampled_rdp_bound():
+    X, _ = _data(n=40)
+    est = DPStochasticEP(3, epsilon=2.0, delta=1e-5, n_epochs=3, sampling="uniform", random_state=0).fit(X)
+    rec = est.privacy_
+    z = rec.event.event.event.event.noise_multiplier
+    assert rec.releases["factor"].noise_multiplier == pytest.approx(z, rel=1e-14)
+    inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(40, 1, acc.GaussianEvent(z)), 120)
+    assert rec.event == acc.NeighbouringEvent("replace", inner) and rec.accountant == "rdp"
+    eps = acc.RDPAccountant(neighbouring="replace").compose(rec.event).get_epsilon(1e-5)
+    assert eps == pytest.approx(rec.epsilon_spent) and eps <= 2.0
+    assert acc.RDPAccountant(neighbouring="replace").compose(
+        sep_event(0.98 * z, 40, 3, "uniform")).get_epsilon(1e-5) > 2.0
+    # amplification by sampling buys less noise than the shuffle's no-amplification bound
+    sh = DPStochasticEP(3, epsilon=2.0, delta=1e-5, n_epochs=3, random_state=0).fit(X)
+    assert z < sh.privacy_.releases["factor"].noise_multiplier
+    # each uniform step draws a row uniformly: every row appears, counts are binomial-ish
+    order = est._order(make_key(0), 40, 3)
+    assert order.min() >= 0 and order.max() < 40 and len(np.unique(order)) < 120
+    perm = sh._order(make_key(0), 40, 3)
+    for t in range(3):
+        assert_array_equal(np.sort(perm[t * 40:(t + 1) * 40]), np.arange(40))
+
+
+class TestSEPConformanceEquivalent:
+    """The conformance suite's properties for a per-step estimator (see module docstring)."""
+
+    def _fit(self, **kw):
+        X, _ = _data(n=80, seed=kw.pop("seed", 0))
+        p = dict(epsilon=1.0, n_epochs=5, component_variance=0.25, random_state=11)
+        p.update(kw)
+        return DPStochasticEP(3, **p).fit(X)
+
+    def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
+        a = self._fit(n_threads=1)
+        b = self._fit(n_threads=2)
+        for name in ("means_", "means_covariance_", "factor_"):
+            assert_array_equal(getattr(a, name), getattr(b, name))
+        assert not np.array_equal(a.means_, self._fit(random_state=12).means_)
+
+    def test_event_reaccounts_to_the_spent_epsilon(self):
+        rec = self._fit().privacy_
+        eps = acc.get_accountant(rec.accountant, "replace")().compose(rec.event).get_epsilon(rec.delta)
+        assert eps == pytest.approx(rec.epsilon_spent, rel=1e-9)
+        assert 0.99 * rec.epsilon <= rec.epsilon_spent <= rec.epsilon
+        # from the release record alone: T = count / N releases per row
+        r = rec.releases["factor"]
+        ev = sep_event(r.noise_multiplier, 80, r.count // 80, "shuffle")
+        assert acc.GDPAccountant(neighbouring="replace").compose(ev).get_epsilon(rec.delta) <= rec.epsilon
+
+    def test_noise_has_the_recorded_scale_and_the_output_only_sees_releases(self, monkeypatch):
+        blocks = []
+        real = ReleaseLayer.noise_block
+
+        def capture(layer, name, start, stop):
+            out = real(layer, name, start, stop)
+            blocks.append(out)
+            return out
+
+        monkeypatch.setattr(ReleaseLayer, "noise_block", capture)
+        est = self._fit(n_epochs=40)
+        noise = np.concatenate(blocks)
+        r = est.privacy_.releases["factor"]
+        assert noise.shape == (3200, *r.shape)
+        assert r.noise_scale == pytest.approx(r.noise_multiplier * 2 * 1.0 / 80)
+        assert np.std(noise) == pytest.approx(r.noise_scale, rel=0.03)     # 57,600 draws
+        assert abs(np.corrcoef(noise[:-1, 0, 0], noise[1:, 0, 0])[0, 1]) < 0.06
+        # the fitted factor is the twin's run on these very noise rows
+        X, _ = _data(n=80, seed=0)
+        key = make_key(11)
+        J, d = 3, 2
+        th0 = _prior(J, d)
+        z = np.empty(J * d)
+        core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
+        tf = ref.join(z.reshape(J, d) / 80, np.tile(np.eye(d) / 80, (J, 1, 1)))
+        tf = ref.project_factor(tf, d, 1.0)
+        want, _ = ref.sep_run(X, est._order(key, 80, 40), tf, th0, np.log(np.full(J, 1 / J)), 0.25, 80, 1 / 80,
+                              1.0, noise)
+        assert_allclose(est.factor_, want, rtol=1e-8, atol=1e-12)
+
+    def test_epsilon_inf_is_plain_sep_of_the_twin(self):
+        est = self._fit(epsilon=math.inf, n_epochs=3)
+        assert est.privacy_ is None
+        X, _ = _data(n=80, seed=0)
+        key = make_key(11)
+        J, d = 3, 2
+        z = np.empty(J * d)
+        core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
+        tf = ref.join(z.reshape(J, d) / 80, np.tile(np.eye(d) / 80, (J, 1, 1)))
+        want, _ = ref.sep_run(X, est._order(key, 80, 3), tf, _prior(J, d), np.log(np.full(J, 1 / J)), 0.25,
+                              80, 1 / 80)
+        assert_allclose(est.factor_, want, rtol=1e-9, atol=1e-13)
+
+    @pytest.mark.parametrize("kw, exc, match", [
+        (dict(epsilon=0.0), ValueError, "epsilon"),
+        (dict(epsilon=-1.0), ValueError, "epsilon"),
+        (dict(epsilon="1"), TypeError, "epsilon"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=1.0), ValueError, "delta"),
+        (dict(clip_norm=0.0), ValueError, "clip_norm"),
+        (dict(clip_norm=math.inf), ValueError, "clip_norm"),
+        (dict(damping=1.5), ValueError, "damping"),
+        (dict(n_epochs=0), ValueError, "n_epochs"),
+        (dict(sampling="poisson"), ValueError, "sampling"),
+        (dict(method="vi"), ValueError, "method"),
+        (dict(method="ep"), ValueError, "method='ep' is non-private"),
+        (dict(component_variance=-1.0), ValueError, "component_variance"),
+        (dict(prior_mean=[0.0, np.nan]), ValueError, "prior_mean"),
+        (dict(prior_mean=[0.0, 0.0, 0.0]), ValueError, "prior_mean"),
+        (dict(prior_covariance=-1.0), ValueError, "prior_covariance"),
+        (dict(prior_covariance=np.ones((3, 3))), ValueError, "prior_covariance"),
+        (dict(weights=[0.5, 0.5]), ValueError, "weights"),
+        (dict(weights=[0.5, 0.6, -0.1]), ValueError, "weights"),
+        (dict(n_components=0), ValueError, "n_components"),
+        (dict(n_components=100), ValueError, "n_components"),
+    ])
+    def test_bad_parameters(self, kw, exc, match):
+        X, _ = _data(n=20)
+        p = dict(n_epochs=1, random_state=0)
+        p.update(kw)
+        n_comp = p.pop("n_components", 3)
+        with pytest.raises(exc, match=match):
+            DPStochasticEP(n_comp, **p).fit(X)
+
+    def test_bad_data(self):
+        est = DPStochasticEP(2, n_epochs=1, random_state=0)
+        X, _ = _data(n=20)
+        for bad, match in [(np.array([[np.nan, 0.0]] * 5), "NaN"), (np.array([[np.inf, 0.0]] * 5), "infinity"),
+                           (np.zeros((0, 2)), "0 sample"), (np.zeros(5), "2D array")]:
+            with pytest.raises(ValueError, match=match):
+                est.fit(bad)
+        est.fit(X)
+        with pytest.raises(ValueError, match="features"):
+            est.predict(np.zeros((3, 3)))
+
+    @pytest.mark.parametrize("epsilon", [1.0, math.inf])
+    def test_huge_finite_rows_give_finite_output(self, epsilon):
+        X, _ = _data(n=40)
+        X[:5] = 1e300
+        X[5] = -1e300
+        est = DPStochasticEP(3, epsilon=epsilon, n_epochs=2, random_state=0).fit(X)
+        assert np.all(np.isfinite(est.means_)) and np.all(np.isfinite(est.means_covariance_))
+        assert np.all(np.isfinite(est.predict_proba(X[6:])))
+
+    def test_predict_and_score(self):
+        X, mu = _data(n=300, J=3, sep=5.0, seed=2)
+        est = DPStochasticEP(3, epsilon=math.inf, component_variance=0.25, prior_covariance=25.0,
+                             n_epochs=20, random_state=1).fit(X)
+        p = est.predict_proba(X)
+        assert_allclose(p.sum(1), 1.0)
+        assert_array_equal(est.predict(X), p.argmax(1))
+        assert est.score(X) == pytest.approx(est.score_samples(X).mean())
+        worse = DPStochasticEP(3, epsilon=math.inf, component_variance=0.25, prior_mean=[50.0, 50.0],
+                               n_epochs=1, random_state=1).fit(X)
+        assert est.score(X) > worse.score(X)
