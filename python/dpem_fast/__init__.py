@@ -6,13 +6,14 @@ from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis  # noqa: E402
-from .mixture import DPBernoulliMixture, DPGaussianMixture  # noqa: E402
+from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM  # noqa: E402
 
 __all__ = [
     "DPGaussianMixture",
     "DPBernoulliMixture",
     "DPKMeans",
     "DPFactorAnalysis",
+    "DPGradientEM",
     "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",

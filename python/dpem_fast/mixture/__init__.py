@@ -1,6 +1,7 @@
 """Private mixture models on the private-EM engine, and the DP-EM paper's own plan."""
 from ._dp_bernoulli import DPBernoulliMixture
+from ._dg_em import DPGradientEM
 from ._dp_gmm import DPGaussianMixture
 from ._paper import dpem_plan
 
-__all__ = ["DPGaussianMixture", "DPBernoulliMixture", "dpem_plan"]
+__all__ = ["DPGaussianMixture", "DPBernoulliMixture", "DPGradientEM", "dpem_plan"]
