@@ -269,9 +269,9 @@ def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
                     t = 0.0
                     for j in range(d):
                         t = t + means[0, j] * X[i, j]
-                    w = 0.5 * (1.0 + tanh(t / sigma2))
-                    out_resp[i, 0] = w
-                    out_resp[i, 1] = 1.0 - w
+                    w = 2.0 * t / sigma2
+                    out_resp[i, 0] = 1.0 / (1.0 + exp(-w))
+                    out_resp[i, 1] = 1.0 / (1.0 + exp(w))
                 else:
                     t = 0.0
                     for k in range(K):
