@@ -75,8 +75,8 @@ cdef double _expected_psi(double u, double beta_m, const double *glx, const doub
     for q in range(ngl):
         y = a * glx[q]
         z = (y - u) / tau
-        mid = mid + a * glw[q] * (y - y * y * y / 6.0) * (exp(-0.5 * z * z) / (tau * sqrt(2.0 * M_PI)))
-    return mid + tails
+        mid = mid + glw[q] * (y - y * y * y / 6.0) * exp(-0.5 * z * z)
+    return mid * (a / (tau * sqrt(2.0 * M_PI))) + tails
 
 
 def expected_psi(const double[::1] u,       # IN  (n,)

@@ -39,7 +39,7 @@ PSI_MAX = 2.0 * SQRT2 / 3.0
 #: above it Gauss-Legendre quadrature over [-sqrt 2, sqrt 2] (see ``expected_psi``)
 TAU_SWITCH = 0.5
 #: Gauss-Legendre nodes on [-1, 1]
-GL_NODES = 32
+GL_NODES = 20
 _X, _W = np.polynomial.legendre.leggauss(GL_NODES)
 
 
