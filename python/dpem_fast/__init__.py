@@ -6,7 +6,7 @@ from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis  # noqa: E402
-from .mixture import DPBernoulliMixture, DPGaussianMixture, DPStochasticEP  # noqa: E402
+from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM, DPStochasticEP  # noqa: E402
 
 __all__ = [
     "DPGaussianMixture",
@@ -14,6 +14,7 @@ __all__ = [
     "DPStochasticEP",
     "DPKMeans",
     "DPFactorAnalysis",
+    "DPGradientEM",
     "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",

@@ -1,0 +1,283 @@
+"""Gradient-EM statistics: per-sample gradients, their robust (truncated) or clipped sum.
+
+Two Gaussian mixtures with known covariance ``sigma2 I`` and equal weights:
+
+* ``symmetric``: ``y = z beta + e``, ``z = +-1`` (Balakrishnan, Wainwright & Yu 2017;
+  Wang et al. 2020; DG-EM Sec. 4); per-sample gradient of Q(. | beta) at beta, times
+  sigma2: ``g_i = tanh(<beta, y_i>/sigma2) y_i - beta`` (d coordinates);
+* K components: ``g_ik = gamma_ik (y_i - mu_k)`` (K d coordinates), gamma the posterior.
+
+Per row the kernel forms ``g_i`` (m coordinates) and adds into its block's partials:
+
+* ``raw``:  ``g_i`` (the non-private gradient EM, ``epsilon=inf``);
+* ``stat``: ``estimator=1`` (DG-EM, truncated): per coordinate ``s E psi(g_ij (1 + eps)/s)``
+  with the Catoni-Giulini psi and eps ~ N(0, 1/beta_m) integrated out in closed form
+  (``expected_psi``); ``estimator=2`` (clipped): ``g_i min(1, C / |g_i|)``; 0: nothing;
+* the log-likelihood of the row and whether it was truncated / clipped (diagnostics).
+
+Work layout (reproducibility contract): rows are cut into ``dpc_block_count(n, 2 m + 2)``
+blocks of whole chunks (``DPC_CHUNK_SIZE`` rows); block b owns row b of every partial
+array and walks its rows in order; the caller sums the partial rows in block order.  The
+block count depends on n and m only, so results do not depend on the thread count.
+"""
+from cython cimport floating
+from cython.parallel cimport prange, parallel
+from libc.math cimport exp, erfc, fabs, log, log1p, sqrt, tanh, M_PI
+from libc.stdlib cimport malloc, free
+
+from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block
+
+cdef double _SQRT2 = 1.4142135623730951
+cdef double _PSI_MAX = 0.9428090415820634      # 2 sqrt(2) / 3
+#: tau below which the truncated-moment recursion is used (quadrature above); as
+#: dpem_fast._reference.gradem.TAU_SWITCH
+TAU_SWITCH = 0.5
+cdef double _TAU_SWITCH = 0.5
+
+
+def block_count(Py_ssize_t n, Py_ssize_t m):
+    """Partial rows (blocks) for n rows of m gradient coordinates; independent of threads.
+
+    Equivalent to: ``_contract.block_count(n, 2 * m + 2)``.
+    """
+    return dpc_block_count(n, 2 * m + 2)
+
+
+cdef inline double _upper(double z) noexcept nogil:
+    """P(Z > z)."""
+    return 0.5 * erfc(z / _SQRT2)
+
+
+cdef inline double _phi(double z) noexcept nogil:
+    return exp(-0.5 * z * z) * 0.3989422804014327
+
+
+cdef double _expected_psi(double u, double beta_m, const double *glx, const double *glw,
+                          Py_ssize_t ngl) noexcept nogil:
+    """E psi(u (1 + eps)), eps ~ N(0, 1/beta_m): as ``_reference.gradem.expected_psi``."""
+    cdef double a = _SQRT2, tau, tails, al, b, m0, m1, m2, m3, pa, pb, y, z, mid
+    cdef Py_ssize_t q
+    if u == 0.0:
+        return 0.0
+    tau = fabs(u) / sqrt(beta_m)
+    tails = _PSI_MAX * (_upper((a - u) / tau) - _upper((a + u) / tau))
+    if tau < _TAU_SWITCH:
+        al = (-a - u) / tau
+        b = (a - u) / tau
+        m0 = 1.0 - _upper(b) - _upper(-al)
+        pa = _phi(al)
+        pb = _phi(b)
+        m1 = u * m0 - tau * (pb - pa)
+        m2 = u * m1 + tau * tau * m0 - tau * a * (pb + pa)
+        m3 = u * m2 + 2.0 * tau * tau * m1 - tau * a * a * (pb - pa)
+        return (m1 - m3 / 6.0) + tails
+    mid = 0.0
+    for q in range(ngl):
+        y = a * glx[q]
+        z = (y - u) / tau
+        mid = mid + glw[q] * (y - y * y * y / 6.0) * exp(-0.5 * z * z)
+    return mid * (a / (tau * sqrt(2.0 * M_PI))) + tails
+
+
+def expected_psi(const double[::1] u,       # IN  (n,)
+                 double beta_m,
+                 const double[::1] glx,     # IN  (q,) Gauss-Legendre nodes on [-1, 1]
+                 const double[::1] glw,     # IN  (q,) their weights
+                 double[::1] out):          # OUT (n,)
+    """Test wrapper of the kernel's closed form.
+
+    Equivalent to: ``_reference.gradem.expected_psi(u, beta_m)``.
+    """
+    cdef Py_ssize_t i
+    if out.shape[0] != u.shape[0] or glx.shape[0] != glw.shape[0] or glx.shape[0] < 1:
+        raise ValueError("shapes do not match")
+    if not beta_m > 0.0:
+        raise ValueError("beta_m must be > 0")
+    for i in range(u.shape[0]):
+        out[i] = _expected_psi(u[i], beta_m, &glx[0], &glw[0], glx.shape[0])
+
+
+cdef double _row_gradient(const floating *y, Py_ssize_t d, Py_ssize_t K, const double *means,
+                          double sigma2, int symmetric, double *g, double *lp) noexcept nogil:
+    """g (m coordinates) of one row; returns log p(y)."""
+    cdef Py_ssize_t j, k
+    cdef double t = 0.0, yy = 0.0, bb = 0.0, w, at, diff, mx, s, ll
+    cdef double norm_const = -0.5 * d * log(2.0 * M_PI * sigma2)
+    if symmetric:
+        for j in range(d):
+            t = t + means[j] * y[j]
+            yy = yy + (<double> y[j]) * y[j]
+            bb = bb + means[j] * means[j]
+        t = t / sigma2
+        w = tanh(t)
+        for j in range(d):
+            g[j] = w * y[j] - means[j]
+        at = fabs(t)
+        return -(yy + bb) / (2.0 * sigma2) + at + log1p(exp(-2.0 * at)) - log(2.0) + norm_const
+    mx = -1e308
+    for k in range(K):
+        s = 0.0
+        for j in range(d):
+            diff = y[j] - means[k * d + j]
+            s = s + diff * diff
+        lp[k] = -s / (2.0 * sigma2)
+        if lp[k] > mx:
+            mx = lp[k]
+    s = 0.0
+    for k in range(K):
+        lp[k] = exp(lp[k] - mx)
+        s = s + lp[k]
+    ll = mx + log(s)
+    for k in range(K):
+        w = lp[k] / s
+        for j in range(d):
+            g[k * d + j] = w * (y[j] - means[k * d + j])
+    return ll - log(<double> K) + norm_const
+
+
+cdef void _block(const floating *X, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t d, Py_ssize_t K,
+                 const double *means, double sigma2, int symmetric, int estimator,
+                 double scale, double beta_m, const double *glx, const double *glw, Py_ssize_t ngl,
+                 double *raw, double *stat, double *ll_acc, double *clip_acc,
+                 double *g, double *lp) noexcept nogil:
+    """Rows r0..r1-1 in order, added into one block's partial row."""
+    cdef Py_ssize_t m = d if symmetric else K * d
+    cdef Py_ssize_t i, j
+    cdef double ll = 0.0, nclip = 0.0, nrm, f
+    cdef int hit
+    for i in range(r0, r1):
+        ll = ll + _row_gradient(X + i * d, d, K, means, sigma2, symmetric, g, lp)
+        for j in range(m):
+            raw[j] = raw[j] + g[j]
+        if estimator == 1:
+            hit = 0
+            for j in range(m):
+                if fabs(g[j]) > _SQRT2 * scale:
+                    hit = 1
+                stat[j] = stat[j] + scale * _expected_psi(g[j] / scale, beta_m, glx, glw, ngl)
+            nclip = nclip + hit
+        elif estimator == 2:
+            nrm = 0.0
+            for j in range(m):
+                nrm = nrm + g[j] * g[j]
+            nrm = sqrt(nrm)
+            f = 1.0
+            if nrm > scale:
+                f = scale / nrm
+                nclip = nclip + 1.0
+            for j in range(m):
+                stat[j] = stat[j] + g[j] * f
+    ll_acc[0] = ll
+    clip_acc[0] = nclip
+
+
+def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
+                 const double[:, ::1] means,     # IN  (1, d) beta if symmetric, else (K, d)
+                 double sigma2,
+                 int symmetric,
+                 int estimator,                  # 0 raw only, 1 truncated, 2 clipped
+                 double scale,                   # s (truncated) or C (clipped)
+                 double beta_m,                  # precision of the multiplicative noise
+                 const double[::1] glx,          # IN  (q,) Gauss-Legendre nodes on [-1, 1]
+                 const double[::1] glw,          # IN  (q,)
+                 double[:, ::1] part_raw,        # OUT (n_blocks, m)
+                 double[:, ::1] part_stat,       # OUT (n_blocks, m)
+                 double[::1] part_ll,            # OUT (n_blocks,)
+                 double[::1] part_clipped,       # OUT (n_blocks,)
+                 int n_threads):
+    """Per-block float64 partials of the gradient-EM statistics.
+
+    ``n_blocks`` must equal ``block_count(n, m)`` (m = d if symmetric else K d); sum the
+    partials over axis 0 in block order.
+
+    Equivalent to: ``_reference.gradem.gradem_stats_reference`` split over blocks of rows.
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
+    cdef Py_ssize_t m = d if symmetric else K * d
+    cdef Py_ssize_t nb = block_count(n, m), n_chunks = dpc_chunk_count(n), cpb, b, r0, r1
+    cdef Py_ssize_t ngl = glx.shape[0]
+    cdef int failed = 0
+    cdef int *failed_p = &failed
+    cdef double *buf
+    if means.shape[1] != d or K < 1 or (symmetric and K != 1):
+        raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
+    if (part_raw.shape[0] != nb or part_raw.shape[1] != m or part_stat.shape[0] != nb
+            or part_stat.shape[1] != m or part_ll.shape[0] != nb or part_clipped.shape[0] != nb):
+        raise ValueError("partial arrays must have n_blocks = block_count(n, m) rows of m")
+    if ngl < 1 or glw.shape[0] != ngl:
+        raise ValueError("quadrature nodes and weights must have the same length >= 1")
+    if not (sigma2 > 0.0 and scale > 0.0 and beta_m > 0.0) or estimator < 0 or estimator > 2:
+        raise ValueError("sigma2, scale and beta_m must be > 0; estimator in {0, 1, 2}")
+    part_raw[:, :] = 0.0
+    part_stat[:, :] = 0.0
+    part_ll[:] = 0.0
+    part_clipped[:] = 0.0
+    if n == 0:
+        return
+    cpb = dpc_chunks_per_block(n_chunks, nb)
+    n_threads = max(1, min(n_threads, nb))
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc((m + K) * sizeof(double))
+        if buf == NULL:
+            failed_p[0] = 1
+        for b in prange(nb, schedule='static'):
+            if buf != NULL:
+                r0 = min(n, b * cpb * DPC_CHUNK_SIZE)
+                r1 = min(n, (b + 1) * cpb * DPC_CHUNK_SIZE)
+                _block(&X[0, 0], r0, r1, d, K, &means[0, 0], sigma2, symmetric, estimator,
+                       scale, beta_m, &glx[0], &glw[0], ngl, &part_raw[b, 0], &part_stat[b, 0],
+                       &part_ll[b], &part_clipped[b], buf, buf + m)
+        free(buf)
+    if failed:
+        raise MemoryError("could not allocate gradient-EM scratch")
+
+
+def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
+                  const double[:, ::1] means,    # IN  (1, d) or (K, d)
+                  double sigma2,
+                  int symmetric,
+                  double[::1] out_ll,            # OUT (n,) log p(y_i)
+                  double[:, ::1] out_resp,       # OUT (n, 2 if symmetric else K) posteriors
+                  int n_threads):
+    """Per-row log-likelihood and posteriors (score_samples / predict_proba).
+
+    Symmetric: component 0 has mean beta, component 1 mean -beta.
+    """
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
+    cdef Py_ssize_t m = d if symmetric else K * d
+    cdef Py_ssize_t i, k, kk = 2 if symmetric else K
+    cdef int failed = 0
+    cdef int *failed_p = &failed
+    cdef double *buf
+    cdef double t, w
+    cdef Py_ssize_t j
+    if means.shape[1] != d or K < 1 or (symmetric and K != 1):
+        raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
+    if out_ll.shape[0] != n or out_resp.shape[0] != n or out_resp.shape[1] != kk or not sigma2 > 0.0:
+        raise ValueError("shapes do not match")
+    if n == 0:
+        return
+    n_threads = max(1, min(n_threads, dpc_chunk_count(n)))
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc((m + K) * sizeof(double))
+        if buf == NULL:
+            failed_p[0] = 1
+        for i in prange(n, schedule='static'):
+            if buf != NULL:
+                out_ll[i] = _row_gradient(&X[i, 0], d, K, &means[0, 0], sigma2, symmetric, buf, buf + m)
+                if symmetric:
+                    t = 0.0
+                    for j in range(d):
+                        t = t + means[0, j] * X[i, j]
+                    w = 2.0 * t / sigma2
+                    out_resp[i, 0] = 1.0 / (1.0 + exp(-w))
+                    out_resp[i, 1] = 1.0 / (1.0 + exp(w))
+                else:
+                    t = 0.0
+                    for k in range(K):
+                        t = t + buf[m + k]
+                    for k in range(K):
+                        out_resp[i, k] = buf[m + k] / t
+        free(buf)
+    if failed:
+        raise MemoryError("could not allocate gradient-EM scratch")

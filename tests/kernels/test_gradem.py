@@ -1,0 +1,215 @@
+"""Gradient-EM kernel: numpy twin, thread invariance, psi and its closed-form expectation
+against direct integration, the gradient against finite differences, and the truncated /
+clipped statistics' sensitivities by brute force over neighbouring datasets."""
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy import integrate
+from scipy.optimize import brentq
+from scipy.special import expit
+
+from dpem_fast import DPGradientEM
+from dpem_fast._reference import gradem as R
+from dpem_fast.mixture._gradem_kernel import expected_psi, gradem_loglik, gradem_stats
+
+
+def _data(n, d, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, d)) * rng.choice([0.3, 3.0, 30.0], size=(n, 1))).astype(dtype)
+
+
+CASES = [(True, 1, "truncated", 1.5), (True, 1, "clipped", 2.0), (False, 3, "truncated", 0.7),
+         (False, 3, "clipped", 1.0), (False, 1, "truncated", 1.0), (True, 1, "raw", 1.0)]
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-11), (np.float32, 1e-5)])
+@pytest.mark.parametrize("n", [1, 255, 1000, 4099])
+@pytest.mark.parametrize("symmetric, K, estimator, scale", CASES)
+def test_kernel_equals_numpy_twin_and_is_thread_invariant(dtype, tol, n, symmetric, K, estimator, scale):
+    d = 5
+    X = _data(n, d, dtype)
+    means = np.random.default_rng(1).normal(size=(K, d))
+    a = gradem_stats(X, means, 1.7, symmetric=symmetric, estimator=estimator, scale=scale, beta_m=2.5, n_threads=1)
+    b = gradem_stats(X, means, 1.7, symmetric=symmetric, estimator=estimator, scale=scale, beta_m=2.5, n_threads=2)
+    for name in a:
+        assert_array_equal(a[name], b[name])
+    assert (a.loglik, a.n_clipped) == (b.loglik, b.n_clipped)
+    ref = R.gradem_stats_reference(X.astype(np.float64), means, 1.7, symmetric=symmetric,
+                                   estimator="truncated" if estimator == "raw" else estimator, scale=scale,
+                                   beta_m=2.5)
+    scale_of = np.abs(X.astype(np.float64)).sum() + 1.0
+    assert_allclose(a["raw"], ref["raw"], rtol=tol, atol=tol * scale_of)
+    if estimator != "raw":
+        assert_allclose(a["grad"], ref["grad"], rtol=tol, atol=tol * n * scale)
+        assert a.n_clipped == ref["n_clipped"]
+    else:
+        assert_array_equal(a["grad"], 0.0)
+    assert a.loglik == pytest.approx(ref["loglik"], rel=tol)
+    assert a["count"][0] == n
+
+
+def test_empty_rows_and_loglik_posteriors():
+    means = np.ones((1, 3))
+    s = gradem_stats(np.empty((0, 3)), means, 1.0, symmetric=True, estimator="truncated")
+    assert_array_equal(s["grad"], 0.0) and s.n_rows == 0
+    X = _data(300, 3, np.float64)
+    ll, resp = gradem_loglik(X, means, 0.8, symmetric=True)
+    _, ll_ref = R.symmetric_gradient_reference(X, means[0], 0.8)
+    assert_allclose(ll, ll_ref, rtol=1e-12)
+    assert_allclose(resp[:, 0], expit(2 * X @ means[0] / 0.8), rtol=1e-12)
+    assert_allclose(resp[:, 1], expit(-2 * X @ means[0] / 0.8), rtol=1e-12)
+    mu = np.random.default_rng(3).normal(size=(4, 3))
+    ll, resp = gradem_loglik(X, mu, 0.8, symmetric=False)
+    g, ll_ref = R.mixture_gradient_reference(X, mu, 0.8)
+    assert_allclose(ll, ll_ref, rtol=1e-12)
+    assert_allclose(resp.sum(1), 1.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="means"):
+        gradem_stats(X, np.ones((2, 3)), 1.0, symmetric=True, estimator="clipped")
+
+
+# ------------------------------------------------------------------------ psi
+def test_psi_shape():
+    x = np.linspace(-5, 5, 10001)
+    p = R.psi(x)
+    assert_allclose(p, -R.psi(-x), atol=0)
+    assert np.max(np.abs(p)) == pytest.approx(R.PSI_MAX, rel=1e-15)
+    a = math.sqrt(2.0)
+    assert R.psi(np.array([a - 1e-12]))[0] == pytest.approx(R.PSI_MAX, abs=1e-11)     # continuous
+    assert np.all(np.diff(p) >= -1e-15)                                               # nondecreasing
+    # the defining inequality of Catoni-Giulini: -log(1 - x + x^2/2) <= psi(x) <= log(1 + x + x^2/2)
+    assert np.all(p <= np.log1p(x + x * x / 2) + 1e-12)
+    assert np.all(p >= -np.log1p(-x + x * x / 2) - 1e-12)
+
+
+def _direct(u, beta_m):
+    """E psi(u (1 + eps)) by adaptive quadrature in the standard normal variable."""
+    if u == 0.0:
+        return 0.0
+    tau, a = abs(u) / math.sqrt(beta_m), math.sqrt(2.0)
+
+    def f(z):
+        return float(R.psi(np.array([u + tau * z]))[0]) * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+    br = sorted({-40.0, 40.0, *(min(max((s * a - u) / tau, -40.0), 40.0) for s in (-1, 1))})
+    with warnings.catch_warnings():     # quad may warn that 1e-13 is out of reach; the
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)   # comparison decides
+        return math.fsum(integrate.quad(f, lo, hi, limit=400, epsabs=1e-15, epsrel=1e-13)[0]
+                         for lo, hi in zip(br[:-1], br[1:]) if hi > lo)
+
+
+@pytest.mark.parametrize("beta_m", [0.3, 1.0, 4.0, 30.0, 1e4])
+def test_expected_psi_against_numerical_integration(beta_m):
+    us = np.array([-80.0, -4.0, -1.1, -0.2, 1e-3, 0.05, 0.3, 0.499, 0.501, 0.9, 1.4, 2.0, 3.3, 7.0, 60.0, 1e5])
+    direct = np.array([_direct(u, beta_m) for u in us])
+    assert_allclose(R.expected_psi(us, beta_m), direct, rtol=1e-10, atol=1e-13)
+    assert_allclose(expected_psi(us, beta_m), direct, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("beta_m", [0.5, 1.0, 9.0])
+def test_closed_form_main_term_and_correction(beta_m):
+    """E psi = u - u^3 (1 + 3/beta_m)/6 + correction, the correction being the tails'
+    E[(psi(Y) - Y + Y^3/6) 1{|Y| > sqrt2}] integrated directly."""
+    a = math.sqrt(2.0)
+    for u in (0.05, 0.4, 1.0, 2.5):
+        tau = u / math.sqrt(beta_m)
+
+        def corr(z):
+            y = u + tau * z
+            return (float(R.psi(np.array([y]))[0]) - y + y ** 3 / 6) * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
+        c = (integrate.quad(corr, -60, (-a - u) / tau, epsabs=1e-15, limit=400)[0]
+             + integrate.quad(corr, (a - u) / tau, 60, epsabs=1e-15, limit=400)[0])
+        main = u - u ** 3 * (1 + 3 / beta_m) / 6
+        assert R.expected_psi(np.array([u]), beta_m)[0] == pytest.approx(main + c, rel=1e-9, abs=1e-13)
+
+
+@pytest.mark.parametrize("beta_m", [0.25, 1.0, 4.0, 25.0])
+def test_sup_of_expected_psi_by_brute_force(beta_m):
+    M, _ = R.expected_psi_sup(beta_m)
+    u = np.concatenate([np.logspace(-4, 9, 200001), -np.logspace(-4, 9, 2001)])
+    vals = np.abs(expected_psi(u, beta_m))
+    assert vals.max() <= M * (1 + 1e-9)
+    assert vals.max() >= M * (1 - 1e-6)
+    assert M < R.PSI_MAX
+
+
+# ------------------------------------------------------------------ gradients
+def test_symmetric_gradient_is_the_score_by_finite_differences():
+    """sigma2 grad_beta sum_i log p(y_i; beta) = sum_i g_i (Fisher's identity: the gradient of
+    Q(.|beta) at beta equals the gradient of the log-likelihood), and the gradient of Q
+    itself by central differences."""
+    X = _data(400, 4, np.float64, seed=2)
+    beta = np.array([0.7, -0.2, 1.1, 0.3])
+    s2 = 1.6
+    g, _ = R.symmetric_gradient_reference(X, beta, s2)
+
+    def loglik(b):
+        return R.symmetric_gradient_reference(X, b, s2)[1].sum()
+
+    w = 0.5 * (1 + np.tanh(X @ beta / s2))
+
+    def Q(b):
+        return -(w @ np.sum((X - b) ** 2, 1) + (1 - w) @ np.sum((X + b) ** 2, 1)) / (2 * s2)
+
+    h = 1e-5
+    for f in (loglik, Q):
+        fd = np.array([(f(beta + h * e) - f(beta - h * e)) / (2 * h) for e in np.eye(4)])
+        assert_allclose(s2 * fd, g.sum(0), rtol=1e-6, atol=1e-6)
+
+
+def test_mixture_gradient_is_the_score_by_finite_differences():
+    X = _data(300, 3, np.float64, seed=3)
+    mu = np.random.default_rng(4).normal(size=(3, 3)) * 2
+    s2 = 2.2
+    g, _ = R.mixture_gradient_reference(X, mu, s2)
+
+    def loglik(m):
+        return R.mixture_gradient_reference(X, m.reshape(3, 3), s2)[1].sum()
+
+    h = 1e-5
+    fd = np.array([(loglik(mu.ravel() + h * e) - loglik(mu.ravel() - h * e)) / (2 * h) for e in np.eye(9)])
+    assert_allclose(s2 * fd, g.sum(0), rtol=1e-6, atol=1e-6)
+
+
+# ------------------------------------------------ sensitivity, whole datasets
+@pytest.mark.parametrize("estimator", ["truncated", "clipped"])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("rel", ["replace", "add_remove"])
+def test_brute_force_sensitivity_over_neighbouring_datasets(estimator, symmetric, rel):
+    """Small datasets, every neighbour built from a candidate set of rows (extreme and
+    ordinary ones) at several parameters: the released statistic of the whole dataset
+    never moves by more than the declared sensitivity, and comes within 5 % of it."""
+    d, K = 2, (2 if symmetric else 3)
+    est = DPGradientEM(K, symmetric=symmetric, estimator=estimator, truncation_scale=0.8, clip_norm=1.3,
+                       neighbouring=rel, component_variance=0.9)
+    declared = est._statistic_specs(d)[0].sensitivity("l2", rel)
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(4, d))
+    U = 1e6
+    cands = [np.array(v, dtype=float) for v in itertools.product([-U, -3.0, -0.5, 0.0, 0.5, 3.0, U], repeat=d)]
+    params = [np.array([[3.0, -3.0]]), np.array([[0.4, 0.1]])] if symmetric else \
+        [np.zeros((K, d)), rng.normal(size=(K, d))]
+    best = 0.0
+    for means in params:
+        extra = []
+        if symmetric and abs(means[0] @ np.ones(d)) < 1e-12:
+            # g = +-U 1 exactly: y = (g + beta) / tanh(t), t tanh t = |beta|^2 / sigma2
+            t = brentq(lambda t: t * math.tanh(t) - means[0] @ means[0] / 0.9, 1e-9, 1e3)
+            extra = [(sgn * U + means[0]) / math.tanh(t) for sgn in (1.0, -1.0)]
+
+        def stat(Y):
+            return gradem_stats(Y, means, 0.9, symmetric=symmetric, estimator=estimator,
+                                scale=est._scale(), beta_m=1.0, n_threads=1)["grad"]
+        ref = stat(base)
+        S = np.array([stat(np.vstack([base, c])) for c in cands + extra])
+        if rel == "add_remove":
+            change = np.linalg.norm(S - ref, axis=1)
+        else:
+            change = np.linalg.norm(S[:, None, :] - S[None, :, :], axis=2)
+        assert change.max() <= declared * (1 + 1e-9)
+        best = max(best, change.max())
+    assert best >= 0.95 * declared, (best, declared)
