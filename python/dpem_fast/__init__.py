@@ -5,7 +5,7 @@ from . import accounting, cluster, decomposition, io, random  # noqa: E402
 from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
-from .decomposition import DPFactorAnalysis  # noqa: E402
+from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
 from .mixture import DPBernoulliMixture, DPGaussianMixture  # noqa: E402
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DPBernoulliMixture",
     "DPKMeans",
     "DPFactorAnalysis",
+    "DPLatentDirichletAllocation",
     "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",
