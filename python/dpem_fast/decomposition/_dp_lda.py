@@ -274,7 +274,7 @@ class DPLatentDirichletAllocation(TransformerMixin, BaseEstimator):
     # ----------------------------------------------------------- helpers
     def _estep(self, X, eb, gamma0, alpha, clip, n_threads, want_stats=True):
         K, V = eb.shape
-        gamma = np.ascontiguousarray(gamma0, dtype=np.float64)
+        gamma = np.array(gamma0, dtype=np.float64, order="C")        # a copy: the kernel writes it
         n = gamma.shape[0]
         sstats_t = np.zeros((V, K) if want_stats else (0, K))
         norms = np.zeros(n)
@@ -295,7 +295,10 @@ class DPLatentDirichletAllocation(TransformerMixin, BaseEstimator):
         capped = np.flatnonzero(lengths > N)
         for d in capped:
             lo, hi = X.indptr[d], X.indptr[d + 1]
-            X.data[lo:hi] = rng.multivariate_hypergeometric(X.data[lo:hi].astype(np.int64), N)
+            # N of the document's L tokens without replacement: positions, then their terms
+            ends = np.cumsum(X.data[lo:hi].astype(np.int64))
+            pos = rng.choice(int(ends[-1]), N, replace=False, shuffle=False)
+            X.data[lo:hi] = np.bincount(np.searchsorted(ends, pos, side="right"), minlength=hi - lo)
         X.eliminate_zeros()
         return X, int(capped.size)
 
