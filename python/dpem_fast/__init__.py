@@ -5,7 +5,7 @@ from . import accounting, cluster, decomposition, io, random  # noqa: E402
 from ._config import show_config  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
-from .decomposition import DPFactorAnalysis  # noqa: E402
+from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
 from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM, DPStochasticEP  # noqa: E402
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "DPKMeans",
     "DPFactorAnalysis",
     "DPGradientEM",
+    "DPLatentDirichletAllocation",
     "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",

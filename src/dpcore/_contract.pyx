@@ -7,7 +7,7 @@ E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, 
 """
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_MAX_BLOCKS, DPC_MIN_BLOCKS,
-    DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_superblock_rows,
+    DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
 )
 
 #: Rows per E-step chunk.
@@ -24,6 +24,8 @@ PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
 BLAS_MIN_D = DPC_BLAS_MIN_D
 #: The Bernoulli-mixture E-step uses BLAS from this number of features on.
 BERNOULLI_BLAS_MIN_D = DPC_BERNOULLI_BLAS_MIN_D
+#: Documents per chunk of the LDA E-step.
+LDA_DOC_CHUNK = DPC_LDA_DOC_CHUNK
 #: Outputs per ChaCha20 stream in the samplers.
 SAMPLER_BLOCK = DPC_SAMPLER_BLOCK
 #: Values (float64) per superblock, the unit in which the engine passes rows to a kernel.
@@ -48,3 +50,14 @@ def superblock_rows(Py_ssize_t n_features):
     * CHUNK_SIZE)``.
     """
     return dpc_superblock_rows(n_features)
+
+
+def lda_block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
+    """Blocks of the LDA E-step for ``n`` documents; independent of threads.
+
+    Equivalent to: ``min(ceil(n / LDA_DOC_CHUNK), max(MIN_BLOCKS, min(MAX_BLOCKS,
+    PARTIAL_BUDGET // max(1, per_block_doubles))))``.
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    return dpc_lda_block_count(n, per_block_doubles)

@@ -17,6 +17,9 @@
  *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
  *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
  *                    crossover: hand loops win below 8 features, BLAS from 16 on).
+ *   DPC_LDA_DOC_CHUNK  documents per chunk of the LDA E-step (_lda.pyx); blocks of
+ *                    consecutive chunks as above (dpc_lda_block_count), each block
+ *                    summing its documents' statistics in document order.
  * Samplers (_rng.pyx, _dgauss.pyx)
  *   DPC_SAMPLER_BLOCK  outputs per ChaCha20 stream: block b draws from stream stream0 + b.
  */
@@ -32,6 +35,7 @@
 #define DPC_PARTIAL_BUDGET (1 << 21)     /* doubles (16 MiB) of partials before blocks shrink */
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
+#define DPC_LDA_DOC_CHUNK 32
 #define DPC_SAMPLER_BLOCK 4096
 #define DPC_SUPERBLOCK_DOUBLES (1 << 23)  /* 64 MiB of float64 rows per superblock */
 
@@ -58,6 +62,18 @@ static inline ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
 static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
 {
     ptrdiff_t n_chunks = dpc_chunk_count(n);
+    ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
+    ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
+    cap = cap < DPC_MAX_BLOCKS ? cap : DPC_MAX_BLOCKS;
+    cap = cap > DPC_MIN_BLOCKS ? cap : DPC_MIN_BLOCKS;
+    return n_chunks < cap ? n_chunks : cap;
+}
+
+/* LDA E-step blocks for n documents whose partials take per_block_doubles (K V) each:
+   the same caps as dpc_block_count, over chunks of DPC_LDA_DOC_CHUNK documents. */
+static inline ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+{
+    ptrdiff_t n_chunks = (n + DPC_LDA_DOC_CHUNK - 1) / DPC_LDA_DOC_CHUNK;
     ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
     ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
     cap = cap < DPC_MAX_BLOCKS ? cap : DPC_MAX_BLOCKS;

@@ -13,10 +13,12 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_BLAS_MIN_D
         DPC_BERNOULLI_BLAS_MIN_D
         DPC_SAMPLER_BLOCK
+        DPC_LDA_DOC_CHUNK
         DPC_SUPERBLOCK_DOUBLES
     ptrdiff_t dpc_chunk_count(ptrdiff_t n)
     ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
     ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+    ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
     ptrdiff_t dpc_sampler_blocks(ptrdiff_t n)
     ptrdiff_t dpc_superblock_rows(ptrdiff_t n_features)

@@ -77,7 +77,7 @@ class Plan:
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
               mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,
-              noise="gaussian", joint=None) -> Plan:
+              noise="gaussian", joint=None, sampling_rate=None, noise_multiplier=None) -> Plan:
     """Calibrate the noise of every release for the total (ε, δ).
 
     Parameters
@@ -105,6 +105,16 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         :class:`~dpem_fast.accounting.DiscreteGaussianEvent` (ρ-zCDP, CKS 2020 Thm 4) with
         the rounding-widened sensitivity; the multipliers z = σ_Z/Δ_int are calibrated as
         for the continuous plan.  Laplace releases are refused.
+    sampling_rate : float in (0, 1], optional
+        Each iteration's statistics are computed on a Poisson subsample (every record kept
+        independently with this probability): each iteration's event is wrapped in
+        :class:`~dpem_fast.accounting.PoissonSampledEvent`, so that the accountant can
+        amplify it.  Requires ``neighbouring="add_remove"`` (the amplification theorems
+        are stated for it), continuous Gaussian noise and no one-off releases.
+    noise_multiplier : float, optional
+        Skip the calibration: use this common scale (the multiplier z of every iteration
+        release with equal shares) and record the ε it spends at ``delta``;
+        ``epsilon`` is then ignored.
     """
     specs = tuple(iteration_specs)
     names = [s.name for s in specs]
@@ -126,6 +136,16 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     if discrete and any(m == "laplace" for m in mechanisms.values()):
         raise ValueError("noise='discrete_gaussian' releases every statistic with discrete Gaussian "
                          "noise; this plan has Laplace releases (use Gaussian ones)")
+    if sampling_rate is not None:
+        q = float(sampling_rate)
+        if not 0.0 < q <= 1.0:
+            raise ValueError(f"sampling_rate must be in (0, 1], got {sampling_rate!r}")
+        if neighbouring != "add_remove":
+            raise ValueError("sampling_rate: Poisson subsampling is accounted under neighbouring='add_remove' "
+                             f"only, got {neighbouring!r}")
+        if discrete or one_off_specs or any(m != "gaussian" for m in mechanisms.values()):
+            raise ValueError("sampling_rate: a subsampled plan has continuous Gaussian iteration releases "
+                             "and no one-off releases")
     lattices = {s.name: lattice(s, neighbouring) for s in (*one_off_specs, *specs)} if discrete else {}
     if one_off_specs and not 0.0 < one_off_share < 1.0:
         raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
@@ -185,9 +205,17 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         one, it = noise(p)
         parts = [leaf(s, *m) for s, m in zip(one_off_specs, one)]
         if it and joint_w is not None:
-            parts.append(acc.SelfComposedEvent(acc.GaussianEvent(p / math.sqrt(joint_w)), J))
+            step = acc.GaussianEvent(p / math.sqrt(joint_w))
         elif it:
-            parts.append(acc.SelfComposedEvent(acc.ComposedEvent([leaf(s, *m) for s, m in zip(specs, it)]), J))
+            step = acc.ComposedEvent([leaf(s, *m) for s, m in zip(specs, it)])
+        if it and sampling_rate is not None:
+            # the releases of one iteration see the same subsample: one Gaussian mechanism on
+            # the stacked statistic, multiplier 1/sqrt(sum 1/z_r^2) (exact; == z_r for one)
+            if joint_w is None:
+                step = acc.GaussianEvent(1.0 / math.sqrt(math.fsum((b / a) ** 2 for _, a, b in it)))
+            step = acc.PoissonSampledEvent(float(sampling_rate), step)
+        if it:
+            parts.append(acc.SelfComposedEvent(step, J))
         inner = parts[0] if len(parts) == 1 and it else acc.ComposedEvent(parts)
         return acc.NeighbouringEvent(neighbouring, inner)
 
@@ -195,7 +223,14 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         raise ValueError(f"accountant={accountant!r} does not support this plan's releases "
                          f"(noise={noise!r}, neighbouring={neighbouring!r})")
 
-    p = calibrate(make_event, float(epsilon), float(delta), accountant=factory)
+    if noise_multiplier is not None:
+        p = float(noise_multiplier)
+        if not (p > 0 and math.isfinite(p)):
+            raise ValueError(f"noise_multiplier must be finite and > 0, got {noise_multiplier!r}")
+        if laplace:
+            raise ValueError("noise_multiplier: a plan with Laplace releases is calibrated by epsilon")
+    else:
+        p = calibrate(make_event, float(epsilon), float(delta), accountant=factory)
     event = make_event(p)
     one, it = noise(p)
     releases = {}

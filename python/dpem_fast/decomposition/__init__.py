@@ -1,4 +1,5 @@
-"""Private matrix decompositions on the private-EM engine."""
+"""Private matrix decompositions and topic models."""
 from ._dp_fa import DPFactorAnalysis
+from ._dp_lda import DPLatentDirichletAllocation
 
-__all__ = ["DPFactorAnalysis"]
+__all__ = ["DPFactorAnalysis", "DPLatentDirichletAllocation"]

@@ -1,0 +1,399 @@
+"""DPLatentDirichletAllocation.
+
+The shared conformance suite drives ``PrivateEM.fit`` (the EM loop, its domain and its
+monkeypatch points), which an SVI estimator does not use; ``TestLDAConformance`` below
+checks the same properties through this estimator's own seams (the E-step kernel and the
+release layer): reproducibility and thread invariance, budget charged before any
+statistic, re-accounting, recorded noise drawn, update sees only released values,
+sensitivities searched by brute force, clipping end to end, epsilon=inf against
+scikit-learn, bad input.
+"""
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+
+from dpem_fast import DPLatentDirichletAllocation, PrivacyLeakWarning
+from dpem_fast import accounting as acc
+from dpem_fast._engine import StatSpec, make_plan
+from dpem_fast._reference import lda as ref
+from dpem_fast._rng import derive_key, make_key
+from dpem_fast.decomposition import _dp_lda
+
+K, V = 4, 60
+
+
+def make_corpus(n, seed=0, V=V, mean_len=40):
+    """Documents from a 4-topic LDA with peaked topics (synthetic)."""
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.05), K)
+    rows = []
+    for _ in range(n):
+        theta = rng.dirichlet(np.full(K, 0.3))
+        rows.append(rng.multinomial(rng.poisson(mean_len) + 1, theta @ topics))
+    return sp.csr_matrix(np.array(rows, dtype=np.float64))
+
+
+VOCAB = [f"w{i}" for i in range(V)]
+PARAMS = dict(n_components=K, noise_multiplier=1.0, batch_size=50, max_doc_length=30, clip_fraction=0.5,
+              n_epochs=2, vocabulary=VOCAB, random_state=0)
+
+
+def est(**kw):
+    return DPLatentDirichletAllocation(**{**PARAMS, **kw})
+
+
+class _Spy:
+    """Records the calls of the kernel (and what the ledger held at each)."""
+
+    def __init__(self, monkeypatch, ledger=None, zero=False):
+        self.calls, self.ledger, self.zero = [], ledger, zero
+        real = _dp_lda._lda.lda_estep
+
+        def spy(*args):
+            self.calls.append({"clip": args[7], "entries": len(ledger.entries) if ledger else None})
+            out = real(*args)
+            if zero:
+                args[9][...] = 0.0
+            return out
+        monkeypatch.setattr(_dp_lda._lda, "lda_estep", spy)
+
+
+class _ReleaseSpy:
+    def __init__(self, monkeypatch, replace=None):
+        self.inputs, self.outputs = [], []
+        real = _dp_lda.ReleaseLayer.release
+
+        def release(layer, stats, index):
+            self.inputs.append({k: np.array(v) for k, v in stats.items()})
+            out = real(layer, stats, index)
+            if replace is not None:
+                out = {k: np.full_like(v, replace) for k, v in out.items()}
+            self.outputs.append({k: np.array(v) for k, v in out.items()})
+            return out
+        monkeypatch.setattr(_dp_lda.ReleaseLayer, "release", release)
+
+
+class TestLDAConformance:
+    # ---------------------------------------------------------- determinism
+    def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
+        X = make_corpus(300)
+        a = est(n_threads=1).fit(X)
+        b = est(n_threads=2).fit(X)
+        c = est(n_threads=2, random_state=1).fit(X)
+        assert_array_equal(a.components_, b.components_)
+        assert_array_equal(a.transform(X[:20]), b.transform(X[:20]))
+        assert not np.array_equal(a.components_, c.components_)
+
+    # ------------------------------------------------------------ the budget
+    def test_budget_is_charged_before_any_statistic(self, monkeypatch):
+        ledger = acc.BudgetLedger(100.0, 1e-5, neighbouring="add_remove")
+        spy = _Spy(monkeypatch, ledger)
+        est(budget=ledger).fit(make_corpus(200))
+        assert spy.calls and all(c["entries"] == 1 for c in spy.calls)
+
+    def test_refused_budget_computes_no_statistic(self, monkeypatch):
+        ledger = acc.BudgetLedger(0.01, 1e-5, neighbouring="add_remove")
+        spy = _Spy(monkeypatch, ledger)
+        with pytest.raises(acc.BudgetExceededError):
+            est(budget=ledger).fit(make_corpus(200))
+        assert spy.calls == [] and ledger.entries == []
+
+    def test_ledger_of_the_other_relation_is_refused(self):
+        with pytest.raises(ValueError, match="add_remove"):
+            est(budget=acc.BudgetLedger(10.0, 1e-5, neighbouring="replace")).fit(make_corpus(100))
+
+    def test_partial_fit_charges_each_call(self, monkeypatch):
+        ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="add_remove")
+        m = est(noise_multiplier=2.0, budget=ledger)
+        X = make_corpus(100)
+        m.partial_fit(X[:50]).partial_fit(X[50:])
+        assert len(ledger.entries) == 2
+        assert m.privacy_.n_iter == 2
+        spent = acc.RDPAccountant(neighbouring="add_remove").compose(m.privacy_.event).get_epsilon(1e-5)
+        assert_allclose(spent, m.privacy_.epsilon_spent)
+        spy = _Spy(monkeypatch, ledger)
+        with pytest.raises(acc.BudgetExceededError):
+            for _ in range(20):
+                m.partial_fit(X[:50])
+        assert len(spy.calls) == len(ledger.entries) - 2     # the refused call computed nothing
+
+    # ------------------------------------------------------------ accounting
+    @pytest.mark.parametrize("accountant, name", [("rdp", "rdp"), ("strong", "advanced")])
+    def test_event_reaccounts_and_meets_the_target_tightly(self, accountant, name):
+        X = make_corpus(200)
+        m = est(noise_multiplier=None, epsilon=2.0, accountant=accountant).fit(X)
+        p = m.privacy_
+        assert p.neighbouring == "add_remove" and p.accountant == name
+        fresh = acc.get_accountant(name, "add_remove")
+        assert_allclose(fresh().compose(p.event).get_epsilon(1e-5), p.epsilon_spent)
+        assert p.epsilon_spent <= 2.0 * (1 + 1e-9)
+        r = p.releases["topic_word"]
+        a, N = PARAMS["clip_fraction"], PARAMS["max_doc_length"]
+        assert r.sensitivity == a * N and r.count == p.n_iter == 2 * round(200 / 50)
+        # the records alone: T Poisson(q)-subsampled Gaussians of multiplier sigma; 2 % less noise overspends
+        q = 50 / 200
+
+        def eps(z):
+            ev = acc.SelfComposedEvent(acc.PoissonSampledEvent(q, acc.GaussianEvent(z)), r.count)
+            return fresh().compose(ev).get_epsilon(1e-5)
+        assert eps(r.noise_multiplier) <= 2.0 * (1 + 1e-6)
+        assert eps(0.98 * r.noise_multiplier) > 2.0
+        with pytest.raises(acc.NeighbouringMismatchError):
+            acc.get_accountant(name, "replace")().compose(p.event)
+
+    def test_rdp_beats_strong_composition(self):
+        X = make_corpus(200)
+        e_rdp = est(accountant="rdp").fit(X).privacy_.epsilon_spent
+        e_str = est(accountant="strong").fit(X).privacy_.epsilon_spent
+        assert e_rdp < e_str
+
+    def test_subsampled_rdp_matches_dp_accounting(self):
+        dpa = pytest.importorskip("dp_accounting")
+        X = make_corpus(400)
+        p = est(batch_size=20, n_epochs=1).fit(X).privacy_
+        a = dpa.rdp.RdpAccountant()
+        a.compose(dpa.PoissonSampledDpEvent(20 / 400, dpa.GaussianDpEvent(1.0)), 20)
+        assert_allclose(p.epsilon_spent, a.get_epsilon(1e-5), rtol=0.02)
+
+    # ----------------------------------------------------------------- noise
+    def test_every_release_draws_its_recorded_noise(self, monkeypatch):
+        _Spy(monkeypatch, zero=True)             # exact statistics are zero: the release is the noise
+        rel = _ReleaseSpy(monkeypatch)
+        m = est(n_epochs=3, noise_multiplier=1.3).fit(make_corpus(200))
+        r = m.privacy_.releases["topic_word"]
+        assert_allclose(r.noise_scale, 1.3 * r.sensitivity)
+        draws = np.array([o["topic_word"].ravel() for o in rel.outputs])
+        assert draws.shape[0] == m.privacy_.n_iter
+        sd = draws.std(axis=1)
+        assert np.all(np.abs(sd / r.noise_scale - 1) < 0.2)           # 240 draws each
+        assert abs(draws.std() / r.noise_scale - 1) < 0.03            # 2,880 draws
+        c = np.corrcoef(draws)
+        assert np.max(np.abs(c[~np.eye(len(c), dtype=bool)])) < 0.25
+
+    def test_update_sees_only_released_statistics(self, monkeypatch):
+        _ReleaseSpy(monkeypatch, replace=1.0)
+        a = est().fit(make_corpus(200, seed=1))
+        b = est().fit(make_corpus(200, seed=2))
+        assert_array_equal(a.components_, b.components_)
+
+    def test_update_is_the_papers_step_on_the_clamped_release(self, monkeypatch):
+        rel = _ReleaseSpy(monkeypatch)
+        m = est(n_epochs=1, batch_size=100).fit(make_corpus(200))
+        key = make_key(0)
+        lam = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init"))).gamma(100, 0.01, (K, V))
+        eta, q = 1 / K, 0.5
+        for t, out in enumerate(rel.outputs):
+            rho = (10.0 + t + 1) ** -0.7
+            lam = (1 - rho) * lam + rho * (eta + np.maximum(out["topic_word"], 0) / q)
+        assert_allclose(m.components_, lam, rtol=1e-12)
+
+    # ---------------------------------------------------------- sensitivity
+    def test_poisson_batches(self):
+        m = est(n_epochs=25, batch_size=40).fit(make_corpus(200))
+        sizes = np.array(m.diagnostics_["batch_sizes"])
+        assert len(sizes) == 25 * 5
+        assert abs(sizes.mean() - 40) < 3 * math.sqrt(200 * 0.2 * 0.8 / len(sizes))
+        assert 0.5 < sizes.var() / (200 * 0.2 * 0.8) < 1.6
+
+    def test_token_cap(self):
+        X = make_corpus(100, mean_len=80)
+        m = est()
+        Xc, n_capped = m._cap_tokens(m._check_X(X), make_key(0))
+        lengths = np.asarray(Xc.sum(axis=1)).ravel()
+        assert lengths.max() <= 30 and n_capped == np.sum(np.asarray(X.sum(axis=1)).ravel() > 30)
+        assert np.all((Xc - X).toarray() <= 0)
+        assert np.all(lengths == np.minimum(np.asarray(X.sum(axis=1)).ravel(), 30))
+
+    @pytest.mark.parametrize("seed", [0, 1])
+    def test_sensitivity_is_never_exceeded_and_nearly_attained(self, seed):
+        """Brute force: add one document to a minibatch; the clipped sum moves by <= aN."""
+        rng = np.random.default_rng(seed)
+        m = est()
+        a, N = 0.5, 30
+        worst = 0.0
+        base = m._check_X(make_corpus(20, seed=seed))
+        base, _ = m._cap_tokens(base, make_key(seed))
+        for trial in range(40):
+            lam = rng.gamma(rng.uniform(0.05, 2), 1.0, (K, V)) + 1e-3
+            eb = ref.exp_dirichlet_expectation(lam)
+            if trial % 2:                       # adversarial: one term, N times, under peaked topics
+                doc = np.zeros((1, V))
+                doc[0, rng.integers(V)] = N
+                eb = ref.exp_dirichlet_expectation(np.where(rng.random((K, V)) < 0.5, 1e-3, 50.0))
+            else:
+                doc = rng.multinomial(N, rng.dirichlet(np.full(V, 0.1)))[None].astype(float)
+            Xp = sp.vstack([base, sp.csr_matrix(doc)]).tocsr()
+            g0 = np.ones((Xp.shape[0], K))
+            _, s_with, _ = m._estep(Xp, eb, g0, 0.25, a * N, 1)
+            _, s_without, _ = m._estep(base, eb, g0[:-1], 0.25, a * N, 1)
+            change = np.linalg.norm(s_with - s_without)
+            assert change <= a * N * (1 + 1e-12)
+            worst = max(worst, change)
+            # unclipped: a document moves it by at most N (the paper's Eq. 8, times S)
+            _, u_with, _ = m._estep(Xp, eb, g0, 0.25, np.inf, 1)
+            _, u_without, _ = m._estep(base, eb, g0[:-1], 0.25, np.inf, 1)
+            assert np.linalg.norm(u_with - u_without) <= N * (1 + 1e-12)
+        assert worst > 0.95 * a * N
+        spec = m._plan(K, V, 100, 4, 0.5).releases["topic_word"]
+        assert spec.sensitivity == a * N
+
+    def test_aggregate_clipping_exceeds_the_papers_bound(self):
+        """The paper's Eq. 9 (clip the sum to C) does not give sensitivity C: sqrt(2) C."""
+        C = 1.0
+
+        def project(z):
+            n = np.linalg.norm(z)
+            return z if n <= C else z * (C / n)
+        z = np.zeros(2 * V)
+        z[: V] = C / math.sqrt(V)                # the other documents' sum, on the sphere
+        s = np.zeros(2 * V)
+        s[V:] = 1e6 / math.sqrt(V)               # one document, orthogonal, large
+        change = np.linalg.norm(project(z + s) - project(z))
+        assert change > 1.41 * C
+        # and never more than sqrt(2) C for non-negative statistics
+        rng = np.random.default_rng(0)
+        for _ in range(2000):
+            z, s = rng.exponential(size=(2, 10)) * rng.exponential(3, size=(2, 1))
+            assert np.linalg.norm(project(z + s) - project(z)) <= math.sqrt(2) * C + 1e-12
+
+    def test_clipping_holds_end_to_end(self, monkeypatch):
+        spy = _Spy(monkeypatch)
+        rel = _ReleaseSpy(monkeypatch)
+        X = make_corpus(200, mean_len=500)       # long documents: the cap and the clip both bite
+        m = est().fit(X)
+        assert all(c["clip"] == 0.5 * 30 for c in spy.calls)
+        for size, inp, clipped in zip(m.diagnostics_["batch_sizes"], rel.inputs, m.diagnostics_["n_clipped"]):
+            s = inp["topic_word"]
+            assert np.all(s >= 0) and np.linalg.norm(s) <= size * 15 * (1 + 1e-12)
+            assert s.sum() <= size * 30 * (1 + 1e-12)      # at most N tokens per document
+            assert clipped > 0
+
+    # ---------------------------------------------------------- non-private
+    # lda.datasets.load_reuters leaves its file open (the warning is raised at collection)
+    @pytest.mark.filterwarnings("ignore::ResourceWarning")
+    @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+    def test_epsilon_inf_matches_scikit_learn(self):
+        lda_datasets = pytest.importorskip("lda.datasets")
+        from sklearn.decomposition import LatentDirichletAllocation
+        X = sp.csr_matrix(lda_datasets.load_reuters()).astype(np.float64)
+        kw = dict(learning_offset=10.0, learning_decay=0.7, max_doc_update_iter=100, mean_change_tol=1e-3)
+        ours, theirs = [], []
+        for seed in range(3):
+            sk = LatentDirichletAllocation(10, learning_method="online", batch_size=64, max_iter=10,
+                                           random_state=seed, total_samples=X.shape[0], **kw).fit(X)
+            m = DPLatentDirichletAllocation(10, epsilon=np.inf, batch_size=64, n_epochs=10, random_state=seed,
+                                            **kw).fit(X)
+            theirs.append(sk.perplexity(X))
+            ours.append(m.perplexity(X))
+            # our bound of scikit-learn's model equals scikit-learn's own
+            gamma = sk._unnormalized_transform(X)
+            assert_allclose(ref.perplexity(X, gamma, sk.components_, 0.1, 0.1), sk.perplexity(X), rtol=1e-10)
+        assert abs(np.mean(ours) / np.mean(theirs) - 1) < 0.05
+        assert m.privacy_ is None
+
+    def test_epsilon_inf_step_equals_the_reference(self):
+        X = make_corpus(80)
+        m = DPLatentDirichletAllocation(K, epsilon=np.inf, batch_size=80, n_epochs=1, random_state=3).fit(X)
+        key = make_key(3)
+        lam = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init"))).gamma(100, 0.01, (K, V))
+        g0 = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", 1))).gamma(100, 0.01, (80, K))
+        _, s, _ = ref.estep(m._check_X(X), ref.exp_dirichlet_expectation(lam), 1 / K, g0, 100, 1e-3)
+        rho = 11.0 ** -0.7
+        assert_allclose(m.components_, (1 - rho) * lam + rho * (1 / K + s), rtol=1e-9)
+        assert_allclose(m.transform(X).sum(axis=1), 1.0)
+        assert np.isfinite(m.perplexity(X)) and m.score(X) < 0
+
+    # ------------------------------------------------------------ bad input
+    @pytest.mark.parametrize("kw, exc, match", [
+        ({"epsilon": 0.0, "noise_multiplier": None}, ValueError, "epsilon"),
+        ({"epsilon": -1.0, "noise_multiplier": None}, ValueError, "epsilon"),
+        ({"epsilon": 1.0}, ValueError, "exactly one"),
+        ({"noise_multiplier": None}, ValueError, "epsilon"),
+        ({"noise_multiplier": 0.0}, ValueError, "noise_multiplier"),
+        ({"delta": 0.0}, ValueError, "delta"),
+        ({"delta": 1.0}, ValueError, "delta"),
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"batch_size": 0}, ValueError, "batch_size"),
+        ({"batch_size": 10 ** 6}, ValueError, "batch_size"),
+        ({"clip_fraction": 1.5}, ValueError, "clip_fraction"),
+        ({"clip_fraction": 0.0}, ValueError, "clip_fraction"),
+        ({"max_doc_length": 0}, ValueError, "max_doc_length"),
+        ({"learning_decay": 2.0}, ValueError, "learning_decay"),
+        ({"mean_change_tol": float("nan")}, ValueError, "mean_change_tol"),
+        ({"accountant": "gdp"}, ValueError, "accountant"),
+        ({"vocabulary": VOCAB[:-1]}, ValueError, "vocabulary"),
+        ({"budget": "x"}, TypeError, "budget"),
+        ({"n_threads": 0}, ValueError, "n_threads"),
+    ])
+    def test_bad_parameters(self, kw, exc, match):
+        with pytest.raises(exc, match=match):
+            est(**kw).fit(make_corpus(100))
+
+    def test_bad_data(self):
+        X = make_corpus(100).toarray()
+        for bad, match in [(-X, "non-negative"), (X + 0.5, "integers"), (np.full_like(X, np.nan), "finite"),
+                           (np.full_like(X, np.inf), "finite"), (X[:0], "no documents"), (X[:, :0], "empty vocabulary"),
+                           (X[0], "2-dimensional"), (np.full_like(X, 1e300), "exceed")]:
+            with pytest.raises(ValueError, match=match):
+                est(vocabulary=None if bad.ndim != 2 else [f"w{i}" for i in range(bad.shape[1])]).fit(bad)
+        with pytest.raises(TypeError, match="numeric"):
+            est().fit(np.array([["a", "b"]]))
+        m = est().fit(X)
+        with pytest.raises(ValueError, match="fitted on a vocabulary of 60"):
+            m.transform(X[:, :-1])
+        with pytest.raises(ValueError, match="fitted on a vocabulary of 60"):
+            m.perplexity(X[:, :-1])
+
+    def test_empty_documents_are_counted_and_skipped(self):
+        X = make_corpus(100).tolil()
+        X[:10] = 0
+        m = est().fit(X.tocsr())
+        assert m.diagnostics_["n_empty_documents"] == 10
+        assert np.all(np.isfinite(m.components_)) and np.all(m.components_ > 0)
+
+    def test_huge_counts_are_capped(self):
+        X = make_corpus(100)
+        X.data[:5] = 1e9
+        m = est().fit(X)
+        assert np.all(np.isfinite(m.components_)) and np.isfinite(m.perplexity(make_corpus(10)))
+
+    def test_private_vocabulary_warning(self):
+        with pytest.warns(PrivacyLeakWarning, match="public vocabulary"):
+            est(vocabulary=None).fit(make_corpus(100))
+
+
+# ------------------------------------------------------------------ engine plan
+def _spec():
+    return StatSpec("s", (3, 4), {"add_remove": 2.0, "replace": 2.8})
+
+
+def test_make_plan_sampling_rate_wraps_each_iteration():
+    p = make_plan([_spec()], 30, epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                  sampling_rate=0.05)
+    inner = p.event.event
+    assert isinstance(inner, acc.SelfComposedEvent) and inner.count == 30
+    assert isinstance(inner.event, acc.PoissonSampledEvent) and inner.event.sampling_probability == 0.05
+    assert_allclose(p.releases["s"].noise_multiplier, inner.event.event.noise_multiplier)
+    assert abs(p.epsilon_spent - 1.0) < 1e-3
+    full = make_plan([_spec()], 30, epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="rdp")
+    assert p.releases["s"].noise_scale < full.releases["s"].noise_scale     # amplification
+
+
+def test_make_plan_sampling_rate_refusals_and_fixed_multiplier():
+    with pytest.raises(ValueError, match="add_remove"):
+        make_plan([_spec()], 3, epsilon=1.0, delta=1e-5, neighbouring="replace", accountant="rdp",
+                  sampling_rate=0.1)
+    with pytest.raises(ValueError, match="sampling_rate"):
+        make_plan([_spec()], 3, epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                  sampling_rate=1.5)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        make_plan([_spec()], 3, epsilon=None, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                  noise_multiplier=-1.0)
+    p = make_plan([_spec()], 3, epsilon=None, delta=1e-5, neighbouring="add_remove", accountant="rdp",
+                  sampling_rate=0.1, noise_multiplier=1.5)
+    assert_allclose(p.releases["s"].noise_multiplier, 1.5)
+    assert_allclose(acc.RDPAccountant(neighbouring="add_remove").compose(p.event).get_epsilon(1e-5),
+                    p.epsilon_spent)
