@@ -227,6 +227,10 @@ class PrivateEM(BaseEstimator):
             Rows in memory, memory-mapped, or streamed from a block source
             (:mod:`dpem_fast.io`, e.g. ``NpyBlocks``): one pass per iteration, the same
             result as in memory.
+            Or a ``dask.array.Array`` (``pip install dpem_fast[dask]``): never gathered;
+            validation and each chunk's statistics run on the workers, the per-chunk
+            statistics are summed on the client in chunk order and released there (see
+            :mod:`dpem_fast._engine._dask`); equal to the in-memory fit to rounding.
         """
         private = self._check_privacy_params()
         rows = validated_rows(self, X, private)

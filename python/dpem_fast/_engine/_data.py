@@ -99,6 +99,10 @@ def validated_rows(estimator, X, private):
     """
     from sklearn.utils.validation import validate_data
 
+    from ._dask import dask_rows, is_dask_array
+
+    if is_dask_array(X):                       # never gathered: validated chunk by chunk on the workers
+        return dask_rows(estimator, X, private)
     if is_block_source(X):
         d = int(X.n_features)
         source = as_row_source(X, superblock_rows(d))

@@ -197,7 +197,9 @@ def domain_from_data(rows, stacklevel=5):
         stacklevel=stacklevel,
     )
     lo = hi = None
-    for block in _as_rows(rows).superblocks():
+    if hasattr(rows, "column_range"):           # a dask fit: min / max per chunk on the workers
+        lo, hi = rows.column_range()
+    for block in (() if lo is not None else _as_rows(rows).superblocks()):
         b_lo, b_hi = block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64)
         lo = b_lo if lo is None else np.minimum(lo, b_lo)
         hi = b_hi if hi is None else np.maximum(hi, b_hi)
