@@ -12,6 +12,8 @@ distributed = pytest.importorskip("distributed")
 from dpem_fast._engine import _dask                      # noqa: E402
 from dpem_fast._engine._dask import DaskRows            # noqa: E402
 from dpem_fast.cluster import DPKMeans                   # noqa: E402
+from dpem_fast.decomposition import DPFactorAnalysis     # noqa: E402
+from dpem_fast.mixture import DPBernoulliMixture         # noqa: E402
 from dpem_fast.mixture import DPGaussianMixture          # noqa: E402
 
 N, D, CHUNK = 3000, 3, 700                               # five row chunks, the last one short
@@ -81,6 +83,12 @@ MODELS = [
                                            random_state=3), "means_", id="gmm-exact"),
     pytest.param(lambda: DPKMeans(n_clusters=2, epsilon=1.0, delta=1e-5, max_iter=4, data_norm=5.0,
                                   random_state=3), "cluster_centers_", id="kmeans-declared"),
+    # the model's row transform (binarisation) runs per chunk on the workers
+    pytest.param(lambda: DPBernoulliMixture(n_components=2, epsilon=1.0, max_iter=3, binarize=0.0,
+                                            noise="discrete_gaussian", random_state=3), "means_",
+                 id="bernoulli-binarize-discrete"),
+    pytest.param(lambda: DPFactorAnalysis(n_components=1, epsilon=1.0, data_norm=5.0, max_iter=50,
+                                          random_state=3), "components_", id="fa-declared"),
 ]
 
 
