@@ -8,6 +8,20 @@ from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
 from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM, DPStochasticEP  # noqa: E402
 
+def get_include():
+    """Directory of the installed C headers (``dpc_rng.h``, ``dpc_dgauss.h``, ...) that the
+    Cython declarations ``dpem_fast._dpcore._rng`` / ``dpc_dgauss`` refer to: add it to the
+    C include path of a package that ``cimport``s them (``examples/cimport_consumer``).
+    In an editable (development) install the headers are the source tree's ``src/dpcore``."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "_dpcore")
+    if os.path.exists(os.path.join(installed, "dpc_rng.h")):
+        return installed
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "src", "dpcore")
+
+
 __all__ = [
     "DPGaussianMixture",
     "DPBernoulliMixture",
@@ -24,5 +38,6 @@ __all__ = [
     "io",
     "random",
     "show_config",
+    "get_include",
     "__version__",
 ]

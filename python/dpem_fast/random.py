@@ -39,6 +39,8 @@ __all__ = [
     "discrete_laplace",
     "discrete_gaussian",
     "symmetric_discrete_gaussian",
+    "discrete_gaussian_parameters",
+    "sampler_key",
 ]
 
 #: Outputs per ChaCha20 stream in the continuous samplers (reproducibility contract).
@@ -221,6 +223,42 @@ def _discrete_gaussian_params(sigma2) -> tuple:
         )
     vcap = (_X_LIMIT - t) // t
     return (t, vcap, ymax, a, bt, D)
+
+
+def discrete_gaussian_parameters(sigma2) -> tuple:
+    """The exact integer parameters the discrete Gaussian sampler runs on, for compiled callers.
+
+    For Cython code that ``cimport``s ``dpem_fast._dpcore.dpc_dgauss`` (see
+    :func:`dpem_fast.get_include` and ``examples/cimport_consumer``): pass
+    ``(t, vcap, ymax, a, bt, D)`` to ``dpc_dgauss_setup`` with ``a``, ``bt`` and ``D``
+    split into their high and low 64-bit halves.  With ``sigma2 = a/b`` reduced,
+    ``t = floor(sigma) + 1``, ``vcap = floor((2**62 - t) / t)``, ``bt = b t``,
+    ``D = 2 a b t**2`` and ``ymax`` the largest ``|Y|`` with ``|Y| b t < 2**126``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`discrete_gaussian` (``sigma2`` not > 0, not finite, or outside the exact
+        range).
+    """
+    return _discrete_gaussian_params(sigma2)
+
+
+def sampler_key(random_state, sampler) -> np.ndarray:
+    """The ChaCha20 key that sampler ``sampler`` of this module uses for ``random_state``.
+
+    A compiled caller that draws block ``b`` of ``SAMPLER_BLOCK`` (4,096) outputs from stream
+    ``b`` of this key reproduces the module's output exactly (e.g.
+    ``sampler_key(0, "discrete_gaussian")`` with :func:`discrete_gaussian_parameters`).
+
+    Returns
+    -------
+    ndarray of uint32, shape (8,)
+    """
+    samplers = __all__[:8]
+    if sampler not in samplers:
+        raise ValueError(f"sampler must be one of {samplers}, got {sampler!r}")
+    return derive_key(make_key(random_state), "dpem_fast.random", sampler)
 
 
 def _overflow_error(what: str) -> OverflowError:

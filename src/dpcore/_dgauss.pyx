@@ -21,16 +21,8 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from ._rng cimport dpc_stream, dpc_stream_init
 from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 
-cdef extern from "dpc_dgauss.h" nogil:
-    ctypedef struct dpc_dgauss_params:
-        pass
-    void dpc_dgauss_setup(dpc_dgauss_params *g, uint64_t t, uint64_t vcap, uint64_t ymax,
-                          uint64_t a_hi, uint64_t a_lo, uint64_t bt_hi, uint64_t bt_lo,
-                          uint64_t D_hi, uint64_t D_lo)
-    int dpc_dgauss(dpc_stream *st, const dpc_dgauss_params *g, int64_t *out)
-    int dpc_dlaplace(dpc_stream *st, uint64_t t, uint64_t s, uint64_t vcap, int64_t *out)
-    int dpc_bern_frac64(dpc_stream *s, uint64_t p, uint64_t q)
-    int dpc_bern_exp64(dpc_stream *s, uint64_t p, uint64_t q)
+from .dpc_dgauss cimport (dpc_bern_exp64, dpc_bern_frac64, dpc_dgauss, dpc_dgauss_params,
+                         dpc_dgauss_setup, dpc_dlaplace)
 
 _M64 = 2**64 - 1
 cdef uint64_t _T_MAX = 2**56

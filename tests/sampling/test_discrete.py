@@ -348,3 +348,27 @@ def test_overflow_is_reported_not_wrapped(monkeypatch):
 def test_public_names():
     for name in ("discrete_laplace", "discrete_gaussian", "symmetric_discrete_gaussian"):
         assert name in dr.__all__
+
+
+def test_compiled_callers_get_the_modules_key_parameters_and_headers():
+    """What a cimporting package needs (examples/cimport_consumer): the sampler's key, its
+    exact integer parameters, and the headers the installed .pxd files refer to."""
+    import os
+
+    import dpem_fast
+    from dpem_fast import random as dr
+    from dpem_fast._rng import derive_key, make_key
+
+    key = dr.sampler_key(5, "discrete_gaussian")
+    assert key.dtype == np.uint32 and key.shape == (8,)
+    np.testing.assert_array_equal(key, derive_key(make_key(5), "dpem_fast.random", "discrete_gaussian"))
+    assert not np.array_equal(key, dr.sampler_key(5, "discrete_laplace"))
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        dr.sampler_key(5, "sampler_key")
+    t, vcap, ymax, a, bt, D = dr.discrete_gaussian_parameters(Fraction(7, 3))
+    assert (t, a, bt, D) == (2, 7, 3 * 2, 2 * 7 * 3 * 4)
+    with pytest.raises(ValueError, match="sigma2"):
+        dr.discrete_gaussian_parameters(-1.0)
+    inc = dpem_fast.get_include()
+    for header in ("dpc_rng.h", "dpc_normal.h", "dpc_dgauss.h", "dpc_contract.h"):
+        assert os.path.exists(os.path.join(inc, header)), header
