@@ -3,6 +3,7 @@ __version__ = "0.1.0.dev0"
 
 from . import accounting, cluster, decomposition, io, random  # noqa: E402
 from ._config import show_config  # noqa: E402
+from ._persist import ModelFormatError, load  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
@@ -24,5 +25,7 @@ __all__ = [
     "io",
     "random",
     "show_config",
+    "load",
+    "ModelFormatError",
     "__version__",
 ]

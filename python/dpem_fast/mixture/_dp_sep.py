@@ -114,6 +114,7 @@ from .._dpcore import _sep
 from .._engine import ReleaseLayer
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
+from .._persist import SaveMixin
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
@@ -141,7 +142,7 @@ def _default_accountant(sampling):
     return "gdp" if sampling == "shuffle" else "rdp"
 
 
-class DPStochasticEP(BaseEstimator):
+class DPStochasticEP(SaveMixin, BaseEstimator):
     """Differentially private stochastic EP (Vinaroz & Park, Algorithm 3) for the means of a
     Gaussian mixture with known isotropic component variance and known weights.
 
