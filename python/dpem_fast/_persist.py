@@ -8,6 +8,7 @@ One ``.npz`` archive (a zip of ``.npy`` files), read with ``numpy.load(allow_pic
     uint8 array: UTF-8 JSON object ``{"format": "dpem_fast.model", "format_version": 1,
     "dpem_fast_version", "estimator", "params", "fitted", "privacy", "private",
     "not_saved"}``.
+    ``info`` holds free public metadata from the caller (the command line's column names).
 ``__sha256__``
     uint8 array: hex SHA-256 over ``__meta__`` and every other entry (name, dtype, shape,
     bytes) in name order.  It detects truncation and accidental edits; it is not a
@@ -252,7 +253,30 @@ def _digest(meta_bytes, arrays):
     return h.hexdigest()
 
 
-def save(model, path, *, allow_not_private=False):
+def _persist_attrs(model):
+    """The attributes of a fitted model that the file holds (see the module docstring)."""
+    name = type(model).__name__
+    out = {}
+    for k, v in vars(model).items():
+        if k in _NEVER_FITTED or k in _NOT_PRIVATE_ATTRS.get(name, ()):
+            continue
+        if (k.endswith("_") and not k.startswith("_")) or k in _EXTRA.get(name, ()):
+            out[k] = v
+    return out
+
+
+class _Inline(_Encoder):
+    """Arrays inline as lists (for JSON reports and comparisons; not the file format)."""
+
+    def __call__(self, v, where):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biufc":
+            return {"array": v.tolist(), "dtype": v.dtype.str}
+        if isinstance(v, dict) and not all(isinstance(k, str) for k in v):
+            return _refuse(where, v)
+        return super().__call__(v, where)
+
+
+def save(model, path, *, allow_not_private=False, info=None):
     """Write a fitted estimator to ``path`` (a ``.npz`` file; see the module docstring)."""
     from . import __version__
 
@@ -270,20 +294,15 @@ def save(model, path, *, allow_not_private=False):
     params = model.get_params(deep=False)
     not_saved = [k for k in _NEVER_PARAMS if k in params and params[k] is not None]
     params = {k: enc(_NEVER_PARAMS.get(k, v), f"parameter {k}") for k, v in params.items()}
-    fitted = {}
-    for k, v in vars(model).items():
-        if k in _NEVER_FITTED or k in _NOT_PRIVATE_ATTRS.get(name, ()):
-            not_saved.append(k)
-            continue
-        if (k.endswith("_") and not k.startswith("_")) or k in _EXTRA.get(name, ()):
-            fitted[k] = enc(v, f"attribute {k}")
-        elif k.startswith("_") and not k.startswith("__"):
-            not_saved.append(k)
+    kept = _persist_attrs(model)
+    fitted = {k: enc(v, f"attribute {k}") for k, v in kept.items()}
+    not_saved += [k for k in vars(model) if k not in kept and (k.endswith("_") or k.startswith("_"))]
     not_saved.append("diagnostics_")
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "dpem_fast_version": __version__,
         "estimator": name, "params": params, "fitted": fitted, "privacy": record_to_json(record, enc),
         "private": private, "not_saved": sorted(set(not_saved)),
+        "info": enc(info or {}, "info"),
     }
     meta_bytes = json.dumps(meta, allow_nan=False, sort_keys=True).encode()
     entries = dict(enc.arrays)
