@@ -258,7 +258,7 @@ def cmd_sample(args, extra):
     if args.n < 1:
         raise UserError(f"-n must be >= 1, got {args.n}")
     X, _ = model.sample(args.n, random_state=args.random_state)
-    X = np.random.default_rng(args.random_state).permutation(_clip_to_domain(model, X))
+    X = np.random.default_rng(args.random_state).permutation(_clip_to_domain(model, np.asarray(X, dtype=float)))
     names = info.get("columns") or [f"x{i}" for i in range(X.shape[1])]
     with open(args.output, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
