@@ -43,6 +43,7 @@ def test_fit_report_sample_load_score_end_to_end(data):
     rep = json.loads(r.stdout)
     assert rep["estimator"] == "DPGaussianMixture" and rep["privacy"]["epsilon_spent"] == pytest.approx(1.0)
     assert rep["params"]["random_state"] is None and "diagnostics" not in r.stdout
+    assert "d.csv" not in r.stdout                 # nor the data file's name
     r = _run("sample", "m.npz", "-n", "200", "-o", "s.csv", "--random-state", "0", cwd=d)
     assert r.returncode == 0, r.stderr
     with open(d / "s.csv") as fh:
@@ -122,3 +123,13 @@ def test_every_subcommand_has_help(command, capsys):
     assert out.startswith("usage:")
     if command == "fit":
         assert "--n-components" in out and "gradient-em" in out and "private" in out
+
+
+def test_console_script_is_installed():
+    import shutil
+
+    exe = shutil.which("dpem-fast") or shutil.which("dpem-fast", path=os.path.dirname(sys.executable))
+    if exe is None:
+        pytest.skip("dpem-fast is not on PATH (installed without its console scripts)")
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"dpem_fast {dpem_fast.__version__}"

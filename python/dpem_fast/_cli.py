@@ -219,7 +219,7 @@ def cmd_fit(args, extra):
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
     model = cls(**kw).fit(X)
-    _persist.save(model, args.output, info={"columns": names, "data": os.path.basename(args.data)})
+    _persist.save(model, args.output, info={"columns": names})   # not the data file's name
     print(f"fitted {cls.__name__} on {X.shape[0]} rows x {X.shape[1]} columns; "
           f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}")
     return 0
