@@ -3,6 +3,7 @@ __version__ = "0.1.0.dev0"
 
 from . import accounting, cluster, decomposition, io, random  # noqa: E402
 from ._config import show_config  # noqa: E402
+from ._persist import ModelFormatError, load  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
 from .cluster import DPKMeans  # noqa: E402
 from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
@@ -39,5 +40,7 @@ __all__ = [
     "random",
     "show_config",
     "get_include",
+    "load",
+    "ModelFormatError",
     "__version__",
 ]

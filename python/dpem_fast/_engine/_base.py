@@ -45,6 +45,7 @@ from sklearn.base import BaseEstimator
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
+from .._persist import SaveMixin
 from .._preprocess import DataDomain, resolve_domain
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
@@ -95,7 +96,7 @@ class TailAverage:
         return mean, scaled
 
 
-class PrivateEM(BaseEstimator):
+class PrivateEM(SaveMixin, BaseEstimator):
     """Base class of the private EM estimators (not for direct use).
 
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's

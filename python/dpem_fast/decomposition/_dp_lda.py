@@ -17,6 +17,7 @@ from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
 from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._persist import SaveMixin
 from .._reference.lda import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["DPLatentDirichletAllocation"]
@@ -26,7 +27,7 @@ _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 _MAX_COUNT = 2.0 ** 31
 
 
-class DPLatentDirichletAllocation(TransformerMixin, BaseEstimator):
+class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation by private stochastic variational inference.
 
     Online variational Bayes for LDA (Hoffman, Blei & Bach 2010) made private as in Park,

@@ -34,6 +34,19 @@ def floored_counts(nk, counts_release):
     return np.maximum(nk, max(1.0, 3.0 * noise_std(counts_release)))
 
 
+def as_frame(estimator, X):
+    """``X`` as a pandas DataFrame with the fitted ``feature_names_in_`` when the model was fitted
+    on a data frame (and pandas is importable); else ``X`` unchanged."""
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is None:
+        return X
+    try:
+        import pandas as pd
+    except ImportError:     # fitted on another frame library: plain arrays
+        return X
+    return pd.DataFrame(X, columns=list(names))
+
+
 class MixtureInferenceMixin(DensityMixin):
     """``score_samples``, ``score``, ``predict_proba``, ``predict``, ``fit_predict`` from a
     model's ``_log_resp(X) -> (log_resp, log_prob)`` on validated rows."""

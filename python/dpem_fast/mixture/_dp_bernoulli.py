@@ -11,7 +11,7 @@ from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
-from ._common import MixtureInferenceMixin, floored_counts, weights_from_counts
+from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
 from ._bernoulli_kernel import bernoulli_log_resp, bernoulli_stats
 
 __all__ = ["DPBernoulliMixture"]
@@ -126,8 +126,12 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         return bernoulli_log_resp(X, self.weights_, self.means_, n_threads=effective_n_threads(self.n_threads))
 
     def sample(self, n_samples=1, *, random_state=None):
-        """Synthetic binary rows from the fitted model (post-processing); returns (X, y)."""
+        """Synthetic binary rows from the fitted model (post-processing); returns (X, y).
+
+        The components are drawn independently per row, so the rows come in random order.  ``X``
+        is a pandas DataFrame with the fitted column names when the model was fitted on one."""
         check_is_fitted(self, "means_")
         rng = np.random.default_rng(random_state)
         y = rng.choice(self.n_components, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
-        return (rng.random((y.size, self.means_.shape[1])) < self.means_[y]).astype(self.means_.dtype), y
+        X = (rng.random((y.size, self.means_.shape[1])) < self.means_[y]).astype(self.means_.dtype)
+        return as_frame(self, X), y

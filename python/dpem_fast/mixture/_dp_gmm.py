@@ -12,7 +12,7 @@ from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import MixtureInferenceMixin, floored_counts, weights_from_counts
+from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
 from ._stats import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
@@ -578,7 +578,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
         Returns
         -------
-        X : ndarray of shape (n_samples, n_features)
+        X : ndarray of shape (n_samples, n_features), or a pandas DataFrame with the fitted
+            column names when the model was fitted on a DataFrame
         y : ndarray of shape (n_samples,)
         """
         check_is_fitted(self, "means_")
@@ -592,7 +593,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         if shuffle:
             perm = rng.permutation(n_samples)
             X, y = X[perm], y[perm]
-        return X, y
+        return as_frame(self, X), y
 
     def _n_parameters(self):
         K, d = self.means_.shape

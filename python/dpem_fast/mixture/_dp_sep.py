@@ -106,7 +106,7 @@ import math
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
@@ -114,6 +114,7 @@ from .._dpcore import _sep
 from .._engine import ReleaseLayer
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
+from .._persist import SaveMixin
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
@@ -141,7 +142,7 @@ def _default_accountant(sampling):
     return "gdp" if sampling == "shuffle" else "rdp"
 
 
-class DPStochasticEP(BaseEstimator):
+class DPStochasticEP(SaveMixin, BaseEstimator):
     """Differentially private stochastic EP (Vinaroz & Park, Algorithm 3) for the means of a
     Gaussian mixture with known isotropic component variance and known weights.
 
@@ -257,7 +258,7 @@ class DPStochasticEP(BaseEstimator):
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
         """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
-        X = check_array(X, dtype=np.float64, order="C", ensure_min_samples=1)
+        X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
         J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
         if J > n:
@@ -347,7 +348,7 @@ class DPStochasticEP(BaseEstimator):
     # ------------------------------------------------------------ inference
     def _log_joint(self, X):
         check_is_fitted(self, "means_")
-        X = check_array(X, dtype=np.float64)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features_in_}")
         d = X.shape[1]
