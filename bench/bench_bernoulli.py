@@ -16,7 +16,6 @@ float64; (70000, 64, 10) is a binarised-features shape, (60000, 784, 10) binaris
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from dpem_fast._dpcore import _contract
 from dpem_fast._reference.bernoulli import bernoulli_stats_reference
 from dpem_fast.mixture._bernoulli_kernel import bernoulli_stats
+from _timing import median_time
 
 SHAPES = [(70_000, 64, 10), (60_000, 784, 10)]
 
@@ -70,15 +70,6 @@ def test_numpy_reference(benchmark, problem):
 
 
 # --------------------------------------------------------------------------- table
-def _median_time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main(argv=None):
     from threadpoolctl import threadpool_limits
 
@@ -92,9 +83,9 @@ def main(argv=None):
         for n, d, K in SHAPES:
             X, w, means = make_problem(n, d, K)
             bernoulli_stats(X, w, means, 1)
-            t1 = _median_time(lambda: bernoulli_stats(X, w, means, 1), args.repeat)
-            t2 = _median_time(lambda: bernoulli_stats(X, w, means, 2), args.repeat)
-            tn = _median_time(lambda: bernoulli_stats_reference(X, w, means), max(1, args.repeat // 2))
+            t1 = median_time(lambda: bernoulli_stats(X, w, means, 1), args.repeat)
+            t2 = median_time(lambda: bernoulli_stats(X, w, means, 2), args.repeat)
+            tn = median_time(lambda: bernoulli_stats_reference(X, w, means), max(1, args.repeat // 2))
             rows.append((n, d, K, t1, t2, tn))
             print("%-18s %9.2f %9.2f %9.1f %9.1fx %9.1fx" % (
                 f"({n},{d},{K})", t1 * 1e3, t2 * 1e3, tn * 1e3, tn / t1, tn / t2), flush=True)

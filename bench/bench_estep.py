@@ -27,7 +27,6 @@ d(d+1), centring/S1/scaling ~6d, log-sum-exp and responsibility ~25 (exp as ~20 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import numpy as np
@@ -39,6 +38,7 @@ from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast import DPGaussianMixture
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
 from dpem_fast.mixture._stats import compute_stats
+from _timing import median_time
 
 ISSUE_SHAPES = [(1_000_000, 2, 5), (200_000, 10, 5), (50_000, 100, 10), (26_733, 10, 3)]
 SKLEARN_ISSUE_MS = {(1_000_000, 2, 5): 549, (200_000, 10, 5): 197, (50_000, 100, 10): 1255,
@@ -141,15 +141,6 @@ def test_sklearn_iteration(benchmark, problem):
 
 
 # --------------------------------------------------------------------------- table
-def _median_time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def main(argv=None):
     from threadpoolctl import threadpool_limits
 
@@ -171,16 +162,16 @@ def _table(args):
     for n, d, K in ISSUE_SHAPES:
         X, w, means, P = make_problem(n, d, K, dtype=np.dtype(args.dtype))
         iteration_dpem(X, w, means, P, 1)
-        t1 = _median_time(lambda: iteration_dpem(X, w, means, P, 1), args.repeat)
-        t2 = _median_time(lambda: iteration_dpem(X, w, means, P, 2), args.repeat)
-        tn = _median_time(lambda: iteration_numpy(X, w, means, P), max(1, args.repeat // 3))
+        t1 = median_time(lambda: iteration_dpem(X, w, means, P, 1), args.repeat)
+        t2 = median_time(lambda: iteration_dpem(X, w, means, P, 2), args.repeat)
+        tn = median_time(lambda: iteration_numpy(X, w, means, P), max(1, args.repeat // 3))
         if args.no_sklearn:
             ts = np.nan
         else:
             Xd = X.astype(np.float64)
             r = max(1, args.repeat // 3)
-            ts = (_median_time(lambda: sklearn_fit(Xd, K, 11), r)
-                  - _median_time(lambda: sklearn_fit(Xd, K, 1), r)) / 10
+            ts = (median_time(lambda: sklearn_fit(Xd, K, 11), r)
+                  - median_time(lambda: sklearn_fit(Xd, K, 1), r)) / 10
         floor = flops(n, d, K) / PEAK_FLOPS
         rows.append((n, d, K, t1, t2, tn, ts, floor))
         print("%-18s %9.2f %9.2f %6.2fx %9.1f %9.1f %7.1fx %6.1fx %7.2f %6.1fx" % (

@@ -6,22 +6,12 @@ Run: python bench/bench_gradem.py [--reps 5]
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 from dpem_fast._reference.gradem import gradem_stats_reference
 from dpem_fast.mixture._gradem_kernel import gradem_stats
-
-
-def _median(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+from _timing import median_time
 
 
 def main():
@@ -36,12 +26,12 @@ def main():
             beta = np.full(d, 2.0 / np.sqrt(d))
             X = rng.choice([-1.0, 1.0], size=n)[:, None] * beta + rng.normal(size=(n, d))
             means = (beta + 0.1)[None, :]
-            ref = _median(lambda: gradem_stats_reference(X, means, 1.0, symmetric=True, estimator=estimator,
-                                                         scale=1.0), args.reps)
-            one = _median(lambda: gradem_stats(X, means, 1.0, symmetric=True, estimator=estimator, scale=1.0,
-                                               n_threads=1), args.reps)
-            two = _median(lambda: gradem_stats(X, means, 1.0, symmetric=True, estimator=estimator, scale=1.0,
-                                               n_threads=2), args.reps)
+            ref = median_time(lambda: gradem_stats_reference(X, means, 1.0, symmetric=True, estimator=estimator,
+                                                             scale=1.0), args.reps, warmup=True)
+            one = median_time(lambda: gradem_stats(X, means, 1.0, symmetric=True, estimator=estimator, scale=1.0,
+                                                   n_threads=1), args.reps, warmup=True)
+            two = median_time(lambda: gradem_stats(X, means, 1.0, symmetric=True, estimator=estimator, scale=1.0,
+                                                   n_threads=2), args.reps, warmup=True)
             print(f"{estimator:>10} {n:>7} {d:>3} {ref * 1e3:9.2f} {one * 1e3:9.2f} {two * 1e3:9.2f} "
                   f"{ref / one:10.1f} {one / two:9.2f}")
 

@@ -32,6 +32,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _timing import median_time
 
 N_ROWS = 1_256_384
 KS = (5, 50)
@@ -114,15 +115,6 @@ def test_sklearn_lloyd_fit(benchmark, data, K, n_threads):
 
 
 # --------------------------------------------------------------------------- table
-def _median(fn, repeat):
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-
-
 def main(argv=None):
     from threadpoolctl import threadpool_limits
 
@@ -144,10 +136,10 @@ def main(argv=None):
         for K in KS:
             C, dom = _kernel_args(K)
             for t in (1, 2):
-                kern = _median(lambda: kmeans_stats(X, C, n_threads=t, domain=dom), args.repeat)
-                fit = _median(lambda: DPKMeans(K, epsilon=1.0, delta=1e-4, init=initial_centers(K), max_iter=J,
-                                               bounds=AIRPORTS_BOUNDS, n_threads=t, random_state=0).fit(X),
-                              max(1, args.repeat // 2)) / J
+                kern = median_time(lambda: kmeans_stats(X, C, n_threads=t, domain=dom), args.repeat)
+                fit = median_time(lambda: DPKMeans(K, epsilon=1.0, delta=1e-4, init=initial_centers(K), max_iter=J,
+                                                   bounds=AIRPORTS_BOUNDS, n_threads=t, random_state=0).fit(X),
+                                  max(1, args.repeat // 2)) / J
                 sk = float(np.median([_sklearn_iteration(X, K, t)[0] for _ in range(max(1, args.repeat // 2))]))
                 rows.append((K, t, kern, fit, sk))
                 print("%-4d %-8d %9.2f %9.2f %9.2f %11.1fx %11.1fx" % (K, t, 1e3 * kern, 1e3 * fit, 1e3 * sk,
@@ -157,7 +149,7 @@ def main(argv=None):
             if t != 1:
                 continue
             C, dom = _kernel_args(K)
-            ref = _median(lambda: kmeans_stats_reference(X, C, domain=dom), 1)
+            ref = median_time(lambda: kmeans_stats_reference(X, C, domain=dom), 1)
             print("K=%-3d numpy %8.1f ms  kernel %7.2f ms  ratio %6.1fx" % (K, 1e3 * ref, 1e3 * kern, ref / kern))
         if not args.no_diffprivlib:
             try:
@@ -175,8 +167,8 @@ def main(argv=None):
                     dpl.fit(X)
                     t_dpl = time.perf_counter() - t0
                 for t in (1, 2):
-                    ours = _median(lambda: DPKMeans(K, epsilon=1.0, delta=1e-4, max_iter=J, bounds=AIRPORTS_BOUNDS,
-                                                    n_threads=t, random_state=0).fit(X), 1)
+                    ours = median_time(lambda: DPKMeans(K, epsilon=1.0, delta=1e-4, max_iter=J, bounds=AIRPORTS_BOUNDS,
+                                                        n_threads=t, random_state=0).fit(X), 1)
                     print("K=%-3d diffprivlib %8.2f s (%d iterations, %.0f ms each)   dpem_fast %d thread(s), "
                           "J=%d: %6.3f s   ratio %6.1fx" % (K, t_dpl, dpl.n_iter_, 1e3 * t_dpl / dpl.n_iter_, t, J,
                                                              ours, t_dpl / ours))

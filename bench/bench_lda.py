@@ -12,7 +12,6 @@ and the numpy twin on 200 documents.  Medians of --repeat runs, all in one proce
 Run:  python bench/bench_lda.py [--repeat 5]
 """
 import argparse
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from dpem_fast._dpcore import _lda
 from dpem_fast._reference import lda as ref
+from _timing import median_time
 
 
 def corpus(n=2000, V=8000, K=50, mean_len=100, seed=0):
@@ -31,16 +31,6 @@ def corpus(n=2000, V=8000, K=50, mean_len=100, seed=0):
         theta = rng.dirichlet(np.full(K, 0.1))
         rows.append(sp.csr_matrix(rng.multinomial(max(1, rng.poisson(mean_len)), theta @ topics)))
     return sp.vstack(rows).tocsr().astype(np.float64)
-
-
-def median_time(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def main():
@@ -76,11 +66,11 @@ def main():
 
     res = {}
     with threadpool_limits(1, user_api="blas"):
-        res["sklearn n_jobs=1"] = median_time(sklearn(1), args.repeat)
-        res["sklearn n_jobs=2 (processes)"] = median_time(sklearn(2), args.repeat)
+        res["sklearn n_jobs=1"] = median_time(sklearn(1), args.repeat, warmup=True)
+        res["sklearn n_jobs=2 (processes)"] = median_time(sklearn(2), args.repeat, warmup=True)
         for th in (1, 2):
-            res[f"dpem_fast {th} thread(s), no clip"] = median_time(ours(th, np.inf), args.repeat)
-            res[f"dpem_fast {th} thread(s), clip"] = median_time(ours(th, 50.0), args.repeat)
+            res[f"dpem_fast {th} thread(s), no clip"] = median_time(ours(th, np.inf), args.repeat, warmup=True)
+            res[f"dpem_fast {th} thread(s), clip"] = median_time(ours(th, 50.0), args.repeat, warmup=True)
         Xs = X[:200]
         t = median_time(lambda: ref.estep(Xs, eb, 1 / K, np.ones((200, K)), 100, 1e-3, 50.0), 1) * n / 200
         res["numpy twin (200 docs, scaled)"] = t

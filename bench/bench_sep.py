@@ -12,24 +12,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
 
 from dpem_fast import DPStochasticEP
 from dpem_fast._dpcore import _sep
-from dpem_fast._engine import ReleaseLayer
 from dpem_fast._reference import sep as ref
 from dpem_fast._rng import make_key
-
-
-def med(f, r):
-    ts = []
-    for _ in range(r):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
+from _timing import median_time
 
 
 def main(argv=None):
@@ -47,11 +37,11 @@ def main(argv=None):
     order = np.tile(np.arange(n), T).astype(np.int64)
     noise = rng.normal(size=(n * T, J, P)) * 3e-3
     res = {}
-    res["loop, non-private (100k steps)"] = med(
+    res["loop, non-private (100k steps)"] = median_time(
         lambda: _sep.sep_loop(X, order, tf.copy(), th0, lw, 0.25, n, 1 / n, math.inf, None), a.repeats)
-    res["loop, private (100k steps, noise given)"] = med(
+    res["loop, private (100k steps, noise given)"] = median_time(
         lambda: _sep.sep_loop(X, order, tf.copy(), th0, lw, 0.25, n, 1 / n, 1.0, noise), a.repeats)
-    twin = med(lambda: ref.sep_run(X, order[:2000], tf, th0, lw, 0.25, n, 1 / n, 1.0, noise[:2000]), 1)
+    twin = median_time(lambda: ref.sep_run(X, order[:2000], tf, th0, lw, 0.25, n, 1 / n, 1.0, noise[:2000]), 1)
     res["numpy twin, private (2k steps x 50)"] = twin * 50
     est = DPStochasticEP(J, epsilon=1.0, component_variance=0.25, random_state=0)
     for nt in (1, 2):
@@ -59,16 +49,16 @@ def main(argv=None):
             from dpem_fast.mixture._dp_sep import sep_event  # noqa: F401
             est.set_params(n_threads=nt)
             est._plan(make_key(0), n, T, J, P, 1.0, 1e-5, 1.0, 1.0, "gdp", nt)
-        res[f"calibration, {nt} thread(s)"] = med(draw, 1)
+        res[f"calibration, {nt} thread(s)"] = median_time(draw, 1)
 
         def bulk():
             layer = est._plan(make_key(0), n, T, J, P, 1.0, 1e-5, 1.0, 1.0, "gdp", nt)
             layer.noise_block("factor", 0, n * T)
-        res[f"calibration + bulk noise (100k releases), {nt} thread(s)"] = med(bulk, 1)
+        res[f"calibration + bulk noise (100k releases), {nt} thread(s)"] = median_time(bulk, 1)
     for name, kw in [("fit EP", dict(method="ep", epsilon=math.inf)), ("fit SEP", dict(epsilon=math.inf)),
                      ("fit DP-SEP shuffle", dict(epsilon=1.0)),
                      ("fit DP-SEP uniform", dict(epsilon=1.0, sampling="uniform"))]:
-        res[name] = med(lambda: DPStochasticEP(J, component_variance=0.25, random_state=0, **kw).fit(X),
+        res[name] = median_time(lambda: DPStochasticEP(J, component_variance=0.25, random_state=0, **kw).fit(X),
                         max(1, a.repeats // 2))
     for k, v in res.items():
         print(f"{k:<58}{v:>9.3f} s")
