@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._data import DataSummary
+from ._data import DataSummary, Rows
 
 __all__ = ["DaskRows", "is_dask_array", "dask_rows"]
 
@@ -103,13 +103,8 @@ class DaskRows:
         self.summary = summary
         self.dtype = dtype
 
-    @property
-    def n_rows(self):
-        return self.summary.n_rows
-
-    @property
-    def n_features(self):
-        return self.summary.n_features
+    n_rows = Rows.n_rows
+    n_features = Rows.n_features
 
     @property
     def n_chunks(self):

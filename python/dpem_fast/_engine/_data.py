@@ -64,13 +64,8 @@ class Rows:
         self._prepare = prepare
         self.summary = summary
 
-    @property
-    def n_rows(self):
-        return self.summary.n_rows
-
-    @property
-    def n_features(self):
-        return self.summary.n_features
+    n_rows = property(lambda self: self.summary.n_rows)
+    n_features = property(lambda self: self.summary.n_features)
 
     @property
     def dtype(self):
