@@ -13,6 +13,11 @@ engine's :class:`~dpem_fast._engine._data.Rows` that the fit loop uses (``summar
   per-chunk :class:`~dpem_fast._engine._statistics.Statistics` (small: a few arrays of the
   model's size) and sums them on the client in **chunk index order**.
 
+* ``map_chunks(fn, args)`` runs ``fn(chunk_i, *args[i])`` on the workers with per-chunk
+  arguments (a model that selects rows per iteration, e.g. the LDA minibatch: the client
+  sends each chunk the rows it wants and the public, already-released parameters) and
+  returns the per-chunk results in chunk order.
+
 The engine then releases the sum through its :class:`~dpem_fast._engine._release.ReleaseLayer`
 on the client, with the client's key: no worker draws or adds noise, and no worker
 randomness enters the fit.  The privacy record is the one of the in-memory fit.  The sum of
@@ -21,7 +26,22 @@ different association of the same additions), about 1e-15 relative per statistic
 
 Every pass recomputes the chunks from the array's graph: call ``X.persist()`` first to keep
 them in the workers' memory across the EM iterations.  A task that raises makes the fit raise
-(dask may first retry it on another worker); no chunk is ever dropped.
+(dask may first retry it on another worker); no chunk is ever dropped.  A worker that dies
+mid-task: the scheduler reruns the task on a live worker (up to
+``distributed.scheduler.allowed-failures`` times, then the fit raises ``KilledWorker``), so a
+fit either fails or returns the model of the in-memory fit.  The client also checks that it
+got one result per task, and each task that its chunk still has the row count seen at
+validation.
+
+Trust boundary
+--------------
+The workers and the scheduler see the raw rows and the **exact** per-chunk statistics
+before any noise: they are inside the trust boundary, like the memory of an in-memory fit
+(run them on machines you would trust with the data; dask's own communication security is
+the user's to configure).  Only the client draws noise, from its own key (the fit's key
+never goes into a task; a model may send a data-independent sub-key such as LDA's token-cap
+key), and only what leaves the client — the fitted model, its privacy record — is private.
+The privacy record of a dask fit is the one of the in-memory fit.
 
 Scheduler: whatever ``dask.compute`` uses — the ``dask.distributed`` client when one is
 active, else dask's local scheduler.  ``n_threads`` is the OpenMP thread count of each

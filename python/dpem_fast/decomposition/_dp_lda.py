@@ -293,7 +293,25 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     Events: ``SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(σ)), T)`` tagged
     add/remove.  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
     stopping is data-independent (T iterations).  The token cap and the minibatches use
-    randomness addressed from the key.
+    randomness addressed from the key (the cap: one stream per document).
+
+    Dask
+    ----
+    ``fit`` also takes a ``dask.array.Array`` of counts (rows = documents, dense chunks;
+    ``pip install dpem_fast[dask]``), never gathered (:mod:`dpem_fast._engine._dask`).
+    Each chunk is validated on a worker (non-negative integer counts).  Per iteration the
+    client draws the minibatch (its key, the public D: the same documents as in memory)
+    and the initial γ, and sends each chunk the rows it wants, their corpus row numbers,
+    the released λ's exp(E[log β]) and the token cap's sub-key; the worker caps those
+    documents, runs the E-step kernel with per-document clipping and returns the chunk's
+    clipped K x V sum.  The client checks one result per chunk with the expected shape
+    and document count, sums them in chunk order and releases the sum once through the
+    release layer with its own key.  The model equals the in-memory fit up to the
+    association of the sums (the tests ask 1e-10 relative), and ``privacy_`` is the
+    in-memory record.  Trust boundary: the workers and the scheduler see the raw
+    documents and the exact per-chunk statistics before noise, so they are inside it;
+    only the client adds noise, and only what leaves the client (the fitted model) is
+    private.  ``partial_fit`` takes in-memory minibatches only.
     """
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
