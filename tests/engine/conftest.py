@@ -1,11 +1,12 @@
 """Fixtures of the Dask tests of this directory: one real ``dask.distributed.LocalCluster``
-(two worker processes, one thread each) for the session, started at the first test that asks
-for it, and a guard against the client materialising a dask array."""
+(two worker processes, one thread each) per test module, and a guard against the client
+materialising a dask array.  Module scope, not session: a live cluster's threads in the
+test process would show up in other modules' tracemalloc measurements."""
 import numpy as np
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

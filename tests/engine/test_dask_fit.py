@@ -2,7 +2,7 @@
 
 The ``client`` and ``guarded`` fixtures are in ``conftest.py`` (one real
 ``dask.distributed.LocalCluster``, two worker processes with one thread each, for the
-session).  Skipped when dask.distributed is not installed (``pip install dpem_fast[dask]``).
+module).  Skipped when dask.distributed is not installed (``pip install dpem_fast[dask]``).
 """
 import numpy as np
 import pytest

@@ -1,7 +1,7 @@
 """DPLatentDirichletAllocation on a dask array, lost workers and lost chunk results, DP-SEP's
 refusal.
 
-The documents are generated chunk by chunk on the workers of the session's LocalCluster
+The documents are generated chunk by chunk on the workers of the module's LocalCluster
 (``conftest.py``: two worker processes, one thread each); the in-memory reference fit gets
 the same rows computed once.
 """
