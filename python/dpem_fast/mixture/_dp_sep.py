@@ -112,6 +112,7 @@ from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._dpcore import _sep
 from .._engine import ReleaseLayer
+from .._engine._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
 from .._persist import SaveMixin
@@ -174,6 +175,13 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     random_state : None, int, SeedSequence or Generator
     n_threads : int or None
         Threads of the noise draws (results do not depend on it; the loop is sequential).
+
+    Notes
+    -----
+    ``fit`` refuses a ``dask.array.Array`` (TypeError): each step reads one row, in a secret
+    order, and moves the shared factor that the next step reads, so there are no additive
+    per-chunk statistics to compute on the workers, and taking rows one at a time from a
+    cluster would gather the whole array on the client anyway.
 
     Attributes
     ----------
@@ -258,6 +266,11 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
         """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
+        if is_dask_array(X):
+            raise TypeError("X: DPStochasticEP does not take a dask array: DP-SEP is sequential over the "
+                            "rows (each noisy step reads one row, in a secret order, and the shared factor "
+                            "the next step reads), so it cannot be split into per-chunk statistics on "
+                            "the workers; fit it on an in-memory array")
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
         J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
