@@ -59,7 +59,8 @@ def test_verbose_bar_reaches_the_end_with_the_spent_epsilon_and_changes_nothing(
 
 def test_without_tqdm_plain_lines_on_stderr(X, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)      # import tqdm -> ImportError
-    monkeypatch.setattr(_progress, "REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr(_progress, "REFRESH_SECONDS", 0.0)          # a line per iteration
+    monkeypatch.setattr(_progress, "EPSILON_OVERHEAD", 1e12)        # epsilon recomputed every time
     model = dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=4, random_state=3, verbose=1).fit(X)
     out = capsys.readouterr()
     assert out.out == ""
@@ -73,7 +74,8 @@ def test_without_tqdm_plain_lines_on_stderr(X, capsys, monkeypatch):
 def test_progress_shows_nothing_computed_from_the_data(X, capsys, monkeypatch):
     """The same fit on two different data sets prints the same text, timings aside."""
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr(_progress, "REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr(_progress, "REFRESH_SECONDS", 0.0)          # a line per iteration
+    monkeypatch.setattr(_progress, "EPSILON_OVERHEAD", 1e12)        # epsilon recomputed every time
     texts = []
     for data in (X, 3.0 * X[::-1] + 1.0):
         dpem_fast.DPGaussianMixture(2, epsilon=1.0, bounds=(-8, 8), max_iter=3, random_state=3,
