@@ -20,6 +20,7 @@ from .._validation import check_positive_int, check_positive_real, check_probabi
 from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_plan
 from .._engine._dask import is_dask_array
 from .._persist import SaveMixin
+from .._progress import Progress, plan_spent
 from .._reference.lda import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["DPLatentDirichletAllocation"]
@@ -235,7 +236,10 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     n_threads : int or None
         OpenMP threads of the E-step; results do not depend on it.
     verbose : int, default=0
-        ``> 0``: print the (ε, δ) spent after each epoch.
+        ``>= 1``: a progress bar over the T iterations on stderr (tqdm, ``pip install
+        dpem_fast[progress]``; plain lines without it) with the seconds of the last
+        iteration and the ε spent so far (public; nothing computed from the documents is
+        shown).  0: silent.
 
     Attributes
     ----------
@@ -501,6 +505,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         """Non-private online VB: fixed batches in order, doc_ratio = D / |batch|."""
         D, S = docs.n_docs, int(self.batch_size)
         t = 1
+        n_batches = -(-D // S)
+        progress = Progress(self.verbose, int(self.n_epochs) * n_batches, type(self).__name__)
         for epoch in range(int(self.n_epochs)):
             for start in range(0, D, S):
                 idx = np.arange(start, min(D, start + S))
@@ -512,8 +518,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
                 lam = (1.0 - rho) * lam + rho * (eta + (D / idx.size) * sstats)
                 diag["batch_sizes"].append(int(idx.size))
                 t += 1
-            if self.verbose:
-                print(f"epoch {epoch + 1}/{self.n_epochs} (not private)")
+                progress.step()
+        progress.close()
         self.n_batch_iter_ = t
         return lam
 
@@ -530,7 +536,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = float(self.clip_fraction) * int(self.max_doc_length)
-        step = plan.event.event.event              # PoissonSampledEvent of one iteration
+        progress = Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta)
         u = np.empty(D)
         for t in range(T):
             # the minibatch: the client's key and the public D only (never a worker's randomness)
@@ -546,10 +552,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
             lam = (1.0 - rho) * lam + rho * (eta + noisy / q)
             diag["batch_sizes"].append(int(batch_idx.size))
             diag["n_clipped"].append(int(clipped))
-            if self.verbose and (t + 1) % per_epoch == 0:
-                eps = acc.get_accountant(plan.accountant, "add_remove")().compose(
-                    acc.SelfComposedEvent(step, t + 1)).get_epsilon(float(self.delta))
-                print(f"epoch {(t + 1) // per_epoch}/{self.n_epochs}: epsilon={eps:.4g} at delta={self.delta:g}")
+            progress.step()
+        progress.close()
         self.n_batch_iter_ = T + 1
         r = plan.releases["topic_word"]
         self.privacy_ = PrivacyRecord(

@@ -192,6 +192,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         account under the fit's ``neighbouring`` relation; ``epsilon=inf`` and
         ``bounds="from_data"`` fits refuse a ledger (they are not private).
     verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
+        lines without it) with the seconds of the last iteration and the ε spent so far;
+        nothing computed from the data is shown.  0: silent.
 
     Attributes
     ----------
