@@ -106,6 +106,39 @@ def test_no_diagnostics_no_seed_no_key_in_the_file(saved, name):
     assert all(k.startswith("a") for k in arrays)
 
 
+@pytest.mark.parametrize("name", [f[0] for f in FITS])
+def test_every_fitted_attribute_is_classified_and_only_the_allow_list_is_saved(saved, name):
+    """The file holds an allow-list per estimator: a fitted attribute that is on neither
+    _SAVED nor _NOT_SAVED fails here, so a new attribute cannot slip into files unreviewed."""
+    model, loaded, _, _, path = saved[name]
+    cls = type(model).__name__
+    allowed = set(_persist._SAVED[cls]) | set(_persist._SAVED_ANY)
+    fitted = {k for k in vars(model) if k.endswith("_") or k.startswith("_")}
+    assert fitted <= allowed | set(_persist._NOT_SAVED), sorted(fitted - allowed - set(_persist._NOT_SAVED))
+    meta, _ = _persist._read(path)
+    assert set(meta["fitted"]) == fitted & allowed
+    assert set(_persist._SAVED[cls]) <= fitted            # no stale names on the list
+    model.secret_ = np.arange(3.0)                         # an attribute on no list is not written
+    try:
+        other = path.with_name(f"{name}-extra.npz")
+        model.save(other)
+        assert "secret_" not in _persist._read(other)[0]["fitted"]
+        assert "secret_" in _persist._read(other)[0]["not_saved"]
+    finally:
+        del model.secret_
+
+
+def test_a_file_naming_an_attribute_off_the_allow_list_is_refused(saved, tmp_path):
+    _, _, _, _, path = saved["gmm"]
+
+    def add_secret(meta):
+        meta["fitted"]["secret_"] = 1.0
+        return meta
+    out = _rewrite(path, tmp_path / "edited.npz", add_secret)
+    with pytest.raises(dpem_fast.ModelFormatError, match="unexpected attribute 'secret_'"):
+        dpem_fast.load(out)
+
+
 def test_every_event_type_round_trips_through_json():
     g = acc.GaussianEvent(1.5)
     events = [
