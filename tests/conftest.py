@@ -18,3 +18,18 @@ def pytest_report_header(config):
         f"dpem_fast {dpem_fast.__version__}: openmp={cfg['openmp']} n_threads={cfg['n_threads']} "
         f"chacha20={cfg['chacha20_path']} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     )
+
+
+@pytest.fixture(scope="session")
+def reuters():
+    """(counts, vocabulary) of the Reuters sample shipped by the ``lda`` package (test extra);
+    its loader leaves a file open, closed here by a collection inside the ignore."""
+    import gc
+    import warnings
+
+    lda_data = pytest.importorskip("lda.datasets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        counts, vocab = lda_data.load_reuters(), list(lda_data.load_reuters_vocab())
+        gc.collect()
+    return counts, vocab

@@ -166,20 +166,6 @@ def test_console_script_is_installed():
 # it, concurrently), and dpem_fast.load, where the saved model must equal the same fit run
 # in-process with the same seed.  test_fit_report_sample_load_score_end_to_end runs report and
 # sample as subprocesses too.
-def _reuters():
-    """Reuters counts and vocabulary shipped by ``lda`` (its loader leaves a file open; closed
-    by the collection inside the ignore)."""
-    import gc
-    import warnings
-
-    lda_data = pytest.importorskip("lda.datasets")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        counts, vocab = lda_data.load_reuters(), list(lda_data.load_reuters_vocab())
-        gc.collect()
-    return counts, vocab
-
-
 def _write_csv(path, names, X):
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
@@ -187,7 +173,7 @@ def _write_csv(path, names, X):
         w.writerows([[repr(float(v)) for v in row] for row in X])
 
 
-def _datasets(d):
+def _datasets(d, reuters):
     """{model: (argv of fit, in-process estimator, data for the in-process fit, checks)}."""
     from sklearn.datasets import load_digits, load_iris
 
@@ -232,7 +218,7 @@ def _datasets(d):
                   dpem_fast.DPStochasticEP(3, n_epochs=2, random_state=7), iris, dict(attr="means_"))
     out["gradient-em"] = (["iris.npy", "--n-components", "2", "--max-iter", "3", *seed],
                           dpem_fast.DPGradientEM(2, max_iter=3, random_state=7), iris, dict(attr="means_"))
-    counts, vocab = _reuters()
+    counts, vocab = reuters
     import re
     from scipy import sparse
 
@@ -266,9 +252,9 @@ def _run_all(commands, cwd):
 
 
 @pytest.fixture(scope="module")
-def cli_runs(tmp_path_factory):
+def cli_runs(tmp_path_factory, reuters):
     d = tmp_path_factory.mktemp("e2e")
-    cases = _datasets(d)
+    cases = _datasets(d, reuters)
     fits = _run_all({m: ["fit", c[0][0], "--model", m, *c[0][1:], "--epsilon", "2", "-o", f"{m}.npz"]
                      for m, c in cases.items()}, d)
     return d, cases, fits

@@ -1,8 +1,6 @@
 """dpem_fast.plotting: each figure rendered to PNG with Agg, its size and contents checked."""
 import csv
-import gc
 import struct
-import warnings
 
 import numpy as np
 import pytest
@@ -13,17 +11,6 @@ from dpem_fast import plotting
 
 pytest.importorskip("matplotlib")
 from matplotlib.patches import Ellipse  # noqa: E402
-
-
-def reuters():
-    """(counts, vocabulary) of the Reuters sample shipped by ``lda``; its loader leaves a file
-    open, closed here by a collection inside the ignore."""
-    lda_data = pytest.importorskip("lda.datasets")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        counts, vocab = lda_data.load_reuters(), list(lda_data.load_reuters_vocab())
-        gc.collect()
-    return counts, vocab
 
 
 def _png_size(path):
@@ -145,8 +132,8 @@ def test_loadings_grid_on_factor_analysis_of_digits(tmp_path):
         plotting.loadings_grid(np.ones(64), (8, 8))
 
 
-def test_top_words_in_the_order_of_components(tmp_path):
-    counts, vocab = reuters()
+def test_top_words_in_the_order_of_components(tmp_path, reuters):
+    counts, vocab = reuters
     counts = counts[:200]
     m = dpem_fast.DPLatentDirichletAllocation(4, noise_multiplier=1.0, batch_size=50, max_doc_length=100,
                                               vocabulary=vocab, random_state=0).fit(counts)
