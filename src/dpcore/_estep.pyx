@@ -22,8 +22,10 @@ Python reads the constants from ``dpem_fast._dpcore._contract``.
 Work layout (part of the reproducibility contract; change only with a changelog note)
 --------------------------------------------------------------------------------
 Rows are cut into chunks of ``CHUNK_SIZE`` consecutive rows.  Consecutive chunks are grouped
-into ``n_blocks = block_count(n, d, K)`` blocks (at most ``MAX_BLOCKS``; fewer when the
-K*d*d partials would exceed ``PARTIAL_BUDGET`` doubles, never fewer than ``MIN_BLOCKS``).
+into ``n_blocks = block_count(n, d, K)`` blocks of ``BLOCK_CHUNKS`` chunks (so their number
+grows with n, with no cap below the machine; larger blocks only when the K*d*d partials would
+exceed ``PARTIAL_BUDGET`` doubles; never fewer than ``MIN_BLOCKS`` when there are that many
+chunks).
 Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
 handed to OpenMP threads with a dynamic schedule (a thread delayed by a busy core does not
 hold the others back; which thread runs a block never affects its numbers).  The caller
@@ -74,9 +76,7 @@ from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
     """Number of partial-statistic rows (blocks) for ``n`` rows; independent of threads.
 
-    Equivalent to: ``min(ceil(n / CHUNK_SIZE), max(MIN_BLOCKS, min(MAX_BLOCKS,
-    PARTIAL_BUDGET // (K * (d * d + d + 1)))))`` (0 when n == 0), i.e.
-    ``_contract.block_count(n, K * (d * d + d + 1))``.
+    Equivalent to: ``_contract.block_count(n, K * (d * d + d + 1))`` (0 when n == 0).
     """
     return dpc_block_count(n, K * (d * d + d + 1))
 

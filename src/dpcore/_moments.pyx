@@ -37,8 +37,9 @@ from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc
 from .dpc_rows cimport load_rows, load_rows_domain
 
 cdef enum:
-    # d from which the "tiles" layout is used (the d x d partials of MIN_BLOCKS blocks
-    # would exceed the partial budget of dpc_contract.h from here on)
+    # d from which the "tiles" layout is used: a fixed constant of this kernel (chosen when
+    # MIN_BLOCKS d x d partials first exceeded the 16 MiB budget of the time; kept when
+    # the budget grew, so that factor analysis keeps its layout)
     _TILE_MIN_D = 513
     # tile edge of the "tiles" layout
     _TILE = 256

@@ -11,9 +11,11 @@
  *   DPC_CHUNK_SIZE   rows per chunk; a chunk is transposed into a (d, CHUNK) scratch.
  *   DPC_LANES        fixed lanes of every in-chunk row sum (combined by a fixed tree,
  *                    dpc_simd.h), so rounding does not depend on the SIMD width.
- *   DPC_MAX_BLOCKS / DPC_MIN_BLOCKS / DPC_PARTIAL_BUDGET
- *                    consecutive chunks form blocks; block b owns row b of the partial
- *                    statistics; see dpc_block_count().
+ *   DPC_BLOCK_CHUNKS / DPC_MIN_BLOCKS / DPC_PARTIAL_BUDGET
+ *                    consecutive chunks form blocks of DPC_BLOCK_CHUNKS chunks, so the
+ *                    number of blocks grows with n (no fixed cap: a machine of any core
+ *                    count gets work); block b owns row b of the partial statistics; see
+ *                    dpc_block_count().
  *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
  *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
  *                    crossover: hand loops win below 8 features, BLAS from 16 on).
@@ -30,9 +32,9 @@
 
 #define DPC_CHUNK_SIZE 256
 #define DPC_LANES 16                     /* DPC_CHUNK_SIZE is a multiple of it */
-#define DPC_MAX_BLOCKS 64
+#define DPC_BLOCK_CHUNKS 4               /* chunks per block (1,024 rows; 128 LDA documents) */
 #define DPC_MIN_BLOCKS 8
-#define DPC_PARTIAL_BUDGET (1 << 21)     /* doubles (16 MiB) of partials before blocks shrink */
+#define DPC_PARTIAL_BUDGET (1 << 23)     /* doubles (64 MiB) of partials before blocks grow */
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
 #define DPC_LDA_DOC_CHUNK 32
@@ -55,30 +57,34 @@ static inline ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
     return (nr + DPC_LANES - 1) / DPC_LANES * DPC_LANES;
 }
 
-/* Number of partial-statistic rows (blocks) for n rows when one block's partials take
-   per_block_doubles doubles: min(n_chunks, max(MIN_BLOCKS, min(MAX_BLOCKS,
-   PARTIAL_BUDGET / per_block_doubles))).  Depends on (n, per_block_doubles) only, never
-   on the thread count.  Each model passes its own partial size (the GMM: K (d^2 + d + 1)). */
-static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+/* Blocks for n_chunks chunks when one block's partials take per_block_doubles doubles:
+   ceil(n_chunks / BLOCK_CHUNKS) blocks (at least MIN_BLOCKS, so that small inputs are still
+   spread over threads), fewer when their partials would exceed PARTIAL_BUDGET doubles
+   (never fewer than MIN_BLOCKS), never more than n_chunks.  The count grows with n without
+   a cap, and depends on (n_chunks, per_block_doubles) only, never on the thread count. */
+static inline ptrdiff_t dpc_blocks_for_chunks(ptrdiff_t n_chunks, ptrdiff_t per_block_doubles)
 {
-    ptrdiff_t n_chunks = dpc_chunk_count(n);
     ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
+    ptrdiff_t nb = (n_chunks + DPC_BLOCK_CHUNKS - 1) / DPC_BLOCK_CHUNKS;
     ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
-    cap = cap < DPC_MAX_BLOCKS ? cap : DPC_MAX_BLOCKS;
+    nb = nb > DPC_MIN_BLOCKS ? nb : DPC_MIN_BLOCKS;
     cap = cap > DPC_MIN_BLOCKS ? cap : DPC_MIN_BLOCKS;
-    return n_chunks < cap ? n_chunks : cap;
+    nb = nb < cap ? nb : cap;
+    return n_chunks < nb ? n_chunks : nb;
 }
 
-/* LDA E-step blocks for n documents whose partials take per_block_doubles (K V) each:
-   the same caps as dpc_block_count, over chunks of DPC_LDA_DOC_CHUNK documents. */
+/* Number of partial-statistic rows (blocks) for n rows (chunks of CHUNK_SIZE rows).  Each
+   model passes its own partial size (the GMM: K (d^2 + d + 1)). */
+static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+{
+    return dpc_blocks_for_chunks(dpc_chunk_count(n), per_block_doubles);
+}
+
+/* LDA E-step blocks for n documents whose partials take per_block_doubles (K V) each: the
+   same rule over chunks of DPC_LDA_DOC_CHUNK documents. */
 static inline ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
 {
-    ptrdiff_t n_chunks = (n + DPC_LDA_DOC_CHUNK - 1) / DPC_LDA_DOC_CHUNK;
-    ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
-    ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
-    cap = cap < DPC_MAX_BLOCKS ? cap : DPC_MAX_BLOCKS;
-    cap = cap > DPC_MIN_BLOCKS ? cap : DPC_MIN_BLOCKS;
-    return n_chunks < cap ? n_chunks : cap;
+    return dpc_blocks_for_chunks((n + DPC_LDA_DOC_CHUNK - 1) / DPC_LDA_DOC_CHUNK, per_block_doubles);
 }
 
 /* Chunks per block once the block count nb >= 1 is fixed: ceil(n_chunks / nb).  Blocks

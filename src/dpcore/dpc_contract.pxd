@@ -7,7 +7,7 @@ cdef extern from "dpc_contract.h" nogil:
     enum:
         DPC_CHUNK_SIZE
         DPC_LANES
-        DPC_MAX_BLOCKS
+        DPC_BLOCK_CHUNKS
         DPC_MIN_BLOCKS
         DPC_PARTIAL_BUDGET
         DPC_BLAS_MIN_D
@@ -17,6 +17,7 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_SUPERBLOCK_DOUBLES
     ptrdiff_t dpc_chunk_count(ptrdiff_t n)
     ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
+    ptrdiff_t dpc_blocks_for_chunks(ptrdiff_t n_chunks, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)

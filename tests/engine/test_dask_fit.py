@@ -1,7 +1,8 @@
 """Fits on a dask array: statistics per chunk on worker processes, noise once on the client.
 
-One real ``dask.distributed.LocalCluster`` (two worker processes, one thread each) for the
-module.  Skipped when dask.distributed is not installed (``pip install dpem_fast[dask]``).
+The ``client`` and ``guarded`` fixtures are in ``conftest.py`` (one real
+``dask.distributed.LocalCluster``, two worker processes with one thread each, for the
+module).  Skipped when dask.distributed is not installed (``pip install dpem_fast[dask]``).
 """
 import numpy as np
 import pytest
@@ -9,7 +10,6 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from dpem_fast._engine import _dask                      # noqa: E402
 from dpem_fast._engine._dask import DaskRows            # noqa: E402
 from dpem_fast.cluster import DPKMeans                   # noqa: E402
 from dpem_fast.decomposition import DPFactorAnalysis     # noqa: E402
@@ -17,14 +17,6 @@ from dpem_fast.mixture import DPBernoulliMixture         # noqa: E402
 from dpem_fast.mixture import DPGaussianMixture          # noqa: E402
 
 N, D, CHUNK = 3000, 3, 700                               # five row chunks, the last one short
-
-
-@pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=50) as cluster:
-        with distributed.Client(cluster) as c:
-            yield c
 
 
 def lazy_data(seed=0):
@@ -43,37 +35,6 @@ def lazy_data(seed=0):
 def data(client):
     X = lazy_data()
     return X, X.compute()                                 # the in-memory reference, computed once
-
-
-@pytest.fixture
-def guarded(monkeypatch):
-    """Fail if the client converts a dask array to numpy or computes it, and record the size
-    of everything that comes back from the workers."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the client tried to materialise the dask array")
-
-    monkeypatch.setattr(da.Array, "__array__", refuse)
-    monkeypatch.setattr(da.Array, "compute", refuse)
-    received = []
-    real = _dask._compute
-
-    def spy(tasks):
-        out = real(tasks)
-        received.extend(out)
-        return out
-
-    monkeypatch.setattr(_dask, "_compute", spy)
-    return received
-
-
-def _arrays(obj):
-    if isinstance(obj, np.ndarray):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for o in obj:
-            yield from _arrays(o)
-    elif hasattr(obj, "arrays"):
-        yield from obj.arrays.values()
 
 
 MODELS = [
@@ -106,7 +67,7 @@ def test_dask_fit_equals_in_memory_fit_without_gathering(data, guarded, make, at
         assert {k: r.noise_scale for k, r in model.privacy_.releases.items()} == \
                {k: r.noise_scale for k, r in ref.privacy_.releases.items()}
     # only per-chunk statistics came back (model-sized), never rows of a chunk
-    shapes = {a.shape for a in _arrays(guarded)}
+    shapes = {a.shape for a in guarded.arrays()}
     assert shapes and not shapes & {(CHUNK, D), (N % CHUNK, D), (N, D)}
     assert not any(isinstance(r, da.Array) for r in guarded)
     # nothing of the data (nor the dask array, nor its rows) is kept on the model

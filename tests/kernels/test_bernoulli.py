@@ -57,7 +57,7 @@ SHAPES = [
     (700, 16, 3),             # smallest BLAS d
     (900, 64, 6),             # d = 64
     (400, 784, 3),            # d = 784 (MNIST-sized rows)
-    (70 * CHUNK + 5, 3, 2),   # more chunks than MAX_BLOCKS: several chunks per block
+    (70 * CHUNK + 5, 3, 2),   # more chunks than BLOCK_CHUNKS: several chunks per block
     (70 * CHUNK + 5, 20, 2),  # the same on the BLAS path
 ]
 

@@ -1,4 +1,5 @@
 """The work-layout constants: one definition (dpc_contract.h), read by every layer."""
+import numpy as np
 import pytest
 
 from dpem_fast import random as dr
@@ -7,9 +8,10 @@ from dpem_fast._dpcore import _bernoulli, _contract, _estep
 
 def test_values_and_python_copies():
     c = _contract
-    assert (c.CHUNK_SIZE, c.LANES, c.MAX_BLOCKS, c.MIN_BLOCKS) == (256, 16, 64, 8)
+    assert (c.CHUNK_SIZE, c.LANES, c.BLOCK_CHUNKS, c.MIN_BLOCKS) == (256, 16, 4, 8)
     assert (c.BLAS_MIN_D, c.BERNOULLI_BLAS_MIN_D) == (16, 16)
-    assert c.PARTIAL_BUDGET == 1 << 21 and c.CHUNK_SIZE % c.LANES == 0
+    assert c.PARTIAL_BUDGET == 1 << 23 and c.CHUNK_SIZE % c.LANES == 0
+    assert not hasattr(c, "MAX_BLOCKS")      # issue 14: no fixed cap on the block count
     assert c.SAMPLER_BLOCK == 4096 == dr.SAMPLER_BLOCK == dr.DISCRETE_SAMPLER_BLOCK
 
 
@@ -20,9 +22,11 @@ def test_gmm_block_count_is_the_generic_formula():
         for d in (1, 3, 16, 100, 400):
             for K in (1, 5, 30):
                 per = K * (d * d + d + 1)
-                expect = min(-(-n // c.CHUNK_SIZE), max(c.MIN_BLOCKS, min(c.MAX_BLOCKS, c.PARTIAL_BUDGET // per)))
+                chunks = -(-n // c.CHUNK_SIZE)
+                expect = min(chunks, max(c.MIN_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
+                             max(c.MIN_BLOCKS, c.PARTIAL_BUDGET // per))
                 assert _estep.block_count(n, d, K) == c.block_count(n, per) == expect
-    assert c.block_count(10**6, 0) == c.MAX_BLOCKS
+    assert c.block_count(10**6, 0) == -(-10**6 // (c.CHUNK_SIZE * c.BLOCK_CHUNKS))
     with pytest.raises(ValueError):
         c.block_count(-1, 10)
 
@@ -32,7 +36,39 @@ def test_bernoulli_block_count_is_the_generic_formula():
         for d in (1, 64, 784, 5000):
             for K in (1, 10, 50):
                 assert _bernoulli.block_count(n, d, K) == _contract.block_count(n, K * (d + 1) + 1)
-    assert _bernoulli.block_count(10**6, 784, 10) == _contract.MAX_BLOCKS
+    nb = _bernoulli.block_count(10**6, 784, 10)
+    assert nb == -(-10**6 // (256 * _contract.BLOCK_CHUNKS)) and nb * (10 * 785 + 1) <= _contract.PARTIAL_BUDGET
+    assert _bernoulli.block_count(10**7, 784, 10) == _contract.PARTIAL_BUDGET // (10 * 785 + 1)
+
+
+def test_blocks_grow_with_n_and_keep_partials_in_budget():
+    """Issue 14: the block count has no fixed cap (a 128-core machine gets work on 16e6 rows),
+    blocks hold BLOCK_CHUNKS chunks until the partials reach the budget, and it is the same
+    for every thread count (it takes no thread argument at all)."""
+    c = _contract
+    rows = c.CHUNK_SIZE * c.BLOCK_CHUNKS
+    assert c.block_count(16 * 10**6, 5 * 7) == -(-16 * 10**6 // rows) > 15_000
+    prev = 0
+    for n in (10**3, 10**4, 10**5, 10**6, 10**7):
+        nb = _estep.block_count(n, 2, 5)
+        assert nb > prev and nb <= -(-n // c.CHUNK_SIZE)
+        prev = nb
+    for d, K in ((50, 10), (100, 10), (400, 5)):
+        per = K * (d * d + d + 1)
+        for n in (10**5, 10**6, 10**7):
+            nb = _estep.block_count(n, d, K)
+            assert nb == c.MIN_BLOCKS or nb * per <= c.PARTIAL_BUDGET
+    assert _estep.block_count(200_000, 50, 10) > 128        # the issue's BLAS-path shape
+
+
+def test_lda_block_count_is_the_same_rule_over_document_chunks():
+    c = _contract
+    for n in (0, 1, 31, 32, 33, 5000, 10**6):
+        for per in (1, 50 * 8000, 10**7):
+            chunks = -(-n // c.LDA_DOC_CHUNK)
+            expect = min(chunks, max(c.MIN_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
+                         max(c.MIN_BLOCKS, c.PARTIAL_BUDGET // per))
+            assert c.lda_block_count(n, per) == expect
 
 
 def test_superblock_rows_is_a_whole_number_of_chunks_near_the_budget():
@@ -44,3 +80,20 @@ def test_superblock_rows_is_a_whole_number_of_chunks_near_the_budget():
         assert rows == max(c.CHUNK_SIZE, c.SUPERBLOCK_DOUBLES // d // c.CHUNK_SIZE * c.CHUNK_SIZE)
         assert rows * d <= c.SUPERBLOCK_DOUBLES or rows == c.CHUNK_SIZE
     assert c.superblock_rows(0) == c.superblock_rows(1)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 5), (7, 4, 3), (300, 10, 50), (3, 70_001)])
+def test_sum_blocks_is_block_order_for_every_thread_count(shape):
+    """The callers' reduction: each entry summed over blocks in sequence, as
+    np.add.reduce(axis=0) does, bit for bit at 1 and 2 threads (the parallel path included:
+    300 x 500 and 3 x 70,001 values are above its threshold)."""
+    rng = np.random.default_rng(sum(shape))
+    # values spanning many magnitudes, so any other summation order would change the bits
+    part = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9, size=shape)
+    expect = np.add.reduce(part, axis=0) if shape[0] else np.zeros(shape[1:])
+    for nt in (1, 2, 3):
+        got = _contract.sum_blocks(part, nt)
+        assert got.shape == shape[1:]
+        assert got.tobytes() == expect.tobytes()
+    if shape[0] == 3:      # the data are such that another order would show in the bits
+        assert not np.array_equal((part[0] + part[2]) + part[1], expect)

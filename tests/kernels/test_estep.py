@@ -53,7 +53,7 @@ SHAPES = [
     (700, 15, 3),            # largest hand-loop d
     (700, 16, 3),            # smallest BLAS d
     (600, 100, 4),           # d = 100 (BLAS path)
-    (70 * CHUNK + 5, 3, 2),  # more chunks than MAX_BLOCKS: several chunks per block
+    (70 * CHUNK + 5, 3, 2),  # more chunks than BLOCK_CHUNKS: several chunks per block
 ]
 
 
@@ -115,10 +115,10 @@ def test_thread_count_invariance(n, d, K, dtype):
 def test_block_count_independent_of_threads_and_bounded():
     assert _estep.block_count(0, 3, 2) == 0
     assert _estep.block_count(1, 3, 2) == 1
-    assert _estep.block_count(10**6, 10, 5) == _contract.MAX_BLOCKS
+    assert _estep.block_count(10**6, 10, 5) == -(-10**6 // (256 * _contract.BLOCK_CHUNKS))
     # partial memory stays bounded for large d
     nb = _estep.block_count(10**6, 100, 10)
-    assert _contract.MIN_BLOCKS <= nb and nb * 10 * 100 * 100 <= 2 * _contract.PARTIAL_BUDGET
+    assert _contract.MIN_BLOCKS <= nb and nb * 10 * (100 * 100 + 101) <= _contract.PARTIAL_BUDGET
 
 
 def test_matches_sklearn_score_samples():

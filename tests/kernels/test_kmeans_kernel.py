@@ -20,7 +20,7 @@ SHAPES = [
     (700, 8, 9),              # largest d with an unrolled feature loop
     (700, 9, 60),             # generic d, many clusters
     (300, 100, 7),
-    (70 * CHUNK + 5, 2, 50),  # more chunks than MAX_BLOCKS: several chunks per block
+    (70 * CHUNK + 5, 2, 50),  # more chunks than BLOCK_CHUNKS: several chunks per block
 ]
 
 

@@ -72,7 +72,7 @@ def test_per_document_clip_bounds_each_document_and_sum():
 def test_block_count_is_the_contract():
     assert _lda.block_count(2000, 50, 8000) == _contract.lda_block_count(2000, 50 * 8000)
     assert _contract.lda_block_count(1, 10) == 1
-    assert _contract.lda_block_count(10 ** 6, 1) == _contract.MAX_BLOCKS
+    assert _contract.lda_block_count(10 ** 6, 1) == -(-10 ** 6 // (_contract.LDA_DOC_CHUNK * _contract.BLOCK_CHUNKS))
 
 
 def test_empty_documents_and_empty_batch():

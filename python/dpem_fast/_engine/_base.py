@@ -47,6 +47,7 @@ from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
 from .._persist import SaveMixin
 from .._preprocess import DataDomain, resolve_domain
+from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
@@ -257,7 +258,8 @@ class PrivateEM(SaveMixin, BaseEstimator):
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         rounds = self._n_release_rounds()
-        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+        progress = Progress(self.verbose, rounds, type(self).__name__)
+        with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
                 stats = rows.reduce(lambda block: self._statistics(block, params, None, n_threads))
                 if not all(np.all(np.isfinite(v)) for v in stats.values()):
@@ -265,8 +267,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
                                      f"{summary.max_abs:.3g}); rescale the data, or fit privately")
                 train_ll.append(stats.loglik / n)
                 params = self._exact_update(stats, params)
-                if self.verbose:
-                    print(f"iteration {it + 1}/{rounds}")
+                progress.step()
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
 
@@ -300,7 +301,9 @@ class PrivateEM(SaveMixin, BaseEstimator):
         params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
         tail = TailAverage(plan.releases, rounds, self._n_averaged(rounds))
-        with blas_single_thread():          # the update's LAPACK too: OpenMP kernels own the cores
+        progress = Progress(self.verbose, rounds, type(self).__name__, plan_spent(plan, rounds, self.delta),
+                            self.delta)
+        with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
                 stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
                 train_ll.append(stats.loglik / n)
@@ -308,8 +311,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
                 seen, releases = tail.add(it, noisy)
                 params = self._update(seen, params, releases)
-                if self.verbose:
-                    print(f"iteration {it + 1}/{rounds}")
+                progress.step()
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
         record = PrivacyRecord(

@@ -13,6 +13,11 @@ engine's :class:`~dpem_fast._engine._data.Rows` that the fit loop uses (``summar
   per-chunk :class:`~dpem_fast._engine._statistics.Statistics` (small: a few arrays of the
   model's size) and sums them on the client in **chunk index order**.
 
+* ``map_chunks(fn, args)`` runs ``fn(chunk_i, *args[i])`` on the workers with per-chunk
+  arguments (a model that selects rows per iteration, e.g. the LDA minibatch: the client
+  sends each chunk the rows it wants and the public, already-released parameters) and
+  returns the per-chunk results in chunk order.
+
 The engine then releases the sum through its :class:`~dpem_fast._engine._release.ReleaseLayer`
 on the client, with the client's key: no worker draws or adds noise, and no worker
 randomness enters the fit.  The privacy record is the one of the in-memory fit.  The sum of
@@ -21,7 +26,22 @@ different association of the same additions), about 1e-15 relative per statistic
 
 Every pass recomputes the chunks from the array's graph: call ``X.persist()`` first to keep
 them in the workers' memory across the EM iterations.  A task that raises makes the fit raise
-(dask may first retry it on another worker); no chunk is ever dropped.
+(dask may first retry it on another worker); no chunk is ever dropped.  A worker that dies
+mid-task: the scheduler reruns the task on a live worker (up to
+``distributed.scheduler.allowed-failures`` times, then the fit raises ``KilledWorker``), so a
+fit either fails or returns the model of the in-memory fit.  The client also checks that it
+got one result per task, and each task that its chunk still has the row count seen at
+validation.
+
+Trust boundary
+--------------
+The workers and the scheduler see the raw rows and the **exact** per-chunk statistics
+before any noise: they are inside the trust boundary, like the memory of an in-memory fit
+(run them on machines you would trust with the data; dask's own communication security is
+the user's to configure).  Only the client draws noise, from its own key (the fit's key
+never goes into a task; a model may send a data-independent sub-key such as LDA's token-cap
+key), and only what leaves the client — the fitted model, its privacy record — is private.
+The privacy record of a dask fit is the one of the in-memory fit.
 
 Scheduler: whatever ``dask.compute`` uses — the ``dask.distributed`` client when one is
 active, else dask's local scheduler.  ``n_threads`` is the OpenMP thread count of each
@@ -81,6 +101,16 @@ def _apply(fn, block, dtype, prepare):
     return fn(X) if X.shape[0] else None
 
 
+def _apply_rows(fn, block, dtype, prepare, n_rows, args):
+    """Worker task: ``fn(chunk, *args)`` of one prepared chunk that must still have the
+    ``n_rows`` rows it had when it was validated."""
+    X = prepare(_as_chunk(block, dtype))
+    if X.shape[0] != n_rows:
+        raise RuntimeError(f"X: a dask chunk had {n_rows} rows when it was validated and now has "
+                           f"{X.shape[0]} (the array's graph is not deterministic)")
+    return fn(X, *args)
+
+
 def _range(block, dtype, prepare):
     X = prepare(_as_chunk(block, dtype))
     if not X.shape[0]:
@@ -97,11 +127,12 @@ def _compute(tasks):
 class DaskRows:
     """Validated rows of a fit in a dask array (see the module docstring)."""
 
-    def __init__(self, blocks, dtype, prepare, summary):
+    def __init__(self, blocks, dtype, prepare, summary, chunk_rows):
         self._blocks = blocks
         self._prepare = prepare
         self.summary = summary
         self.dtype = dtype
+        self.chunk_rows = tuple(int(r) for r in chunk_rows)
 
     n_rows = Rows.n_rows
     n_features = Rows.n_features
@@ -125,6 +156,26 @@ class DaskRows:
                 total = part if total is None else total + part
         return total
 
+    def map_chunks(self, fn, args):
+        """``[fn(chunk_i, *args[i]) ...]`` in chunk order, each on a worker; ``args[i] is None``
+        skips chunk ``i`` (its entry is None).  Each task first checks that its chunk still has
+        the row count seen at validation; the client checks that one result came back per
+        task.  ``fn`` must return something small (a statistic of the chunk, never its rows)."""
+        import dask
+
+        if len(args) != len(self._blocks):
+            raise ValueError(f"map_chunks: {len(args)} argument tuples for {len(self._blocks)} chunks")
+        task = dask.delayed(_apply_rows, pure=True)
+        todo = [i for i, a in enumerate(args) if a is not None]
+        parts = _compute([task(fn, self._blocks[i], self.dtype, self._prepare, self.chunk_rows[i],
+                               tuple(args[i])) for i in todo])
+        if len(parts) != len(todo):
+            raise RuntimeError(f"X: a dask pass returned {len(parts)} chunk results for {len(todo)} chunks")
+        out = [None] * len(self._blocks)
+        for i, part in zip(todo, parts):
+            out[i] = part
+        return out
+
     def column_range(self):
         """Exact column minima and maxima (NOT private: for ``bounds='from_data'`` only)."""
         import dask
@@ -142,9 +193,11 @@ class DaskRows:
         raise TypeError("the rows of a dask fit are never gathered on the client; use reduce()")
 
 
-def dask_rows(estimator, X, private):
+def dask_rows(estimator, X, private, prepare=None):
     """:class:`DaskRows` of the dask array ``X``, validated on the workers before anything is
-    charged to a privacy budget."""
+    charged to a privacy budget.  ``prepare`` (default ``estimator._prepare_rows``) is the
+    per-chunk row check/transform; give a module-level function to keep the estimator
+    itself out of the task graph."""
     import dask
 
     if X.ndim != 2:
@@ -162,7 +215,8 @@ def dask_rows(estimator, X, private):
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
     blocks = list(X.to_delayed().ravel())        # row-chunk order
-    prepare = estimator._prepare_rows
+    if prepare is None:
+        prepare = estimator._prepare_rows
     task = dask.delayed(_check_chunk, pure=True)
     checks = _compute([task(b, dtype, prepare, not private) for b in blocks])
     n = int(sum(c[0] for c in checks))
@@ -177,4 +231,4 @@ def dask_rows(estimator, X, private):
         hi = np.maximum.reduce([c[2] for c in full])
         summary = DataSummary(n, int(d), lo, hi, max(c[3] for c in full))
     estimator.n_features_in_ = int(d)
-    return DaskRows(blocks, dtype, prepare, summary)
+    return DaskRows(blocks, dtype, prepare, summary, [c[0] for c in checks])

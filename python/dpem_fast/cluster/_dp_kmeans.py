@@ -86,6 +86,9 @@ class DPKMeans(TransformerMixin, PrivateEM):
     budget : dpem_fast.accounting.BudgetLedger or None
         Charged with the whole plan before any statistic of the data is computed.
     verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
+        lines without it) with the seconds of the last iteration and the ε spent so far;
+        nothing computed from the data is shown.  0: silent.
 
     Attributes
     ----------

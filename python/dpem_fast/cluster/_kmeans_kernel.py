@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _kmeans
+from .._dpcore import _contract, _kmeans
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import effective_n_threads
@@ -71,9 +71,10 @@ def kmeans_stats(X, centers, n_threads=None, domain=None) -> Statistics:
         kw = dict(domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
                   inv_scale=1.0 / domain.radius, clip_target=clip_target(d, np.float64),
                   part_clipped=np.zeros(nb, dtype=np.int64))
-    _kmeans.kmeans_stats(X, C, *parts, effective_n_threads(n_threads), **kw)
-    # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
-    counts, sums, inertia = (np.add.reduce(p, axis=0) if nb else np.zeros(p.shape[1:]) for p in parts)
+    nt = effective_n_threads(n_threads)
+    _kmeans.kmeans_stats(X, C, *parts, nt, **kw)
+    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    counts, sums, inertia = (_contract.sum_blocks(p, nt) for p in parts)
     return Statistics({COUNTS: counts, SUMS: sums}, int(n), -float(inertia),
                       int(kw["part_clipped"].sum()) if kw else 0)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 from numbers import Integral
 
 import numpy as np
@@ -17,7 +18,9 @@ from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
 from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._engine._dask import is_dask_array
 from .._persist import SaveMixin
+from .._progress import Progress, plan_spent
 from .._reference.lda import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["DPLatentDirichletAllocation"]
@@ -25,6 +28,152 @@ __all__ = ["DPLatentDirichletAllocation"]
 _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 #: Largest count of one term in one document the estimator accepts.
 _MAX_COUNT = 2.0 ** 31
+
+
+def _check_counts(d):
+    """Entries of a count matrix (finite already checked): non-negative integers <= _MAX_COUNT."""
+    if np.any(d < 0):
+        raise ValueError("X: counts must be non-negative")
+    if np.any(d != np.floor(d)):
+        raise ValueError("X: counts must be integers")
+    if d.size and d.max() > _MAX_COUNT:
+        raise ValueError(f"X: counts up to {d.max():.3g} exceed {_MAX_COUNT:.3g}")
+
+
+def _check_count_chunk(X):
+    """Row check of one dense dask chunk (runs on a worker)."""
+    _check_counts(X)
+    return X
+
+
+def _estep_csr(X, eb_t, gamma0, alpha, max_iter, tol, clip, n_threads, want_stats=True):
+    """E-step of the CSR documents ``X`` under ``eb_t = exp(E[log beta]).T`` (V, K): returns
+    ``(gamma, sstats (K, V) or None, n_clipped)``."""
+    V, K = eb_t.shape
+    gamma = np.array(gamma0, dtype=np.float64, order="C")        # a copy: the kernel writes it
+    n = gamma.shape[0]
+    sstats_t = np.zeros((V, K) if want_stats else (0, K))
+    norms = np.zeros(n)
+    n_upd = np.zeros(n, dtype=np.int32)
+    clipped = _lda.lda_estep(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, eb_t,
+                             float(alpha), int(max_iter), float(tol), float(clip), gamma, sstats_t, norms,
+                             n_upd, int(n_threads))
+    return gamma, (sstats_t.T.copy() if want_stats else None), clipped
+
+
+def _cap_documents(X, cap_key, N, doc_ids=None):
+    """Each document of the CSR ``X`` longer than ``N`` tokens cut to ``N`` tokens drawn without
+    replacement; returns ``(X capped, number capped)``.
+
+    The draw of document ``i`` uses its own stream ``derive_key(cap_key, doc_ids[i])``
+    (``doc_ids``: the documents' row numbers in the corpus, default ``0, 1, ...``), so a
+    document is capped the same way whichever rows are capped with it: on the client once
+    per fit, or on a dask worker for the documents of one chunk.  The randomness is
+    data-independent and need not be secret (the sensitivity holds for every draw).
+    """
+    X = X.copy()
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    capped = np.flatnonzero(lengths > N)
+    ids = capped if doc_ids is None else np.asarray(doc_ids)[capped]
+    for d, doc in zip(capped, ids):
+        rng = np.random.Generator(np.random.PCG64(derive_key(cap_key, int(doc))))
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        # N of the document's L tokens without replacement: positions, then their terms
+        ends = np.cumsum(X.data[lo:hi].astype(np.int64))
+        pos = rng.choice(int(ends[-1]), N, replace=False, shuffle=False)
+        X.data[lo:hi] = np.bincount(np.searchsorted(ends, pos, side="right"), minlength=hi - lo)
+    X.eliminate_zeros()
+    return X, int(capped.size)
+
+
+def _count_documents(X, N):
+    """Worker: ``[documents with no token, documents over N tokens]`` of one chunk."""
+    lengths = X.sum(axis=1)
+    return np.array([np.sum(lengths == 0), np.sum(lengths > N)], dtype=np.int64)
+
+
+def _chunk_minibatch(X, local, doc_ids, gamma0, eb_t, cfg):
+    """Worker: the clipped statistic sum of the selected documents of one dense chunk.
+
+    ``local``: their rows in the chunk; ``doc_ids``: their rows in the corpus (the token
+    cap's streams); ``cfg = (cap_key or None, N, alpha, max_iter, tol, clip, n_threads)``.
+    Returns ``(number of documents, K x V sum, number clipped)``, never a row.
+    """
+    cap_key, N, alpha, max_iter, tol, clip, n_threads = cfg
+    docs = sp.csr_matrix(np.asarray(X[local], dtype=np.float64))
+    docs.sort_indices()
+    if cap_key is not None:
+        docs, _ = _cap_documents(docs, cap_key, N, doc_ids)
+    _, sstats, clipped = _estep_csr(docs, eb_t, gamma0, alpha, max_iter, tol, clip, n_threads)
+    return docs.shape[0], sstats, int(clipped)
+
+
+class _MemoryDocs:
+    """The documents of an in-memory fit (a validated CSR matrix)."""
+
+    def __init__(self, X, est, alpha, n_threads):
+        self.X, self._cfg = X, (int(est.max_doc_length), alpha, int(est.max_doc_update_iter),
+                                float(est.mean_change_tol), n_threads)
+        self.n_docs = X.shape[0]
+
+    def counts(self):
+        lengths = np.asarray(self.X.sum(axis=1)).ravel()
+        return int(np.sum(lengths == 0)), int(np.sum(lengths > self._cfg[0]))
+
+    def cap_tokens(self, cap_key):
+        self.X, n = _cap_documents(self.X, cap_key, self._cfg[0])
+        return n
+
+    def minibatch(self, idx, gamma0, eb_t, clip):
+        _, alpha, max_iter, tol, n_threads = self._cfg
+        _, sstats, clipped = _estep_csr(self.X[idx], eb_t, gamma0, alpha, max_iter, tol, clip, n_threads)
+        return sstats, clipped
+
+
+class _DaskDocs:
+    """The documents of a dask fit: each chunk's minibatch statistic on a worker, summed on
+    the client in chunk order (see the Dask section of :class:`DPLatentDirichletAllocation`)."""
+
+    def __init__(self, rows, est, alpha, n_threads):
+        self.rows, self._cap_key, self._counts = rows, None, None
+        self._cfg = (int(est.max_doc_length), alpha, int(est.max_doc_update_iter),
+                     float(est.mean_change_tol), n_threads)
+        self.n_docs = rows.n_rows
+        self._offsets = np.concatenate([[0], np.cumsum(rows.chunk_rows)]).astype(np.int64)
+
+    def counts(self):
+        if self._counts is None:                            # one pass over the chunks
+            n_empty, n_long = self.rows.reduce(partial(_count_documents, N=self._cfg[0]))
+            self._counts = int(n_empty), int(n_long)
+        return self._counts
+
+    def cap_tokens(self, cap_key):
+        """The workers cap each selected document with the sub-key's per-document stream."""
+        self._cap_key = cap_key
+        return self.counts()[1]
+
+    def minibatch(self, idx, gamma0, eb_t, clip):
+        N, alpha, max_iter, tol, n_threads = self._cfg
+        cfg = (self._cap_key, N, alpha, max_iter, tol, float(clip), n_threads)
+        cut = np.searchsorted(idx, self._offsets)           # idx is sorted: one slice per chunk
+        args = [None if cut[i] == cut[i + 1] else
+                (idx[cut[i]:cut[i + 1]] - self._offsets[i], idx[cut[i]:cut[i + 1]],
+                 gamma0[cut[i]:cut[i + 1]], eb_t, cfg) for i in range(len(self._offsets) - 1)]
+        parts = self.rows.map_chunks(_chunk_minibatch, args)
+        V, K = eb_t.shape
+        total, clipped = np.zeros((K, V)), 0
+        for i, part in enumerate(parts):                     # chunk order
+            if args[i] is None:
+                if part is not None:
+                    raise RuntimeError(f"X: dask chunk {i} returned a statistic it was not asked for")
+                continue
+            n_docs, sstats, n_clip = part
+            if n_docs != len(args[i][0]) or np.shape(sstats) != (K, V):
+                raise RuntimeError(f"X: dask chunk {i} returned a statistic of {n_docs} documents and "
+                                   f"shape {np.shape(sstats)}; expected {len(args[i][0])} and {(K, V)}")
+            total += sstats
+            clipped += n_clip
+        return total, clipped
 
 
 class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
@@ -87,7 +236,10 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     n_threads : int or None
         OpenMP threads of the E-step; results do not depend on it.
     verbose : int, default=0
-        ``> 0``: print the (ε, δ) spent after each epoch.
+        ``>= 1``: a progress bar over the T iterations on stderr (tqdm, ``pip install
+        dpem_fast[progress]``; plain lines without it) with the seconds of the last
+        iteration and the ε spent so far (public; nothing computed from the documents is
+        shown).  0: silent.
 
     Attributes
     ----------
@@ -145,7 +297,25 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     Events: ``SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(σ)), T)`` tagged
     add/remove.  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
     stopping is data-independent (T iterations).  The token cap and the minibatches use
-    randomness addressed from the key.
+    randomness addressed from the key (the cap: one stream per document).
+
+    Dask
+    ----
+    ``fit`` also takes a ``dask.array.Array`` of counts (rows = documents, dense chunks;
+    ``pip install dpem_fast[dask]``), never gathered (:mod:`dpem_fast._engine._dask`).
+    Each chunk is validated on a worker (non-negative integer counts).  Per iteration the
+    client draws the minibatch (its key, the public D: the same documents as in memory)
+    and the initial γ, and sends each chunk the rows it wants, their corpus row numbers,
+    the released λ's exp(E[log β]) and the token cap's sub-key; the worker caps those
+    documents, runs the E-step kernel with per-document clipping and returns the chunk's
+    clipped K x V sum.  The client checks one result per chunk with the expected shape
+    and document count, sums them in chunk order and releases the sum once through the
+    release layer with its own key.  The model equals the in-memory fit up to the
+    association of the sums (the tests ask 1e-10 relative), and ``privacy_`` is the
+    in-memory record.  Trust boundary: the workers and the scheduler see the raw
+    documents and the exact per-chunk statistics before noise, so they are inside it;
+    only the client adds noise, and only what leaves the client (the fitted model) is
+    private.  ``partial_fit`` takes in-memory minibatches only.
     """
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
@@ -262,46 +432,21 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         d = X.data
         if not np.all(np.isfinite(d)):
             raise ValueError("X: counts must be finite (found NaN or inf)")
-        if np.any(d < 0):
-            raise ValueError("X: counts must be non-negative")
-        if np.any(d != np.floor(d)):
-            raise ValueError("X: counts must be integers")
-        if d.size and d.max() > _MAX_COUNT:
-            raise ValueError(f"X: counts up to {d.max():.3g} exceed {_MAX_COUNT:.3g}")
+        _check_counts(d)
         X.eliminate_zeros()
         X.sort_indices()
         return X
 
     # ----------------------------------------------------------- helpers
     def _estep(self, X, eb, gamma0, alpha, clip, n_threads, want_stats=True):
-        K, V = eb.shape
-        gamma = np.array(gamma0, dtype=np.float64, order="C")        # a copy: the kernel writes it
-        n = gamma.shape[0]
-        sstats_t = np.zeros((V, K) if want_stats else (0, K))
-        norms = np.zeros(n)
-        n_upd = np.zeros(n, dtype=np.int32)
-        clipped = _lda.lda_estep(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                                 np.ascontiguousarray(eb.T), float(alpha), int(self.max_doc_update_iter),
-                                 float(self.mean_change_tol), float(clip), gamma, sstats_t, norms, n_upd,
-                                 int(n_threads))
-        return gamma, (sstats_t.T.copy() if want_stats else None), clipped
+        return _estep_csr(X, np.ascontiguousarray(eb.T), gamma0, alpha, self.max_doc_update_iter,
+                          self.mean_change_tol, clip, n_threads, want_stats)
 
     def _cap_tokens(self, X, key):
         """Each document down to max_doc_length tokens drawn without replacement (random,
-        data-independent: the draw's randomness comes from the key only)."""
-        N = int(self.max_doc_length)
-        X = X.copy()
-        lengths = np.asarray(X.sum(axis=1)).ravel()
-        rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "cap")))
-        capped = np.flatnonzero(lengths > N)
-        for d in capped:
-            lo, hi = X.indptr[d], X.indptr[d + 1]
-            # N of the document's L tokens without replacement: positions, then their terms
-            ends = np.cumsum(X.data[lo:hi].astype(np.int64))
-            pos = rng.choice(int(ends[-1]), N, replace=False, shuffle=False)
-            X.data[lo:hi] = np.bincount(np.searchsorted(ends, pos, side="right"), minlength=hi - lo)
-        X.eliminate_zeros()
-        return X, int(capped.size)
+        data-independent: document d's draw comes from ``derive_key(key, "lda", "cap")`` and d
+        only; see :func:`_cap_documents`)."""
+        return _cap_documents(X, derive_key(key, "lda", "cap"), int(self.max_doc_length))
 
     def _set_components(self, lam):
         self.components_ = lam
@@ -320,57 +465,66 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : sparse matrix or array-like of shape (n_documents, n_terms)
-            Term counts over a public vocabulary.
+        X : sparse matrix, array-like or dask array of shape (n_documents, n_terms)
+            Term counts over a public vocabulary.  A ``dask.array.Array`` (dense chunks, rows
+            = documents) is never gathered: see "Dask" in the class docstring.
         """
         K, private = self._check_params()
-        X = self._check_X(X)
-        D, V = X.shape
-        S = int(self.batch_size)
+        n_threads = effective_n_threads(self.n_threads)
+        alpha, eta = self._priors(K)
+        if is_dask_array(X):
+            from .._engine._dask import dask_rows
+
+            docs = _DaskDocs(dask_rows(self, X, True, prepare=_check_count_chunk), self, alpha, n_threads)
+            V = docs.rows.n_features
+        else:
+            X = self._check_X(X)
+            docs = _MemoryDocs(X, self, alpha, n_threads)
+            V = X.shape[1]
+        D, S = docs.n_docs, int(self.batch_size)
         if S > D:
             raise ValueError(f"batch_size={S} exceeds the number of documents ({D})")
         self._check_vocabulary(V, private)
-        alpha, eta = self._priors(K)
-        n_threads = effective_n_threads(self.n_threads)
         key = make_key(self.random_state)
         init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
         lam = init_rng.gamma(100.0, 0.01, (K, V))
-        lengths = np.asarray(X.sum(axis=1)).ravel()
-        diag = {"status": NOT_PRIVATE, "n_empty_documents": int(np.sum(lengths == 0)),
-                "batch_sizes": [], "n_clipped": []}
+        n_empty, _ = docs.counts()
+        diag = {"status": NOT_PRIVATE, "n_empty_documents": n_empty, "batch_sizes": [], "n_clipped": []}
         if not private:
-            lam = self._fit_exact(X, lam, alpha, eta, key, n_threads, diag)
+            lam = self._fit_exact(docs, lam, eta, key, diag)
             self.privacy_ = None
         else:
-            lam = self._fit_private(X, lam, alpha, eta, key, n_threads, diag)
+            lam = self._fit_private(docs, lam, eta, key, n_threads, diag)
         self._set_components(lam)
         self.n_iter_ = int(self.n_epochs)
         self.diagnostics_ = diag
         self.n_features_in_ = V
         return self
 
-    def _fit_exact(self, X, lam, alpha, eta, key, n_threads, diag):
+    def _fit_exact(self, docs, lam, eta, key, diag):
         """Non-private online VB: fixed batches in order, doc_ratio = D / |batch|."""
-        D, S = X.shape[0], int(self.batch_size)
+        D, S = docs.n_docs, int(self.batch_size)
         t = 1
+        n_batches = -(-D // S)
+        progress = Progress(self.verbose, int(self.n_epochs) * n_batches, type(self).__name__)
         for epoch in range(int(self.n_epochs)):
             for start in range(0, D, S):
-                batch = X[start:start + S]
+                idx = np.arange(start, min(D, start + S))
                 g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
-                gamma0 = g_rng.gamma(100.0, 0.01, (batch.shape[0], lam.shape[0]))
-                _, sstats, _ = self._estep(batch, exp_dirichlet_expectation(lam), gamma0, alpha, np.inf,
-                                           n_threads)
+                gamma0 = g_rng.gamma(100.0, 0.01, (idx.size, lam.shape[0]))
+                sstats, _ = docs.minibatch(idx, gamma0, np.ascontiguousarray(exp_dirichlet_expectation(lam).T),
+                                           np.inf)
                 rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
-                lam = (1.0 - rho) * lam + rho * (eta + (D / batch.shape[0]) * sstats)
-                diag["batch_sizes"].append(batch.shape[0])
+                lam = (1.0 - rho) * lam + rho * (eta + (D / idx.size) * sstats)
+                diag["batch_sizes"].append(int(idx.size))
                 t += 1
-            if self.verbose:
-                print(f"epoch {epoch + 1}/{self.n_epochs} (not private)")
+                progress.step()
+        progress.close()
         self.n_batch_iter_ = t
         return lam
 
-    def _fit_private(self, X, lam, alpha, eta, key, n_threads, diag):
-        D, V = X.shape
+    def _fit_private(self, docs, lam, eta, key, n_threads, diag):
+        D, V = docs.n_docs, lam.shape[1]
         K = lam.shape[0]
         S = int(self.batch_size)
         q = S / D
@@ -380,28 +534,26 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         if self.budget is not None:         # the whole plan, before any statistic of the data
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
         layer = ReleaseLayer(plan, key, n_threads)
-        X, diag["n_capped_documents"] = self._cap_tokens(X, key)
+        diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = float(self.clip_fraction) * int(self.max_doc_length)
-        step = plan.event.event.event              # PoissonSampledEvent of one iteration
+        progress = Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta)
         u = np.empty(D)
         for t in range(T):
+            # the minibatch: the client's key and the public D only (never a worker's randomness)
             _core_rng.fill_uniform(derive_key(key, "lda", "batch", t), 0, u, n_threads)
             batch_idx = np.flatnonzero(u < q)
-            batch = X[batch_idx]
             g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
-            gamma0 = g_rng.gamma(100.0, 0.01, (batch.shape[0], K))
-            _, sstats, clipped = self._estep(batch, exp_dirichlet_expectation(lam), gamma0, alpha, clip,
-                                             n_threads)
+            gamma0 = g_rng.gamma(100.0, 0.01, (batch_idx.size, K))
+            sstats, clipped = docs.minibatch(batch_idx, gamma0,
+                                             np.ascontiguousarray(exp_dirichlet_expectation(lam).T), clip)
             noisy = layer.release({"topic_word": sstats}, t)["topic_word"]
             np.maximum(noisy, 0.0, out=noisy)
             rho = (float(self.learning_offset) + t + 1) ** -float(self.learning_decay)
             lam = (1.0 - rho) * lam + rho * (eta + noisy / q)
-            diag["batch_sizes"].append(int(batch.shape[0]))
+            diag["batch_sizes"].append(int(batch_idx.size))
             diag["n_clipped"].append(int(clipped))
-            if self.verbose and (t + 1) % per_epoch == 0:
-                eps = acc.get_accountant(plan.accountant, "add_remove")().compose(
-                    acc.SelfComposedEvent(step, t + 1)).get_epsilon(float(self.delta))
-                print(f"epoch {(t + 1) // per_epoch}/{self.n_epochs}: epsilon={eps:.4g} at delta={self.delta:g}")
+            progress.step()
+        progress.close()
         self.n_batch_iter_ = T + 1
         r = plan.releases["topic_word"]
         self.privacy_ = PrivacyRecord(
@@ -425,6 +577,9 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         ``λ ← (1 − ρ) λ + ρ (η + total_samples / batch_size · S̃)``.
         """
         K, private = self._check_params()
+        if is_dask_array(X):
+            raise TypeError("partial_fit: X is a dask array; partial_fit takes one in-memory minibatch "
+                            "(fit takes a dask array of the whole corpus without gathering it)")
         first = not hasattr(self, "components_")
         X = self._check_X(X, None if first else self.n_features_in_)
         D, V = X.shape

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _moments
+from .._dpcore import _contract, _moments
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
@@ -59,10 +59,9 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
                   inv_scale=1.0 / domain.radius, clip_target=clip_target(d, np.float64))
     with blas_single_thread():
         _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
-    # block order, fixed: np.add.reduce over axis 0 adds the rows in sequence
-    s2 = np.add.reduce(part_s2, axis=0) if nb2 > 1 else (part_s2[0] if nb2 else np.zeros((d, d)))
-    s2 = np.ascontiguousarray(s2)
+    # block order, fixed (sum_blocks: every entry summed over the blocks in sequence)
+    s2 = _contract.sum_blocks(part_s2, nt) if nb2 != 1 else part_s2[0]
     _moments.mirror_lower(s2, nt)
-    s1 = np.add.reduce(part_s1, axis=0) if nb1 else np.zeros(d)
+    s1 = _contract.sum_blocks(part_s1, nt)
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: s2}, int(n), 0.0,
                       int(part_clip.sum()))

@@ -84,10 +84,10 @@ def bernoulli_stats(X, weights, means, n_threads=None) -> Statistics:
     with blas_single_thread(enabled=d >= _contract.BERNOULLI_BLAS_MIN_D):   # hand loops: no BLAS
         _bernoulli.bernoulli_stats(X, theta, log_const, part_nk, part_s1, part_ll,
                                    effective_n_threads(n_threads))
-    # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
+    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    nt = effective_n_threads(n_threads)
     return Statistics(
-        {"counts": np.add.reduce(part_nk, axis=0) if nb else np.zeros(K),
-         "first_moments": np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))},
+        {"counts": _contract.sum_blocks(part_nk, nt), "first_moments": _contract.sum_blocks(part_s1, nt)},
         int(n), float(np.add.reduce(part_ll)) if nb else 0.0)
 
 

@@ -67,11 +67,16 @@ def _covariance_from_precision_cholesky(prec_chol):
 
 
 def _project_psd(S, floor, ceiling):
-    """Symmetrise and clip eigenvalues to [floor, ceiling] (DP-EM Sec. 4.2, after Eq. 18)."""
-    S = (S + S.T) / 2
+    """Symmetrise and clip eigenvalues to [floor, ceiling] (DP-EM Sec. 4.2, after Eq. 18).
+
+    ``S`` is one (d, d) matrix or a stack (K, d, d) with one floor per matrix (K,): a stack
+    goes through one batched ``eigh`` and one batched product, which compute each matrix
+    exactly as a call on it alone would (same LAPACK/BLAS routine per matrix).
+    """
+    S = (S + np.swapaxes(S, -1, -2)) / 2
     w, V = np.linalg.eigh(S)
-    w = np.clip(w, floor, ceiling)
-    return (V * w) @ V.T
+    w = np.clip(w, np.asarray(floor, dtype=np.float64)[..., None], ceiling)
+    return (V * w[..., None, :]) @ np.swapaxes(V, -1, -2)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
@@ -187,6 +192,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         account under the fit's ``neighbouring`` relation; ``epsilon=inf`` and
         ``bounds="from_data"`` fits refuse a ledger (they are not private).
     verbose : int, default=0
+        ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
+        lines without it) with the seconds of the last iteration and the ε spent so far;
+        nothing computed from the data is shown.  0: silent.
 
     Attributes
     ----------
@@ -515,25 +523,25 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         weights = weights_from_counts(nk)
         nk_f = floored_counts(nk, releases[COUNTS])
         prior = self._prior(d)
-        means = np.empty((K, d))
-        covs = np.empty((K, d, d))
-        for k in range(K):
-            if self.estimator == "map":
-                m0, k0 = prior["mean0"], prior["kappa0"]
-                means[k] = (s1[k] + k0 * m0) / (nk_f[k] + k0)
-            else:
-                means[k] = s1[k] / nk_f[k]
-            norm = np.linalg.norm(means[k])
-            if norm > 1.0:  # the data lie in the unit ball, so do their means
-                means[k] /= norm
-            if self.estimator == "map":
-                S = (prior["psi0"] + s2[k] + k0 * np.outer(m0, m0) - (nk_f[k] + k0) * np.outer(means[k], means[k]))
-                S /= nk_f[k] + prior["nu0"] + d + 2
-            else:
-                S = s2[k] / nk_f[k] - np.outer(means[k], means[k])
-            # eigenvalues below the noise level of S are not identifiable: floor there
-            floor = min(1.0, max(self.reg_covar, 1e-6, _EIG_FLOOR_STD * sigma_2 / nk_f[k]))
-            covs[k] = _project_psd(S, floor, 1.0)
+        # all components at once (the M-step runs serially between parallel E-steps, so its
+        # Python overhead is what many cores wait on; issue 14)
+        if self.estimator == "map":
+            m0, k0 = prior["mean0"], prior["kappa0"]
+            means = (s1 + k0 * m0) / (nk_f + k0)[:, None]
+        else:
+            means = s1 / nk_f[:, None]
+        norms = np.sqrt(np.einsum("ki,ki->k", means, means))
+        over = norms > 1.0             # the data lie in the unit ball, so do their means
+        means[over] /= norms[over, None]
+        outer = means[:, :, None] * means[:, None, :]
+        if self.estimator == "map":
+            S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
+            S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
+        else:
+            S = s2 / nk_f[:, None, None] - outer
+        # eigenvalues below the noise level of S are not identifiable: floor there
+        floor = np.minimum(1.0, np.maximum(max(self.reg_covar, 1e-6), _EIG_FLOOR_STD * sigma_2 / nk_f))
+        covs = _project_psd(S, floor, 1.0)
         if self.estimator == "map":
             # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
             weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)

@@ -112,9 +112,11 @@ from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._dpcore import _sep
 from .._engine import ReleaseLayer
+from .._engine._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
 from .._persist import SaveMixin
+from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
@@ -174,6 +176,18 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     random_state : None, int, SeedSequence or Generator
     n_threads : int or None
         Threads of the noise draws (results do not depend on it; the loop is sequential).
+    verbose : int, default=0
+        ``>= 1`` (``method="sep"``): a progress bar over the epochs on stderr (tqdm,
+        ``pip install dpem_fast[progress]``; plain lines without it) with the seconds of the
+        last epoch and the ε spent so far (public; nothing computed from the data is
+        shown).  0: silent.
+
+    Notes
+    -----
+    ``fit`` refuses a ``dask.array.Array`` (TypeError): each step reads one row, in a secret
+    order, and moves the shared factor that the next step reads, so there are no additive
+    per-chunk statistics to compute on the workers, and taking rows one at a time from a
+    cluster would gather the whole array on the client anyway.
 
     Attributes
     ----------
@@ -211,7 +225,7 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
                  n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
                  prior_covariance=None, component_variance=1.0, weights=None, accountant=None,
-                 random_state=None, n_threads=None):
+                 random_state=None, n_threads=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -227,6 +241,7 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
         self.accountant = accountant
         self.random_state = random_state
         self.n_threads = n_threads
+        self.verbose = verbose
 
     # ------------------------------------------------------------ validation
     def _check_params(self, d):
@@ -274,6 +289,11 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
         """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
+        if is_dask_array(X):
+            raise TypeError("X: DPStochasticEP does not take a dask array: DP-SEP is sequential over the "
+                            "rows (each noisy step reads one row, in a secret order, and the shared factor "
+                            "the next step reads), so it cannot be split into per-chunk statistics on "
+                            "the workers; fit it on an in-memory array")
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
         J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
@@ -304,11 +324,18 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
                 _sep.project_factor(theta_f, d, C)
                 layer = self._plan(key, n, T, J, P, eps, delta, C, gamma, acct, n_threads)
             skipped = 0
-            for a in range(0, S, _CHUNK):
-                b = min(S, a + _CHUNK)
-                noise = layer.noise_block("factor", a, b) if private else None
-                skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
-                                         C if private else math.inf, noise)
+            progress = Progress(self.verbose, T, type(self).__name__,
+                                self._spent(n, T, delta, acct) if private else None, delta, unit="epoch")
+            with progress:
+                # epoch by epoch (for the progress bar) in chunks of at most _CHUNK steps: the
+                # loop is sequential and the noise is addressed by step, so the cut changes nothing
+                for e in range(T):
+                    for a in range(e * n, (e + 1) * n, _CHUNK):
+                        b = min((e + 1) * n, a + _CHUNK)
+                        noise = layer.noise_block("factor", a, b) if private else None
+                        skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
+                                                 C if private else math.inf, noise)
+                    progress.step()
             q = theta0 + n * theta_f
             self.factor_ = theta_f
         self.natural_parameters_ = q
@@ -360,6 +387,19 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
             notes=(f"sampling={self.sampling!r}: {scheme}",
                    f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1)"))
         return ReleaseLayer(plan, key, n_threads)
+
+    def _spent(self, n, T, delta, acct):
+        """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
+        factory = acc.get_accountant(acct, "replace")
+        r = self.privacy_.releases["factor"]
+        z = r.noise_scale / r.sensitivity
+
+        def spent(t):
+            if t >= T:
+                return float(self.privacy_.epsilon_spent)
+            return float(factory().compose(sep_event(z, n, t, self.sampling)).get_epsilon(delta))
+
+        return spent
 
     # ------------------------------------------------------------ inference
     def _log_joint(self, X):

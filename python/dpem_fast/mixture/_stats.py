@@ -140,10 +140,10 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
-    # Block order, fixed: np.add.reduce over axis 0 adds rows in sequence.
-    nk = np.add.reduce(part_nk, axis=0) if nb else np.zeros(K)
-    s1 = np.add.reduce(part_s1, axis=0) if nb else np.zeros((K, d))
-    s2 = np.add.reduce(part_s2, axis=0) if nb else np.zeros((K, d, d))
+    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    nk = _contract.sum_blocks(part_nk, n_threads)
+    s1 = _contract.sum_blocks(part_s1, n_threads)
+    s2 = _contract.sum_blocks(part_s2, n_threads)
     # Mirror the upper triangle.  The kernel leaves the strict lower triangle at +0.0 and no
     # entry is -0.0 (accumulators start at +0.0), so u + 0.0 == u and this equals
     # ``triu(s2) + triu(s2, 1).T`` bit for bit.

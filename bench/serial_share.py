@@ -1,0 +1,134 @@
+"""Where one private EM iteration's time goes: the parallel kernel against everything serial.
+
+Issue 14's many-core goal (90 % of a 16-core machine's ceiling) is lost to work that does not
+run on every core: Python between kernel calls, the M-step, the noise, the sum of the
+kernel's per-block partials, and blocks too few or too uneven to feed every thread.  This
+script measures, for the issue's shapes, one private ``DPGaussianMixture`` iteration
+(declared bounds, the default ``"gdp"`` accountant):
+
+* ``kernel cpu``: CPU seconds inside the fused E-step calls (``_estep.estep_stats``) and the
+  block-order sums of their partials (``_contract.sum_blocks``, parallel over entries), at
+  ``n_threads=1``;
+* ``serial cpu``: CPU seconds of the rest of the iteration at ``n_threads=1`` — what Amdahl's
+  law charges at every thread count (CPU time, so a busy machine inflates it less than wall
+  time);
+* ``blocks``: the kernel's parallel units per call (``_estep.block_count``) for the
+  engine's superblocks, and the wall speedup at ``--threads`` (2 on this machine).
+
+``model share`` is Amdahl's prediction for a ``C``-times ceiling (``--ceiling``, 11.0 for the
+issue's 16-core Xeon): ``T1 / (serial + kernel / min(C, balance)) / C`` where ``balance`` is
+the block schedule's best case (blocks / ceil(blocks / threads) per call).  It is a model, not
+a 16-core measurement; run this script on the many-core machine for the real figure::
+
+    python bench/serial_share.py [--threads 2] [--scale 0.25]
+
+``--scale`` shrinks n (memory: the largest shape holds 16e6 x 2 float64, 256 MB).
+Per-iteration figures are differences of fits with 2 and 12 iterations (initialisation and
+validation cancel); each is the best of ``--repeat`` runs.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from dpem_fast import DPGaussianMixture
+from dpem_fast._dpcore import _contract, _estep
+from dpem_fast.mixture import _stats
+
+ISSUE_SHAPES = [(4_000_000, 10, 5), (16_000_000, 2, 5), (1_000_000, 2, 5), (200_000, 50, 10)]
+
+
+class _Counting:
+    """A module whose parallel entry points (``estep_stats``, ``sum_blocks``) are timed."""
+
+    def __init__(self, module, clock):
+        self._module, self._clock = module, clock
+
+    def __getattr__(self, name):
+        fn = getattr(self._module, name)
+        if name not in ("estep_stats", "sum_blocks"):
+            return fn
+
+        def timed(*args, **kwargs):
+            c, w = time.process_time(), time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._clock.cpu += time.process_time() - c
+                self._clock.wall += time.perf_counter() - w
+        return timed
+
+
+class _Clock:
+    cpu = wall = 0.0
+
+
+def _fit_times(X, K, J, threads, counter):
+    d = X.shape[1]
+    model = DPGaussianMixture(K, epsilon=1.0, delta=1e-5, bounds=(np.full(d, -1.0), np.full(d, 1.0)),
+                              max_iter=J, random_state=0, n_threads=threads)
+    counter.cpu = counter.wall = 0.0
+    c, w = time.process_time(), time.perf_counter()
+    model.fit(X)
+    return time.process_time() - c, time.perf_counter() - w, counter.cpu, counter.wall
+
+
+def per_iteration(X, K, threads, repeat, counter):
+    """(cpu, wall, kernel cpu, kernel wall) of one iteration: (fit(12) - fit(2)) / 10."""
+    best = []
+    for J in (2, 12):
+        runs = [_fit_times(X, K, J, threads, counter) for _ in range(repeat)]
+        best.append(min(runs, key=lambda r: r[1]))
+    return [(b - a) / 10 for a, b in zip(*best)]
+
+
+def block_layout(n, d, K):
+    """Block counts of the kernel calls of one pass (one per superblock)."""
+    rows = _contract.superblock_rows(d)
+    return [_estep.block_count(min(rows, n - s), d, K) for s in range(0, n, rows)]
+
+
+def balance(blocks, threads):
+    """Best-case speedup of a dynamic schedule of equal blocks over ``threads`` threads."""
+    return sum(blocks) / sum(math.ceil(b / threads) for b in blocks)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every n by this")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--ceiling", type=float, default=11.0,
+                   help="the machine's measured throughput ceiling at 16 threads (issue 14: 11.0)")
+    args = p.parse_args(argv)
+    counter = _Clock()
+    _stats._estep, _stats._contract = _Counting(_estep, counter), _Counting(_contract, counter)
+    print(f"# serial share of one private GMM iteration; threads 1 and {args.threads}; "
+          f"Amdahl model for a {args.ceiling}x ceiling at 16 threads")
+    print(f"{'shape (n, d, K)':>22} {'1-thr ms':>9} {'kernel cpu':>10} {'serial cpu':>10} {'serial %':>8} "
+          f"{'blocks/call':>12} {f'{args.threads}-thr ms':>9} {'speedup':>7} {'model share@16':>14}")
+    for n, d, K in ISSUE_SHAPES:
+        n = max(1000, int(n * args.scale))
+        X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(n, d))
+        _fit_times(X, K, 1, 1, counter)                      # warm up (page faults, imports)
+        cpu1, wall1, kcpu, _ = per_iteration(X, K, 1, args.repeat, counter)
+        _, wallT, _, _ = per_iteration(X, K, args.threads, args.repeat, counter)
+        serial = max(cpu1 - kcpu, 0.0)
+        blocks = block_layout(n, d, K)
+        par16 = min(args.ceiling, balance(blocks, 16))
+        model = cpu1 / (serial + kcpu / par16) / args.ceiling
+        shown = f"{blocks[0]}x{len(blocks)}" if len(set(blocks)) == 1 else "+".join(map(str, blocks))
+        print(f"{str((n, d, K)):>22} {wall1 * 1e3:9.1f} {kcpu * 1e3:10.1f} {serial * 1e3:10.2f} "
+              f"{100 * serial / cpu1:7.2f}% {shown:>12} {wallT * 1e3:9.1f} {wall1 / wallT:6.2f}x "
+              f"{100 * model:13.0f}%")
+        sys.stdout.flush()
+        del X
+
+
+if __name__ == "__main__":
+    main()
