@@ -36,10 +36,13 @@ numpydoc_show_inherited_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
-# The estimators keep their privacy analysis in a "Privacy" docstring section.  numpydoc's
-# parser knows a fixed list of sections: register this one so that every numpydoc pass
-# (docstrings, signatures, autosummary) parses it, and render it with the hook below.
-NumpyDocString.sections.setdefault("Privacy", "")
+# The estimators keep their privacy analysis in a "Privacy" docstring section (and some a
+# "Dask" section).  numpydoc's parser knows a fixed list of sections: register these so that
+# every numpydoc pass (docstrings, signatures, autosummary) parses them, and render them
+# with the hook below.  A new section title must be added here.
+EXTRA_SECTIONS = {"Privacy": "Privacy analysis", "Dask": "Dask arrays"}
+for _title in EXTRA_SECTIONS:
+    NumpyDocString.sections.setdefault(_title, "")
 # numpydoc reports any other unknown section with a Python warning and drops its text from
 # the page: make that an error, so no docstring silently loses a section.
 warnings.filterwarnings("error", message=r"Unknown section", category=UserWarning)
@@ -64,32 +67,36 @@ def _sections(lines):
             and len(lines[i + 1].strip()) >= len(lines[i].strip())]
 
 
-def _privacy_into_notes(app, what, name, obj, options, lines):
-    """Render the estimators' ``Privacy`` docstring section.
+def _extra_sections_into_notes(app, what, name, obj, options, lines):
+    """Render the docstring sections numpydoc does not know (``EXTRA_SECTIONS``).
 
-    numpydoc knows a fixed list of sections and drops any other.  The estimators keep
-    their privacy analysis in a section of its own (``help()`` shows it under that
-    title); for the web pages it is moved, under a "Privacy analysis" heading, to the end
-    of the ``Notes`` section (created where the ``Privacy`` section stood if there is
-    none).  Runs before numpydoc (lower priority number).
+    numpydoc renders a fixed list of sections and drops any other.  The estimators keep
+    their privacy analysis in a section of its own (``help()`` shows it under that title);
+    for the web pages each such section is moved, under a heading of its own ("Privacy
+    analysis", ...), to the end of the ``Notes`` section (created where the first one stood
+    if there is none).  Runs before numpydoc (lower priority number).
     """
-    heads = _sections(lines)
-    privacy = [i for i in heads if lines[i].strip() == "Privacy"]
-    if not privacy:
+    moved, where = [], None
+    while True:
+        heads = _sections(lines)
+        extra = [i for i in heads if lines[i].strip() in EXTRA_SECTIONS]
+        if not extra:
+            break
+        start = extra[0]
+        end = next((i for i in heads if i > start), len(lines))
+        moved += ["", f".. rubric:: {EXTRA_SECTIONS[lines[start].strip()]}", ""]
+        moved += lines[start + 2:end] + [""]
+        where = start if where is None else min(where, start)
+        lines[:] = lines[:start] + lines[end:]
+    if not moved:
         return
-    start = privacy[0]
-    end = next((i for i in heads if i > start), len(lines))
-    body = lines[start + 2:end]
-    rest = lines[:start] + lines[end:]
-    block = ["", ".. rubric:: Privacy analysis", ""] + body + [""]
-    heads = _sections(rest)
-    notes = [i for i in heads if rest[i].strip() == "Notes"]
+    heads = _sections(lines)
+    notes = [i for i in heads if lines[i].strip() == "Notes"]
     if notes:
-        n_end = next((i for i in heads if i > notes[0]), len(rest))
-        rest = rest[:n_end] + block + rest[n_end:]
+        n_end = next((i for i in heads if i > notes[0]), len(lines))
+        lines[n_end:n_end] = moved
     else:
-        rest = rest[:start] + ["Notes", "-----"] + block + rest[start:]
-    lines[:] = rest
+        lines[where:where] = ["Notes", "-----"] + moved
 
 
 def _skip_foreign_members(app, what, name, obj, skip, options):
@@ -102,5 +109,5 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
 
 
 def setup(app):
-    app.connect("autodoc-process-docstring", _privacy_into_notes, priority=100)
+    app.connect("autodoc-process-docstring", _extra_sections_into_notes, priority=100)
     app.connect("autodoc-skip-member", _skip_foreign_members)
