@@ -1,4 +1,5 @@
 """dpem_fast: fast, exact and accounted differentially private EM on multicore CPUs."""
+#: The installed version of dpem_fast (PEP 440).
 __version__ = "0.1.0.dev0"
 
 from . import accounting, cluster, decomposition, io, random  # noqa: E402

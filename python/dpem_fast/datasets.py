@@ -41,6 +41,7 @@ def load_shuttle():
     return np.asarray(rows, dtype=np.float64), np.asarray(labels)
 
 
+#: The columns :func:`load_nycflights` returns, in order.
 NYCFLIGHTS_COLUMNS = ("dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time",
                       "arr_delay", "air_time", "distance")
 

@@ -87,7 +87,7 @@ def standard_normal(size, *, random_state=None, n_threads=None) -> np.ndarray:
 
 
 def laplace(scale, size, *, random_state=None, n_threads=None) -> np.ndarray:
-    """Laplace(0, ``scale``) doubles: density exp(-|x|/scale) / (2 scale).
+    """Laplace(0, ``scale``) doubles: density ``exp(-|x|/scale) / (2 scale)``.
 
     Parameters
     ----------
@@ -269,7 +269,7 @@ def _overflow_error(what: str) -> OverflowError:
 
 
 def discrete_laplace(scale, size, *, random_state=None, n_threads=None) -> np.ndarray:
-    """Exact discrete Laplace integers: P(Y = y) ∝ exp(-|y| / scale).
+    """Exact discrete Laplace integers: ``P(Y = y) ∝ exp(-|y| / scale)``.
 
     Canonne, Kamath, Steinke (2020), "The Discrete Gaussian for Differential
     Privacy", Algorithm 2 (with Algorithm 1 for the Bernoulli(exp(-γ)) coins):
@@ -328,7 +328,7 @@ def discrete_gaussian(sigma2, size, *, random_state=None, n_threads=None) -> np.
 
     Canonne, Kamath, Steinke (2020), "The Discrete Gaussian for Differential
     Privacy", Algorithm 3 (discrete Laplace proposals, Algorithm 2, with
-    scale ``t = floor(σ) + 1``, accepted with Bernoulli(exp(-(|Y| - σ²/t)² / (2σ²))),
+    scale ``t = floor(σ) + 1``, accepted with ``Bernoulli(exp(-(|Y| - σ²/t)² / (2σ²)))``,
     Algorithm 1).  Every decision uses exact integer arithmetic (up to 256
     bits) on ``σ² = a/b``; no floating point is involved.
 

@@ -251,7 +251,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     diagnostics_ : dict
         Not private: minibatch sizes, documents clipped, empty documents, capped documents.
     n_batch_iter_ : int
-        Iterations done (the next step uses t = n_batch_iter_).
+        Iterations done (the next step uses ``t = n_batch_iter_``).
     n_iter_ : int
         Epochs.
 

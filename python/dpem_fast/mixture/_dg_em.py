@@ -122,7 +122,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     Domain: the truncation (or clipping) bounds each row's contribution whatever the row,
     so no data domain is needed for privacy and none is estimated (``_domain_kind =
     "fixed"``: the engine spends nothing on a domain estimate).  s, C, sigma^2 and eta
-    are public constants chosen without the data.  Rows with |value| > MAX_ABS_VALUE are
+    are public constants chosen without the data.  Rows with ``|value| > MAX_ABS_VALUE`` are
     refused with a ValueError (input validation, before any charge).
     Initialisation: data-independent (or public ``means_init``); stopping: after
     ``max_iter`` iterations, always.

@@ -36,8 +36,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
 
     - counts ``N_k = Σ_i γ_ik``: ℓ2 ≤ ‖γ‖₂ ≤ 1 (add/remove); ‖γ − γ'‖₂ ≤ √2 (replace).
     - first moments ``S_k = Σ_i γ_ik x_i`` (all k jointly): add/remove ‖γ‖₂‖x‖₂ ≤ √d,
-      attained by x = 1 and one-hot γ.  Replace: Σ_k‖γ_k x − γ'_k x'‖² = Σγ_k²|x| +
-      Σγ'_k²|x'| − 2(γ·γ')(x·x') ≤ |x| + |x'| ≤ 2d − 1, since x ≠ x' differ in some
+      attained by x = 1 and one-hot γ.  Replace: Σ_k‖γ_k x − γ'_k x'‖² = Σγ_k²‖x‖₁ +
+      Σγ'_k²‖x'‖₁ − 2(γ·γ')(x·x') ≤ ‖x‖₁ + ‖x'‖₁ ≤ 2d − 1, since x ≠ x' differ in some
       coordinate (x = x' gives γ = γ' and no change); attained up to rounding by x = 1,
       x' = 1 − e_1 and components sharp enough that γ = e_1, γ' = e_2: √(2d − 1), not the
       √(2d) of the triangle inequality.

@@ -204,6 +204,22 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     n_skipped_ : int
         Non-private: steps skipped for a non-PD cavity (diagnostic).  Private: steps whose
         f_n overflowed and was replaced by 0 (not private, do not publish).
+
+    Privacy
+    -------
+    Neighbouring relation: **replace one row**, with N public (``neighbouring="add_remove"``
+    is refused: the schedule of N T steps depends on N, so the steps of neighbouring
+    datasets do not pair up).  Step s releases the shared factor's natural parameters
+    ``(1 - γ/N) θ̂_f + (γ/N) clip_C(θ_{f_n}(x_{i_s})) + N(0, σ² I)``, where ``θ̂_f`` is the
+    projected previous release; only the step's row enters it, so its ℓ2 sensitivity is
+    ``2γC/N`` (Prop. 1, which holds for the factor; the posterior's ``θ_0 + N θ_f`` has N
+    times that sensitivity under the same mechanism).  ``sampling="shuffle"``: each row
+    enters exactly T steps, composed adaptively as T Gaussian mechanisms
+    (``sqrt(T)/z``-GDP), without credit for the secret order.  ``sampling="uniform"``: N T
+    steps, each a Gaussian mechanism on one row drawn uniformly, accounted with the RDP
+    bound for sampling without replacement (Wang, Balle & Kasiviswanathan 2019, Thm 9).
+    No data domain is needed: the clipping bounds every row's contribution.  The full
+    derivation is in the module docstring of ``dpem_fast.mixture._dp_sep``.
     """
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
@@ -412,12 +428,14 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
         return float(self.score_samples(X).mean())
 
     def predict_proba(self, X):
+        """Probability of each component for each row: ``w_j N(x; m_j, V_j + s² I)``, normalised."""
         lj = self._log_joint(X)
         lj -= lj.max(axis=1, keepdims=True)
         p = np.exp(lj)
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(self, X):
+        """Most probable component of each row."""
         return self.predict_proba(X).argmax(axis=1)
 
 
