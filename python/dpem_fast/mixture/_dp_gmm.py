@@ -522,7 +522,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         sigma_2 = releases[SECOND].noise_scale
         weights = weights_from_counts(nk)
         nk_f = floored_counts(nk, releases[COUNTS])
-        prior = self._prior(d)
+        prior = self._prior(d) if self.estimator == "map" else None
         # all components at once (the M-step runs serially between parallel E-steps, so its
         # Python overhead is what many cores wait on; issue 14)
         if self.estimator == "map":
