@@ -10,7 +10,7 @@ import numpy as np
 from cython.parallel cimport prange
 
 from .dpc_contract cimport (
-    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_MIN_BLOCKS,
+    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
     DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
 )
 
@@ -20,7 +20,9 @@ CHUNK_SIZE = DPC_CHUNK_SIZE
 LANES = DPC_LANES
 #: Chunks per block: the number of blocks grows with n (no fixed cap).
 BLOCK_CHUNKS = DPC_BLOCK_CHUNKS
-#: Fewest blocks (when there are that many chunks), also under the partial budget.
+#: Blocks of a small input (when there are that many chunks): it is spread over many threads.
+SPREAD_BLOCKS = DPC_SPREAD_BLOCKS
+#: Fewest blocks under the partial budget (when there are that many chunks).
 MIN_BLOCKS = DPC_MIN_BLOCKS
 #: Doubles of per-block partials allowed before blocks take more chunks.
 PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
@@ -39,7 +41,7 @@ SUPERBLOCK_DOUBLES = DPC_SUPERBLOCK_DOUBLES
 def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     """Number of blocks (partial-statistic rows) for ``n`` rows; independent of threads.
 
-    Equivalent to: ``min(c, max(MIN_BLOCKS, ceil(c / BLOCK_CHUNKS)), max(MIN_BLOCKS,
+    Equivalent to: ``min(c, max(SPREAD_BLOCKS, ceil(c / BLOCK_CHUNKS)), max(MIN_BLOCKS,
     PARTIAL_BUDGET // max(1, per_block_doubles)))`` with ``c = ceil(n / CHUNK_SIZE)``
     chunks: it grows with ``n`` without a cap until the partials reach the budget.
     """

@@ -23,9 +23,9 @@ Work layout (part of the reproducibility contract; change only with a changelog 
 --------------------------------------------------------------------------------
 Rows are cut into chunks of ``CHUNK_SIZE`` consecutive rows.  Consecutive chunks are grouped
 into ``n_blocks = block_count(n, d, K)`` blocks of ``BLOCK_CHUNKS`` chunks (so their number
-grows with n, with no cap below the machine; larger blocks only when the K*d*d partials would
-exceed ``PARTIAL_BUDGET`` doubles; never fewer than ``MIN_BLOCKS`` when there are that many
-chunks).
+grows with n, with no cap below the machine; at least ``SPREAD_BLOCKS`` when there are that
+many chunks; larger blocks only when the K*d*d partials would exceed ``PARTIAL_BUDGET``
+doubles, never fewer than ``MIN_BLOCKS``).
 Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
 handed to OpenMP threads with a dynamic schedule (a thread delayed by a busy core does not
 hold the others back; which thread runs a block never affects its numbers).  The caller

@@ -11,11 +11,12 @@
  *   DPC_CHUNK_SIZE   rows per chunk; a chunk is transposed into a (d, CHUNK) scratch.
  *   DPC_LANES        fixed lanes of every in-chunk row sum (combined by a fixed tree,
  *                    dpc_simd.h), so rounding does not depend on the SIMD width.
- *   DPC_BLOCK_CHUNKS / DPC_MIN_BLOCKS / DPC_PARTIAL_BUDGET
+ *   DPC_BLOCK_CHUNKS / DPC_SPREAD_BLOCKS / DPC_MIN_BLOCKS / DPC_PARTIAL_BUDGET
  *                    consecutive chunks form blocks of DPC_BLOCK_CHUNKS chunks, so the
  *                    number of blocks grows with n (no fixed cap: a machine of any core
- *                    count gets work); block b owns row b of the partial statistics; see
- *                    dpc_block_count().
+ *                    count gets work), and small inputs are still cut into up to
+ *                    DPC_SPREAD_BLOCKS blocks; block b owns row b of the partial
+ *                    statistics; see dpc_block_count().
  *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
  *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
  *                    crossover: hand loops win below 8 features, BLAS from 16 on).
@@ -33,7 +34,8 @@
 #define DPC_CHUNK_SIZE 256
 #define DPC_LANES 16                     /* DPC_CHUNK_SIZE is a multiple of it */
 #define DPC_BLOCK_CHUNKS 4               /* chunks per block (1,024 rows; 128 LDA documents) */
-#define DPC_MIN_BLOCKS 8
+#define DPC_SPREAD_BLOCKS 64             /* blocks of a small input (one chunk each, or more) */
+#define DPC_MIN_BLOCKS 8                 /* fewest blocks under the partial budget */
 #define DPC_PARTIAL_BUDGET (1 << 23)     /* doubles (64 MiB) of partials before blocks grow */
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
@@ -58,16 +60,17 @@ static inline ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
 }
 
 /* Blocks for n_chunks chunks when one block's partials take per_block_doubles doubles:
-   ceil(n_chunks / BLOCK_CHUNKS) blocks (at least MIN_BLOCKS, so that small inputs are still
-   spread over threads), fewer when their partials would exceed PARTIAL_BUDGET doubles
-   (never fewer than MIN_BLOCKS), never more than n_chunks.  The count grows with n without
-   a cap, and depends on (n_chunks, per_block_doubles) only, never on the thread count. */
+   ceil(n_chunks / BLOCK_CHUNKS) blocks, at least SPREAD_BLOCKS (so that small inputs are
+   still spread over many threads); fewer when their partials would exceed PARTIAL_BUDGET
+   doubles (never fewer than MIN_BLOCKS); never more than n_chunks.  The count grows with n
+   without a cap, and depends on (n_chunks, per_block_doubles) only, never on the thread
+   count. */
 static inline ptrdiff_t dpc_blocks_for_chunks(ptrdiff_t n_chunks, ptrdiff_t per_block_doubles)
 {
     ptrdiff_t per = per_block_doubles > 1 ? per_block_doubles : 1;
     ptrdiff_t nb = (n_chunks + DPC_BLOCK_CHUNKS - 1) / DPC_BLOCK_CHUNKS;
     ptrdiff_t cap = DPC_PARTIAL_BUDGET / per;
-    nb = nb > DPC_MIN_BLOCKS ? nb : DPC_MIN_BLOCKS;
+    nb = nb > DPC_SPREAD_BLOCKS ? nb : DPC_SPREAD_BLOCKS;
     cap = cap > DPC_MIN_BLOCKS ? cap : DPC_MIN_BLOCKS;
     nb = nb < cap ? nb : cap;
     return n_chunks < nb ? n_chunks : nb;

@@ -8,6 +8,7 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_CHUNK_SIZE
         DPC_LANES
         DPC_BLOCK_CHUNKS
+        DPC_SPREAD_BLOCKS
         DPC_MIN_BLOCKS
         DPC_PARTIAL_BUDGET
         DPC_BLAS_MIN_D

@@ -8,7 +8,7 @@ from dpem_fast._dpcore import _bernoulli, _contract, _estep
 
 def test_values_and_python_copies():
     c = _contract
-    assert (c.CHUNK_SIZE, c.LANES, c.BLOCK_CHUNKS, c.MIN_BLOCKS) == (256, 16, 4, 8)
+    assert (c.CHUNK_SIZE, c.LANES, c.BLOCK_CHUNKS, c.SPREAD_BLOCKS, c.MIN_BLOCKS) == (256, 16, 4, 64, 8)
     assert (c.BLAS_MIN_D, c.BERNOULLI_BLAS_MIN_D) == (16, 16)
     assert c.PARTIAL_BUDGET == 1 << 23 and c.CHUNK_SIZE % c.LANES == 0
     assert not hasattr(c, "MAX_BLOCKS")      # issue 14: no fixed cap on the block count
@@ -23,7 +23,7 @@ def test_gmm_block_count_is_the_generic_formula():
             for K in (1, 5, 30):
                 per = K * (d * d + d + 1)
                 chunks = -(-n // c.CHUNK_SIZE)
-                expect = min(chunks, max(c.MIN_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
+                expect = min(chunks, max(c.SPREAD_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
                              max(c.MIN_BLOCKS, c.PARTIAL_BUDGET // per))
                 assert _estep.block_count(n, d, K) == c.block_count(n, per) == expect
     assert c.block_count(10**6, 0) == -(-10**6 // (c.CHUNK_SIZE * c.BLOCK_CHUNKS))
@@ -59,6 +59,11 @@ def test_blocks_grow_with_n_and_keep_partials_in_budget():
             nb = _estep.block_count(n, d, K)
             assert nb == c.MIN_BLOCKS or nb * per <= c.PARTIAL_BUDGET
     assert _estep.block_count(200_000, 50, 10) > 128        # the issue's BLAS-path shape
+    # small inputs keep one block per chunk up to SPREAD_BLOCKS (as many parallel units as
+    # the 64-block layout gave them)
+    for chunks in (1, 7, 32, 64, 200, 256):
+        assert c.block_count(chunks * c.CHUNK_SIZE, 35) == min(chunks, max(c.SPREAD_BLOCKS, -(-chunks // 4)))
+    assert c.block_count(32 * c.CHUNK_SIZE, 35) == 32
 
 
 def test_lda_block_count_is_the_same_rule_over_document_chunks():
@@ -66,7 +71,7 @@ def test_lda_block_count_is_the_same_rule_over_document_chunks():
     for n in (0, 1, 31, 32, 33, 5000, 10**6):
         for per in (1, 50 * 8000, 10**7):
             chunks = -(-n // c.LDA_DOC_CHUNK)
-            expect = min(chunks, max(c.MIN_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
+            expect = min(chunks, max(c.SPREAD_BLOCKS, -(-chunks // c.BLOCK_CHUNKS)),
                          max(c.MIN_BLOCKS, c.PARTIAL_BUDGET // per))
             assert c.lda_block_count(n, per) == expect
 
