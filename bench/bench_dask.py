@@ -97,6 +97,7 @@ def fit_lda(X, a, threads):
 
     t0 = time.perf_counter()
     m = DPLatentDirichletAllocation(a.K, noise_multiplier=1.0, batch_size=a.batch_size, max_doc_length=200,
+                                    total_samples=a.n,
                                     n_epochs=1, vocabulary=[f"w{i}" for i in range(a.d)], random_state=7,
                                     n_threads=threads).fit(X)
     return time.perf_counter() - t0, m.components_

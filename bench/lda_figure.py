@@ -55,12 +55,13 @@ def main():
     print(f"NewsArticles: {D} training / {Xte.shape[0]} held-out documents, V = {len(vocab)}, "
           f"{int(Xtr.sum())} training tokens, K = {args.topics}")
     common = dict(n_components=args.topics, max_doc_length=args.max_doc_length, clip_fraction=args.clip,
-                  vocabulary=vocab, random_state=0, n_epochs=1, learning_offset=10.0, learning_decay=0.7)
+                  vocabulary=vocab, random_state=0, n_epochs=1, learning_offset=10.0, learning_decay=0.7,
+                  total_samples=D)          # the published collection's size: a public count
     rows = []
     t0 = time.perf_counter()
     for S in map(int, args.batches.split(",")):
         m = DPLatentDirichletAllocation(epsilon=np.inf, batch_size=S,
-                                        **{k: v for k, v in common.items() if k != "vocabulary"}).fit(Xtr)
+                                        **{k: v for k, v in common.items() if k not in ("vocabulary", "total_samples")}).fit(Xtr)
         rows.append({"batch_size": S, "sigma": "inf", "accountant": "none", "epsilon": "inf",
                      "perplexity": m.perplexity(Xte)})
         for sigma in SIGMAS:
@@ -101,7 +102,7 @@ def main():
     # Table 1: the same epsilon target under both accountants (strong needs more noise)
     S = int(args.batches.split(",")[-1])
     fits = {"non-private": DPLatentDirichletAllocation(epsilon=np.inf, batch_size=S, **{
-        k: v for k, v in common.items() if k != "vocabulary"}).fit(Xtr)}
+        k: v for k, v in common.items() if k not in ("vocabulary", "total_samples")}).fit(Xtr)}
     for acct in ("rdp", "strong"):
         fits[f"{acct} eps={args.epsilon_table:g}"] = DPLatentDirichletAllocation(
             epsilon=args.epsilon_table, batch_size=S, accountant=acct, **common).fit(Xtr)

@@ -229,10 +229,11 @@ def _datasets(d, reuters):
             toks = [words[j] for j in np.flatnonzero(row) for _ in range(int(row[j]))]
             fh.write(" ".join(rng.permutation(toks)) + ", 1996 -- (42).\n")
     (d / "vocab.txt").write_text("\n".join(words) + "\n")
+    # the Reuters sample's size is public (a published collection): declared, never counted
     out["lda"] = (["docs.txt", "--vocabulary", "vocab.txt", "--n-components", "3", "--batch-size", "50",
-                   "--max-doc-length", "100", *seed],
+                   "--max-doc-length", "100", "--total-samples", str(len(counts)), *seed],
                   dpem_fast.DPLatentDirichletAllocation(3, batch_size=50, max_doc_length=100, vocabulary=words,
-                                                        random_state=7),
+                                                        total_samples=len(counts), random_state=7),
                   sparse.csr_matrix(counts.astype(float)), dict(attr="components_", top_words=5))
     return out
 

@@ -38,6 +38,7 @@ def _fits():
         ("fa", dpem_fast.DPFactorAnalysis(1, epsilon=1.0, data_norm=5.0, random_state=0),
          X_GAUSS, ("transform", "score_samples", "score")),
         ("lda", dpem_fast.DPLatentDirichletAllocation(3, noise_multiplier=1.0, batch_size=20, max_doc_length=30,
+                                                      total_samples=60,
                                                       n_epochs=1, vocabulary=[f"w{i}" for i in range(12)],
                                                       random_state=0),
          CORPUS, ("transform", "score")),

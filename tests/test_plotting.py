@@ -136,6 +136,7 @@ def test_top_words_in_the_order_of_components(tmp_path, reuters):
     counts, vocab = reuters
     counts = counts[:200]
     m = dpem_fast.DPLatentDirichletAllocation(4, noise_multiplier=1.0, batch_size=50, max_doc_length=100,
+                                              total_samples=counts.shape[0],
                                               vocabulary=vocab, random_state=0).fit(counts)
     fig = plotting.top_words(m, n_words=6)
     _render(fig, tmp_path / "topics.png")

@@ -32,6 +32,7 @@ def _fits(X, docs, verbose):
         "kmeans": dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=4, random_state=3, verbose=verbose).fit(X),
         "sep": dpem_fast.DPStochasticEP(2, epsilon=1.0, n_epochs=3, random_state=3, verbose=verbose).fit(X),
         "lda": dpem_fast.DPLatentDirichletAllocation(3, noise_multiplier=2.0, batch_size=30, max_doc_length=20,
+                                                     total_samples=docs.shape[0],
                                                      vocabulary=[f"w{i}" for i in range(40)], random_state=3,
                                                      verbose=verbose).fit(docs),
     }

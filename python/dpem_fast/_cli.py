@@ -54,7 +54,9 @@ def _model_options_help():
         params = sorted(p for p in getattr(dpem_fast, name)().get_params() if p not in _RESERVED)
         lines.append(f"  {key:<12} " + " ".join("--" + p.replace("_", "-") for p in params))
     lines.append("lda: DATA is a text file, one document per line; --vocabulary VOCAB.txt (required) is a")
-    lines.append("public word list, one word per line, never built from the documents.")
+    lines.append("public word list, one word per line, never built from the documents; a private fit also")
+    lines.append("needs --total-samples N, the public number of documents (the corpus size is private and")
+    lines.append("is never counted from DATA).")
     return "\n".join(lines)
 
 
@@ -287,8 +289,8 @@ def cmd_fit(args, extra):
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
     _persist.save(model, args.output, info={"columns": names})   # not the data file's name
-    shape = (f"{X.shape[0]} documents over {X.shape[1]} vocabulary words" if lda
-             else f"{X.shape[0]} rows x {X.shape[1]} columns")
+    # no row or document count: under add/remove it is private (the saved model never holds it)
+    shape = f"{X.shape[1]} vocabulary words" if lda else f"{X.shape[1]} columns"
     print(f"fitted {cls.__name__} on {shape}; "
           f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}")
     return 0

@@ -21,7 +21,7 @@ from dpem_fast._rng import derive_key, make_key                      # noqa: E40
 N_DOCS, V, K, CHUNK = 560, 50, 4, 130             # five row chunks, the last one short (40)
 VOCAB = [f"w{i}" for i in range(V)]
 PARAMS = dict(n_components=K, noise_multiplier=1.0, batch_size=40, max_doc_length=30, clip_fraction=0.5,
-              n_epochs=1, vocabulary=VOCAB, random_state=5)
+              n_epochs=1, vocabulary=VOCAB, random_state=5, total_samples=N_DOCS)
 
 
 def lda(**kw):
@@ -141,7 +141,7 @@ def test_lda_dask_chunks_are_validated_on_the_workers(corpus, guarded):
             lda().fit(poison(value))
     with pytest.raises(ValueError, match="2-D"):
         lda().fit(X_dask[:, 0])
-    with pytest.raises(ValueError, match="exceeds the number of documents"):
+    with pytest.raises(ValueError, match="exceeds total_samples"):
         lda(batch_size=N_DOCS + 1).fit(X_dask)
     with pytest.raises(ValueError, match="vocabulary has 3 terms"):
         lda(vocabulary=["a", "b", "c"]).fit(X_dask)

@@ -46,7 +46,7 @@ EXAMPLES = {
     "kmeans": (_make(dpem_fast.DPKMeans, n_clusters=2, epsilon=1.0, max_iter=3, data_norm=5.0), _gauss),
     "fa": (_make(dpem_fast.DPFactorAnalysis, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
     "lda": (_make(dpem_fast.DPLatentDirichletAllocation, n_components=3, epsilon=2.0, batch_size=20,
-                  max_doc_length=30, vocabulary=[f"w{i}" for i in range(12)]), _corpus),
+                  max_doc_length=30, total_samples=60, vocabulary=[f"w{i}" for i in range(12)]), _corpus),
 }
 
 #: estimators whose fit takes a dask array (DP-SEP is sequential over rows and refuses one)

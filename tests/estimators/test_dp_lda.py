@@ -38,7 +38,7 @@ def make_corpus(n, seed=0, V=V, mean_len=40):
 
 VOCAB = [f"w{i}" for i in range(V)]
 PARAMS = dict(n_components=K, noise_multiplier=1.0, batch_size=50, max_doc_length=30, clip_fraction=0.5,
-              n_epochs=2, vocabulary=VOCAB, random_state=0)
+              n_epochs=2, vocabulary=VOCAB, random_state=0, total_samples=200)
 
 
 def est(**kw):
@@ -153,7 +153,7 @@ class TestLDAConformance:
     def test_subsampled_rdp_matches_dp_accounting(self):
         dpa = pytest.importorskip("dp_accounting")
         X = make_corpus(400)
-        p = est(batch_size=20, n_epochs=1).fit(X).privacy_
+        p = est(batch_size=20, n_epochs=1, total_samples=400).fit(X).privacy_
         a = dpa.rdp.RdpAccountant()
         a.compose(dpa.PoissonSampledDpEvent(20 / 400, dpa.GaussianDpEvent(1.0)), 20)
         assert_allclose(p.epsilon_spent, a.get_epsilon(1e-5), rtol=0.02)
@@ -237,7 +237,7 @@ class TestLDAConformance:
             _, u_without, _ = m._estep(base, eb, g0[:-1], 0.25, np.inf, 1)
             assert np.linalg.norm(u_with - u_without) <= N * (1 + 1e-12)
         assert worst > 0.95 * a * N
-        spec = m._plan(K, V, 100, 4, 0.5).releases["topic_word"]
+        spec = m._plan(K, V, 4, 0.5).releases["topic_word"]
         assert spec.sensitivity == a * N
 
     def test_aggregate_clipping_exceeds_the_papers_bound(self):
@@ -397,3 +397,124 @@ def test_make_plan_sampling_rate_refusals_and_fixed_multiplier():
     assert_allclose(p.releases["s"].noise_multiplier, 1.5)
     assert_allclose(acc.RDPAccountant(neighbouring="add_remove").compose(p.event).get_epsilon(1e-5),
                     p.epsilon_spent)
+
+
+# ------------------------------------------- issue 21: the corpus size, partial_fit's key and paths
+def _record_without_values(m):
+    """What a private fit publishes besides the released values: the record and public attributes."""
+    import json
+    from dpem_fast import _persist
+    return (json.dumps(_persist.record_to_json(m.privacy_, _persist._Inline()), sort_keys=True),
+            m.n_batch_iter_, m.n_iter_, m.components_.shape)
+
+
+def test_the_record_and_the_saved_file_do_not_depend_on_the_document_count(tmp_path):
+    """Add/remove: D is private.  Fits on D and D + 1 documents (the issue's 1,050 / 1,051 at
+    S = 100, where round(D / S) changes) publish the same plan, record and file metadata."""
+    import json
+    X = make_corpus(1051, mean_len=10)
+    kw = dict(batch_size=100, n_epochs=1, total_samples=1000, max_doc_update_iter=5)
+    a, b = est(**kw).fit(X[:1050]), est(**kw).fit(X)
+    assert _record_without_values(a) == _record_without_values(b)
+    assert a.privacy_.n_iter == 10 and a.privacy_.event.event.event.sampling_probability == 0.1
+    metas = []
+    for name, m in (("a", a), ("b", b)):
+        m.save(tmp_path / f"{name}.npz")
+        with np.load(tmp_path / f"{name}.npz") as z:
+            meta = json.loads(z["__meta__"].tobytes())
+        metas.append({k: v for k, v in meta.items() if k != "fitted"})
+        assert set(meta["fitted"]) == set(metas and meta["fitted"])
+    assert metas[0] == metas[1]
+    assert not np.array_equal(a.components_, b.components_)     # the released values do differ
+
+
+def test_a_private_fit_without_a_public_document_count_is_refused_before_the_budget():
+    ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove")
+    X = make_corpus(123)
+    for call in ("fit", "partial_fit"):
+        with pytest.raises(ValueError, match="total_samples") as info:
+            getattr(est(total_samples=None, budget=ledger), call)(X)
+        assert "123" not in str(info.value)                      # no message reads D
+    with pytest.raises(ValueError, match="total_samples"):
+        est(batch_size=300, total_samples=200).fit(X)
+    assert ledger.entries == []
+    # epsilon=inf is not private: the true D is used, total_samples is not needed
+    DPLatentDirichletAllocation(K, epsilon=np.inf, batch_size=50, n_epochs=1).fit(X)
+
+
+def test_partial_fit_keeps_no_key_and_its_next_noise_is_not_in_the_pickle():
+    import pickle
+    X = make_corpus(120)
+    m = est(random_state=None).partial_fit(X[:60])
+    assert not any(k in vars(m) for k in ("_key", "_partial_events"))
+    for v in vars(m).values():                                     # nothing shaped like a key
+        assert not (isinstance(v, np.ndarray) and v.dtype == np.uint32)
+    blob = pickle.dumps(m)
+    one, two = pickle.loads(blob).partial_fit(X[60:]), pickle.loads(blob).partial_fit(X[60:])
+    assert not np.array_equal(one.components_, two.components_)   # fresh noise per call
+    # with a seed, the pickle of the fitted model drops it (like a saved file)
+    s = est(random_state=5).partial_fit(X[:60])
+    assert pickle.loads(pickle.dumps(s)).random_state is None
+
+
+def test_partial_fit_with_a_seed_is_reproducible_and_each_call_draws_new_noise(monkeypatch):
+    rel = _ReleaseSpy(monkeypatch)
+    X = make_corpus(120)
+    a = est(random_state=7).partial_fit(X[:60]).partial_fit(X[60:])
+    b = est(random_state=7).partial_fit(X[:60]).partial_fit(X[60:])
+    assert_array_equal(a.components_, b.components_)
+    noise = [o["topic_word"] - i["topic_word"] for o, i in zip(rel.outputs, rel.inputs)]
+    assert not np.allclose(noise[0], noise[1])                     # calls of one fit: new streams
+
+
+def test_partial_fit_update_sees_only_released_statistics(monkeypatch):
+    _ReleaseSpy(monkeypatch, replace=1.0)
+    a = est().partial_fit(make_corpus(60, seed=1)).partial_fit(make_corpus(60, seed=3))
+    b = est().partial_fit(make_corpus(60, seed=2)).partial_fit(make_corpus(60, seed=4))
+    assert_array_equal(a.components_, b.components_)
+
+
+def test_partial_fit_releases_its_recorded_sensitivity_and_noise(monkeypatch):
+    """Each call's release: Δ = aN, σ = noise_multiplier · aN, and noise of that scale."""
+    _Spy(monkeypatch, zero=True)
+    rel = _ReleaseSpy(monkeypatch)
+    m = est(noise_multiplier=1.7)
+    X = make_corpus(40)
+    for _ in range(12):
+        m.partial_fit(X)
+    r = m.privacy_.releases["topic_word_partial"]
+    a, N = PARAMS["clip_fraction"], PARAMS["max_doc_length"]
+    assert r.sensitivity == a * N and r.noise_scale == pytest.approx(1.7 * a * N, rel=1e-12)
+    assert r.count == m.privacy_.n_iter == 12
+    draws = np.concatenate([o["topic_word"].ravel() for o in rel.outputs])     # 2,880 draws
+    assert abs(draws.std() / r.noise_scale - 1) < 0.04
+    spent = acc.RDPAccountant(neighbouring="add_remove").compose(
+        acc.NeighbouringEvent("add_remove", acc.SelfComposedEvent(acc.GaussianEvent(1.7), 12))).get_epsilon(1e-5)
+    assert m.privacy_.epsilon_spent == pytest.approx(spent, rel=1e-9)
+
+
+def test_partial_fit_clips_each_document(monkeypatch):
+    spy = _Spy(monkeypatch)
+    rel = _ReleaseSpy(monkeypatch)
+    doc = np.zeros((1, V))
+    doc[0, 3] = 500.0                              # one term 500 times: capped to N = 30 tokens
+    m = est(clip_fraction=0.2)
+    for _ in range(3):
+        m.partial_fit(doc)
+    assert all(c["clip"] == 0.2 * 30 for c in spy.calls)
+    for inp in rel.inputs:                         # unclipped, its norm is at least 30 / sqrt(K) = 15
+        s = inp["topic_word"]
+        assert s.sum() <= 30 * (1 + 1e-12) and np.linalg.norm(s) <= 6.0 * (1 + 1e-12)
+        assert np.linalg.norm(s) > 5.9
+
+
+def test_partial_fit_continues_a_fit():
+    X = make_corpus(200)
+    m = est(noise_multiplier=None, epsilon=1.0).fit(X)
+    fitted = m.privacy_
+    m.partial_fit(X[:50])
+    p = m.privacy_
+    assert p.n_iter == fitted.n_iter + 1 and m.n_batch_iter_ == fitted.n_iter + 2
+    assert set(p.releases) == {"topic_word", "topic_word_partial"}
+    again = acc.get_accountant(p.accountant, "add_remove")().compose(p.event).get_epsilon(p.delta)
+    assert again == pytest.approx(p.epsilon_spent, rel=1e-12) and p.epsilon_spent > fitted.epsilon_spent

@@ -1,6 +1,7 @@
 """Private latent Dirichlet allocation: online variational Bayes (SVI) with moment perturbation."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from functools import partial
@@ -26,6 +27,9 @@ from .._reference.lda import approx_bound, exp_dirichlet_expectation
 __all__ = ["DPLatentDirichletAllocation"]
 
 _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
+#: the record's name of the release each ``partial_fit`` call makes, and its mechanism text
+_PARTIAL = "topic_word_partial"
+_PARTIAL_MECHANISM = "DP-SVI for LDA, partial_fit (no subsampling)"
 #: Largest count of one term in one document the estimator accepts.
 _MAX_COUNT = 2.0 ** 31
 
@@ -202,7 +206,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     delta : float, default=1e-5
     batch_size : int, default=128
         Expected minibatch size S; documents are drawn by Poisson sampling with rate
-        q = S / D.
+        q = S / D_pub (``D_pub = total_samples``, the declared public document count).
     max_doc_length : int, default=500
         N: each document is capped at N tokens, sampled without replacement at random
         (data-independent randomness), once per fit.
@@ -213,7 +217,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     learning_offset, learning_decay : float, default=10.0, 0.7
         τ₀ and κ of the step ρ_t = (τ₀ + t)^(-κ), t = 1, 2, ...
     n_epochs : int, default=1
-        Passes: the fit runs T = n_epochs · round(D / S) iterations (fixed).
+        Passes: the fit runs T = n_epochs · round(D_pub / S) iterations (fixed, public).
     max_doc_update_iter : int, default=100
     mean_change_tol : float, default=1e-3
         Per-document stopping of the E-step's fixed point (inside the privacy wall: each
@@ -228,8 +232,17 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         :func:`dpem_fast.datasets.public_vocabulary`).  A vocabulary built from the
         private corpus leaks its rare words; without one a private fit warns
         (:class:`~dpem_fast.PrivacyLeakWarning`).
-    total_samples : int, default=1e6
-        Corpus size D assumed by :meth:`partial_fit` (as scikit-learn).
+    total_samples : int or None, default=None
+        D_pub, the **public** number of documents of the corpus (scikit-learn's name).  Under
+        add/remove the true count D is private, so a private fit never reads it: the
+        sampling rate q = S / D_pub, the number of iterations and the step's scale 1/q all
+        come from ``total_samples``, which a private ``fit`` and ``partial_fit`` require
+        (a ``ValueError`` names it otherwise; declare a count known without looking at the
+        corpus, e.g. the size of a published collection, or a noisy count you released
+        and accounted for yourself).  The guarantee holds whatever the true D; the
+        expected minibatch size is S·D/D_pub.  ``epsilon=inf``: ``fit`` uses the true D
+        and ignores it; ``partial_fit`` scales by ``total_samples / batch size``
+        (default 1e6, as scikit-learn).
     budget : BudgetLedger or None, default=None
         Ledger (``neighbouring="add_remove"``) charged before any statistic is computed.
     random_state : int, Generator or None
@@ -251,7 +264,9 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     diagnostics_ : dict
         Not private: minibatch sizes, documents clipped, empty documents, capped documents.
     n_batch_iter_ : int
-        Iterations done (the next step uses ``t = n_batch_iter_``).
+        Iterations done plus one (the next step uses ``t = n_batch_iter_``); public: it
+        follows from ``total_samples``, ``batch_size``, ``n_epochs`` and the number of
+        ``partial_fit`` calls.
     n_iter_ : int
         Epochs.
 
@@ -291,8 +306,15 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
 
     Noise: N(0, (σ aN)²) on every entry of S_t (release layer, ChaCha20 streams); then
     negative entries are set to 0 and ``λ ← (1 − ρ_t) λ + ρ_t (η + S̃_t / q)`` (the
-    paper's ``D s̃ / S`` with the public q = S / D): post-processing.  D, the number of
-    rows passed, is treated as public (as in DP-SGD); the plan's q and T use it.
+    paper's ``D s̃ / S`` with the public q = S / D_pub): post-processing.  The number of
+    documents D is private under add/remove (a neighbour has one more or one fewer), so
+    nothing of the fit depends on it except through the releases: q, T, the step's
+    scale and the record use the declared ``total_samples`` only, and no check, message
+    or record reads D (a fit on D and on D + 1 documents with the same seed has the same
+    plan, record and saved file apart from the released values).  Where the paper is
+    loose: it (like DP-SGD code) sets q = S / D from the true count; a mechanism whose
+    sampling rate or length is a function of D reveals D (T changes from 10 to 11 between
+    1,050 and 1,051 documents at S = 100), which add/remove does not allow.
 
     Events: ``SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(σ)), T)`` tagged
     add/remove.  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
@@ -321,7 +343,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
                  max_doc_length=500, clip_fraction=0.1, doc_topic_prior=None, topic_word_prior=None,
                  learning_offset=10.0, learning_decay=0.7, n_epochs=1, max_doc_update_iter=100,
-                 mean_change_tol=1e-3, accountant="rdp", vocabulary=None, total_samples=1e6, budget=None,
+                 mean_change_tol=1e-3, accountant="rdp", vocabulary=None, total_samples=None, budget=None,
                  random_state=None, n_threads=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
@@ -370,7 +392,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         if isinstance(tol, bool) or not isinstance(tol, (Integral, float, np.floating)) or not (
                 math.isfinite(tol) and tol >= 0):
             raise ValueError(f"mean_change_tol must be finite and >= 0, got {tol!r}")
-        check_positive_real(self.total_samples, "total_samples")
+        if self.total_samples is not None:
+            check_positive_real(self.total_samples, "total_samples")
         if self.accountant not in _ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(_ACCOUNTANTS)}, got {self.accountant!r}")
         effective_n_threads(self.n_threads)
@@ -393,6 +416,16 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
             if self.budget.neighbouring != "add_remove":
                 raise ValueError("budget: this estimator is accounted under neighbouring='add_remove', "
                                  f"the ledger under {self.budget.neighbouring!r}")
+        if private:
+            if self.total_samples is None:
+                raise ValueError(
+                    "total_samples: a private fit needs the public number of documents D_pub (the sampling "
+                    "rate is batch_size / D_pub); under add/remove the corpus size is private and is never "
+                    "read from X.  Declare a count known without looking at the corpus (e.g. the size of a "
+                    "published collection) or a noisy count you released and accounted for")
+            if int(self.batch_size) > float(self.total_samples):
+                raise ValueError(f"batch_size={self.batch_size} exceeds total_samples={self.total_samples} "
+                                 "(the sampling rate batch_size / total_samples must be at most 1)")
         return K, private
 
     def _priors(self, K):
@@ -452,7 +485,7 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         self.components_ = lam
         self.exp_dirichlet_component_ = exp_dirichlet_expectation(lam)
 
-    def _plan(self, K, V, D, T, q):
+    def _plan(self, K, V, T, q):
         a, N = float(self.clip_fraction), int(self.max_doc_length)
         spec = StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
         return make_plan([spec], T, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
@@ -481,9 +514,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
             X = self._check_X(X)
             docs = _MemoryDocs(X, self, alpha, n_threads)
             V = X.shape[1]
-        D, S = docs.n_docs, int(self.batch_size)
-        if S > D:
-            raise ValueError(f"batch_size={S} exceeds the number of documents ({D})")
+        if not private and int(self.batch_size) > docs.n_docs:     # epsilon=inf: D is not private
+            raise ValueError(f"batch_size={self.batch_size} exceeds the number of documents ({docs.n_docs})")
         self._check_vocabulary(V, private)
         key = make_key(self.random_state)
         init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
@@ -524,20 +556,20 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         return lam
 
     def _fit_private(self, docs, lam, eta, key, n_threads, diag):
-        D, V = docs.n_docs, lam.shape[1]
-        K = lam.shape[0]
-        S = int(self.batch_size)
-        q = S / D
-        per_epoch = max(1, int(round(D / S)))
-        T = int(self.n_epochs) * per_epoch
-        plan = self._plan(K, V, D, T, q)
+        """The private SVI loop.  ``docs.n_docs`` (the private D) sizes the per-document
+        draws only: q, T, the step's scale and the record use the public ``total_samples``."""
+        V, K = lam.shape[1], lam.shape[0]
+        S, D_pub = int(self.batch_size), float(self.total_samples)
+        q = S / D_pub
+        T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
+        plan = self._plan(K, V, T, q)
         if self.budget is not None:         # the whole plan, before any statistic of the data
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
         layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = float(self.clip_fraction) * int(self.max_doc_length)
         progress = Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta)
-        u = np.empty(D)
+        u = np.empty(docs.n_docs)          # one uniform per document: whom the minibatch takes
         for t in range(T):
             # the minibatch: the client's key and the public D only (never a worker's randomness)
             _core_rng.fill_uniform(derive_key(key, "lda", "batch", t), 0, u, n_threads)
@@ -562,7 +594,8 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
             epsilon=float(plan.epsilon_spent if self.epsilon is None else self.epsilon),
             delta=float(self.delta), epsilon_spent=plan.epsilon_spent, n_iter=T, releases=dict(plan.releases),
             event=plan.event, data_domain={"source": "token cap N and per-document clip aN", "radius": r.sensitivity},
-            notes=(f"sampling rate q = {q:.6g} (batch_size / n_documents; n_documents treated as public)",
+            notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
+                   "document count; the true count is never read)",
                    f"noise multiplier sigma = {r.noise_multiplier:.6g}"),
         )
         return lam
@@ -573,8 +606,16 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         Private: the whole of X is used (no subsampling amplification), so each call is one
         ``GaussianEvent(σ)`` under add/remove (σ = ``noise_multiplier``, or calibrated so that
         one call spends ``epsilon``), charged to ``budget`` before any statistic is computed;
-        ``privacy_`` composes every call so far.  The step is
-        ``λ ← (1 − ρ) λ + ρ (η + total_samples / batch_size · S̃)``.
+        ``privacy_`` composes every release so far (after a ``fit``, the fit's plan and then
+        each call: ``partial_fit`` continues a fitted model).  The step is
+        ``λ ← (1 − ρ) λ + ρ (η + total_samples / batch_size · S̃)``, with the declared public
+        ``total_samples`` (required for a private call).
+
+        Keys: each call draws its noise from a key made for that call and then forgotten —
+        fresh OS entropy with ``random_state=None``, or derived from the seed and the public
+        call index ``t = n_batch_iter_`` when a seed is given (then the seed determines the
+        noise: keep it secret).  No key is kept on the estimator, so a pickle of the model
+        cannot regenerate any call's noise.
         """
         K, private = self._check_params()
         if is_dask_array(X):
@@ -582,26 +623,26 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
                             "(fit takes a dask array of the whole corpus without gathering it)")
         first = not hasattr(self, "components_")
         X = self._check_X(X, None if first else self.n_features_in_)
-        D, V = X.shape
+        n_docs, V = X.shape
         self._check_vocabulary(V, private)
         alpha, eta = self._priors(K)
         n_threads = effective_n_threads(self.n_threads)
+        base = make_key(self.random_state)       # this call's; never stored
         if first:
-            self._key = make_key(self.random_state)
-            init_rng = np.random.Generator(np.random.PCG64(derive_key(self._key, "lda", "init")))
+            init_rng = np.random.Generator(np.random.PCG64(derive_key(base, "lda", "init")))
             self._set_components(init_rng.gamma(100.0, 0.01, (K, V)))
             self.n_batch_iter_ = 1
             self.n_features_in_ = V
-            self._partial_events = []
             self.privacy_ = None
-        t = self.n_batch_iter_
-        g_rng = np.random.Generator(np.random.PCG64(derive_key(self._key, "lda", "gamma", t)))
-        gamma0 = g_rng.gamma(100.0, 0.01, (D, K))
+        t = int(self.n_batch_iter_)
+        g_rng = np.random.Generator(np.random.PCG64(derive_key(base, "lda", "gamma", t)))
+        gamma0 = g_rng.gamma(100.0, 0.01, (n_docs, K))
         lam = self.components_
         rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
         if not private:
             _, sstats, _ = self._estep(X, self.exp_dirichlet_component_, gamma0, alpha, np.inf, n_threads)
-            lam = (1.0 - rho) * lam + rho * (eta + float(self.total_samples) / D * sstats)
+            scale = (1e6 if self.total_samples is None else float(self.total_samples)) / n_docs
+            lam = (1.0 - rho) * lam + rho * (eta + scale * sstats)
         else:
             a, N = float(self.clip_fraction), int(self.max_doc_length)
             spec = StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
@@ -609,23 +650,47 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
             if self.budget is not None:
                 self.budget.spend(plan.event, label=f"{type(self).__name__}.partial_fit")
-            call_key = derive_key(self._key, "lda", "partial", t)
+            call_key = derive_key(base, "lda", "partial", t)
             Xc, _ = self._cap_tokens(X, call_key)
             _, sstats, _ = self._estep(Xc, self.exp_dirichlet_component_, gamma0, alpha, a * N, n_threads)
             noisy = ReleaseLayer(plan, call_key, n_threads).release({"topic_word": sstats}, 0)["topic_word"]
+            del call_key, base
             np.maximum(noisy, 0.0, out=noisy)
             lam = (1.0 - rho) * lam + rho * (eta + float(self.total_samples) / int(self.batch_size) * noisy)
-            self._partial_events.append(plan.event)
-            event = acc.ComposedEvent(list(self._partial_events))
-            spent = acc.get_accountant(plan.accountant, "add_remove")().compose(event).get_epsilon(float(self.delta))
-            self.privacy_ = PrivacyRecord(
-                mechanism="DP-SVI for LDA, partial_fit (no subsampling)", neighbouring="add_remove",
-                accountant=plan.accountant, epsilon=float(spent), delta=float(self.delta), epsilon_spent=float(spent),
-                n_iter=len(self._partial_events), releases=dict(plan.releases), event=event,
-                data_domain={"source": "token cap N and per-document clip aN", "radius": a * N})
+            self.privacy_ = self._partial_record(plan)
         self._set_components(lam)
         self.n_batch_iter_ = t + 1
         return self
+
+    def _partial_record(self, plan):
+        """``privacy_`` after one more ``partial_fit`` release: the previous record's event (a
+        fit's plan, or earlier calls) composed with this call's, and its release added to the
+        record (one entry per distinct noise scale, ``count`` calls each)."""
+        prev = self.privacy_
+        r = dataclasses.replace(plan.releases["topic_word"], name=_PARTIAL)
+        inner = plan.event.event                        # the NeighbouringEvent's content
+        if prev is None:
+            events, releases, n_iter = (inner,), {}, 0
+        else:
+            prior = prev.event.event
+            events = prior.events if prev.mechanism == _PARTIAL_MECHANISM else (prior,)
+            events, releases, n_iter = (*events, inner), dict(prev.releases), prev.n_iter
+        for name, old in releases.items():
+            if name.startswith(_PARTIAL) and (old.sensitivity, old.noise_scale) == (r.sensitivity, r.noise_scale):
+                releases[name] = dataclasses.replace(old, count=old.count + 1)
+                break
+        else:
+            k = sum(name.startswith(_PARTIAL) for name in releases)
+            name = _PARTIAL if k == 0 else f"{_PARTIAL}_{k}"
+            releases[name] = dataclasses.replace(r, name=name)
+        event = acc.NeighbouringEvent("add_remove", acc.ComposedEvent(events))
+        spent = acc.get_accountant(plan.accountant, "add_remove")().compose(event).get_epsilon(float(self.delta))
+        return PrivacyRecord(
+            mechanism=_PARTIAL_MECHANISM, neighbouring="add_remove", accountant=plan.accountant,
+            epsilon=float(spent), delta=float(self.delta), epsilon_spent=float(spent), n_iter=n_iter + 1,
+            releases=releases, event=event,
+            data_domain={"source": "token cap N and per-document clip aN", "radius": r.sensitivity},
+            notes=(() if prev is None else prev.notes))
 
     # ------------------------------------------------------- inference
     def _unnormalized_transform(self, X):
