@@ -394,8 +394,39 @@ def load(path):
     return model
 
 
+def public_state(model, state):
+    """The part of ``state`` (a fitted private model's ``__dict__``) that may leave the fit:
+    the hyperparameters, with ``random_state`` and ``budget`` as ``None`` (the seed is the
+    noise key; a ledger is live state), the estimator's allow-listed fitted attributes
+    (``_SAVED``), ``privacy_`` and scikit-learn's version tag.  Everything else — the
+    diagnostics, attributes computed from the raw data (``n_skipped_``, a row count),
+    fitting state — is dropped.  An unfitted model, or one fitted without privacy
+    (``privacy_ is None``), is returned whole: there is nothing private in it.
+    """
+    if state.get("privacy_") is None:
+        return state
+    keep = set(model.get_params(deep=False)) | set(_saved_names(type(model).__name__))
+    keep |= {"privacy_", "_sklearn_version"}
+    out = {k: v for k, v in state.items() if k in keep}
+    out.update({k: v for k, v in _NEVER_PARAMS.items() if k in out})
+    return out
+
+
 class SaveMixin:
-    """``save(path)`` for the estimators (see :mod:`dpem_fast._persist`)."""
+    """``save(path)`` for the estimators (see :mod:`dpem_fast._persist`), and a pickle that
+    carries what a saved file carries.
+
+    A fitted private model may be published as a ``save()`` file or as a pickle (``pickle``,
+    ``joblib``, ``cloudpickle``): both hold the hyperparameters (``random_state`` and
+    ``budget`` as ``None``), the allow-listed fitted parameters and ``privacy_``, never
+    ``diagnostics_``, attributes computed from the raw data or any key
+    (:func:`public_state`).  Unpickling gives a model that predicts, scores and samples as
+    the original; continuing it (``partial_fit``) draws fresh keys.  Unlike a saved file, a
+    pickle runs code when it is loaded: load pickles from trusted sources only.
+    """
+
+    def __getstate__(self):
+        return public_state(self, super().__getstate__())
 
     def save(self, path, *, allow_not_private=False):
         """Write the fitted model to ``path``: a versioned ``.npz`` with JSON metadata, no pickle.

@@ -137,7 +137,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         check_nonnegative_real(self.tol, "tol")
         if not isinstance(self.rotation, (str, type(None))) or self.rotation not in _ROTATIONS:
             raise ValueError(f"rotation must be None, 'varimax' or 'quartimax', got {self.rotation!r}")
-        self._n_public = int(n_samples)       # public under replace only (used only there)
+        # the row count is public under replace-one only; under add/remove it is never kept
+        self._n_public = int(n_samples) if self.neighbouring == "replace" else None
 
     def _statistic_specs(self, n_features):
         d = n_features

@@ -183,7 +183,8 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                                  f"got {m.shape}")
             if not np.all(np.isfinite(m)) or np.max(np.abs(m)) > MAX_ABS_VALUE:
                 raise ValueError("means_init must be finite (and below 1e150 in absolute value)")
-        self._n_public = int(n_samples)       # public under replace only (used only there)
+        # the row count is public under replace-one only; under add/remove it is never kept
+        self._n_public = int(n_samples) if self.neighbouring == "replace" else None
 
     def _m(self, d):
         return d if self.symmetric else self.n_components * d
