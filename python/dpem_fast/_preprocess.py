@@ -37,8 +37,17 @@ class DataDomain:
 def _as_bounds(bounds, n_features):
     if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2):
         raise ValueError("bounds must be a pair (lower, upper) of scalars or arrays of shape (n_features,)")
-    lo = np.broadcast_to(np.asarray(bounds[0], dtype=np.float64), (n_features,)).copy()
-    hi = np.broadcast_to(np.asarray(bounds[1], dtype=np.float64), (n_features,)).copy()
+    ends = []
+    for which, b in zip(("lower", "upper"), bounds):
+        try:
+            a = np.asarray(b, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"bounds: the {which} bound must be a number or an array of numbers, got {b!r}") from None
+        if a.ndim > 1 or (a.ndim == 1 and a.shape[0] != n_features):
+            raise ValueError(f"bounds: the {which} bound has shape {a.shape}; expected a scalar or shape "
+                             f"({n_features},), one value per feature of X")
+        ends.append(np.broadcast_to(a, (n_features,)).copy())
+    lo, hi = ends
     if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
         raise ValueError("bounds must be finite")
     if np.any(hi <= lo):

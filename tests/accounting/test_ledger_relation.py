@@ -152,3 +152,28 @@ def test_estimator_style_class_accountant_under_replace():
     assert type(acct) is GDPAccountant and acct.neighbouring == "replace"
     assert ledger.spend(G) == pytest.approx(
         GDPAccountant(neighbouring="replace").compose(G).get_epsilon(1e-5))
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "gdp", "zcdp"])
+def test_ledger_accepts_exactly_the_budget_and_refuses_just_above(accountant):
+    """The boundary: a spend that brings ε exactly to the budget is accepted; a budget 0.1 %
+    below it refuses the same spend and records nothing (a ledger letting spending go a few
+    per cent over would pass a test that only checks 10 %)."""
+    from dpem_fast import accounting as acc
+
+    event = acc.NeighbouringEvent("replace", acc.SelfComposedEvent(acc.GaussianEvent(3.0), 7))
+    exact = acc.get_accountant(accountant, "replace")().compose(event).get_epsilon(1e-6)
+    ok = acc.BudgetLedger(exact, 1e-6, accountant=accountant, neighbouring="replace")
+    assert ok.spend(event) == exact and len(ok.entries) == 1
+    tight = acc.BudgetLedger(exact / 1.001, 1e-6, accountant=accountant, neighbouring="replace")
+    with pytest.raises(acc.BudgetExceededError):
+        tight.spend(event)
+    assert tight.entries == [] and not tight.check(event)
+    # two spends: the second brings the total just over
+    half = acc.NeighbouringEvent("replace", acc.GaussianEvent(3.0))
+    two = acc.BudgetLedger(acc.get_accountant(accountant, "replace")().compose(half, 2).get_epsilon(1e-6) / 1.001,
+                           1e-6, accountant=accountant, neighbouring="replace")
+    two.spend(half)
+    with pytest.raises(acc.BudgetExceededError):
+        two.spend(half)
+    assert len(two.entries) == 1

@@ -316,6 +316,52 @@ class PrivateEstimatorConformance:
                 corr = np.corrcoef(first_entries[names[i]], first_entries[names[j]])[0, 1]
                 assert abs(corr) < 5.0 / math.sqrt(J), (names[i], names[j], corr)
 
+    def test_one_off_releases_draw_their_recorded_noise(self, monkeypatch):
+        """The private domain estimate's histograms (released once, before the loop): what the
+        box computation reads minus the exact histogram is noise of the recorded scale, and
+        the box's thresholds use that scale (enough fits that 4 std errors of the smallest
+        release are <= 6 %: a 20 % shortfall is seen), independent across the two releases."""
+        from dpem_fast._engine import _domain as engine_domain
+
+        self._domain_kw(False)                   # skips models with a fixed domain
+        X = self.make_data(300)
+        real = ReleaseLayer.release
+        exact = {name: [] for name in _ONE_OFF}
+        seen = {name: [] for name in _ONE_OFF}
+        sigmas = {name: set() for name in _ONE_OFF}
+
+        def capture(layer, statistics, index):
+            for name in set(statistics) & set(_ONE_OFF):
+                exact[name].append(np.array(statistics[name], dtype=np.float64))
+            return real(layer, statistics, index)
+
+        def reader(name, fn):
+            def wrapped(noisy_row, sigma, z):
+                seen[name].append(np.array(noisy_row))
+                sigmas[name].add(sigma)
+                return fn(noisy_row, sigma, z)
+            return wrapped
+
+        monkeypatch.setattr(ReleaseLayer, "release", capture)
+        monkeypatch.setattr(engine_domain, "_scale_box", reader("domain_scale", engine_domain._scale_box))
+        monkeypatch.setattr(engine_domain, "_refine_box", reader("domain_refine", engine_domain._refine_box))
+        smallest = min(int(np.prod(s.shape)) for s in domain_specs(X.shape[1]))
+        n_fits = math.ceil((4.0 / 0.06) ** 2 / 2.0 / smallest)       # 4 se = 4 / sqrt(2 n) <= 6 %
+        records = [self.make_estimator(random_state=100 + seed, max_iter=1, bounds=None, data_norm=None)
+                   .fit(X).privacy_.releases for seed in range(n_fits)]
+        noise = {}
+        for name in _ONE_OFF:
+            r = records[0][name]
+            assert all(rec[name] == r for rec in records) and sigmas[name] == {r.noise_scale}, name
+            assert len(exact[name]) == n_fits and len(seen[name]) == n_fits * X.shape[1], name
+            noise[name] = np.stack(seen[name]).reshape(n_fits, *r.shape) - np.stack(exact[name])
+            flat = noise[name].ravel()
+            se = math.sqrt(2.0 / (4.0 * flat.size))
+            assert abs(math.sqrt(float(np.mean(flat ** 2))) / r.noise_scale - 1.0) < 4.0 * se, name
+            assert 4.0 * se <= 0.061
+        a, b = (noise[n].reshape(n_fits, -1)[:, :32].ravel() for n in _ONE_OFF)
+        assert abs(np.corrcoef(a, b)[0, 1]) < 5.0 / math.sqrt(a.size)
+
     @pytest.mark.parametrize("declared", [True, False])
     def test_update_sees_only_released_statistics(self, monkeypatch, declared):
         """A leak of any exact statistic into the update (or, undeclared, into the domain
@@ -477,6 +523,18 @@ class PrivateEstimatorConformance:
         X = self.make_data(100)
         with pytest.raises(exc, match=match):
             self.make_estimator(**kw).fit(X)
+
+    def test_bounds_of_the_wrong_shape_name_bounds(self):
+        """Not numpy's broadcast error: a message that names ``bounds`` and the expected shape."""
+        X = self.make_data(100)
+        if self.make_estimator()._domain_kind != "ball":
+            pytest.skip("the model's domain is fixed: no bounds")
+        d = X.shape[1]
+        for bounds in ((np.zeros(d - 1), np.ones(d - 1)), (np.zeros(d + 1), 1.0), (0.0, np.ones((d, 1)))):
+            with pytest.raises(ValueError, match=rf"bounds: the (lower|upper) bound has shape .*\({d},\)"):
+                self.make_estimator(bounds=bounds, data_norm=None).fit(X)
+        with pytest.raises(TypeError, match="bounds"):
+            self.make_estimator(bounds=("low", 1.0), data_norm=None).fit(X)
 
     def test_bad_data(self):
         X = self.make_data(200)
