@@ -105,3 +105,8 @@ def test_the_row_count_is_kept_only_where_it_is_public(rel, name):
     factory, data = EXAMPLES[name]
     m = factory(neighbouring=rel).fit(data())
     assert m._n_public == (len(data()) if rel == "replace" else None)
+
+
+def test_every_estimator_has_an_example():
+    """A new estimator must join EXAMPLES, and with it the pickle, saved-file and Dask checks."""
+    assert {type(factory()).__name__ for factory, _ in EXAMPLES.values()} == set(_persist._estimators())
