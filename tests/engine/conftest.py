@@ -10,7 +10,7 @@ import pytest
 def client():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=50) as cluster:
+                                  dashboard_address=":0", silence_logs=50) as cluster:   # any free port
         with distributed.Client(cluster) as c:
             yield c
 
