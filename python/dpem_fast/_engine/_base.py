@@ -40,6 +40,7 @@ post-processing) returns 1 and runs its iterations inside ``_update`` / ``_exact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -64,6 +65,13 @@ __all__ = ["PrivateEM"]
 #: Largest |value| the non-private EM accepts: squares and sums of squares stay finite.
 _MAX_ABS_EXACT = 1e150
 _SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "from data (NOT private)"}
+
+
+def _statistics_of(kernel, params, domain, n_threads, block):
+    """One block's statistics: what a Dask task of an EM pass runs (``functools.partial`` of
+    this with the model's public kernel, the released parameters, the domain, the thread
+    count)."""
+    return kernel(block, params, domain, n_threads)
 
 
 class TailAverage:
@@ -183,6 +191,15 @@ class PrivateEM(SaveMixin, BaseEstimator):
         task = self._rows_task()
         return X if task is None else task(X)
 
+    def _pass(self, rows, params, domain, n_threads):
+        """The summed statistics of one pass over ``rows``.  Rows held by Dask workers get a
+        task of public values only (:func:`_statistics_of` with the model's kernel); rows in
+        this process go through :meth:`_statistics`."""
+        if rows.remote:
+            return rows.reduce(functools.partial(_statistics_of, self._statistics_task(), params, domain,
+                                                 n_threads))
+        return rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
+
     def _mechanisms(self):
         """{statistic name: "gaussian" | "laplace"}; None = all Gaussian."""
         return None
@@ -294,7 +311,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
         progress = Progress(self.verbose, rounds, type(self).__name__)
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
-                stats = rows.reduce(lambda block: self._statistics(block, params, None, n_threads))
+                stats = self._pass(rows, params, None, n_threads)
                 if not all(np.all(np.isfinite(v)) for v in stats.values()):
                     raise ValueError(f"X: the non-private EM statistics overflowed (largest |value| "
                                      f"{summary.max_abs:.3g}); rescale the data, or fit privately")
@@ -338,7 +355,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
                             self.delta)
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
-                stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
+                stats = self._pass(rows, params, domain, n_threads)
                 train_ll.append(stats.loglik / n)
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
