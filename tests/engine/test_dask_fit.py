@@ -136,3 +136,161 @@ def test_core_does_not_import_dask():
             "DPGaussianMixture(n_components=2, max_iter=1, data_norm=5.0).fit(np.zeros((20, 2))); "
             "assert 'dask' not in sys.modules, 'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------ what a task carries
+def _key_spy(monkeypatch, key):
+    """Record every sub-key derived directly from the fit's ``key`` on the client (each
+    module that imported ``derive_key`` gets the recording wrapper); returns {tag: sub-key}."""
+    import sys
+
+    from dpem_fast import _rng
+
+    real, derived = _rng.derive_key, {}
+
+    def recording(k, *tag):
+        out = real(k, *tag)
+        if np.array_equal(np.asarray(k), key):
+            derived[tag] = out
+        return out
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("dpem_fast") and getattr(mod, "derive_key", None) is real:
+            monkeypatch.setattr(mod, "derive_key", recording)
+    return derived
+
+
+def _task_spy(monkeypatch):
+    """Every task sent to the scheduler, as the bytes that cloudpickle makes of its graph."""
+    import cloudpickle
+
+    from dpem_fast._engine import _dask
+
+    real, sent = _dask._compute, []
+
+    def spy(tasks):
+        sent.extend(cloudpickle.dumps(dict(t.__dask_graph__())) for t in tasks)
+        return real(tasks)
+
+    monkeypatch.setattr(_dask, "_compute", spy)
+    return sent
+
+
+def _examples():
+    """``tests/estimators/examples.py`` (by path: the repository's ``examples/`` folder would
+    shadow the name)."""
+    import importlib.util
+    import pathlib
+    import sys
+
+    if "dpem_test_examples" not in sys.modules:
+        path = pathlib.Path(__file__).resolve().parents[1] / "estimators" / "examples.py"
+        spec = importlib.util.spec_from_file_location("dpem_test_examples", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["dpem_test_examples"] = module
+    return sys.modules["dpem_test_examples"]
+
+
+def _example_fit(name):
+    """The example's unfitted estimator (seeded with ``SEED``) and its data in four row chunks."""
+    factory, data = _examples().EXAMPLES[name]
+    X = data()
+    X = X.toarray() if hasattr(X, "toarray") else np.asarray(X)      # LDA: dense chunks of counts
+    X_dask = da.from_array(X, chunks=(X.shape[0] // 4 + 1, X.shape[1]))
+    assert X_dask.numblocks[0] == 4
+    return factory(), X_dask
+
+
+_DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "lda")      # examples.DASK
+TASK_CASES = [pytest.param(name, {}, id=f"{name}-declared-or-fixed-domain") for name in _DASK]
+TASK_CASES += [
+    pytest.param("gmm", {"bounds": None}, id="gmm-private-domain-estimate"),
+    pytest.param("bernoulli", {"binarize": 0.5}, id="bernoulli-binarize"),
+]
+TASK_CASES += [pytest.param(name, {"epsilon": float("inf")}, id=f"{name}-not-private")
+               for name in _DASK]
+
+
+@pytest.mark.parametrize("name, overrides", TASK_CASES)
+def test_no_task_carries_the_seed_the_key_the_ledger_or_the_estimator(client, monkeypatch, name, overrides):
+    """Issue 21, item 5: a Dask task holds public things only (the current released
+    parameters, the domain, the thread count, the model's public hyperparameters), never the
+    estimator, its ``random_state``, its ``budget``, the fit's key or a noise sub-key.  LDA's
+    token-cap sub-key (a one-way derivation, data-independent) is the one key material a
+    task may hold."""
+    import pickle
+
+    from dpem_fast import accounting as acc
+    from dpem_fast._engine._release import release_key
+    from dpem_fast._rng import make_key
+
+    SEED = _examples().SEED
+    private = overrides.get("epsilon", 1.0) != float("inf")
+    est, X_dask = _example_fit(name)
+    if private:
+        rel = "add_remove" if name == "lda" else est.neighbouring
+        overrides = {**overrides, "budget": acc.BudgetLedger(100.0, 0.5, accountant="rdp", neighbouring=rel)}
+    else:
+        overrides = {**overrides, **({"noise_multiplier": None} if name == "lda" else {})}
+    est = est.set_params(**overrides)
+    key = make_key(SEED)
+    derived = _key_spy(monkeypatch, key)
+    sent = _task_spy(monkeypatch)
+    est.fit(X_dask)
+    assert sent, "the fit sent no task"
+
+    forbidden = {
+        "the seed (as pickle writes it)": SEED.to_bytes(4, "little"),
+        "the seed (8 bytes)": SEED.to_bytes(8, "little"),
+        "the seed (decimal)": str(SEED).encode(),
+        "the key": key.tobytes(),
+        "BudgetLedger": b"BudgetLedger",
+        "random_state": b"random_state",
+        "the class name": type(est).__name__.encode(),
+    }
+    assert SEED.to_bytes(4, "little") in pickle.dumps(SEED)
+    if private:                           # every noise draw of the plan (the domain estimate's too)
+        for rname, r in est.privacy_.releases.items():
+            for i in range(r.count):
+                forbidden[f"release sub-key {rname}[{i}]"] = release_key(key, i, rname).tobytes()
+    allowed = {("lda", "cap")}            # data-independent token-cap draws (see _dp_lda)
+    for tag, sub in derived.items():      # every other sub-key the client derived from the key
+        if tag not in allowed:
+            forbidden[f"sub-key {tag}"] = sub.tobytes()
+    if private and name == "lda":
+        assert ("lda", "cap") in derived
+    if "bounds" in overrides:             # the domain estimate's two histograms were released
+        assert {"domain_scale", "domain_refine"} <= set(est.privacy_.releases)
+    assert any(t[0] == "release" for t in derived) == private
+    leaks = sorted({what for blob in sent for what, pattern in forbidden.items() if pattern in blob})
+    assert not leaks, f"{len(sent)} tasks; found in a task: {leaks}"
+
+
+def test_the_task_cases_cover_every_dask_estimator():
+    assert set(_DASK) == set(_examples().DASK)
+
+
+def test_a_task_refuses_the_estimator_its_methods_and_closures():
+    """``check_public`` runs on the client before anything is sent: a bound method, lambda or
+    closure would pickle the estimator they refer to (with its seed and ledger); an estimator,
+    a ledger or a generator may not hide in a task's arguments either.  Module-level
+    functions and partials of public values pass."""
+    from functools import partial
+
+    from dpem_fast import accounting as acc
+    from dpem_fast._engine._dask import check_public
+    from dpem_fast.cluster._dp_kmeans import _kmeans_statistics
+
+    est = DPKMeans(n_clusters=2, random_state=1)
+    ledger = acc.BudgetLedger(1.0, 1e-6)
+    kept = est
+    bad = [est._statistics, est._prepare_rows, lambda X: X, lambda X: kept._statistics(X, None, None, 1),
+           partial(_kmeans_statistics, est), partial(np.add, [(1, {"k": est})]), ledger,
+           partial(np.add, np.random.default_rng(0)), (1, np.random.SeedSequence(3))]
+    for obj in bad:
+        with pytest.raises(TypeError, match="Dask task"):
+            check_public(obj, "task")
+    for obj in (None, _kmeans_statistics, partial(_kmeans_statistics, params=np.zeros((2, 3)), n_threads=2),
+                est._statistics_task(), DPBernoulliMixture(binarize=0.5)._rows_task(), (np.ones(8), "x", 3)):
+        check_public(obj, "task")

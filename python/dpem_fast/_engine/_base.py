@@ -2,8 +2,10 @@
 
 A model (a subclass of :class:`PrivateEM`) supplies three things:
 
-1. a **statistics kernel** — :meth:`PrivateEM._statistics`: rows + current parameters →
-   named, additive statistics (:class:`~dpem_fast._engine._statistics.Statistics`);
+1. a **statistics kernel** — :meth:`PrivateEM._statistics_task`: rows + current parameters →
+   named, additive statistics (:class:`~dpem_fast._engine._statistics.Statistics`), as a
+   module-level function and the model's public hyperparameters it reads — what a Dask
+   worker receives (never the estimator, see :mod:`~dpem_fast._engine._dask`);
 2. a **spec** of each statistic — :meth:`PrivateEM._statistic_specs`: shape, symmetry and
    sensitivity under each neighbouring relation, derived in the model's docstring;
 3. an **update** — :meth:`PrivateEM._update`: noisy statistics → parameters (the M-step
@@ -38,6 +40,7 @@ post-processing) returns 1 and runs its iterations inside ``_update`` / ``_exact
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -62,6 +65,13 @@ __all__ = ["PrivateEM"]
 #: Largest |value| the non-private EM accepts: squares and sums of squares stay finite.
 _MAX_ABS_EXACT = 1e150
 _SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "from data (NOT private)"}
+
+
+def _statistics_of(kernel, params, domain, n_threads, block):
+    """One block's statistics: what a Dask task of an EM pass runs (``functools.partial`` of
+    this with the model's public kernel, the released parameters, the domain, the thread
+    count)."""
+    return kernel(block, params, domain, n_threads)
 
 
 class TailAverage:
@@ -114,8 +124,19 @@ class PrivateEM(SaveMixin, BaseEstimator):
         ``"fixed"``: the model's rows live in a bounded domain of their own (checked by
         :meth:`_prepare_rows`); the specs' sensitivities hold on it.
     _statistic_specs(n_features) -> tuple of StatSpec
-    _statistics(X, params, domain, n_threads) -> Statistics
-        ``domain`` is the :class:`DataDomain` to map rows into, or None (no mapping).
+    _statistics_task() -> callable
+        The statistics kernel, ``kernel(X, params, domain, n_threads) -> Statistics``
+        (``domain``: the :class:`DataDomain` to map rows into, or None for no mapping).  It
+        is pickled into every Dask task of a pass, so it must hold **public values only**:
+        a module-level function, or a ``functools.partial`` of one binding the model's
+        hyperparameters that the kernel reads (numbers, strings, public arrays) — never the
+        estimator, a bound method, a lambda or closure (they carry the estimator and with it
+        ``random_state``, ``budget``, ``privacy_``), ``random_state``, ``budget``, the key or
+        anything derived from it.  The dask path checks the form
+        (:func:`~dpem_fast._engine._dask.check_public`), not the values.  Besides the
+        kernel a task holds only the released (or data-independent or user-given initial)
+        ``params``, the ``domain`` and ``n_threads``.  In memory, the engine calls
+        :meth:`_statistics`, which calls this kernel: one definition for both paths.
     _update(noisy, params, releases) -> params
         ``noisy``: dict name -> noisy array; ``releases``: the plan's public records.
     _exact_update(stats, params) -> params
@@ -123,7 +144,9 @@ class PrivateEM(SaveMixin, BaseEstimator):
         ``summary`` is a :class:`~dpem_fast._engine._data.DataSummary`; in private mode it
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
-    Optional: _check_model_params(n_samples, n_features), _prepare_rows(X), _mechanisms(),
+    Optional: _check_model_params(n_samples, n_features), _rows_task() (the row check or
+    transform ``f(X) -> X``, or None; the public-values-only rule of ``_statistics_task``
+    holds: it runs in every Dask task; :meth:`_prepare_rows` calls it), _mechanisms(),
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
     releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
@@ -145,10 +168,37 @@ class PrivateEM(SaveMixin, BaseEstimator):
     def _check_model_params(self, n_samples, n_features):
         """Validate the model's own parameters (before anything is charged)."""
 
+    def _statistics_task(self):
+        """The statistics kernel ``kernel(X, params, domain, n_threads) -> Statistics``, as a
+        module-level function or a ``functools.partial`` of one binding public
+        hyperparameters only (see the class docstring: it goes into every Dask task)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no statistics kernel")
+
+    def _statistics(self, X, params, domain, n_threads):
+        """The statistics of the rows ``X`` (in memory: the kernel of :meth:`_statistics_task`)."""
+        return self._statistics_task()(X, params, domain, n_threads)
+
+    def _rows_task(self):
+        """The model's row check / transform ``f(X) -> X`` as a module-level function or a
+        ``functools.partial`` of one binding public parameters, or None (rows are fitted as
+        they are).  Runs in every Dask task; evaluated on the client, so a bad
+        hyperparameter fails before anything is sent."""
+        return None
+
     def _prepare_rows(self, X):
         """Model-specific input checks and row-wise, data-independent transforms (e.g. a
-        binarisation threshold); returns the rows to fit."""
-        return X
+        binarisation threshold) — :meth:`_rows_task`; returns the rows to fit."""
+        task = self._rows_task()
+        return X if task is None else task(X)
+
+    def _pass(self, rows, params, domain, n_threads):
+        """The summed statistics of one pass over ``rows``.  Rows held by Dask workers get a
+        task of public values only (:func:`_statistics_of` with the model's kernel); rows in
+        this process go through :meth:`_statistics`."""
+        if rows.remote:
+            return rows.reduce(functools.partial(_statistics_of, self._statistics_task(), params, domain,
+                                                 n_threads))
+        return rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
 
     def _mechanisms(self):
         """{statistic name: "gaussian" | "laplace"}; None = all Gaussian."""
@@ -261,7 +311,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
         progress = Progress(self.verbose, rounds, type(self).__name__)
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
-                stats = rows.reduce(lambda block: self._statistics(block, params, None, n_threads))
+                stats = self._pass(rows, params, None, n_threads)
                 if not all(np.all(np.isfinite(v)) for v in stats.values()):
                     raise ValueError(f"X: the non-private EM statistics overflowed (largest |value| "
                                      f"{summary.max_abs:.3g}); rescale the data, or fit privately")
@@ -305,7 +355,7 @@ class PrivateEM(SaveMixin, BaseEstimator):
                             self.delta)
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
-                stats = rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
+                stats = self._pass(rows, params, domain, n_threads)
                 train_ll.append(stats.loglik / n)
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)

@@ -5,13 +5,14 @@ engine's :class:`~dpem_fast._engine._data.Rows` that the fit loop uses (``summar
 ``n_rows``, ``n_features``, ``dtype``, ``reduce``, ``column_range``), but:
 
 * the array is cut into its **row chunks** (the columns are rechunked to one chunk);
-* validation (finite values, dtype, the model's own row checks — ``_prepare_rows``) runs
+* validation (finite values, dtype, the model's own row check — ``_rows_task``) runs
   on the workers, one task per chunk, and returns only the chunk's row count (and, for a
   non-private fit, its column minima / maxima);
-* ``reduce(fn)`` computes ``fn(chunk)`` — the model's own ``_statistics`` kernel, or the
-  domain estimate's histogram kernel — on the workers, one task per chunk, gathers the
-  per-chunk :class:`~dpem_fast._engine._statistics.Statistics` (small: a few arrays of the
-  model's size) and sums them on the client in **chunk index order**.
+* ``reduce(fn)`` computes ``fn(chunk)`` — the model's statistics kernel
+  (``_statistics_task``), or the domain estimate's histogram kernel — on the workers, one
+  task per chunk, gathers the per-chunk :class:`~dpem_fast._engine._statistics.Statistics`
+  (small: a few arrays of the model's size) and sums them on the client in **chunk index
+  order**.
 
 * ``map_chunks(fn, args)`` runs ``fn(chunk_i, *args[i])`` on the workers with per-chunk
   arguments (a model that selects rows per iteration, e.g. the LDA minibatch: the client
@@ -38,10 +39,39 @@ Trust boundary
 The workers and the scheduler see the raw rows and the **exact** per-chunk statistics
 before any noise: they are inside the trust boundary, like the memory of an in-memory fit
 (run them on machines you would trust with the data; dask's own communication security is
-the user's to configure).  Only the client draws noise, from its own key (the fit's key
-never goes into a task; a model may send a data-independent sub-key such as LDA's token-cap
-key), and only what leaves the client — the fitted model, its privacy record — is private.
-The privacy record of a dask fit is the one of the in-memory fit.
+the user's to configure).  Only the client draws noise, from its own key, and only what
+leaves the client — the fitted model, its privacy record — is private.  The privacy record
+of a dask fit is the one of the in-memory fit.
+
+What a task holds, exactly (nothing else is pickled into the graph):
+
+* in every task: the chunk (its part of the array's own graph), the dtype and the model's
+  row check — a module-level function, or a ``functools.partial`` of one with public
+  parameters (Bernoulli: the ``binarize`` threshold) — and, in a ``map_chunks`` task, the
+  chunk's row count seen at validation;
+* validation: a flag, private or not;
+* an EM pass (:class:`~dpem_fast._engine.PrivateEM`, private or ``epsilon=inf``): the
+  model's statistics kernel — a module-level function, with the public hyperparameters it
+  reads bound (gradient EM: the component variance, ``symmetric``, the robust estimator's
+  name, its scale and multiplier precision) — the current parameters (released, or the
+  data-independent initialisation, or the user's ``*_init``), the data domain (declared,
+  released, or with ``bounds="from_data"`` the data's exact box; None for a model with a
+  fixed domain and for ``epsilon=inf``) and the thread count;
+* a private domain estimate: the compiled histogram's name, the thread count, the
+  histogram's shape and, in stage 2, the released stage-1 box;
+* LDA: the token cap N (``max_doc_length``), the prior α, the E-step's iteration cap and
+  tolerance, the clip, the thread count, the chunk's selected rows and their corpus row
+  numbers, their initial γ (drawn on the client), exp E[log β] — and, in a private fit,
+  the token-cap sub-key ``derive_key(key, "lda", "cap")``: data-independent, keyed
+  BLAKE2b of the fit's key (a one-way derivation: neither the key nor any other sub-key
+  can be computed from it), which need not be secret.
+
+Never in a task: the estimator (so neither ``random_state``, ``budget``, ``privacy_`` nor
+``diagnostics_``), a budget ledger, a random generator, the fit's key or a noise sub-key.
+:func:`check_public` refuses, before anything is sent, a bound method, lambda or closure
+(each would pickle the estimator it refers to) and an estimator, ledger or generator
+anywhere in a task's arguments; a model supplies its kernel and row check through
+``PrivateEM._statistics_task`` and ``PrivateEM._rows_task``.
 
 Scheduler: whatever ``dask.compute`` uses — the ``dask.distributed`` client when one is
 active, else dask's local scheduler.  ``n_threads`` is the OpenMP thread count of each
@@ -52,11 +82,14 @@ array is passed to ``fit``.
 """
 from __future__ import annotations
 
+import functools
+import types
+
 import numpy as np
 
 from ._data import DataSummary, Rows
 
-__all__ = ["DaskRows", "is_dask_array", "dask_rows"]
+__all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public"]
 
 
 def is_dask_array(X) -> bool:
@@ -66,6 +99,44 @@ def is_dask_array(X) -> bool:
     import dask.array as da
 
     return isinstance(X, da.Array)
+
+
+def _secret_types():
+    """Objects that must never go into a task: an estimator (it holds ``random_state``,
+    ``budget``, ``privacy_``, ``diagnostics_``), a budget ledger, a random generator."""
+    from sklearn.base import BaseEstimator
+
+    from ..accounting import BudgetLedger
+
+    return (BaseEstimator, BudgetLedger, np.random.Generator, np.random.RandomState,
+            np.random.SeedSequence, np.random.BitGenerator)
+
+
+def check_public(obj, what):
+    """Refuse, before anything is sent, a task argument that would carry more than public
+    values: a callable must be a module-level function (pickled by reference) or a
+    ``functools.partial`` of one; no bound method, closure or lambda (they pickle what they
+    close over — an estimator, with its seed and ledger); and nothing inside it, down through
+    partials, tuples, lists and dicts, may be an estimator, a ledger or a random generator.
+    Arrays and numbers pass: the key is an array and cannot be told from one here — what
+    arrays a task holds is the caller's contract (see the module docstring)."""
+    secret = _secret_types()
+    todo = [obj]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, functools.partial):
+            todo += [x.func, *x.args, *x.keywords.values()]
+        elif isinstance(x, (tuple, list)):
+            todo += list(x)
+        elif isinstance(x, dict):
+            todo += list(x.keys()) + list(x.values())
+        elif isinstance(x, types.MethodType) or isinstance(x, secret):
+            raise TypeError(f"{what}: a Dask task may not hold {type(x).__name__} "
+                            f"{getattr(x, '__qualname__', '')} (an estimator, ledger or generator)")
+        elif isinstance(x, types.FunctionType) and (x.__closure__ or "." in x.__qualname__
+                                                    or "<" in x.__qualname__):
+            raise TypeError(f"{what}: a Dask task takes module-level functions only, got {x.__qualname__} "
+                            "(a lambda, closure or method pickles what it refers to)")
 
 
 def _as_chunk(block, dtype):
@@ -88,23 +159,27 @@ def _check_chunk(block, dtype, prepare, full):
         if np.isnan(X).any():
             raise ValueError("Input X contains NaN.")
         raise ValueError(f"Input X contains infinity or a value too large for {X.dtype!r}.")
-    X = prepare(X)
+    X = _prepared(X, prepare)
     if not full or X.shape[0] == 0:
         return X.shape[0], None, None, None
     lo, hi = X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
     return X.shape[0], lo, hi, max(float(np.max(np.abs(lo))), float(np.max(np.abs(hi))))
 
 
+def _prepared(X, prepare):
+    return X if prepare is None else prepare(X)
+
+
 def _apply(fn, block, dtype, prepare):
     """Worker task: ``fn`` of one prepared chunk (None for an empty chunk)."""
-    X = prepare(_as_chunk(block, dtype))
+    X = _prepared(_as_chunk(block, dtype), prepare)
     return fn(X) if X.shape[0] else None
 
 
 def _apply_rows(fn, block, dtype, prepare, n_rows, args):
     """Worker task: ``fn(chunk, *args)`` of one prepared chunk that must still have the
     ``n_rows`` rows it had when it was validated."""
-    X = prepare(_as_chunk(block, dtype))
+    X = _prepared(_as_chunk(block, dtype), prepare)
     if X.shape[0] != n_rows:
         raise RuntimeError(f"X: a dask chunk had {n_rows} rows when it was validated and now has "
                            f"{X.shape[0]} (the array's graph is not deterministic)")
@@ -112,7 +187,7 @@ def _apply_rows(fn, block, dtype, prepare, n_rows, args):
 
 
 def _range(block, dtype, prepare):
-    X = prepare(_as_chunk(block, dtype))
+    X = _prepared(_as_chunk(block, dtype), prepare)
     if not X.shape[0]:
         return None
     return X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
@@ -126,6 +201,9 @@ def _compute(tasks):
 
 class DaskRows:
     """Validated rows of a fit in a dask array (see the module docstring)."""
+
+    #: the engine sends a pass's kernel to the workers: only public things may go in it
+    remote = True
 
     def __init__(self, blocks, dtype, prepare, summary, chunk_rows):
         self._blocks = blocks
@@ -146,6 +224,7 @@ class DaskRows:
         chunk index order."""
         import dask
 
+        check_public(fn, "reduce")
         task = dask.delayed(_apply, pure=True)
         parts = _compute([task(fn, b, self.dtype, self._prepare) for b in self._blocks])
         if len(parts) != len(self._blocks):       # dask returns one result per task or raises
@@ -165,6 +244,7 @@ class DaskRows:
 
         if len(args) != len(self._blocks):
             raise ValueError(f"map_chunks: {len(args)} argument tuples for {len(self._blocks)} chunks")
+        check_public((fn, args), "map_chunks")
         task = dask.delayed(_apply_rows, pure=True)
         todo = [i for i, a in enumerate(args) if a is not None]
         parts = _compute([task(fn, self._blocks[i], self.dtype, self._prepare, self.chunk_rows[i],
@@ -193,13 +273,16 @@ class DaskRows:
         raise TypeError("the rows of a dask fit are never gathered on the client; use reduce()")
 
 
-def dask_rows(estimator, X, private, prepare=None):
+def dask_rows(X, private, prepare=None):
     """:class:`DaskRows` of the dask array ``X``, validated on the workers before anything is
-    charged to a privacy budget.  ``prepare`` (default ``estimator._prepare_rows``) is the
-    per-chunk row check/transform; give a module-level function to keep the estimator
-    itself out of the task graph."""
+    charged to a privacy budget.  ``prepare`` is the model's per-chunk row check/transform
+    (``f(chunk) -> chunk``; None: none), a module-level function or a ``functools.partial`` of
+    one binding public arguments (:func:`check_public`): it goes into every task.  The
+    estimator is not an argument: nothing of it can reach a task (the caller sets its
+    ``n_features_in_`` from ``rows.n_features``)."""
     import dask
 
+    check_public(prepare, "prepare")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got a dask array of shape {X.shape}")
     d = X.shape[1]
@@ -215,8 +298,6 @@ def dask_rows(estimator, X, private, prepare=None):
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
     blocks = list(X.to_delayed().ravel())        # row-chunk order
-    if prepare is None:
-        prepare = estimator._prepare_rows
     task = dask.delayed(_check_chunk, pure=True)
     checks = _compute([task(b, dtype, prepare, not private) for b in blocks])
     n = int(sum(c[0] for c in checks))
@@ -230,5 +311,4 @@ def dask_rows(estimator, X, private, prepare=None):
         lo = np.minimum.reduce([c[1] for c in full])
         hi = np.maximum.reduce([c[2] for c in full])
         summary = DataSummary(n, int(d), lo, hi, max(c[3] for c in full))
-    estimator.n_features_in_ = int(d)
     return DaskRows(blocks, dtype, prepare, summary, [c[0] for c in checks])

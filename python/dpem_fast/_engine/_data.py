@@ -59,6 +59,9 @@ class Rows:
     summary : DataSummary
     """
 
+    #: the rows are read in this process (see :class:`~dpem_fast._engine._dask.DaskRows`)
+    remote = False
+
     def __init__(self, source, prepare, summary):
         self._source = source
         self._prepare = prepare
@@ -97,7 +100,9 @@ def validated_rows(estimator, X, private):
     from ._dask import dask_rows, is_dask_array
 
     if is_dask_array(X):                       # never gathered: validated chunk by chunk on the workers
-        return dask_rows(estimator, X, private)
+        rows = dask_rows(X, private, estimator._rows_task())     # the public row check, not the estimator
+        estimator.n_features_in_ = rows.n_features
+        return rows
     if is_block_source(X):
         d = int(X.n_features)
         source = as_row_source(X, superblock_rows(d))

@@ -103,6 +103,15 @@ def _counts(fill, X, n_threads, shape, *args):
     return partial.sum(axis=0).astype(np.float64)
 
 
+def _histogram(fill, n_threads, shape, args, X):
+    """``_counts`` of the compiled kernel named ``fill`` with the block last:
+    ``functools.partial(_histogram, fill, n_threads, shape, args)`` is a pass's kernel — a
+    module function and public values (the kernel's name, the thread count, the shape, stage
+    2's released stage-1 box), all that a Dask task of the pass holds.  (The name, not the
+    compiled function: Cython functions do not pickle by reference.)"""
+    return _counts(getattr(_kernel, fill), X, n_threads, shape, *args)
+
+
 def _z(stage, n_tests):
     """Gaussian quantile for the stage's false-positive probability over ``n_tests`` tests."""
     return float(ndtri(1.0 - _FALSE_POSITIVE[stage] / n_tests))
@@ -162,7 +171,7 @@ def estimate_domain(rows, layer, n_threads=1):
     rel = layer.releases
     lower, upper = _scale_edges()
     # stage 1: scale
-    hist = rows.reduce(lambda b: _counts(_kernel.scale_histogram, b, n_threads, (d, SCALE_BINS)))
+    hist = rows.reduce(functools.partial(_histogram, "scale_histogram", n_threads, (d, SCALE_BINS), ()))
     noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
     sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
@@ -173,7 +182,8 @@ def estimate_domain(rows, layer, n_threads=1):
     flat = hi <= lo                     # only the zero bin: any box around 0 will do
     lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
     # stage 2: refine inside the stage-1 box
-    hist = rows.reduce(lambda b: _counts(_kernel.refine_histogram, b, n_threads, (d, REFINE_BINS), lo, hi))
+    hist = rows.reduce(functools.partial(_histogram, "refine_histogram", n_threads, (d, REFINE_BINS),
+                                         (lo, hi)))
     noisy2 = layer.release({"domain_refine": hist}, 0)["domain_refine"]
     sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
     half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX

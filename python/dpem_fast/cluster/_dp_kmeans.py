@@ -22,6 +22,11 @@ _METHODS = ("dpem", "dplloyd")
 _TRANSFORM_ROWS = 65536
 
 
+def _kmeans_statistics(X, params, domain, n_threads):
+    """The assignment statistics kernel (a Dask task's: the current centres only)."""
+    return kmeans_stats(X, params, n_threads=n_threads, domain=domain)
+
+
 class DPKMeans(TransformerMixin, PrivateEM):
     """k-means clustering fitted by differentially private Lloyd iterations.
 
@@ -280,8 +285,8 @@ class DPKMeans(TransformerMixin, PrivateEM):
                 / domain.radius
         return DPGaussianMixture._random_means(K, d, key)
 
-    def _statistics(self, X, params, domain, n_threads):
-        return kmeans_stats(X, params, n_threads=n_threads, domain=domain)
+    def _statistics_task(self):
+        return _kmeans_statistics
 
     def _update(self, noisy, params, releases):
         """Centres from the noisy statistics (post-processing; see the class docstring)."""

@@ -20,6 +20,12 @@ __all__ = ["DPFactorAnalysis"]
 _ROTATIONS = {None: None, "varimax": 1.0, "quartimax": 0.0}
 
 
+def _fa_statistics(X, params, domain, n_threads):
+    """The second-moment kernel (it reads no parameter; a Dask task holds the domain and the
+    thread count)."""
+    return second_moment_stats(X, domain, n_threads)
+
+
 class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEM):
     """Factor analysis from one differentially private release of the data's moments.
 
@@ -182,8 +188,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return {"start": start, "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
                 "n_iter": 0}
 
-    def _statistics(self, X, params, domain, n_threads):
-        return second_moment_stats(X, domain, n_threads)
+    def _statistics_task(self):
+        return _fa_statistics
 
     def _update(self, noisy, params, releases):
         """EM on the released statistics (post-processing of public values)."""

@@ -508,8 +508,9 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
         if is_dask_array(X):
             from .._engine._dask import dask_rows
 
-            docs = _DaskDocs(dask_rows(self, X, True, prepare=_check_count_chunk), self, alpha, n_threads)
+            docs = _DaskDocs(dask_rows(X, True, prepare=_check_count_chunk), self, alpha, n_threads)
             V = docs.rows.n_features
+            self.n_features_in_ = V
         else:
             X = self._check_X(X)
             docs = _MemoryDocs(X, self, alpha, n_threads)

@@ -1,6 +1,7 @@
 """Differentially private gradient EM for Gaussian mixtures: DG-EM and the clipped baseline."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -22,6 +23,24 @@ SUP_MARGIN = 1e-6
 MAX_ABS_VALUE = 1e150
 _ESTIMATORS = ("truncated", "clipped")
 GRAD, COUNT = "grad", "count"
+
+
+def _bounded_rows(X):
+    """Refuse values whose gradient terms would overflow."""
+    big = float(np.max(np.abs(X))) if X.size else 0.0
+    if big > MAX_ABS_VALUE:
+        raise ValueError(f"X: values up to {big:.3g} exceed {MAX_ABS_VALUE:.0e}; the gradient terms "
+                         "would overflow (rescale the data)")
+    return X
+
+
+def _gradem_statistics(X, params, domain, n_threads, *, component_variance, symmetric, estimator, scale,
+                       multiplier_precision):
+    """The gradient statistics kernel; a Dask task holds it with the model's public
+    hyperparameters bound (``estimator``: the robust estimator's name, used by a private fit)."""
+    est = estimator if params["private"] else "raw"
+    return gradem_stats(X, params["means"], component_variance, symmetric=symmetric, estimator=est,
+                        scale=scale, beta_m=multiplier_precision, n_threads=n_threads)
 
 
 class DPGradientEM(MixtureInferenceMixin, PrivateEM):
@@ -156,12 +175,8 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         self.verbose = verbose
 
     # ------------------------------------------------------------ model hooks
-    def _prepare_rows(self, X):
-        big = float(np.max(np.abs(X))) if X.size else 0.0
-        if big > MAX_ABS_VALUE:
-            raise ValueError(f"X: values up to {big:.3g} exceed {MAX_ABS_VALUE:.0e}; the gradient terms "
-                             "would overflow (rescale the data)")
-        return X
+    def _rows_task(self):
+        return _bounded_rows
 
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_components, "n_components")
@@ -236,11 +251,10 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                 means = means / nrm * sig if nrm > 0 else np.full((1, d), sig / math.sqrt(d))
         return {"means": np.ascontiguousarray(means), "private": bool(private)}
 
-    def _statistics(self, X, params, domain, n_threads):
-        est = self.estimator if params["private"] else "raw"
-        return gradem_stats(X, params["means"], float(self.component_variance), symmetric=bool(self.symmetric),
-                            estimator=est, scale=self._scale(), beta_m=float(self.multiplier_precision),
-                            n_threads=n_threads)
+    def _statistics_task(self):
+        return functools.partial(_gradem_statistics, component_variance=float(self.component_variance),
+                                 symmetric=bool(self.symmetric), estimator=str(self.estimator),
+                                 scale=self._scale(), multiplier_precision=float(self.multiplier_precision))
 
     def _scale(self):
         return float(self.truncation_scale if self.estimator == "truncated" else self.clip_norm)

@@ -1,6 +1,7 @@
 """Differentially private EM for mixtures of independent Bernoullis, on the private-EM engine."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -17,6 +18,20 @@ from ._bernoulli_kernel import bernoulli_log_resp, bernoulli_stats
 __all__ = ["DPBernoulliMixture"]
 
 MEAN_FLOOR = 1e-10  # success probabilities are kept in [MEAN_FLOOR, 1 - MEAN_FLOOR]
+
+
+def _bernoulli_statistics(X, params, domain, n_threads):
+    """The E-step statistics kernel (a Dask task's: the current parameters only)."""
+    return bernoulli_stats(X, *params, n_threads=n_threads)
+
+
+def _binary_rows(X, binarize=None):
+    """The rows as 0/1: ``X > binarize``, or checked binary when ``binarize`` is None."""
+    if binarize is not None:
+        return (X > binarize).astype(X.dtype)
+    if not np.all((X == 0) | (X == 1)):
+        raise ValueError("X must be binary (every value 0 or 1), or set binarize=threshold")
+    return X
 
 
 class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
@@ -70,12 +85,10 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         self.budget = budget
         self.verbose = verbose
 
-    def _prepare_rows(self, X):
-        if self.binarize is not None:
-            return (X > check_real(self.binarize, "binarize")).astype(X.dtype)
-        if not np.all((X == 0) | (X == 1)):
-            raise ValueError("X must be binary (every value 0 or 1), or set binarize=threshold")
-        return X
+    def _rows_task(self):
+        if self.binarize is None:
+            return _binary_rows
+        return functools.partial(_binary_rows, binarize=check_real(self.binarize, "binarize"))
 
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_components, "n_components")
@@ -106,8 +119,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         _core_rng.fill_uniform(derive_key(key, "init", "means"), 0, u, 1)
         return w, 0.25 + 0.5 * u.reshape(K, d)
 
-    def _statistics(self, X, params, domain, n_threads):
-        return bernoulli_stats(X, *params, n_threads=n_threads)
+    def _statistics_task(self):
+        return _bernoulli_statistics
 
     def _update(self, noisy, params, releases):
         nk_f = floored_counts(noisy["counts"], releases["counts"])

@@ -27,6 +27,12 @@ _EIG_FLOOR_STD = 1.0
 _PRIOR_KEYS = {"alpha", "kappa0", "mean0", "nu0", "psi0"}
 
 
+def _gmm_statistics(X, params, domain, n_threads):
+    """The E-step statistics kernel (a Dask task's: the current parameters only)."""
+    weights, means, _, prec_chol = params
+    return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+
+
 def _compute_precision_cholesky(covariances):
     """Cholesky factor of the precision, scikit-learn's 'full' convention.
 
@@ -419,9 +425,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
                 f"{self.estimator.upper()} M-step", ("initialisation: " + init,))
 
-    def _statistics(self, X, params, domain, n_threads):
-        weights, means, _, prec_chol = params
-        return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+    def _statistics_task(self):
+        return _gmm_statistics
 
     def _update(self, noisy, params, releases):
         weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], releases)
