@@ -175,7 +175,7 @@ def test_bad_files_are_refused_with_a_clear_error(saved, tmp_path):
     model, _, X, _, path = saved["gmm"]
     raw = path.read_bytes()
     # newer format
-    newer = _rewrite(path, tmp_path / "newer.npz", lambda m: {**m, "format_version": 2})
+    newer = _rewrite(path, tmp_path / "newer.npz", lambda m: {**m, "format_version": _persist.FORMAT_VERSION + 1})
     with pytest.raises(ModelFormatError, match="newer dpem_fast"):
         dpem_fast.load(newer)
     # truncated

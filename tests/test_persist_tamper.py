@@ -209,18 +209,40 @@ def test_edited_epsilon_spent_is_refused(saved, name, tmp_path):
         dpem_fast.load(_rewrite(saved[name], tmp_path / "t.npz", edit))
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_edited_release_noise_scale_is_refused(saved, name, tmp_path):
-    """One release claims twice its noise: the event (and epsilon) no longer follow from it."""
-    edited = []
+def _joint_bound_unchanged(model, privacy_json):
+    """True when the edited releases still give the recorded joint multiplier: the record
+    is then a valid private record (a jointly accounted release whose noise does not bind,
+    e.g. DPKMeans' counts under replace-one), and nothing in the file can tell the edit."""
+    jz = privacy_json["joint_multiplier"]
+    if jz is None:
+        return False
+    a = {k: (r["sensitivity"] / r["noise_scale"]) ** 2 for k, r in privacy_json["releases"].items()
+         if not k.startswith("domain_")}
+    return math.isclose(model._joint_sensitivity(a, privacy_json["neighbouring"]), jz ** -2, rel_tol=1e-9)
 
-    def edit(meta):
-        r = next(iter(meta["privacy"]["releases"].values()))
-        r["noise_scale"] *= 2.0
-        edited.append(r["name"])
-    path = _rewrite(saved[name], tmp_path / "t.npz", edit)
-    with pytest.raises(ModelFormatError, match=f"release '{edited[0]}'"):
-        dpem_fast.load(path)
+
+@pytest.mark.parametrize("name", NAMES)
+def test_edited_release_noise_scale_is_refused(saved, fitted, name, tmp_path):
+    """Each release in turn claims twice, or half, its noise: the event (and so epsilon) no
+    longer follows from it.  The one exception is an edit the privacy record cannot show."""
+    model, _ = fitted[name]
+    refused = 0
+    for release in model.privacy_.releases:
+        for factor in (2.0, 0.5):
+            seen = {}
+
+            def edit(meta):
+                meta["privacy"]["releases"][release]["noise_scale"] *= factor
+                seen["unchanged"] = _joint_bound_unchanged(model, meta["privacy"])
+            path = _rewrite(saved[name], tmp_path / "t.npz", edit)
+            if seen["unchanged"]:
+                assert factor == 2.0          # only more noise on a non-binding release
+                dpem_fast.load(path)
+                continue
+            with pytest.raises(ModelFormatError, match=f"release.*'{release}'"):
+                dpem_fast.load(path)
+            refused += 1
+    assert refused >= len(model.privacy_.releases)
 
 
 @pytest.mark.parametrize("name", NAMES)
