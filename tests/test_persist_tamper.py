@@ -438,3 +438,39 @@ def test_format_versions(fitted, saved, tmp_path):
     meta = json.loads(_entries(tmp_path / "s.npz")["__meta__"].tobytes())
     assert meta["format_version"] == 2 and meta["signature"] == "hmac-sha256"
     assert _persist.FORMAT_VERSION == 2
+
+
+def _first_release(field, value):
+    def edit(meta):
+        next(iter(meta["privacy"]["releases"].values()))[field] = value
+    return edit
+
+
+def _record_field(field, value):
+    def edit(meta):
+        meta["privacy"][field] = value
+    return edit
+
+
+MALFORMED = {
+    "sensitivity a string": _first_release("sensitivity", "x"), "noise_scale 0": _first_release("noise_scale", 0.0),
+    "count 1.5": _first_release("count", 1.5), "count 0": _first_release("count", 0),
+    "unknown mechanism": _first_release("mechanism", "bogus"), "release renamed": _first_release("name", "other"),
+    "shape a string": _first_release("shape", "x"), "granularity on a continuous release":
+    _first_release("granularity", 0.5), "delta 2": _record_field("delta", 2.0),
+    "unknown accountant": _record_field("accountant", "bogus"), "joint_multiplier a string":
+    _record_field("joint_multiplier", "x"), "joint_multiplier added": _record_field("joint_multiplier", 5.0),
+    "data_domain a list": _record_field("data_domain", [1]), "n_iter 0": _record_field("n_iter", 0),
+    "no releases": _record_field("releases", {}), "no event": _record_field("event", None),
+    "record private a string": _record_field("private", "yes"), "epsilon nan": _record_field("epsilon", {"__float__": "nan"}),
+    "file private a string": lambda meta: meta.__setitem__("private", "true"),
+}
+
+
+@pytest.mark.parametrize("name", ["gmm", "sep", "lda"])
+def test_malformed_records_are_refused_as_model_format_errors(saved, name, tmp_path):
+    """Whatever the header holds, load answers ModelFormatError (never another exception, never
+    a model)."""
+    for what, edit in MALFORMED.items():
+        with pytest.raises(ModelFormatError):
+            dpem_fast.load(_rewrite(saved[name], tmp_path / "t.npz", edit))

@@ -87,6 +87,7 @@ import hmac
 import io
 import json
 import math
+import numbers
 import os
 import zipfile
 
@@ -359,6 +360,25 @@ def _describe_release(r):
     return f"{r.mechanism}, noise multiplier {r.noise_scale / r.sensitivity:.6g}"
 
 
+def _is_int(x, low):
+    return not isinstance(x, (bool, np.bool_)) and isinstance(x, numbers.Integral) and x >= low
+
+
+def _check_release_fields(key, r):
+    """The descriptive fields of a release have their documented types."""
+    expected = {"gaussian": "l2", "laplace": "l1", "discrete_gaussian": "l2"}
+    if r.mechanism not in expected or r.norm != expected[r.mechanism]:
+        raise ModelFormatError(f"release {key!r}: mechanism {r.mechanism!r} with norm {r.norm!r}")
+    if not _is_int(r.count, 1):
+        raise ModelFormatError(f"release {key!r}: count = {r.count!r} is not a positive integer")
+    if not (isinstance(r.shape, tuple) and all(_is_int(n, 0) for n in r.shape)):
+        raise ModelFormatError(f"release {key!r}: shape = {r.shape!r} is not a tuple of sizes")
+    if not isinstance(r.symmetric, bool) or not (r.size is None or _is_int(r.size, 1)):
+        raise ModelFormatError(f"release {key!r}: symmetric = {r.symmetric!r}, size = {r.size!r}")
+    if (r.granularity is None) != (r.mechanism != "discrete_gaussian"):
+        raise ModelFormatError(f"release {key!r}: granularity = {r.granularity!r} for a {r.mechanism} release")
+
+
 def check_record(record, joint=None):
     """Check that a privacy record's stated guarantee follows from its own releases.
 
@@ -396,10 +416,10 @@ def check_record(record, joint=None):
         raise ModelFormatError("the record has no accounting event")
     for name in ("epsilon", "delta", "epsilon_spent"):
         x = getattr(record, name)
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real) or math.isnan(x):
             raise ModelFormatError(f"{name} = {x!r} is not a number")
     n_iter = record.n_iter
-    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or n_iter < 1:
+    if not _is_int(n_iter, 1):
         raise ModelFormatError(f"n_iter = {n_iter!r} is not a positive integer")
     if not isinstance(record.releases, dict) or not record.releases:
         raise ModelFormatError("the record lists no releases")
@@ -430,8 +450,7 @@ def check_record(record, joint=None):
     for key, r in record.releases.items():
         if not isinstance(r, Release) or r.name != key:
             raise ModelFormatError(f"release entry {key!r} is not a release of that name")
-        if isinstance(r.count, bool) or not isinstance(r.count, int) or r.count < 1:
-            raise ModelFormatError(f"release {key!r}: count = {r.count!r} is not a positive integer")
+        _check_release_fields(key, r)
         try:
             own[key] = r.event()
         except (ValueError, TypeError, ArithmeticError) as exc:
@@ -737,6 +756,8 @@ def load(path, *, key=None):
     except ModelFormatError as exc:
         raise ModelFormatError(f"{path}: the privacy claim does not follow from the file's own record: "
                                f"{exc}") from None
+    except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise ModelFormatError(f"{path}: malformed privacy record ({type(exc).__name__}: {exc})") from None
     return model
 
 
