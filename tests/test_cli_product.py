@@ -329,3 +329,36 @@ def test_progress_flag_and_top_words_need_the_right_model(data, capsys):
     assert main(["fit", str(d / "d.npy"), "--model", "sep", "--n-epochs", "1", "--epsilon", "1",
                  "-o", str(d / "s.npz")]) == 0
     assert capsys.readouterr().err == ""                     # silent without --progress
+
+
+def test_key_file_signs_and_verifies_model_files(data, capsys):
+    """fit --key-file signs the model file; report/sample --key-file accept only a file signed
+    with that key; without the option a signed file still reads (signature not verified)."""
+    d, _ = data
+    (d / "k.key").write_bytes(b"owner's secret\n")
+    (d / "other.key").write_bytes(b"someone else\n")
+    (d / "empty.key").write_bytes(b"")
+    fit = ["fit", str(d / "d.csv"), "--model", "gmm", "--n-components", "2", "--max-iter", "2", "--epsilon", "1",
+           "--bounds", "-3,3", "--columns", "height,weight"]
+    assert main([*fit, "-o", str(d / "s.npz"), "--key-file", str(d / "k.key")]) == 0
+    assert "signed with the key file" in capsys.readouterr().out
+    assert main([*fit, "-o", str(d / "u.npz")]) == 0
+    capsys.readouterr()
+    assert dpem_fast.load(d / "s.npz", key=b"owner's secret\n").n_features_in_ == 2
+    assert main(["report", str(d / "s.npz"), "--key-file", str(d / "k.key")]) == 0
+    assert "signature verified with the key file" in capsys.readouterr().out
+    assert main(["report", str(d / "s.npz")]) == 0
+    assert "signature not verified" in capsys.readouterr().out
+    assert main(["report", str(d / "u.npz")]) == 0
+    assert "unsigned" in capsys.readouterr().out
+    for args, cause in ((["report", str(d / "s.npz"), "--key-file", str(d / "other.key")], "signature does not match"),
+                        (["sample", str(d / "u.npz"), "-n", "3", "-o", str(d / "x.csv"), "--key-file",
+                          str(d / "k.key")], "not signed"),
+                        (["report", str(d / "s.npz"), "--key-file", str(d / "empty.key")], "is empty"),
+                        (["report", str(d / "s.npz"), "--key-file", str(d / "none.key")], "no such file"),
+                        ([*fit, "-o", str(d / "e.npz"), "--key-file", str(d / "empty.key")], "is empty")):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and cause in err and "Traceback" not in err, err
+    assert not (d / "x.csv").exists() and not (d / "e.npz").exists()
+    assert main(["sample", str(d / "s.npz"), "-n", "3", "-o", str(d / "x.csv"), "--key-file", str(d / "k.key")]) == 0

@@ -237,9 +237,24 @@ def read_documents(path, vocabulary):
         raise UserError(f"--vocabulary: {exc}") from None
 
 
+def _key_file(path):
+    """The signing key of --key-file: the file's bytes, exactly (a trailing newline is part of
+    the key); None without the option."""
+    if path is None:
+        return None
+    if not os.path.isfile(path):
+        raise UserError(f"--key-file: no such file: {path}")
+    with open(path, "rb") as fh:
+        key = fh.read()
+    if not key:
+        raise UserError(f"--key-file: {path} is empty")
+    return key
+
+
 def cmd_fit(args, extra):
     from . import _persist
 
+    key = _key_file(args.key_file)      # before the fit: a bad key file costs no budget
     cls = _estimator_class(args.model)
     lda = args.model == "lda"
     if lda:
@@ -288,22 +303,29 @@ def cmd_fit(args, extra):
     model = cls(**kw).fit(X)
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
-    _persist.save(model, args.output, info={"columns": names})   # not the data file's name
+    _persist.save(model, args.output, info={"columns": names}, key=key)   # not the data file's name
     # no row or document count: under add/remove it is private (the saved model never holds it)
     shape = f"{X.shape[1]} vocabulary words" if lda else f"{X.shape[1]} columns"
     print(f"fitted {cls.__name__} on {shape}; "
-          f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}")
+          f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}"
+          + (" (signed with the key file)" if key is not None else ""))
     return 0
 
 
-def _load(path):
+def _load(path, key_file=None):
+    """(model, the file's info, a line on what the file proves about its origin)."""
     from . import _persist
 
+    key = _key_file(key_file)
     if not os.path.isfile(path):
         raise UserError(f"MODEL: no such file: {path}")
-    model = _persist.load(path)
-    info = _persist._read(path)[0].get("info") or {}
-    return model, info
+    model = _persist.load(path, key=key)
+    meta = _persist._read(path, key)[0]
+    signed = meta.get("signature") is not None
+    origin = ("signed (HMAC-SHA256), signature verified with the key file" if key is not None else
+              "signed (HMAC-SHA256), signature not verified (no --key-file)" if signed else
+              "unsigned: its checksum detects damage only")
+    return model, meta.get("info") or {}, origin
 
 
 def _clip_to_domain(model, X):
@@ -323,7 +345,7 @@ def _clip_to_domain(model, X):
 def cmd_sample(args, extra):
     if extra:
         raise UserError(f"unexpected argument {extra[0]!r}")
-    model, info = _load(args.model)
+    model, info, origin = _load(args.model, args.key_file)
     if not hasattr(model, "sample"):
         raise UserError(f"MODEL: {type(model).__name__} does not support sampling (gmm and bernoulli do)")
     if args.n < 1:
@@ -351,7 +373,7 @@ def cmd_report(args, extra):
 
     if extra:
         raise UserError(f"unexpected argument {extra[0]!r}")
-    model, info = _load(args.model)
+    model, info, origin = _load(args.model, args.key_file)
     params = {k: v for k, v in model.get_params().items()}
     topics = _top_words(model, args.top_words) if args.top_words is not None else None
     if args.json:
@@ -363,6 +385,7 @@ def cmd_report(args, extra):
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
     print(f"model         : {type(model).__name__}")
+    print(f"file          : {origin}; privacy record consistent with its releases")
     if info.get("columns"):
         print(f"columns       : {', '.join(info['columns'])}")
     print("parameters    : " + ", ".join(
@@ -402,6 +425,13 @@ def cmd_accountant(args, extra):
 
 
 # ------------------------------------------------------------------ parser
+_KEY_HELP_SIGN = ("sign the model file with HMAC-SHA256 under the bytes of this file (kept secret; a "
+                  "trailing newline is part of the key); without it the file's checksum only detects damage")
+_KEY_HELP_VERIFY = ("accept the model only if it is signed with the key in this file (HMAC-SHA256): proves "
+                    "it was written by a key holder and not modified; without it a file is only checked "
+                    "for damage and for a privacy record consistent with its own releases")
+
+
 def build_parser(prog="dpem-fast"):
     p = argparse.ArgumentParser(prog=prog, description="Differentially private EM from the command line.")
     p.add_argument("--version", action="store_true", help="print the version")
@@ -434,6 +464,7 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("--progress", action="store_true",
                      help="progress bar on stderr: iteration, seconds per iteration, epsilon spent so far")
     fit.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (.npz)")
+    fit.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_SIGN)
 
     sample = sub.add_parser("sample", help="synthetic rows from a saved model (gmm, bernoulli)",
                             description="Synthetic rows from a fitted private model, in the original units and "
@@ -443,12 +474,14 @@ def build_parser(prog="dpem-fast"):
     sample.add_argument("-n", type=int, required=True, help="number of rows")
     sample.add_argument("-o", "--output", required=True, metavar="OUT.csv")
     sample.add_argument("--random-state", type=int, default=None)
+    sample.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_VERIFY)
 
     report = sub.add_parser("report", help="the privacy record and a summary of a saved model")
     report.add_argument("model", metavar="MODEL")
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.add_argument("--top-words", type=int, metavar="N",
                         help="lda: the N heaviest words of each topic (post-processing)")
+    report.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_VERIFY)
 
     accountant = sub.add_parser("accountant", help="noise multiplier needed per accountant (the DP-EM plan)")
     accountant.add_argument("--pld", action="store_true", help="include the PLD accountant (slow)")
