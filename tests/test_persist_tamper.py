@@ -266,6 +266,33 @@ def test_edited_event_and_spent_epsilon_are_refused(saved, name, tmp_path):
         dpem_fast.load(_rewrite(saved[name], tmp_path / "t.npz", edit))
 
 
+@pytest.mark.parametrize("variant", ["gmm_estimated_domain", "lda_partial_fit"])
+def test_one_of_two_equal_mechanisms_made_noisier_is_refused(variant, tmp_path):
+    """Two releases of the same mechanism (the two one-off domain releases; two partial_fit
+    calls): one copy in the event made 1e6 times noisier and epsilon_spent set to match.
+    Each release's mechanism is still in the event, but the event holds one no release
+    describes."""
+    model = VARIANTS[variant]()
+    model.save(tmp_path / "m.npz")
+
+    def edit(meta):
+        done = []
+
+        def fn(ev):
+            if ev["type"] == "GaussianEvent" and not done:
+                twins = []
+                _walk_events(meta["privacy"]["event"]["__event__"],
+                             lambda e: twins.append(e) if e == ev else None)
+                if len(twins) >= 2:
+                    ev["noise_multiplier"] *= 1e6
+                    done.append(ev)
+        _walk_events(meta["privacy"]["event"]["__event__"], fn)
+        assert done
+        meta["privacy"]["epsilon_spent"] = _reaccount(meta["privacy"])
+    with pytest.raises(ModelFormatError, match="which no release describes"):
+        dpem_fast.load(_rewrite(tmp_path / "m.npz", tmp_path / "t.npz", edit))
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_event_tagged_with_another_relation_is_refused(saved, name, tmp_path):
     def edit(meta):

@@ -40,8 +40,9 @@ What a file proves
 - Every load (and every save) **cross-checks the privacy record against itself**
   (:func:`check_record`): the recorded event re-accounts, under the recorded accountant and
   relation, to ``epsilon_spent`` at ``delta``; ``epsilon_spent`` does not exceed the stated
-  target ``epsilon``; every release's own mechanism (``Release.event()``: noise scale over
-  sensitivity) is in the event, or, with ``joint_multiplier``, the releases accounted jointly
+  target ``epsilon``; every mechanism of the event is one the releases describe, and every
+  release's own mechanism (``Release.event()``: noise scale over sensitivity) is in the
+  event, or, with ``joint_multiplier``, the releases accounted jointly
   give that multiplier (through the estimator's joint bound) and the joint Gaussian is
   composed ``n_iter`` times; the event's relation tags are the record's; and the file's
   ``private`` flag agrees with the record (no record, or a domain computed from the data,
@@ -389,8 +390,9 @@ def check_record(record, joint=None):
     2. the event re-accounts, with ``get_accountant(record.accountant, record.neighbouring)``,
        to ``epsilon_spent`` at ``delta`` (relative tolerance :data:`EPSILON_RTOL`);
     3. ``epsilon_spent <= epsilon`` (the stated target; :data:`TARGET_RTOL`);
-    4. every release's mechanism (``Release.event()``) appears in the event (multipliers
-       within :data:`MECHANISM_RTOL`), one-off releases included; with ``joint_multiplier``,
+    4. every mechanism in the event is some release's own mechanism (``Release.event()``,
+       multipliers within :data:`MECHANISM_RTOL`) or the joint Gaussian, and every
+       release's mechanism appears in the event, one-off releases included; with ``joint_multiplier``,
        the releases not in the event separately are the ones accounted jointly: Gaussian,
        ``joint_multiplier ** -2`` between the largest and the sum of their
        ``(sensitivity / noise_scale) ** 2`` and, when ``joint`` is given, equal to
@@ -471,6 +473,10 @@ def check_record(record, joint=None):
             raise ModelFormatError(f"release {key!r} ({_describe_release(record.releases[key])}) is not in "
                                    "the recorded event: the event does not follow from the releases")
         covered.append(key)
+    for ev, _ in others:
+        if not any(_same_mechanism(ev, r) for r in own.values()):
+            raise ModelFormatError(f"the event holds {ev!r}, which no release describes: the event does not "
+                                   "follow from the releases")
     if joint_event is not None:
         _check_joint(record, joint_event, in_event, covered, joint)
 
