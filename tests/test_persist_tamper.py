@@ -7,7 +7,6 @@ checksum alone accepts the file.
 """
 import dataclasses
 import hashlib
-import io
 import json
 import math
 
@@ -489,7 +488,8 @@ MALFORMED = {
     _record_field("joint_multiplier", "x"), "joint_multiplier added": _record_field("joint_multiplier", 5.0),
     "data_domain a list": _record_field("data_domain", [1]), "n_iter 0": _record_field("n_iter", 0),
     "no releases": _record_field("releases", {}), "no event": _record_field("event", None),
-    "record private a string": _record_field("private", "yes"), "epsilon nan": _record_field("epsilon", {"__float__": "nan"}),
+    "record private a string": _record_field("private", "yes"),
+    "epsilon nan": _record_field("epsilon", {"__float__": "nan"}),
     "file private a string": lambda meta: meta.__setitem__("private", "true"),
 }
 
