@@ -14,7 +14,7 @@ from dpem_fast._engine._lattice import lattice
 from dpem_fast._reference.gradem import (PSI_MAX, expected_psi_sup, mixture_gradient_reference,
                                          symmetric_gradient_reference)
 from dpem_fast._rng import make_key
-from dpem_fast.mixture._dg_em import SUP_MARGIN
+from dpem_fast.mixture._dg_em import MAX_ABS_VALUE, SUP_MARGIN
 
 
 def _symmetric(n=2000, d=4, snr=2.0, sigma=1.0, seed=0):
@@ -242,3 +242,65 @@ class TestConformanceMixture(TestConformance):
 
     def make_data(self, n, seed=0):
         return _mixture(n=n, d=3, seed=seed)[0]
+
+
+# ------------------------------------------- the extremes (issue 21, item 3)
+_EXTREME_FITS = [
+    dict(symmetric=False, n_components=3, component_variance=1e-10),     # every log-term -inf: 0/0
+    dict(symmetric=False, n_components=3, component_variance=1e-300, truncation_scale=1e-160),
+    dict(symmetric=True, truncation_scale=1e-160),                       # u = g/s = inf: E psi = NaN
+    dict(symmetric=True, component_variance=1e-300, truncation_scale=1e-200),
+    dict(symmetric=False, n_components=3, estimator="clipped", clip_norm=1e-160, component_variance=1e-300),
+    dict(symmetric=True, estimator="clipped", clip_norm=1e-200),
+]
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "discrete_gaussian"])
+@pytest.mark.parametrize("kw", _EXTREME_FITS)
+def test_one_row_at_the_largest_accepted_value_gives_finite_means(kw, noise):
+    """A dataset and its neighbour with one row at +-MAX_ABS_VALUE: both fits finish with
+    finite means (no NaN on one side only, no discrete release refused mid-way after the
+    charge), and each charges the ledger exactly once."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    for row in ([MAX_ABS_VALUE, -MAX_ABS_VALUE], [MAX_ABS_VALUE, MAX_ABS_VALUE], [-MAX_ABS_VALUE, 0.5]):
+        Y = X.copy()
+        Y[0] = row
+        for D in (X, Y):
+            ledger = acc.BudgetLedger(100.0, 0.5, neighbouring="replace")
+            e = DPGradientEM(noise=noise, max_iter=4, random_state=0, budget=ledger, **kw).fit(D)
+            assert np.all(np.isfinite(e.means_)), (row, e.means_)
+            assert len(ledger.entries) == 1
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(truncation_scale=1e-300), "truncation_scale"),            # s M(beta_m) below 1e-250
+    (dict(truncation_scale=1e-100, multiplier_precision=1e-300), "truncation_scale"),
+    (dict(truncation_scale=1e300), "truncation_scale"),             # 2 s M sqrt(m) overflows
+    (dict(estimator="clipped", clip_norm=1e-300), "clip_norm"),
+    (dict(estimator="clipped", clip_norm=1e300), "clip_norm"),
+    (dict(component_variance=1e308), "component_variance"),        # 2 pi sigma^2 overflows
+    (dict(symmetric=False, n_components=3, component_variance=1e301), "component_variance"),
+])
+def test_parameters_that_cannot_be_handled_are_refused_before_the_charge(kw, name):
+    """Public parameters whose sensitivity bound cannot be computed reliably (the per-row
+    bound in the subnormal range, where rounding is absolute, or beyond 1e250, where sums
+    and noise overflow) or whose model constants overflow: ValueError naming the
+    parameter, and nothing charged."""
+    X, _ = _symmetric(n=200, d=2)
+    ledger = acc.BudgetLedger(100.0, 0.5, neighbouring="replace")
+    with pytest.raises(ValueError, match=name):
+        DPGradientEM(budget=ledger, random_state=0, **kw).fit(X)
+    assert ledger.entries == []
+
+
+def test_the_limits_of_the_parameters_are_accepted():
+    """Just inside the limits the fit runs (and stays finite with an extreme row)."""
+    X, _ = _symmetric(n=200, d=2)
+    X[0] = [MAX_ABS_VALUE, -MAX_ABS_VALUE]
+    M1 = expected_psi_sup(1.0)[0] * (1 + SUP_MARGIN)
+    for kw in (dict(truncation_scale=1.01e-250 / M1), dict(truncation_scale=0.99e250 / M1 / 2.0),
+               dict(estimator="clipped", clip_norm=1e-250), dict(estimator="clipped", clip_norm=1e250 / 2),
+               dict(component_variance=1e300), dict(component_variance=5e-324)):
+        e = DPGradientEM(random_state=0, max_iter=2, **kw).fit(X)
+        assert np.all(np.isfinite(e.means_)), kw

@@ -14,6 +14,7 @@ from scipy.special import expit
 
 from dpem_fast import DPGradientEM
 from dpem_fast._reference import gradem as R
+from dpem_fast.mixture._dg_em import MAX_ABS_VALUE
 from dpem_fast.mixture._gradem_kernel import expected_psi, gradem_loglik, gradem_stats
 
 
@@ -213,3 +214,186 @@ def test_brute_force_sensitivity_over_neighbouring_datasets(estimator, symmetric
         assert change.max() <= declared * (1 + 1e-9)
         best = max(best, change.max())
     assert best >= 0.95 * declared, (best, declared)
+
+
+# ------------------------------------------- the extremes (issue 21, item 3)
+# The largest |x| the estimator accepts, with tiny (and huge) public parameters: one row
+# there used to make every log-responsibility -inf (0/0) or u = g/s infinite (E psi = NaN),
+# so the statistic of one dataset was NaN and that of its neighbour finite.
+B = MAX_ABS_VALUE
+EXTREME_SIGMA2 = (5e-324, 1e-300, 1e-10, 1.0, 1e300)
+EXTREME_SCALES = (5e-324, 1e-300, 1e-160, 1.0, 1e250)
+
+
+def _extreme_rows(d):
+    return np.array(list(itertools.product([-B, -B / 3, -1.0, 0.0, 0.5, B], repeat=d)))
+
+
+def _extreme_means(symmetric, K, d, rng):
+    if symmetric:
+        return [np.full((1, d), 0.7), np.array([[3.0, -3.0]]), np.full((1, d), B), np.array([[B, -B]]),
+                np.full((1, d), 1e-200)]
+    return [np.zeros((K, d)),                                  # equal means: gamma = 1/K
+            rng.normal(size=(K, d)),
+            np.array([[B, B], [-B, -B], [B, -B]])[:K],
+            np.array([[0.0, 0.0], [1e-200, 0.0], [0.0, 1e-200]])[:K],
+            np.array([[B, 0.0], [B, 1.0], [-1.0, B]])[:K]]
+
+
+def _assert_close_to_twin(a, ref, X, means):
+    """Kernel and twin at the extremes: the same values up to the rounding of the sums
+    (the kernel adds rows in block order, numpy pairwise; rows of +-1e150 cancel)."""
+    mag = (np.abs(X).sum() + X.shape[0] * np.abs(means).sum() + 1.0)
+    assert_allclose(a["raw"], ref["raw"], rtol=1e-9, atol=1e-13 * mag)
+    assert_allclose(a["grad"], ref["grad"], rtol=1e-9, atol=1e-300)
+    assert a.n_clipped == ref["n_clipped"]
+    assert a["n_nonfinite"][0] == ref["n_nonfinite"]
+    if math.isfinite(ref["loglik"]):
+        assert a.loglik == pytest.approx(ref["loglik"], rel=1e-9)
+    else:
+        assert a.loglik == ref["loglik"]
+
+
+@pytest.mark.parametrize("estimator", ["truncated", "clipped"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_kernel_is_finite_at_the_largest_accepted_values(symmetric, estimator):
+    """Rows at +-MAX_ABS_VALUE, sigma2 and s down to the smallest double: every output is
+    finite (the log-likelihood may be -inf: the density underflows), no row needs the last
+    guard while the parameters are finite, 1 and 2 threads agree bit for bit, and the numpy
+    twin gives the same values."""
+    d, K = 2, (1 if symmetric else 3)
+    X = _extreme_rows(d)
+    rng = np.random.default_rng(5)
+    for means, sigma2, scale, beta_m in itertools.product(_extreme_means(symmetric, K, d, rng), EXTREME_SIGMA2,
+                                                          EXTREME_SCALES, (1.0, 1e-10, 1e10)):
+        kw = dict(symmetric=symmetric, estimator=estimator, scale=scale, beta_m=beta_m)
+        a = gradem_stats(X, means, sigma2, n_threads=1, **kw)
+        where = (means.tolist(), sigma2, scale, beta_m)
+        assert np.all(np.isfinite(a["grad"])), where
+        assert np.all(np.isfinite(a["raw"])), where
+        assert not math.isnan(a.loglik), where
+        assert a["n_nonfinite"][0] == 0, where
+        b = gradem_stats(X, means, sigma2, n_threads=2, **kw)
+        for name in a:
+            assert_array_equal(a[name], b[name])
+        assert (a.loglik, a.n_clipped) == (b.loglik, b.n_clipped)
+        ref = R.gradem_stats_reference(X, means, sigma2, **kw)
+        _assert_close_to_twin(a, ref, X, means)
+        # the posteriors too (predict_proba): finite, summing to one
+        _, resp = gradem_loglik(X, means, sigma2, symmetric=symmetric, n_threads=1)
+        assert np.all(np.isfinite(resp)), where
+        assert_allclose(resp.sum(1), 1.0, rtol=1e-12)
+
+
+def test_tiny_variance_gives_the_hard_assignment_limit():
+    """When every log-term -|y - mu_k|^2/(2 sigma2) underflows to -inf the row goes to the
+    nearest mean(s), ties split equally: the sigma2 -> 0 limit of the softmax.  The distances
+    are compared exactly, also when their squares overflow."""
+    mu = np.array([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    X = np.array([[20.0, 1.0], [1.0, 20.0], [20.0, 20.0], [3.0, 3.0], [-5.0, -5.0]])
+    g, _ = R.mixture_gradient_reference(X, mu, 1e-300)
+    gam = np.array([[0, 1, 0], [0, 0, 1], [0, 0.5, 0.5], [1, 0, 0], [1, 0, 0]], dtype=float)
+    expect = (gam[:, :, None] * (X[:, None, :] - mu[None])).reshape(5, 6)
+    assert_allclose(g, expect, rtol=1e-15)
+    for i in range(5):
+        a = gradem_stats(X[i:i + 1], mu, 1e-300, symmetric=False, estimator="raw")
+        assert_allclose(a["raw"], expect[i], rtol=1e-15)
+    _, resp = gradem_loglik(X, mu, 1e-300, symmetric=False)
+    assert_array_equal(resp, gam)
+    # squared distances beyond the largest double: still the nearest mean
+    Y = np.full((1, 200), B)
+    mu2 = np.vstack([np.full(200, -1e160), np.full(200, 1e160)])
+    _, resp = gradem_loglik(Y, mu2, 1.0, symmetric=False)
+    assert_array_equal(resp, [[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("beta_m", [1e-300, 1e-10, 0.5, 1.0, 30.0, 1e10, 1e300])
+def test_expected_psi_saturates_at_its_limit(beta_m):
+    """E psi(u (1 + eps)) -> sign(u) (2 sqrt2/3) erf(sqrt(beta_m/2)) as |u| -> inf; beyond
+    2^60 the kernel returns that limit (its distance to it is below c/|u| relative), and at
+    +-inf too (the closed form gave NaN there)."""
+    lim = R.PSI_MAX * math.erf(math.sqrt(beta_m / 2.0))
+    u = np.array([np.inf, 1e308, 1e200, 2.0 ** 60, 1e17])
+    for f in (expected_psi, R.expected_psi):
+        v = f(np.concatenate([u, -u]), beta_m)
+        assert np.all(np.isfinite(v))
+        assert_array_equal(v[:4], lim)
+        assert_array_equal(v[5:9], -lim)
+        assert v[4] == pytest.approx(lim, rel=1e-12, abs=1e-300) and v[9] == -v[4]
+    M = R.expected_psi_sup(beta_m)[0]
+    assert lim <= M
+
+
+def test_the_last_guard_zeroes_non_finite_rows():
+    """Non-finite parameters (e.g. released means that overflowed) make the gradient of a
+    row non-finite: its contribution is zeroed, counted, and the statistic stays finite."""
+    X = np.array([[1.0, 2.0], [B, -B], [0.3, 0.1]])
+    for symmetric, means in ((True, np.array([[np.inf, 1.0]])), (True, np.array([[np.nan, 0.0]])),
+                             (False, np.array([[0.0, 0.0], [np.inf, -np.inf]])),
+                             (False, np.array([[np.nan, 0.0], [1.0, 1.0]]))):
+        for est in ("truncated", "clipped"):
+            a = gradem_stats(X, means, 1.0, symmetric=symmetric, estimator=est, scale=1.0)
+            ref = R.gradem_stats_reference(X, means, 1.0, symmetric=symmetric, estimator=est, scale=1.0)
+            assert np.all(np.isfinite(a["grad"])) and np.all(np.isfinite(a["raw"]))
+            assert a["n_nonfinite"][0] == ref["n_nonfinite"] == 3
+            assert a.n_clipped == ref["n_clipped"] == 3
+            assert_array_equal(a["grad"], 0.0)
+            assert_array_equal(ref["grad"], 0.0)
+
+
+def _adversarial_rows(symmetric, K, d, sigma2, scale):
+    """(means, row, row') putting every coordinate of g at +U and at -U, |u| = U/s >= 2^61
+    (saturated), exactly in floating point and with |row| <= MAX_ABS_VALUE."""
+    out = []
+    if symmetric:
+        # beta = (c, -c): <beta, +-U 1 + beta> = 2 c^2 exactly, t = 2 c^2 / sigma2 >= 20
+        c = 2.0 ** math.ceil(math.log2(math.sqrt(10.0 * sigma2) + 1e-300))
+        U = max(c * 2.0 ** 20, 2.0 ** math.ceil(math.log2(scale * 2.0 ** 61)))
+        if U <= B / 2:
+            beta = np.array([[c, -c]])
+            out.append((beta, np.array([U + c, U - c]), np.array([-U + c, -U - c])))
+    else:
+        for U in (B / 2, 2.0 ** math.ceil(math.log2(scale * 2.0 ** 61 * K))):
+            if U <= B / 2:
+                mu = np.zeros((K, d))
+                out.append((mu, np.full(d, U), np.full(d, -U)))
+    return out
+
+
+@pytest.mark.parametrize("estimator", ["truncated", "clipped"])
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("rel", ["replace", "add_remove"])
+def test_one_row_moves_the_statistic_within_the_sensitivity_at_the_extremes(estimator, symmetric, rel):
+    """Over rows at +-MAX_ABS_VALUE (and the adversarial ones), parameters down to the
+    smallest the estimator accepts and up to the largest, the contribution of one row
+    (add/remove) or the difference of two rows' contributions (replace) never exceeds the
+    declared l2 sensitivity; the adversarial rows come within 5 % of it."""
+    d, K = 2, (1 if symmetric else 3)
+    rng = np.random.default_rng(11)
+    rows = list(_extreme_rows(d))
+    best = 0.0
+    for sigma2, scale, beta_m in itertools.product(EXTREME_SIGMA2, (1e-240, 1e-160, 1e-10, 1.0, 1e240),
+                                                   (1.0, 1e-10)):
+        est = DPGradientEM(2 if symmetric else K, symmetric=symmetric, estimator=estimator, truncation_scale=scale,
+                           clip_norm=scale, component_variance=min(sigma2, 1e300), multiplier_precision=beta_m,
+                           neighbouring=rel)
+        if estimator == "truncated" and scale * R.expected_psi_sup(beta_m)[0] < 1e-250:
+            continue                    # refused by the estimator (tested in test_dg_em)
+        est._check_model_params(10, d)  # the parameters are accepted
+        declared = est._statistic_specs(d)[0].sensitivity("l2", rel)
+        cases = [(m, rows) for m in _extreme_means(symmetric, K, d, rng)]
+        cases += [(m, rows + [r1, r2]) for m, r1, r2 in _adversarial_rows(symmetric, K, d, sigma2, scale)]
+        for means, cand in cases:
+            S = np.array([gradem_stats(r[None, :], means, sigma2, symmetric=symmetric, estimator=estimator,
+                                       scale=scale, beta_m=beta_m, n_threads=1)["grad"] for r in cand])
+            assert np.all(np.isfinite(S)), (means.tolist(), sigma2, scale, beta_m)
+            if rel == "add_remove":
+                change = np.linalg.norm(S, axis=1)
+            else:
+                change = np.linalg.norm(S[:, None, :] - S[None, :, :], axis=2)
+            ratio = change.max() / declared
+            # truncated: SUP_MARGIN covers the rounding; clipped: C g/|g| is C up to a few ulps
+            assert ratio <= (1.0 if estimator == "truncated" else 1.0 + 1e-12), \
+                (ratio, means.tolist(), sigma2, scale, beta_m)
+            best = max(best, ratio)
+    assert best >= 0.95, best
