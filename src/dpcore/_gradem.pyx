@@ -15,6 +15,25 @@ Per row the kernel forms ``g_i`` (m coordinates) and adds into its block's parti
   (``expected_psi``); ``estimator=2`` (clipped): ``g_i min(1, C / |g_i|)``; 0: nothing;
 * the log-likelihood of the row and whether it was truncated / clipped (diagnostics).
 
+At the extremes (rows up to ``MAX_ABS_VALUE`` = 1e150, tiny ``sigma2`` or ``s``) every row
+still gets a finite contribution, so no single row can turn the statistic into NaN:
+
+* the K-means posteriors are a max-subtracted softmax whose maximum starts at -inf; when
+  every log-term ``-|y - mu_k|^2 / (2 sigma2)`` is -inf (underflow: the sigma2 -> 0 limit) or
+  NaN, they are recomputed from the squared distances themselves, relative to the smallest
+  (``_mixture_fallback``): the nearest mean(s) get the row, ties split equally;
+* in the symmetric model a dot product ``<beta, y>`` whose terms overflow to +-inf is
+  recomputed with beta scaled by 2^-600 (``_symmetric_fallback``);
+* ``E psi(u (1 + eps))`` is returned as its limit ``sign(u) (2 sqrt2/3) erf(sqrt(beta_m/2))``
+  for ``|u| >= U_SATURATE`` (2^60) and at ``u = +-inf`` (``g / s`` overflowed);
+* the clipped sum rescales g by ``C / |g|`` only where that factor is a normal double;
+  otherwise (squares that overflow or underflow, a factor in the subnormal range) it scales
+  ``g / |g|`` with a norm taken after dividing by ``max_j |g_j|``;
+* last guard: a row whose gradient is not finite (non-finite parameters, e.g. released
+  means that overflowed) adds nothing to ``raw`` or ``stat``, one whose contribution is not
+  finite nothing to ``stat``; it is counted in ``part_nonfinite`` (and as clipped).  A zero
+  contribution has norm 0, within any sensitivity bound.
+
 Work layout (reproducibility contract): rows are cut into ``dpc_block_count(n, 2 m + 2)``
 blocks of whole chunks (``DPC_CHUNK_SIZE`` rows); block b owns row b of every partial
 array and walks its rows in order; the caller sums the partial rows in block order.  The
@@ -22,7 +41,8 @@ block count depends on n and m only, so results do not depend on the thread coun
 """
 from cython cimport floating
 from cython.parallel cimport prange, parallel
-from libc.math cimport exp, erfc, fabs, log, log1p, sqrt, tanh, M_PI
+from libc.float cimport DBL_MAX, DBL_MIN
+from libc.math cimport INFINITY, copysign, erf, erfc, exp, fabs, ldexp, log, log1p, sqrt, tanh, M_PI
 from libc.stdlib cimport malloc, free
 
 from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block
@@ -33,6 +53,17 @@ cdef double _PSI_MAX = 0.9428090415820634      # 2 sqrt(2) / 3
 #: dpem_fast._reference.gradem.TAU_SWITCH
 TAU_SWITCH = 0.5
 cdef double _TAU_SWITCH = 0.5
+#: |u| from which E psi(u (1 + eps)) is its limit sign(u) (2 sqrt2/3) erf(sqrt(beta_m/2)) to
+#: double precision (relative distance <= ~1.5/|u|; see _expected_psi); as
+#: dpem_fast._reference.gradem.U_SATURATE
+U_SATURATE = 1152921504606846976.0     # 2^60
+cdef double _U_SATURATE = 1152921504606846976.0
+cdef double _TWO_M600 = ldexp(1.0, -600)      # exact rescaling of terms that overflow
+cdef double _TWO_600 = ldexp(1.0, 600)
+cdef double _TWO_599 = ldexp(1.0, 599)
+#: sum_j g_j^2 below this is recomputed after scaling by max |g_j| (clipped estimator): above
+#: it the squares that underflow change the sum by less than 1e-30 of itself
+cdef double _SS_MIN = 1e-290
 
 
 def block_count(Py_ssize_t n, Py_ssize_t m):
@@ -54,11 +85,23 @@ cdef inline double _phi(double z) noexcept nogil:
 
 cdef double _expected_psi(double u, double beta_m, const double *glx, const double *glw,
                           Py_ssize_t ngl) noexcept nogil:
-    """E psi(u (1 + eps)), eps ~ N(0, 1/beta_m): as ``_reference.gradem.expected_psi``."""
+    """E psi(u (1 + eps)), eps ~ N(0, 1/beta_m): as ``_reference.gradem.expected_psi``.
+
+    For ``|u| >= U_SATURATE`` and ``u = +-inf`` the limit ``sign(u) (2 sqrt2/3)
+    erf(sqrt(beta_m/2))``: psi(Y) differs from ``sign(Y) 2 sqrt2/3`` only where
+    ``|Y| <= sqrt2``, an event of probability ``<= 2 sqrt2 sqrt(beta_m) / (|u| sqrt(2 pi))``,
+    so the distance to the limit is below ~1.5/|u| of it: less than an ulp from 2^60 on,
+    where the closed form itself degrades (tau overflows for beta_m < 1, NaN at inf).
+    The limit is at most ``M(beta_m)`` (``expected_psi_sup`` includes it).
+    """
     cdef double a = _SQRT2, tau, tails, al, b, m0, m1, m2, m3, pa, pb, y, z, mid
     cdef Py_ssize_t q
     if u == 0.0:
         return 0.0
+    if u != u:
+        return u
+    if fabs(u) >= _U_SATURATE:
+        return copysign(_PSI_MAX * erf(sqrt(0.5 * beta_m)), u)
     tau = fabs(u) / sqrt(beta_m)
     tails = _PSI_MAX * (_upper((a - u) / tau) - _upper((a + u) / tau))
     if tau < _TAU_SWITCH:
@@ -97,11 +140,77 @@ def expected_psi(const double[::1] u,       # IN  (n,)
         out[i] = _expected_psi(u[i], beta_m, &glx[0], &glw[0], glx.shape[0])
 
 
+cdef double _symmetric_fallback(const floating *y, Py_ssize_t d, const double *beta, double sigma2,
+                               double *t) noexcept nogil:
+    """``<beta, y> / sigma2`` into t when the plain dot product is NaN (terms overflowing to
+    +inf and -inf): beta scaled by 2^-600 first (exact, up to terms below 2^-1074 that cannot
+    matter next to an overflowing one).  Returns ``-min_z |y - z beta|^2 / (2 sigma2)`` (z = +-1,
+    the sign of t), which the plain form ``-(|y|^2 + |beta|^2)/(2 sigma2) + |t|`` computes as
+    inf - inf."""
+    cdef Py_ssize_t j
+    cdef double dot = 0.0, ss = 0.0, z, diff
+    for j in range(d):
+        dot = dot + (beta[j] * _TWO_M600) * y[j]
+    t[0] = ((dot / sigma2) * _TWO_600)
+    z = -1.0 if t[0] < 0.0 else 1.0
+    for j in range(d):
+        diff = y[j] - z * beta[j]
+        ss = ss + diff * diff
+    return -(ss / sigma2) * 0.5
+
+
+cdef double _mixture_fallback(const floating *y, Py_ssize_t d, Py_ssize_t K, const double *means,
+                              double sigma2, double *lp) noexcept nogil:
+    """Unnormalised posteriors into lp (K) when no log-term ``-|y - mu_k|^2 / (2 sigma2)`` is
+    finite (all -inf: sigma2 -> 0 or the squares overflowed) or one is NaN; returns the
+    largest log-term.
+
+    From the squared distances s_k themselves: ``lp_k = exp(-(s_k - s_min) / (2 sigma2))``, so
+    the nearest mean gets exp(0) = 1 and the sum is >= 1 (never 0/0); ties split equally; a
+    difference that overflows gives exactly 0 (the hard assignment).  If some s_k overflowed,
+    all are recomputed with the differences scaled by 2^-600 (exact) and the factor 2^1200
+    applied after dividing by sigma2.  NaN parameters stay NaN (the caller's last guard).
+    """
+    cdef Py_ssize_t j, k
+    cdef double s, diff, smin = INFINITY
+    cdef int scaled = 0
+    for k in range(K):
+        s = 0.0
+        for j in range(d):
+            diff = y[j] - means[k * d + j]
+            s = s + diff * diff
+        lp[k] = s
+        if s == INFINITY:
+            scaled = 1
+    if scaled:
+        for k in range(K):
+            s = 0.0
+            for j in range(d):
+                diff = (y[j] - means[k * d + j]) * _TWO_M600
+                s = s + diff * diff
+            lp[k] = s
+    for k in range(K):
+        if lp[k] < smin:
+            smin = lp[k]
+    for k in range(K):
+        if scaled:
+            lp[k] = exp(-(((lp[k] - smin) * _TWO_600) / sigma2) * _TWO_599)
+        else:
+            lp[k] = exp(-((lp[k] - smin) / sigma2) * 0.5)
+    if scaled:
+        return -((smin * _TWO_600) / sigma2) * _TWO_599
+    return -(smin / sigma2) * 0.5
+
+
 cdef double _row_gradient(const floating *y, Py_ssize_t d, Py_ssize_t K, const double *means,
                           double sigma2, int symmetric, double *g, double *lp) noexcept nogil:
-    """g (m coordinates) of one row; returns log p(y)."""
+    """g (m coordinates) of one row; returns log p(y).
+
+    lp (K): symmetric, ``lp[0] = <beta, y> / sigma2``; K means, the unnormalised posteriors.
+    """
     cdef Py_ssize_t j, k
     cdef double t = 0.0, yy = 0.0, bb = 0.0, w, at, diff, mx, s, ll
+    cdef int bad = 0
     cdef double norm_const = -0.5 * d * log(2.0 * M_PI * sigma2)
     if symmetric:
         for j in range(d):
@@ -109,12 +218,19 @@ cdef double _row_gradient(const floating *y, Py_ssize_t d, Py_ssize_t K, const d
             yy = yy + (<double> y[j]) * y[j]
             bb = bb + means[j] * means[j]
         t = t / sigma2
+        if t != t:                      # terms of <beta, y> overflowed to +inf and -inf
+            ll = _symmetric_fallback(y, d, means, sigma2, &t)
+        else:
+            ll = -(yy + bb) / (2.0 * sigma2) + fabs(t)
+            if ll != ll:                # -inf + inf: sigma2 tiny or the squares overflowed
+                ll = _symmetric_fallback(y, d, means, sigma2, &w)
         w = tanh(t)
         for j in range(d):
             g[j] = w * y[j] - means[j]
+        lp[0] = t
         at = fabs(t)
-        return -(yy + bb) / (2.0 * sigma2) + at + log1p(exp(-2.0 * at)) - log(2.0) + norm_const
-    mx = -1e308
+        return ll + log1p(exp(-2.0 * at)) - log(2.0) + norm_const
+    mx = -INFINITY
     for k in range(K):
         s = 0.0
         for j in range(d):
@@ -123,10 +239,18 @@ cdef double _row_gradient(const floating *y, Py_ssize_t d, Py_ssize_t K, const d
         lp[k] = -s / (2.0 * sigma2)
         if lp[k] > mx:
             mx = lp[k]
-    s = 0.0
-    for k in range(K):
-        lp[k] = exp(lp[k] - mx)
-        s = s + lp[k]
+        elif lp[k] != lp[k]:
+            bad = 1
+    if mx == -INFINITY or bad:
+        mx = _mixture_fallback(y, d, K, means, sigma2, lp)
+        s = 0.0
+        for k in range(K):
+            s = s + lp[k]
+    else:
+        s = 0.0
+        for k in range(K):
+            lp[k] = exp(lp[k] - mx)
+            s = s + lp[k]
     ll = mx + log(s)
     for k in range(K):
         w = lp[k] / s
@@ -135,18 +259,77 @@ cdef double _row_gradient(const floating *y, Py_ssize_t d, Py_ssize_t K, const d
     return ll - log(<double> K) + norm_const
 
 
+cdef inline int _all_finite(const double *v, Py_ssize_t m) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(m):
+        if not (fabs(v[j]) <= DBL_MAX):
+            return 0
+    return 1
+
+
+cdef int _clip(double *g, Py_ssize_t m, double C) noexcept nogil:
+    """g <- g min(1, C / |g|) in place (the clipped estimator's contribution); 1 if clipped.
+
+    Where ``sum_j g_j^2`` lies in [_SS_MIN, DBL_MAX] and ``C / |g|`` is a normal double, the
+    plain ``g_j (C / |g|)``.  Otherwise the norm is taken after dividing by ``max_j |g_j|``
+    and the contribution is ``((g_j / max) / r) C``, r = |g| / max in [1, sqrt m]: no square
+    overflows or underflows, and no factor lands in the subnormal range, where rounding is
+    absolute and could lift |contribution| above C.
+    """
+    cdef Py_ssize_t j
+    cdef double ss = 0.0, nrm, f, amax = 0.0, r = 0.0, v
+    for j in range(m):
+        ss = ss + g[j] * g[j]
+    if _SS_MIN <= ss <= DBL_MAX:
+        nrm = sqrt(ss)
+        if nrm <= C:
+            return 0
+        f = C / nrm
+        if f >= DBL_MIN:
+            for j in range(m):
+                g[j] = g[j] * f
+        else:
+            for j in range(m):
+                g[j] = (g[j] / nrm) * C
+        return 1
+    for j in range(m):
+        if fabs(g[j]) > amax:
+            amax = fabs(g[j])
+    if amax == 0.0:
+        return 0
+    for j in range(m):
+        v = g[j] / amax
+        r = r + v * v
+    r = sqrt(r)
+    if r <= C / amax:                   # |g| = amax r <= C (C / amax may underflow to 0: clipped)
+        return 0
+    for j in range(m):
+        g[j] = ((g[j] / amax) / r) * C
+    return 1
+
+
 cdef void _block(const floating *X, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t d, Py_ssize_t K,
                  const double *means, double sigma2, int symmetric, int estimator,
                  double scale, double beta_m, const double *glx, const double *glw, Py_ssize_t ngl,
-                 double *raw, double *stat, double *ll_acc, double *clip_acc,
+                 double *raw, double *stat, double *ll_acc, double *clip_acc, double *bad_acc,
                  double *g, double *lp) noexcept nogil:
-    """Rows r0..r1-1 in order, added into one block's partial row."""
+    """Rows r0..r1-1 in order, added into one block's partial row.
+
+    Last guard: a row whose gradient is not finite adds nothing to raw or stat, one whose
+    contribution is not finite nothing to stat; either is counted in ``bad_acc`` and
+    ``clip_acc``.  Only non-finite parameters get there (finite ones give finite g and
+    contributions at any finite row); a zero contribution has norm 0, within the bound.
+    """
     cdef Py_ssize_t m = d if symmetric else K * d
     cdef Py_ssize_t i, j
-    cdef double ll = 0.0, nclip = 0.0, nrm, f
+    cdef double ll = 0.0, nclip = 0.0, nbad = 0.0
     cdef int hit
     for i in range(r0, r1):
         ll = ll + _row_gradient(X + i * d, d, K, means, sigma2, symmetric, g, lp)
+        if not _all_finite(g, m):
+            nbad = nbad + 1.0
+            nclip = nclip + 1.0
+            continue
         for j in range(m):
             raw[j] = raw[j] + g[j]
         if estimator == 1:
@@ -154,21 +337,21 @@ cdef void _block(const floating *X, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t d, 
             for j in range(m):
                 if fabs(g[j]) > _SQRT2 * scale:
                     hit = 1
-                stat[j] = stat[j] + scale * _expected_psi(g[j] / scale, beta_m, glx, glw, ngl)
-            nclip = nclip + hit
+                g[j] = scale * _expected_psi(g[j] / scale, beta_m, glx, glw, ngl)
         elif estimator == 2:
-            nrm = 0.0
-            for j in range(m):
-                nrm = nrm + g[j] * g[j]
-            nrm = sqrt(nrm)
-            f = 1.0
-            if nrm > scale:
-                f = scale / nrm
-                nclip = nclip + 1.0
-            for j in range(m):
-                stat[j] = stat[j] + g[j] * f
+            hit = _clip(g, m, scale)
+        else:
+            continue
+        if not _all_finite(g, m):
+            nbad = nbad + 1.0
+            nclip = nclip + 1.0
+            continue
+        for j in range(m):
+            stat[j] = stat[j] + g[j]
+        nclip = nclip + hit
     ll_acc[0] = ll
     clip_acc[0] = nclip
+    bad_acc[0] = nbad
 
 
 def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
@@ -184,6 +367,7 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
                  double[:, ::1] part_stat,       # OUT (n_blocks, m)
                  double[::1] part_ll,            # OUT (n_blocks,)
                  double[::1] part_clipped,       # OUT (n_blocks,)
+                 double[::1] part_nonfinite,     # OUT (n_blocks,) rows zeroed by the last guard
                  int n_threads):
     """Per-block float64 partials of the gradient-EM statistics.
 
@@ -202,7 +386,8 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
     if means.shape[1] != d or K < 1 or (symmetric and K != 1):
         raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
     if (part_raw.shape[0] != nb or part_raw.shape[1] != m or part_stat.shape[0] != nb
-            or part_stat.shape[1] != m or part_ll.shape[0] != nb or part_clipped.shape[0] != nb):
+            or part_stat.shape[1] != m or part_ll.shape[0] != nb or part_clipped.shape[0] != nb
+            or part_nonfinite.shape[0] != nb):
         raise ValueError("partial arrays must have n_blocks = block_count(n, m) rows of m")
     if ngl < 1 or glw.shape[0] != ngl:
         raise ValueError("quadrature nodes and weights must have the same length >= 1")
@@ -212,6 +397,7 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
     part_stat[:, :] = 0.0
     part_ll[:] = 0.0
     part_clipped[:] = 0.0
+    part_nonfinite[:] = 0.0
     if n == 0:
         return
     cpb = dpc_chunks_per_block(n_chunks, nb)
@@ -226,7 +412,7 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
                 r1 = min(n, (b + 1) * cpb * DPC_CHUNK_SIZE)
                 _block(&X[0, 0], r0, r1, d, K, &means[0, 0], sigma2, symmetric, estimator,
                        scale, beta_m, &glx[0], &glw[0], ngl, &part_raw[b, 0], &part_stat[b, 0],
-                       &part_ll[b], &part_clipped[b], buf, buf + m)
+                       &part_ll[b], &part_clipped[b], &part_nonfinite[b], buf, buf + m)
         free(buf)
     if failed:
         raise MemoryError("could not allocate gradient-EM scratch")
@@ -250,7 +436,6 @@ def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
     cdef int *failed_p = &failed
     cdef double *buf
     cdef double t, w
-    cdef Py_ssize_t j
     if means.shape[1] != d or K < 1 or (symmetric and K != 1):
         raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
     if out_ll.shape[0] != n or out_resp.shape[0] != n or out_resp.shape[1] != kk or not sigma2 > 0.0:
@@ -266,10 +451,7 @@ def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
             if buf != NULL:
                 out_ll[i] = _row_gradient(&X[i, 0], d, K, &means[0, 0], sigma2, symmetric, buf, buf + m)
                 if symmetric:
-                    t = 0.0
-                    for j in range(d):
-                        t = t + means[0, j] * X[i, j]
-                    w = 2.0 * t / sigma2
+                    w = 2.0 * buf[m]            # 2 <beta, y> / sigma2, overflow-safe
                     out_resp[i, 0] = 1.0 / (1.0 + exp(-w))
                     out_resp[i, 1] = 1.0 / (1.0 + exp(w))
                 else:

@@ -35,8 +35,13 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
     -------
     Statistics
         ``"raw"`` (m,) ``sum_i g_i``; ``"grad"`` (m,) the truncated or clipped sum (zeros
-        for ``estimator="raw"``); ``"count"`` (1,) the row count; ``loglik`` and
-        ``n_clipped`` (rows truncated or clipped) as diagnostics.  m = d (symmetric) or K d.
+        for ``estimator="raw"``); ``"count"`` (1,) the row count; ``"n_nonfinite"`` (1,)
+        the rows left out by the kernel's last guard (a gradient that is not finite: out
+        of ``"raw"`` and ``"grad"``; a contribution that is not: out of ``"grad"``; only
+        non-finite parameters get there); ``loglik`` and ``n_clipped`` (rows truncated, clipped or left out) as
+        diagnostics, not private.  m = d (symmetric) or K d.  Every value is finite for
+        finite parameters, whatever the rows (see :mod:`dpem_fast._dpcore._gradem`);
+        ``loglik`` may be -inf where a density underflows.
 
     Equivalent to: :func:`dpem_fast._reference.gradem.gradem_stats_reference`.
     """
@@ -46,16 +51,17 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
     m = d if symmetric else means.shape[0] * d
     nb = _gradem.block_count(n, m)
     raw, stat = np.zeros((nb, m)), np.zeros((nb, m))
-    ll, clipped = np.zeros(nb), np.zeros(nb)
+    ll, clipped, nonfinite = np.zeros(nb), np.zeros(nb), np.zeros(nb)
     _gradem.gradem_stats(X, means, float(sigma2), int(bool(symmetric)), ESTIMATORS[estimator], float(scale),
-                         float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, effective_n_threads(n_threads))
+                         float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, nonfinite,
+                         effective_n_threads(n_threads))
     # block order, one row at a time: the same bits for any thread count
     raw_sum, stat_sum = np.zeros(m), np.zeros(m)
     for b in range(nb):
         raw_sum += raw[b]
         stat_sum += stat[b]
-    return Statistics({"grad": stat_sum, "raw": raw_sum, "count": np.array([float(n)])}, n,
-                      float(ll.sum()), int(clipped.sum()))
+    return Statistics({"grad": stat_sum, "raw": raw_sum, "count": np.array([float(n)]),
+                       "n_nonfinite": np.array([nonfinite.sum()])}, n, float(ll.sum()), int(clipped.sum()))
 
 
 def gradem_loglik(X, means, sigma2, *, symmetric, n_threads=None):
