@@ -15,12 +15,24 @@ from .._validation import check_positive_int, check_positive_real
 from ._common import MixtureInferenceMixin
 from ._gradem_kernel import gradem_loglik, gradem_stats
 
-__all__ = ["DPGradientEM", "SUP_MARGIN", "MAX_ABS_VALUE"]
+__all__ = ["DPGradientEM", "SUP_MARGIN", "MAX_ABS_VALUE", "ROW_BOUND_RANGE", "MAX_COMPONENT_VARIANCE",
+           "MIN_MULTIPLIER_PRECISION"]
 
 #: relative margin added to the numerically found sup M(beta_m) of E psi (see Privacy)
 SUP_MARGIN = 1e-6
-#: largest |value| accepted in X (gradient terms and their squares stay finite)
+#: largest |value| accepted in X (each gradient term and its square stay finite; the
+#: kernel handles sums of squares that overflow, see Privacy)
 MAX_ABS_VALUE = 1e150
+#: accepted range of the per-coordinate bound of one row's contribution, ``s M(beta_m)``
+#: (truncated) or ``C`` (clipped): far from the subnormal range, where rounding is absolute
+#: and could exceed the bound, and from overflow of sums over rows and of the noise
+ROW_BOUND_RANGE = (1e-250, 1e250)
+#: largest component_variance accepted: sigma <= MAX_ABS_VALUE (2 sigma^2 and 2 pi sigma^2
+#: overflow from about 3e307)
+MAX_COMPONENT_VARIANCE = 1e300
+#: smallest multiplier_precision accepted: below it beta_m / 2 leaves the normal range and
+#: the numerical sup M(beta_m) is no longer reliable
+MIN_MULTIPLIER_PRECISION = 1e-300
 _ESTIMATORS = ("truncated", "clipped")
 GRAD, COUNT = "grad", "count"
 
@@ -143,6 +155,37 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     "fixed"``: the engine spends nothing on a domain estimate).  s, C, sigma^2 and eta
     are public constants chosen without the data.  Rows with ``|value| > MAX_ABS_VALUE`` are
     refused with a ValueError (input validation, before any charge).
+
+    At the extremes: the bounds above hold only if every row's contribution is a finite
+    number computed as described; a NaN from one row would make the statistic NaN on one
+    dataset and finite on its neighbour, whatever the noise.  So the kernel
+    (:mod:`dpem_fast._dpcore._gradem`) gives every accepted row a finite contribution for
+    any finite parameters, including a row at ``MAX_ABS_VALUE`` with a tiny sigma^2 or s:
+
+    - K means: a max-subtracted softmax; when every log-term ``-|y - mu_k|^2/(2 sigma^2)``
+      underflows to -inf, the posteriors are taken from the squared distances relative to
+      the smallest, so the nearest mean(s) take the row, ties split equally (the sigma^2 ->
+      0 limit of the posterior; never 0/0).  Symmetric: a dot product ``<beta, y>`` whose
+      terms overflow is recomputed after an exact rescaling.  The bounds above use nothing
+      of g but that it is a finite vector, which these keep it.
+    - ``E psi(u (1 + eps))``, ``u = g/s``, is its limit ``sign(u) (2 sqrt2/3)
+      erf(sqrt(beta_m / 2))`` from ``|u| >= 2^60`` on and at ``u = +-inf`` (g/s overflowed),
+      where it equals that limit to double precision; the limit is at most M(beta_m)
+      (``expected_psi_sup`` takes it into the sup), so the bound ``s M`` per coordinate holds.
+    - Clipping scales by ``C/|g|`` with a norm that neither overflows nor underflows and no
+      factor in the subnormal range, so each contribution has norm C (to rounding) or |g|.
+    - Last guard: a row whose gradient or contribution is still not finite (only non-finite
+      parameters, e.g. released means that overflowed, get there) contributes 0 and is
+      counted among the clipped rows (``diagnostics_["n_rows_clipped"]``): a zero
+      contribution has norm 0, within every bound above.
+
+    Public parameters for which these bounds cannot be computed reliably are refused with
+    a ValueError naming them, before any charge: a per-coordinate bound ``s M(beta_m)``
+    (truncated) or C (clipped) outside ``ROW_BOUND_RANGE`` = [1e-250, 1e250] (subnormal
+    rounding is absolute and could exceed the bound; sums and noise could overflow),
+    ``multiplier_precision < 1e-300`` (M(beta_m) unreliable) and ``component_variance >
+    1e300`` (sigma above ``MAX_ABS_VALUE``; the model's constants overflow).  A tiny
+    sigma^2 or s is handled, not refused.
     Initialisation: data-independent (or public ``means_init``); stopping: after
     ``max_iter`` iterations, always.
     """
@@ -190,6 +233,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
             raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {self.estimator!r}")
         for name in ("component_variance", "step_size", "truncation_scale", "multiplier_precision", "clip_norm"):
             check_positive_real(getattr(self, name), name)
+        self._check_extremes()
         if self.means_init is not None:
             m = np.asarray(self.means_init, dtype=np.float64)
             shape = (1, n_features) if self.symmetric else (K, n_features)
@@ -200,6 +244,30 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                 raise ValueError("means_init must be finite (and below 1e150 in absolute value)")
         # the row count is public under replace-one only; under add/remove it is never kept
         self._n_public = int(n_samples) if self.neighbouring == "replace" else None
+
+    def _check_extremes(self):
+        """Refuse public parameters whose sensitivity bound cannot be computed reliably
+        (see Privacy: at the extremes); the parameters are already finite and > 0."""
+        s2 = float(self.component_variance)
+        if s2 > MAX_COMPONENT_VARIANCE:
+            raise ValueError(f"component_variance={s2!r} exceeds {MAX_COMPONENT_VARIANCE:.0e} (sigma above "
+                             f"MAX_ABS_VALUE={MAX_ABS_VALUE:.0e}): the model's constants overflow; rescale the data")
+        lo, hi = ROW_BOUND_RANGE
+        if self.estimator == "clipped":
+            C = float(self.clip_norm)
+            if not lo <= C <= hi:
+                raise ValueError(f"clip_norm={C!r} is outside [{lo:.0e}, {hi:.0e}]: the sensitivity C cannot be "
+                                 "guaranteed in floating point there (rescale the data)")
+            return
+        beta_m = float(self.multiplier_precision)
+        if beta_m < MIN_MULTIPLIER_PRECISION:
+            raise ValueError(f"multiplier_precision={beta_m!r} is below {MIN_MULTIPLIER_PRECISION:.0e}: the sup "
+                             "M(beta_m) of the truncated estimator is not computed reliably there")
+        bound = float(self.truncation_scale) * expected_psi_sup(beta_m)[0] * (1.0 + SUP_MARGIN)
+        if not lo <= bound <= hi:
+            raise ValueError(f"truncation_scale={float(self.truncation_scale)!r} with multiplier_precision={beta_m!r} "
+                             f"gives a per-coordinate bound s M(beta_m) = {bound:.3g} outside [{lo:.0e}, {hi:.0e}]: "
+                             "the sensitivity cannot be guaranteed in floating point there (rescale the data)")
 
     def _m(self, d):
         return d if self.symmetric else self.n_components * d
