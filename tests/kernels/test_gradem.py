@@ -286,6 +286,27 @@ def test_kernel_is_finite_at_the_largest_accepted_values(symmetric, estimator):
         assert_allclose(resp.sum(1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.parametrize("estimator", ["truncated", "clipped"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_extreme_rows_over_many_blocks_are_thread_invariant(symmetric, estimator):
+    """The fallbacks run per row inside each block: 5000 rows (20 blocks) mixing ordinary and
+    extreme rows give finite statistics, the same bits for 1 and 2 threads, and the twin's
+    values."""
+    rng = np.random.default_rng(8)
+    ext = _extreme_rows(2)
+    X = np.where(rng.random((5000, 1)) < 0.1, ext[rng.integers(0, len(ext), 5000)], rng.normal(size=(5000, 2)))
+    means = np.array([[0.4, -0.3]]) if symmetric else rng.normal(size=(3, 2))
+    for sigma2, scale in ((1e-300, 1e-200), (1.0, 1e-160), (1e-10, 1.0)):
+        kw = dict(symmetric=symmetric, estimator=estimator, scale=scale, beta_m=1.0)
+        a = gradem_stats(X, means, sigma2, n_threads=1, **kw)
+        b = gradem_stats(X, means, sigma2, n_threads=2, **kw)
+        assert np.all(np.isfinite(a["grad"])) and np.all(np.isfinite(a["raw"]))
+        for name in a:
+            assert_array_equal(a[name], b[name])
+        assert (a.loglik, a.n_clipped) == (b.loglik, b.n_clipped)
+        _assert_close_to_twin(a, R.gradem_stats_reference(X, means, sigma2, **kw), X, means, scale)
+
+
 def test_tiny_variance_gives_the_hard_assignment_limit():
     """When every log-term -|y - mu_k|^2/(2 sigma2) underflows to -inf the row goes to the
     nearest mean(s), ties split equally: the sigma2 -> 0 limit of the softmax.  The distances
