@@ -155,6 +155,8 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     "fixed"``: the engine spends nothing on a domain estimate).  s, C, sigma^2 and eta
     are public constants chosen without the data.  Rows with ``|value| > MAX_ABS_VALUE`` are
     refused with a ValueError (input validation, before any charge).
+    Initialisation: data-independent (or public ``means_init``); stopping: after
+    ``max_iter`` iterations, always.
 
     At the extremes: the bounds above hold only if every row's contribution is a finite
     number computed as described; a NaN from one row would make the statistic NaN on one
@@ -167,7 +169,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
       the smallest, so the nearest mean(s) take the row, ties split equally (the sigma^2 ->
       0 limit of the posterior; never 0/0).  Symmetric: a dot product ``<beta, y>`` whose
       terms overflow is recomputed after an exact rescaling.  The bounds above use nothing
-      of g but that it is a finite vector, which these keep it.
+      of g but that it is a finite vector, and these keep it one.
     - ``E psi(u (1 + eps))``, ``u = g/s``, is its limit ``sign(u) (2 sqrt2/3)
       erf(sqrt(beta_m / 2))`` from ``|u| >= 2^60`` on and at ``u = +-inf`` (g/s overflowed),
       where it equals that limit to double precision; the limit is at most M(beta_m)
@@ -186,8 +188,6 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     ``multiplier_precision < 1e-300`` (M(beta_m) unreliable) and ``component_variance >
     1e300`` (sigma above ``MAX_ABS_VALUE``; the model's constants overflow).  A tiny
     sigma^2 or s is handled, not refused.
-    Initialisation: data-independent (or public ``means_init``); stopping: after
-    ``max_iter`` iterations, always.
     """
 
     _domain_kind = "fixed"
