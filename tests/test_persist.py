@@ -11,7 +11,7 @@ from numpy.testing import assert_array_equal
 
 import dpem_fast
 from dpem_fast import ModelFormatError, accounting as acc
-from dpem_fast import _persist
+from dpem_fast import _persist, _registry
 
 RNG = np.random.default_rng(0)
 X_GAUSS = np.concatenate([RNG.normal(-2, 0.5, (60, 3)), RNG.normal(2, 0.5, (60, 3))])
@@ -109,16 +109,18 @@ def test_no_diagnostics_no_seed_no_key_in_the_file(saved, name):
 
 @pytest.mark.parametrize("name", [f[0] for f in FITS])
 def test_every_fitted_attribute_is_classified_and_only_the_allow_list_is_saved(saved, name):
-    """The file holds an allow-list per estimator: a fitted attribute that is on neither
-    _SAVED nor _NOT_SAVED fails here, so a new attribute cannot slip into files unreviewed."""
+    """The file holds an allow-list per estimator: a fitted attribute that is on neither its
+    _saved nor its _not_saved declaration (dpem_fast._registry) fails here, so a new attribute
+    cannot slip into files unreviewed."""
     model, loaded, _, _, path = saved[name]
-    cls = type(model).__name__
-    allowed = set(_persist._SAVED[cls]) | set(_persist._SAVED_ANY)
+    cls = type(model)
+    allowed = set(_registry.saved_names(cls))
+    not_saved = set(cls._not_saved) | set(_registry.NOT_SAVED_ANY)
     fitted = {k for k in vars(model) if k.endswith("_") or k.startswith("_")}
-    assert fitted <= allowed | set(_persist._NOT_SAVED), sorted(fitted - allowed - set(_persist._NOT_SAVED))
+    assert fitted <= allowed | not_saved, sorted(fitted - allowed - not_saved)
     meta, _ = _persist._read(path)
     assert set(meta["fitted"]) == fitted & allowed
-    assert set(_persist._SAVED[cls]) <= fitted            # no stale names on the list
+    assert set(cls._saved) <= fitted                       # no stale names on the list
     model.secret_ = np.arange(3.0)                         # an attribute on no list is not written
     try:
         other = path.with_name(f"{name}-extra.npz")

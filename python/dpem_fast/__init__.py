@@ -1,14 +1,15 @@
 """dpem_fast: fast, exact and accounted differentially private EM on multicore CPUs."""
-#: The installed version of dpem_fast (PEP 440).
-__version__ = "0.1.0.dev0"
+from ._version import __version__
 
-from . import accounting, cluster, decomposition, io, random  # noqa: E402
+# importing the subpackages registers their models
+from . import accounting, cluster, decomposition, io, mixture, random  # noqa: E402,F401
 from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
+from ._registry import estimators as _estimators  # noqa: E402
 from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
-from .cluster import DPKMeans  # noqa: E402
-from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation  # noqa: E402
-from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM, DPStochasticEP  # noqa: E402
+
+# every registered estimator by its class name (a model registers when its subpackage imports it)
+globals().update(_estimators())
 
 def get_include():
     """Directory of the installed C headers (``dpc_rng.h``, ``dpc_dgauss.h``, ...) that the
@@ -25,13 +26,7 @@ def get_include():
 
 
 __all__ = [
-    "DPGaussianMixture",
-    "DPBernoulliMixture",
-    "DPStochasticEP",
-    "DPKMeans",
-    "DPFactorAnalysis",
-    "DPGradientEM",
-    "DPLatentDirichletAllocation",
+    *_estimators(),
     "decomposition",
     "PrivacyLeakWarning",
     "BudgetExceededError",

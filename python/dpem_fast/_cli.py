@@ -19,15 +19,14 @@ import sys
 
 import numpy as np
 
-MODELS = {
-    "gmm": "DPGaussianMixture",
-    "bernoulli": "DPBernoulliMixture",
-    "kmeans": "DPKMeans",
-    "fa": "DPFactorAnalysis",
-    "sep": "DPStochasticEP",
-    "gradient-em": "DPGradientEM",
-    "lda": "DPLatentDirichletAllocation",
-}
+def models():
+    """``{command-line name: estimator class}`` of every registered estimator that has one
+    (:mod:`dpem_fast._registry`: the command line imports no model)."""
+    from ._registry import estimators
+
+    return {cls._cli_name: cls for cls in estimators().values() if cls._cli_name is not None}
+
+
 #: set by dedicated flags, not by the generic model options
 _RESERVED = {"epsilon", "delta", "bounds", "data_norm", "random_state", "n_threads", "budget", "verbose",
              "vocabulary"}
@@ -38,20 +37,17 @@ class UserError(Exception):
 
 
 def _estimator_class(model):
-    import dpem_fast
-
-    if model not in MODELS:
-        raise UserError(f"--model: unknown model {model!r}; choose one of {', '.join(MODELS)}")
-    return getattr(dpem_fast, MODELS[model])
+    known = models()
+    if model not in known:
+        raise UserError(f"--model: unknown model {model!r}; choose one of {', '.join(known)}")
+    return known[model]
 
 
 def _model_options_help():
-    import dpem_fast
-
     lines = ["model options (any constructor parameter, underscores as dashes; values are numbers,",
              "true/false/none, comma-separated lists or strings):"]
-    for key, name in MODELS.items():
-        params = sorted(p for p in getattr(dpem_fast, name)().get_params() if p not in _RESERVED)
+    for key, cls in models().items():
+        params = sorted(p for p in cls().get_params() if p not in _RESERVED)
         lines.append(f"  {key:<12} " + " ".join("--" + p.replace("_", "-") for p in params))
     lines.append("lda: DATA is a text file, one document per line; --vocabulary VOCAB.txt (required) is a")
     lines.append("public word list, one word per line, never built from the documents; a private fit also")
@@ -256,7 +252,7 @@ def cmd_fit(args, extra):
 
     key = _key_file(args.key_file)      # before the fit: a bad key file costs no budget
     cls = _estimator_class(args.model)
-    lda = args.model == "lda"
+    lda = cls._input == "documents"
     if lda:
         for flag in ("columns", "bounds", "bounds_file", "data_norm"):
             if getattr(args, flag) is not None:
@@ -449,7 +445,7 @@ def build_parser(prog="dpem-fast"):
                     "--data-norm; with none of them the engine estimates it privately (part of the budget).")
     fit.add_argument("data", metavar="DATA", help="CSV (header optional), .npy, or .parquet (needs pyarrow); "
                                                    "for --model lda a text file, one document per line")
-    fit.add_argument("--model", required=True, help="one of: " + ", ".join(MODELS))
+    fit.add_argument("--model", required=True, help="one of: " + ", ".join(models()))
     fit.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
     fit.add_argument("--delta", type=float, default=1e-5, help="target delta in (0, 1) (default 1e-5)")
     fit.add_argument("--bounds", help="LO,HI: the same public bounds for every column")

@@ -14,7 +14,7 @@ def config_dict() -> dict:
     """The facts :func:`show_config` prints, as a dict."""
     import numpy as np
 
-    from . import __version__
+    from ._version import __version__
     from ._dpcore import _rng
     from ._threads import effective_n_threads
 

@@ -61,12 +61,14 @@ What a file proves
 What is saved, and what is not
 ------------------------------
 Saved: the constructor's hyperparameters (``get_params``), the fitted parameters and
-``privacy_``.  The fitted parameters are an allow-list per estimator (``_SAVED``: attributes a
+``privacy_``.  The fitted parameters are an allow-list per estimator (its ``_saved``
+declaration in :mod:`dpem_fast._registry`: attributes a
 private fit computes from released statistics and public constants only, including the few
 private attributes inference needs), plus ``feature_names_in_`` when the model was fitted on
 a data frame.  An attribute that is on no list is not written, and a file naming one is
 refused; the test suite fails when an estimator gains a fitted attribute that is on neither
-``_SAVED`` nor ``_NOT_SAVED``, so every new attribute gets a decision.
+its ``_saved`` nor its ``_not_saved`` list, so every new attribute gets a decision.  Pickles
+carry the same public state (:func:`dpem_fast._registry.public_state`).
 
 Never saved:
 
@@ -94,6 +96,9 @@ import zipfile
 
 import numpy as np
 
+from ._registry import NEVER_PARAMS, estimators, saved_names, set_writer
+from ._version import __version__
+
 __all__ = ["ModelFormatError", "save", "load", "FORMAT_VERSION", "event_to_json", "event_from_json",
            "record_to_json", "record_from_json", "check_record"]
 
@@ -114,28 +119,8 @@ TARGET_RTOL = 1e-9
 #: the event, and of the joint multiplier against the releases (the same numbers, divided)
 MECHANISM_RTOL = 1e-9
 
-#: never saved: see the module docstring
-_NEVER_PARAMS = {"random_state": None, "budget": None}
-#: the fitted attributes a file holds, per estimator (allow-list; see the module docstring):
-#: each is post-processing of the fit's releases and public constants
-_SAVED = {
-    "DPGaussianMixture": ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_",
-                          "converged_", "n_iter_", "n_features_in_"),
-    "DPBernoulliMixture": ("weights_", "means_", "n_iter_", "n_features_in_"),
-    "DPKMeans": ("cluster_centers_", "n_iter_", "n_features_in_", "_domain"),
-    "DPFactorAnalysis": ("components_", "mean_", "noise_variance_", "loglike_", "n_iter_", "n_features_in_"),
-    "DPGradientEM": ("weights_", "means_", "beta_", "n_iter_", "n_features_in_", "_means_param"),
-    "DPStochasticEP": ("weights_", "means_", "means_covariance_", "natural_parameters_", "factor_",
-                       "component_variance_", "n_steps_", "n_features_in_"),
-    "DPLatentDirichletAllocation": ("components_", "exp_dirichlet_component_", "n_batch_iter_", "n_iter_",
-                                    "n_features_in_"),
-}
-#: saved for every estimator when present
-_SAVED_ANY = ("feature_names_in_",)
-#: fitted attributes deliberately not in the file: privacy_ is stored on its own; the others
-#: are computed from the raw data (diagnostics_, DPStochasticEP.n_skipped_) or are fitting
-#: state (the public row count of a replace-one fit)
-_NOT_SAVED = ("privacy_", "diagnostics_", "n_skipped_", "_n_public")
+#: never saved: see the module docstring (the registry decides, for files and pickles alike)
+_NEVER_PARAMS = NEVER_PARAMS
 
 
 class ModelFormatError(ValueError):
@@ -143,13 +128,8 @@ class ModelFormatError(ValueError):
 
 
 def _estimators():
-    from .cluster import DPKMeans
-    from .decomposition import DPFactorAnalysis, DPLatentDirichletAllocation
-    from .mixture import DPBernoulliMixture, DPGaussianMixture, DPGradientEM, DPStochasticEP
-
-    classes = (DPGaussianMixture, DPBernoulliMixture, DPGradientEM, DPStochasticEP, DPKMeans,
-               DPFactorAnalysis, DPLatentDirichletAllocation)
-    return {c.__name__: c for c in classes}
+    """The registered estimators (:mod:`dpem_fast._registry`): persistence imports no model."""
+    return estimators()
 
 
 def _events():
@@ -583,11 +563,11 @@ def _key_bytes(key, where):
 
 
 def _saved_names(cls_name):
-    return _SAVED[cls_name] + _SAVED_ANY
+    return saved_names(cls_name)
 
 
 def _persist_attrs(model):
-    """The attributes of a fitted model that the file holds: its allow-list (``_SAVED``)."""
+    """The attributes of a fitted model that the file holds: its allow-list (``_saved``)."""
     state = vars(model)
     return {k: state[k] for k in _saved_names(type(model).__name__) if k in state}
 
@@ -614,8 +594,6 @@ def save(model, path, *, allow_not_private=False, info=None, key=None):
     The privacy record is cross-checked first (:func:`check_record`), so a file that
     :func:`load` would refuse is never written.
     """
-    from . import __version__
-
     key = _key_bytes(key, "save")
     name = type(model).__name__
     if _estimators().get(name) is not type(model):
@@ -767,52 +745,4 @@ def load(path, *, key=None):
     return model
 
 
-def public_state(model, state):
-    """The part of ``state`` (a fitted private model's ``__dict__``) that may leave the fit:
-    the hyperparameters, with ``random_state`` and ``budget`` as ``None`` (the seed is the
-    noise key; a ledger is live state), the estimator's allow-listed fitted attributes
-    (``_SAVED``), ``privacy_`` and scikit-learn's version tag.  Everything else — the
-    diagnostics, attributes computed from the raw data (``n_skipped_``, a row count),
-    fitting state — is dropped.  An unfitted model, or one fitted without privacy
-    (``privacy_ is None``), is returned whole: there is nothing private in it.
-    """
-    if state.get("privacy_") is None:
-        return state
-    keep = set(model.get_params(deep=False)) | set(_saved_names(type(model).__name__))
-    keep |= {"privacy_", "_sklearn_version"}
-    out = {k: v for k, v in state.items() if k in keep}
-    out.update({k: v for k, v in _NEVER_PARAMS.items() if k in out})
-    return out
-
-
-class SaveMixin:
-    """``save(path)`` for the estimators (see :mod:`dpem_fast._persist`), and a pickle that
-    carries what a saved file carries.
-
-    A fitted private model may be published as a ``save()`` file or as a pickle (``pickle``,
-    ``joblib``, ``cloudpickle``): both hold the hyperparameters (``random_state`` and
-    ``budget`` as ``None``), the allow-listed fitted parameters and ``privacy_``, never
-    ``diagnostics_``, attributes computed from the raw data or any key
-    (:func:`public_state`).  Unpickling gives a model that predicts, scores and samples as
-    the original; continuing it (``partial_fit``) draws fresh keys.  Unlike a saved file, a
-    pickle runs code when it is loaded: load pickles from trusted sources only.
-    """
-
-    def __getstate__(self):
-        return public_state(self, super().__getstate__())
-
-    def save(self, path, *, allow_not_private=False, key=None):
-        """Write the fitted model to ``path``: a versioned ``.npz`` with JSON metadata, no pickle.
-
-        Saves the hyperparameters, the fitted parameters and ``privacy_``; never
-        ``diagnostics_`` (computed from the raw data) nor ``random_state`` (the noise key).
-        Read it back with :func:`dpem_fast.load`.  A fit without a privacy guarantee is
-        refused unless ``allow_not_private=True``.
-
-        ``key`` (bytes, or str taken as UTF-8): sign the file with HMAC-SHA256, so that
-        ``dpem_fast.load(path, key=key)`` proves it came from a holder of the key unmodified.
-        Without a key the file's SHA-256 only detects accidental damage: anyone can edit the
-        file and recompute it, and loading then checks only that the privacy record is
-        consistent with its own releases, not that the parameters are the fitted ones.
-        """
-        return save(self, path, allow_not_private=allow_not_private, key=key)
+set_writer(save)

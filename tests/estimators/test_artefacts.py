@@ -13,7 +13,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from dpem_fast import accounting as acc
-from dpem_fast import _persist
+from dpem_fast import _persist, _registry
 from dpem_fast._rng import make_key
 
 from examples import EXAMPLES, SEED
@@ -76,7 +76,7 @@ def test_the_pickle_of_a_fitted_private_model_holds_only_public_state(fitted, na
     assert SEED.to_bytes(4, "little") not in blob and str(SEED).encode() not in blob
     assert b"BudgetLedger" not in blob
     loaded = _loads(blob, how)
-    allowed = (set(model.get_params(deep=False)) | set(_persist._saved_names(type(model).__name__))
+    allowed = (set(model.get_params(deep=False)) | set(_registry.saved_names(type(model)))
                | {"privacy_", "_sklearn_version"})
     assert set(vars(loaded)) <= allowed, set(vars(loaded)) - allowed
     assert set(vars(model)) - allowed         # the live model does hold state that must not leave
@@ -109,4 +109,4 @@ def test_the_row_count_is_kept_only_where_it_is_public(rel, name):
 
 def test_every_estimator_has_an_example():
     """A new estimator must join EXAMPLES, and with it the pickle, saved-file and Dask checks."""
-    assert {type(factory()).__name__ for factory, _ in EXAMPLES.values()} == set(_persist._estimators())
+    assert {type(factory()).__name__ for factory, _ in EXAMPLES.values()} == set(_registry.estimators())

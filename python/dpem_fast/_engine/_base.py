@@ -48,7 +48,7 @@ from sklearn.base import BaseEstimator
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
-from .._persist import SaveMixin
+from .._registry import Registered
 from .._preprocess import DataDomain, resolve_domain
 from .._progress import Progress, plan_spent
 from .._rng import make_key
@@ -107,7 +107,7 @@ class TailAverage:
         return mean, scaled
 
 
-class PrivateEM(SaveMixin, BaseEstimator):
+class PrivateEM(Registered, BaseEstimator):
     """Base class of the private EM estimators (not for direct use).
 
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's

@@ -1,7 +1,7 @@
 """Rows of a fit held in a ``dask.array.Array``: statistics on the workers, noise on the client.
 
 A fit on a dask array never gathers the data.  :class:`DaskRows` has the interface of the
-engine's :class:`~dpem_fast._engine._data.Rows` that the fit loop uses (``summary``,
+engine's :class:`~dpem_fast._engine._rows.Rows` that the fit loop uses (``summary``,
 ``n_rows``, ``n_features``, ``dtype``, ``reduce``, ``column_range``), but:
 
 * the array is cut into its **row chunks** (the columns are rechunked to one chunk);
@@ -87,7 +87,7 @@ import types
 
 import numpy as np
 
-from ._data import DataSummary, Rows
+from ._rows import DataSummary, Rows
 
 __all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public"]
 

@@ -15,77 +15,13 @@ once for each histogram of a private domain estimate).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .._dpcore._contract import superblock_rows
 from ..io import as_row_source, is_block_source, scan
+from ._rows import DataSummary, Rows, summarize
 
-__all__ = ["DataSummary", "Rows", "summarize"]
-
-
-@dataclass(frozen=True)
-class DataSummary:
-    """What the engine knows of X before the first pass that computes a statistic.
-
-    ``column_min``, ``column_max`` and ``max_abs`` are read from the data: they are set only
-    for non-private fits (a private fit's initialisation must not see them).
-    """
-
-    n_rows: int
-    n_features: int
-    column_min: np.ndarray | None = None
-    column_max: np.ndarray | None = None
-    max_abs: float | None = None
-
-
-def summarize(X) -> DataSummary:
-    """The full summary of an in-memory 2-D array (for non-private fits and tests)."""
-    X = np.asarray(X)
-    return DataSummary(X.shape[0], X.shape[1], X.min(axis=0).astype(np.float64),
-                       X.max(axis=0).astype(np.float64), float(np.max(np.abs(X))) if X.size else 0.0)
-
-
-class Rows:
-    """Validated rows of a fit, read in superblocks.
-
-    Parameters
-    ----------
-    source : the :func:`dpem_fast.io.as_row_source` adapter
-    prepare : callable or None
-        The model's row-wise, data-independent transform (e.g. binarisation), applied to
-        every superblock of a stream as it is read (an in-memory X was prepared once).
-    summary : DataSummary
-    """
-
-    #: the rows are read in this process (see :class:`~dpem_fast._engine._dask.DaskRows`)
-    remote = False
-
-    def __init__(self, source, prepare, summary):
-        self._source = source
-        self._prepare = prepare
-        self.summary = summary
-
-    n_rows = property(lambda self: self.summary.n_rows)
-    n_features = property(lambda self: self.summary.n_features)
-
-    @property
-    def dtype(self):
-        return self._source.dtype
-
-    def superblocks(self):
-        """A new pass over the rows, superblock by superblock."""
-        for block in self._source.superblocks():
-            yield block if self._prepare is None else self._prepare(block)
-
-    def reduce(self, fn):
-        """``fn(superblock_0) + fn(superblock_1) + ...`` in order (statistics are additive)."""
-        total = None
-        for block in self.superblocks():
-            part = fn(block)
-            total = part if total is None else total + part
-        return total
+__all__ = ["DataSummary", "Rows", "summarize", "validated_rows"]
 
 
 def validated_rows(estimator, X, private):

@@ -5,19 +5,12 @@ Slow and plain: the test oracle of the kernel and the benchmark's numpy baseline
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, gammaln, logsumexp
+
+from ..decomposition._lda_math import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["exp_dirichlet_expectation", "estep", "approx_bound", "perplexity"]
 
 _EPS = np.finfo(np.float64).eps
-
-
-def exp_dirichlet_expectation(alpha):
-    """``exp(E[log x])`` for ``x ~ Dirichlet(alpha)``, row-wise: ``exp(psi(a) - psi(sum a))``."""
-    alpha = np.asarray(alpha, dtype=np.float64)
-    if alpha.ndim == 1:
-        return np.exp(digamma(alpha) - digamma(alpha.sum()))
-    return np.exp(digamma(alpha) - digamma(alpha.sum(axis=1))[:, None])
 
 
 def estep(X, exp_beta, alpha, gamma0, max_iter, tol, clip=np.inf):
@@ -49,33 +42,6 @@ def estep(X, exp_beta, alpha, gamma0, max_iter, tol, clip=np.inf):
         scale = clip * (1 - 1e-12) / norms[d] if norms[d] > clip else 1.0
         sstats[:, ids] += scale * s
     return gamma, sstats, norms
-
-
-def approx_bound(X, gamma, lam, alpha, eta, doc_ratio=1.0):
-    """The variational lower bound of ``log p(X)`` (Hoffman et al. 2010, Eq. 3).
-
-    ``sum_d [ sum_v c_dv log sum_k exp(E log theta_dk + E log beta_kv)
-    + E log p(theta_d | alpha) - E log q(theta_d | gamma_d) ]`` times ``doc_ratio``, plus
-    ``E log p(beta | eta) - E log q(beta | lam)``.  The same bound as scikit-learn's
-    ``LatentDirichletAllocation`` (whose ``perplexity`` is ``exp(-bound / word count)``).
-    """
-    n, K = gamma.shape
-    V = lam.shape[1]
-    elog_theta = digamma(gamma) - digamma(gamma.sum(axis=1))[:, None]
-    elog_beta = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
-    score = 0.0
-    for d in range(n):
-        ids = X.indices[X.indptr[d]:X.indptr[d + 1]]
-        cnts = X.data[X.indptr[d]:X.indptr[d + 1]]
-        score += cnts @ logsumexp(elog_theta[d][:, None] + elog_beta[:, ids], axis=0)
-    score += np.sum((alpha - gamma) * elog_theta)
-    score += np.sum(gammaln(gamma) - gammaln(alpha))
-    score += np.sum(gammaln(alpha * K) - gammaln(gamma.sum(axis=1)))
-    score *= doc_ratio
-    score += np.sum((eta - lam) * elog_beta)
-    score += np.sum(gammaln(lam) - gammaln(eta))
-    score += np.sum(gammaln(eta * V) - gammaln(lam.sum(axis=1)))
-    return float(score)
 
 
 def perplexity(X, gamma, lam, alpha, eta):

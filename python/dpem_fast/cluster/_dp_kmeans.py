@@ -164,6 +164,10 @@ class DPKMeans(TransformerMixin, PrivateEM):
     is fixed.  Every release goes through the engine's release layer.
     """
 
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
+    _cli_name = "kmeans"
+    _saved = ("cluster_centers_", "n_iter_", "n_features_in_", "_domain")
+
     def __init__(
         self,
         n_clusters=8,

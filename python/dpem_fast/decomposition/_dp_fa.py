@@ -110,6 +110,12 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     the EM's stopping rule reads only released values.
     """
 
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
+    #: the row count is fitting state (kept only under replace-one, where it is public)
+    _cli_name = "fa"
+    _saved = ("components_", "mean_", "noise_variance_", "loglike_", "n_iter_", "n_features_in_")
+    _not_saved = ("_n_public",)
+
     def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
                  neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
                  accountant=None, random_state=None, n_threads=None, budget=None, verbose=0):

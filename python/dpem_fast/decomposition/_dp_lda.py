@@ -20,9 +20,9 @@ from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
 from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_plan
 from .._engine._dask import is_dask_array
-from .._persist import SaveMixin
+from .._registry import Registered
 from .._progress import Progress, plan_spent
-from .._reference.lda import approx_bound, exp_dirichlet_expectation
+from ._lda_math import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["DPLatentDirichletAllocation"]
 
@@ -180,7 +180,7 @@ class _DaskDocs:
         return total, clipped
 
 
-class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
+class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation by private stochastic variational inference.
 
     Online variational Bayes for LDA (Hoffman, Blei & Bach 2010) made private as in Park,
@@ -339,6 +339,11 @@ class DPLatentDirichletAllocation(SaveMixin, TransformerMixin, BaseEstimator):
     only the client adds noise, and only what leaves the client (the fitted model) is
     private.  ``partial_fit`` takes in-memory minibatches only.
     """
+
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
+    _cli_name = "lda"
+    _input = "documents"
+    _saved = ("components_", "exp_dirichlet_component_", "n_batch_iter_", "n_iter_", "n_features_in_")
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
                  max_doc_length=500, clip_fraction=0.1, doc_topic_prior=None, topic_word_prior=None,

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
-from .._reference.gradem import PSI_MAX, expected_psi_sup
+from ._gradem_math import PSI_MAX, expected_psi_sup
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
@@ -191,6 +191,12 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     """
 
     _domain_kind = "fixed"
+
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
+    #: the row count is fitting state (kept only under replace-one, where it is public)
+    _cli_name = "gradient-em"
+    _saved = ("weights_", "means_", "beta_", "n_iter_", "n_features_in_", "_means_param")
+    _not_saved = ("_n_public",)
 
     def __init__(self, n_components=2, *, epsilon=1.0, delta=1e-5, estimator="truncated",
                  noise="discrete_gaussian", component_variance=1.0, symmetric=True, step_size=1.0,

@@ -67,6 +67,10 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
 
     _domain_kind = "fixed"
 
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
+    _cli_name = "bernoulli"
+    _saved = ("weights_", "means_", "n_iter_", "n_features_in_")
+
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
                  accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
                  n_threads=None, random_state=None, budget=None, verbose=0):

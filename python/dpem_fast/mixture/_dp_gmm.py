@@ -308,6 +308,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     (2, 2)
     """
 
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
+    _cli_name = "gmm"
+    _saved = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_", "converged_",
+              "n_iter_", "n_features_in_")
+
     def __init__(
         self,
         n_components=1,

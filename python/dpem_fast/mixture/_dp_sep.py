@@ -115,7 +115,7 @@ from .._engine import ReleaseLayer
 from .._engine._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
-from .._persist import SaveMixin
+from .._registry import Registered
 from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
@@ -144,7 +144,7 @@ def _default_accountant(sampling):
     return "gdp" if sampling == "shuffle" else "rdp"
 
 
-class DPStochasticEP(SaveMixin, BaseEstimator):
+class DPStochasticEP(Registered, BaseEstimator):
     """Differentially private stochastic EP (Vinaroz & Park, Algorithm 3) for the means of a
     Gaussian mixture with known isotropic component variance and known weights.
 
@@ -221,6 +221,13 @@ class DPStochasticEP(SaveMixin, BaseEstimator):
     No data domain is needed: the clipping bounds every row's contribution.  The full
     derivation is in the module docstring of ``dpem_fast.mixture._dp_sep``.
     """
+
+    #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
+    #: n_skipped_ is computed from the raw data
+    _cli_name = "sep"
+    _saved = ("weights_", "means_", "means_covariance_", "natural_parameters_", "factor_", "component_variance_",
+              "n_steps_", "n_features_in_")
+    _not_saved = ("n_skipped_",)
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
                  n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
