@@ -22,7 +22,7 @@ import pytest
 
 from dpem_fast._dpcore import _contract
 from dpem_fast._reference.bernoulli import bernoulli_stats_reference
-from dpem_fast.mixture._bernoulli_kernel import bernoulli_stats
+from dpem_fast._kernels.bernoulli import bernoulli_stats
 from _timing import median_time
 
 SHAPES = [(70_000, 64, 10), (60_000, 784, 10)]

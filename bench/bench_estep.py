@@ -37,7 +37,7 @@ from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast import DPGaussianMixture
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
-from dpem_fast.mixture._stats import compute_stats
+from dpem_fast._kernels.gmm import compute_stats
 from _timing import median_time
 
 ISSUE_SHAPES = [(1_000_000, 2, 5), (200_000, 10, 5), (50_000, 100, 10), (26_733, 10, 3)]

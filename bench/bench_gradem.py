@@ -10,7 +10,7 @@ import argparse
 import numpy as np
 
 from dpem_fast._reference.gradem import gradem_stats_reference
-from dpem_fast.mixture._gradem_kernel import gradem_stats
+from dpem_fast._kernels.gradem import gradem_stats
 from _timing import median_time
 
 

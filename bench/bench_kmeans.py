@@ -96,7 +96,7 @@ def data():
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_dpem_fast_kernel(benchmark, data, K, n_threads):
     from dpem_fast._dpcore import _contract
-    from dpem_fast.cluster._kmeans_kernel import kmeans_stats
+    from dpem_fast._kernels.kmeans import kmeans_stats
 
     C, dom = _kernel_args(K)
     benchmark.extra_info.update(shape=data.shape, K=K, n_threads=n_threads, chunk_size=_contract.CHUNK_SIZE)
@@ -120,7 +120,7 @@ def main(argv=None):
 
     from dpem_fast import DPKMeans
     from dpem_fast._reference.kmeans import kmeans_stats_reference
-    from dpem_fast.cluster._kmeans_kernel import kmeans_stats
+    from dpem_fast._kernels.kmeans import kmeans_stats
     from dpem_fast.datasets import AIRPORTS_BOUNDS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -47,7 +47,7 @@ from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast.datasets import (AIRPORTS_BOUNDS, NYCFLIGHTS_BOUNDS, SHUTTLE_BOUNDS, load_airports,
                                 load_nycflights, load_shuttle)
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
-from dpem_fast.mixture._stats import COUNTS, FIRST, SECOND
+from dpem_fast._kernels.gmm import COUNTS, FIRST, SECOND
 
 DATASETS = {
     "nycflights": (load_nycflights, NYCFLIGHTS_BOUNDS),

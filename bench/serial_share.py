@@ -38,7 +38,7 @@ import numpy as np
 
 from dpem_fast import DPGaussianMixture
 from dpem_fast._dpcore import _contract, _estep
-from dpem_fast.mixture import _stats
+from dpem_fast._kernels import gmm as _stats
 
 ISSUE_SHAPES = [(4_000_000, 10, 5), (16_000_000, 2, 5), (1_000_000, 2, 5), (200_000, 50, 10)]
 

@@ -100,7 +100,7 @@ def gmm_statistics(X, weights, means, precisions_cholesky, *, domain=None, n_thr
     Σ_i log p(x_i), ``"n_clipped"`` (rows changed by ``domain``).  ``precision_k =
     P_k P_kᵀ`` for ``P = precisions_cholesky`` (scikit-learn's convention).
     """
-    from .mixture._stats import compute_stats
+    from ._kernels.gmm import compute_stats
 
     X = _rows(X)
     return _out(compute_stats(X, weights, means, precisions_cholesky, effective_n_threads(n_threads),
@@ -110,7 +110,7 @@ def gmm_statistics(X, weights, means, precisions_cholesky, *, domain=None, n_thr
 def bernoulli_statistics(X, weights, means, *, n_threads=None):
     """Bernoulli-mixture E-step statistics of binary rows: ``"counts"`` (K,), ``"first_moments"``
     (K, d), ``"loglik"``, ``"n_clipped"`` (always 0)."""
-    from .mixture._bernoulli_kernel import bernoulli_stats
+    from ._kernels.bernoulli import bernoulli_stats
 
     X = _rows(X)
     if not np.all((X == 0) | (X == 1)):
@@ -121,7 +121,7 @@ def bernoulli_statistics(X, weights, means, *, n_threads=None):
 def kmeans_statistics(X, centers, *, domain=None, n_threads=None):
     """Hard assignment to the nearest centre: ``"counts"`` (K,), ``"sums"`` (K, d), ``"loglik"``
     (minus the inertia), ``"n_clipped"``."""
-    from .cluster._kmeans_kernel import kmeans_stats
+    from ._kernels.kmeans import kmeans_stats
 
     X = _rows(X)
     return _out(kmeans_stats(X, centers, effective_n_threads(n_threads), _domain(domain, X.shape[1])))
@@ -130,7 +130,7 @@ def kmeans_statistics(X, centers, *, domain=None, n_threads=None):
 def second_moments(X, *, domain=None, n_threads=None):
     """Count, sum and second moment: ``"count"`` (1,), ``"sum"`` (d,), ``"second_moment"`` (d, d)
     exactly symmetric, ``"n_clipped"``."""
-    from .decomposition._fa_kernel import second_moment_stats
+    from ._kernels.moments import second_moment_stats
 
     X = _rows(X)
     return _out(second_moment_stats(X, _domain(domain, X.shape[1]), effective_n_threads(n_threads)))
@@ -146,7 +146,7 @@ def lda_estep(X, exp_elog_beta, gamma0, alpha, *, max_iter=100, tol=1e-3, clip=n
     """
     import scipy.sparse as sp
 
-    from ._dpcore import _lda
+    from ._kernels.lda import estep_csr
 
     X = sp.csr_matrix(X, dtype=np.float64)
     X.sort_indices()
@@ -154,18 +154,12 @@ def lda_estep(X, exp_elog_beta, gamma0, alpha, *, max_iter=100, tol=1e-3, clip=n
     K, V = eb.shape
     if X.shape[1] != V:
         raise ValueError(f"X has {X.shape[1]} terms, exp_elog_beta {V}")
-    gamma = np.array(gamma0, dtype=np.float64, order="C")
     n = X.shape[0]
-    if gamma.shape != (n, K):
-        raise ValueError(f"gamma0 must have shape {(n, K)}, got {gamma.shape}")
-    sstats_t = np.zeros((V, K))
-    norms = np.zeros(n)
-    n_upd = np.zeros(n, dtype=np.int32)
-    clipped = _lda.lda_estep(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data,
-                             np.ascontiguousarray(eb.T), float(alpha), int(max_iter), float(tol),
-                             float(clip), gamma, sstats_t, norms, n_upd,
-                             int(effective_n_threads(n_threads)))
-    return gamma, sstats_t.T.copy(), int(clipped)
+    if np.shape(gamma0) != (n, K):
+        raise ValueError(f"gamma0 must have shape {(n, K)}, got {np.shape(gamma0)}")
+    gamma, sstats, clipped = estep_csr(X, np.ascontiguousarray(eb.T), gamma0, alpha, max_iter, tol, clip,
+                                       effective_n_threads(n_threads))
+    return gamma, sstats, int(clipped)
 
 
 def add_noise(value, noise_scale, key, *, mechanism="gaussian", symmetric=False, granularity=None,

@@ -10,7 +10,7 @@ from conformance import PrivateEstimatorConformance
 from dpem_fast import DPFactorAnalysis
 from dpem_fast._reference.fa import fa_em_reference, fa_eigen_em_reference, fa_loglik_reference
 from dpem_fast.decomposition import _fa_em
-from dpem_fast.decomposition._fa_kernel import COUNT, SECOND, SUM
+from dpem_fast._kernels.moments import COUNT, SECOND, SUM
 
 
 def _factor_data(n=3000, d=6, k=2, seed=0, shift=1.0):

@@ -21,6 +21,7 @@ from dpem_fast._engine import StatSpec, make_plan
 from dpem_fast._reference import lda as ref
 from dpem_fast._rng import derive_key, make_key
 from dpem_fast.decomposition import _dp_lda
+from dpem_fast._kernels import lda as _klda
 
 K, V = 4, 60
 
@@ -50,7 +51,7 @@ class _Spy:
 
     def __init__(self, monkeypatch, ledger=None, zero=False):
         self.calls, self.ledger, self.zero = [], ledger, zero
-        real = _dp_lda._lda.lda_estep
+        real = _klda._lda.lda_estep
 
         def spy(*args):
             self.calls.append({"clip": args[7], "entries": len(ledger.entries) if ledger else None})
@@ -58,7 +59,7 @@ class _Spy:
             if zero:
                 args[9][...] = 0.0
             return out
-        monkeypatch.setattr(_dp_lda._lda, "lda_estep", spy)
+        monkeypatch.setattr(_klda._lda, "lda_estep", spy)
 
 
 class _ReleaseSpy:

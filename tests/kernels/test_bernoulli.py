@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from dpem_fast._dpcore import _bernoulli, _contract
 from dpem_fast._engine import Statistics
 from dpem_fast._reference.bernoulli import bernoulli_log_resp_reference, bernoulli_stats_reference
-from dpem_fast.mixture._bernoulli_kernel import _params, bernoulli_log_resp, bernoulli_stats
+from dpem_fast._kernels.bernoulli import _params, bernoulli_log_resp, bernoulli_stats
 
 CHUNK = _contract.CHUNK_SIZE
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}

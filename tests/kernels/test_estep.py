@@ -11,7 +11,7 @@ from dpem_fast._reference.gmm import (
     log_gaussian_prob_reference,
     log_resp_reference,
 )
-from dpem_fast.mixture._stats import compute_stats, gmm_statistics, log_normalizers, predict_log_resp
+from dpem_fast._kernels.gmm import compute_stats, gmm_statistics, log_normalizers, predict_log_resp
 
 CHUNK = _contract.CHUNK_SIZE
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
@@ -239,7 +239,7 @@ def _domain_case(dtype, bounds):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
     from dpem_fast._preprocess import scale_and_clip
-    from dpem_fast.mixture._stats import compute_stats
+    from dpem_fast._kernels.gmm import compute_stats
 
     X, dom, w, means, P = _domain_case(dtype, bounds)
     Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
@@ -257,7 +257,7 @@ def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
 
 
 def test_kernel_domain_transform_thread_invariant():
-    from dpem_fast.mixture._stats import compute_stats
+    from dpem_fast._kernels.gmm import compute_stats
 
     X, dom, w, means, P = _domain_case(np.float64, True)
     a = compute_stats(X, w, means, P, n_threads=1, domain=dom)
@@ -272,7 +272,7 @@ def test_kernel_domain_transform_thread_invariant():
 @pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (700, 16, 2), (900, 1, 1), (70 * CHUNK + 5, 3, 2)])
 def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
     """compute_stats == the kernel's partials reduced with np.add.reduce and mirrored with triu."""
-    from dpem_fast.mixture._stats import _params
+    from dpem_fast._kernels.gmm import _params
 
     X, w, means, P = make_problem(n, d, K, seed=4)
     Xc, m, Pc, lc, upper = _params(X, w, means, P)
@@ -290,7 +290,7 @@ def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
 
 
 def test_is_upper_and_log_normalizers_zero_weight():
-    from dpem_fast.mixture._stats import _is_upper
+    from dpem_fast._kernels.gmm import _is_upper
 
     _, w, means, P = make_problem(1, 6, 3)
     assert _is_upper(P)

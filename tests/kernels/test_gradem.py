@@ -15,7 +15,7 @@ from scipy.special import expit
 from dpem_fast import DPGradientEM
 from dpem_fast._reference import gradem as R
 from dpem_fast.mixture._dg_em import MAX_ABS_VALUE
-from dpem_fast.mixture._gradem_kernel import expected_psi, gradem_loglik, gradem_stats
+from dpem_fast._kernels.gradem import expected_psi, gradem_loglik, gradem_stats
 
 
 def _data(n, d, dtype, seed=0):

@@ -7,7 +7,7 @@ from dpem_fast._dpcore import _contract, _kmeans
 from dpem_fast._preprocess import resolve_domain
 from dpem_fast._reference.kmeans import kmeans_assign_reference, kmeans_stats_reference
 from dpem_fast.cluster import nicv
-from dpem_fast.cluster._kmeans_kernel import kmeans_assign, kmeans_stats
+from dpem_fast._kernels.kmeans import kmeans_assign, kmeans_stats
 
 CHUNK = _contract.CHUNK_SIZE
 

@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from dpem_fast._dpcore import _moments
 from dpem_fast._preprocess import resolve_domain
 from dpem_fast._reference.fa import second_moment_reference
-from dpem_fast.decomposition._fa_kernel import second_moment_stats
+from dpem_fast._kernels.moments import second_moment_stats
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (7, 3), (255, 5), (257, 5), (3000, 17), (600, 64),

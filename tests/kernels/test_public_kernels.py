@@ -40,8 +40,8 @@ def test_gmm_statistics(threads):
 
 
 def test_domain_is_applied_like_the_estimators():
-    from dpem_fast.cluster._kmeans_kernel import kmeans_stats
-    from dpem_fast.mixture._stats import compute_stats
+    from dpem_fast._kernels.kmeans import kmeans_stats
+    from dpem_fast._kernels.gmm import compute_stats
 
     out = kernels.gmm_statistics(X, W, M * 0.1, P, domain=DOMAIN, n_threads=2)
     ref = compute_stats(X, W, M * 0.1, P, 2, DOMAIN_OBJ)

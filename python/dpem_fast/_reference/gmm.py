@@ -57,7 +57,7 @@ def estep_stats_reference(X, weights, means, precisions_cholesky):
     nk = sum_i g_ik, s1 = sum_i g_ik x_i, s2 = sum_i g_ik x_i x_i^T, loglik = sum_i log p(x_i),
     with g_ik the responsibilities of DP-EM Eq. 10.
     """
-    from ..mixture._stats import gmm_statistics
+    from .._kernels.gmm import gmm_statistics
 
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape

@@ -39,7 +39,7 @@ __all__ = ["psi", "expected_psi", "expected_psi_sup", "gradem_stats_reference",
            "symmetric_gradient_reference", "mixture_gradient_reference", "GL_NODES", "U_SATURATE", "PSI_MAX",
            "SQRT2"]
 
-from ..mixture._gradem_math import GL_NODES, PSI_MAX, SQRT2, U_SATURATE, expected_psi, expected_psi_sup, psi
+from .._kernels.psi import GL_NODES, PSI_MAX, SQRT2, U_SATURATE, expected_psi, expected_psi_sup, psi
 
 
 _TWO_M600, _TWO_600, _TWO_599 = 2.0 ** -600, 2.0 ** 600, 2.0 ** 599

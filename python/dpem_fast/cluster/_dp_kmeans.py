@@ -13,7 +13,7 @@ from .._threads import effective_n_threads
 from .._validation import check_positive_int
 from ..mixture._common import noise_std
 from ..mixture._dp_gmm import DPGaussianMixture
-from ._kmeans_kernel import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
+from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
 __all__ = ["DPKMeans"]
 

@@ -13,7 +13,7 @@ from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._validation import check_nonnegative_real, check_positive_int
 from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fix_signs, orthomax
-from ._fa_kernel import COUNT, SECOND, SUM, second_moment_stats
+from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
 
 __all__ = ["DPFactorAnalysis"]
 

@@ -13,7 +13,6 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import accounting as acc
-from .._dpcore import _lda
 from .._dpcore import _rng as _core_rng
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
@@ -22,6 +21,7 @@ from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_p
 from .._engine._dask import is_dask_array
 from .._registry import Registered
 from .._progress import Progress, plan_spent
+from .._kernels.lda import estep_csr as _estep_csr
 from ._lda_math import approx_bound, exp_dirichlet_expectation
 
 __all__ = ["DPLatentDirichletAllocation"]
@@ -48,21 +48,6 @@ def _check_count_chunk(X):
     """Row check of one dense dask chunk (runs on a worker)."""
     _check_counts(X)
     return X
-
-
-def _estep_csr(X, eb_t, gamma0, alpha, max_iter, tol, clip, n_threads, want_stats=True):
-    """E-step of the CSR documents ``X`` under ``eb_t = exp(E[log beta]).T`` (V, K): returns
-    ``(gamma, sstats (K, V) or None, n_clipped)``."""
-    V, K = eb_t.shape
-    gamma = np.array(gamma0, dtype=np.float64, order="C")        # a copy: the kernel writes it
-    n = gamma.shape[0]
-    sstats_t = np.zeros((V, K) if want_stats else (0, K))
-    norms = np.zeros(n)
-    n_upd = np.zeros(n, dtype=np.int32)
-    clipped = _lda.lda_estep(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, eb_t,
-                             float(alpha), int(max_iter), float(tol), float(clip), gamma, sstats_t, norms,
-                             n_upd, int(n_threads))
-    return gamma, (sstats_t.T.copy() if want_stats else None), clipped
 
 
 def _cap_documents(X, cap_key, N, doc_ids=None):

@@ -8,12 +8,12 @@ import numpy as np
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
-from ._gradem_math import PSI_MAX, expected_psi_sup
+from .._kernels.psi import PSI_MAX, expected_psi_sup
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ._common import MixtureInferenceMixin
-from ._gradem_kernel import gradem_loglik, gradem_stats
+from .._kernels.gradem import gradem_loglik, gradem_stats
 
 __all__ = ["DPGradientEM", "SUP_MARGIN", "MAX_ABS_VALUE", "ROW_BOUND_RANGE", "MAX_COMPONENT_VARIANCE",
            "MIN_MULTIPLIER_PRECISION"]
@@ -175,7 +175,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
       where it equals that limit to double precision; the limit is at most M(beta_m)
       (``expected_psi_sup`` takes it into the sup), so the bound ``s M`` per coordinate holds.
     - Clipping scales by ``C/|g|`` with a norm that neither overflows nor underflows and no
-      factor in the subnormal range, so each contribution has norm C (to rounding) or |g|.
+      factor in the subnormal range, so each contribution has norm C (to rounding) or ``|g|``.
     - Last guard: a row whose gradient or contribution is still not finite (only non-finite
       parameters, e.g. released means that overflowed, get there) contributes 0 and is
       counted among the clipped rows (``diagnostics_["n_rows_clipped"]``): a zero

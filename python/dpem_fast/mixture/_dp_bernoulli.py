@@ -13,7 +13,7 @@ from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
 from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
-from ._bernoulli_kernel import bernoulli_log_resp, bernoulli_stats
+from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
 
 __all__ = ["DPBernoulliMixture"]
 

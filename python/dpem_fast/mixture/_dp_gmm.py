@@ -13,7 +13,7 @@ from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
-from ._stats import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
+from .._kernels.gmm import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
 

@@ -110,7 +110,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
-from .._dpcore import _sep
+from .._kernels import sep as _sep
 from .._engine import ReleaseLayer
 from .._engine._dask import is_dask_array
 from .._engine._plan import Plan

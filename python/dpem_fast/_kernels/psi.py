@@ -2,8 +2,8 @@
 needs: the soft truncation ψ, ``E ψ(u (1 + ε))`` in closed form and its supremum
 ``M(β_m)``, which sets the sensitivity (see :class:`~dpem_fast.mixture.DPGradientEM`).
 
-Production code: the estimator and the kernel's Python face import it; the numpy twin of the
-kernel (``dpem_fast._reference.gradem``, the test oracle) re-exports it.
+Production code in the kernel layer: the estimator and the kernel's Python face import it; the
+numpy twin of the kernel (``dpem_fast._reference.gradem``, the test oracle) re-exports it.
 """
 from __future__ import annotations
 

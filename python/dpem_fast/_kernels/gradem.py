@@ -9,7 +9,7 @@ import numpy as np
 
 from .._dpcore import _gradem
 from .._engine import Statistics
-from ._gradem_math import GL_NODES
+from .psi import GL_NODES
 from .._threads import effective_n_threads
 from .._validation import as_kernel_rows
 

@@ -1,0 +1,171 @@
+"""The package's layering, enforced by an AST walk over every module (issue 22).
+
+Every import counts, at module level or inside a function: a lazy import is still an edge.
+
+- no import circle anywhere in the package;
+- the engine (``_engine``) imports no model, no persistence, no command line;
+- the kernel layer (``_kernels``) imports no model, no persistence, no command line;
+- persistence (``_persist``) and the command line (``_cli``) import no model: they read the
+  registry (``_registry``), which imports nothing of the package;
+- ``accounting`` imports no model and no engine;
+- no production module imports the numpy twins (``_reference``, the test oracles);
+- the public ``kernels`` module imports only the kernel layer, the engine, ``random`` and the
+  basic utilities.
+
+``test_the_checker_finds_a_forbidden_import`` copies the package, adds one forbidden import
+of each kind and checks that the walk reports it, so the rules cannot pass vacuously.
+"""
+import ast
+import pathlib
+import shutil
+
+import pytest
+
+import dpem_fast
+
+PACKAGE = pathlib.Path(dpem_fast.__file__).resolve().parent
+MODELS = ("dpem_fast.mixture", "dpem_fast.cluster", "dpem_fast.decomposition")
+#: small utility modules any layer may use
+UTILITIES = ("dpem_fast._rng", "dpem_fast._threads", "dpem_fast._validation", "dpem_fast._preprocess",
+             "dpem_fast._version", "dpem_fast._progress", "dpem_fast._config")
+
+
+def _module_name(path, root):
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def import_graph(root):
+    """``{module: {imported module of the package, ...}}`` for every ``.py`` under ``root``
+    (compiled ``_dpcore`` modules are leaves and left out)."""
+    files = {_module_name(p, root): p for p in root.rglob("*.py")}
+    mods = set(files)
+
+    def resolve(name):
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for mod, path in files.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                # "from pkg import name": the submodule pkg.name where there is one, else pkg
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            for t in targets:
+                if t.split(".")[0] != "dpem_fast" or t.startswith("dpem_fast._dpcore"):
+                    continue
+                t = resolve(t)
+                if t and t != mod:
+                    edges.add(t)
+        graph[mod] = edges
+    return graph
+
+
+def _under(mod, prefixes):
+    return any(mod == p or mod.startswith(p + ".") for p in prefixes)
+
+
+def cycles(graph):
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = counter[0]
+        counter[0] += 1
+        stack.append(start)
+        on.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def violations(graph):
+    """Every broken rule, as readable lines (empty: the layering holds)."""
+    bad = [f"import circle: {' -> '.join(c)}" for c in cycles(graph)]
+    rules = [
+        (("dpem_fast._engine",), MODELS + ("dpem_fast._persist", "dpem_fast._cli", "dpem_fast._kernels")),
+        (("dpem_fast._kernels",), MODELS + ("dpem_fast._persist", "dpem_fast._cli")),
+        (("dpem_fast._persist", "dpem_fast._cli"), MODELS),
+        (("dpem_fast.accounting",), MODELS + ("dpem_fast._engine", "dpem_fast._persist", "dpem_fast._cli")),
+        (("dpem_fast._registry",), ("dpem_fast",)),
+    ]
+    for mod, targets in sorted(graph.items()):
+        if mod.endswith(".__main__"):           # an entry point is an application, above every layer
+            continue
+        for layer, forbidden in rules:
+            if _under(mod, layer):
+                bad += [f"{mod} imports {t}" for t in sorted(targets)
+                        if _under(t, forbidden) and not _under(t, layer)]
+        if not _under(mod, ("dpem_fast._reference",)):
+            bad += [f"{mod} imports the test oracle {t}" for t in sorted(targets)
+                    if _under(t, ("dpem_fast._reference",))]
+        if mod == "dpem_fast.kernels":
+            allowed = ("dpem_fast._kernels", "dpem_fast._engine", "dpem_fast.random") + UTILITIES
+            bad += [f"dpem_fast.kernels imports {t}" for t in sorted(targets) if not _under(t, allowed)]
+    return bad
+
+
+def test_the_package_is_layered():
+    graph = import_graph(PACKAGE)
+    assert len(graph) > 50 and "dpem_fast._engine._base" in graph
+    assert violations(graph) == []
+
+
+@pytest.mark.parametrize("where, line, expect", [
+    ("_engine/_plan.py", "from ..mixture import DPGaussianMixture", "dpem_fast._engine._plan imports dpem_fast.mixture"),
+    ("_engine/_release.py", "def f():\n    from .._persist import save", "imports dpem_fast._persist"),
+    ("_kernels/gmm.py", "from ..cluster import DPKMeans", "dpem_fast._kernels.gmm imports dpem_fast.cluster"),
+    ("_persist.py", "from .decomposition import DPFactorAnalysis", "dpem_fast._persist imports dpem_fast.decomposition"),
+    ("accounting/_ledger.py", "from .._engine import PrivacyRecord", "imports dpem_fast._engine"),
+    ("mixture/_dp_gmm.py", "from .._reference.gmm import estep_reference", "imports the test oracle"),
+    ("kernels.py", "from .cluster import DPKMeans", "dpem_fast.kernels imports dpem_fast.cluster"),
+    ("_registry.py", "from ._persist import save", "dpem_fast._registry imports dpem_fast._persist"),
+    ("_engine/_rows.py", "from ._dask import dask_rows", "import circle"),
+])
+def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
+    copy = tmp_path / "dpem_fast"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    assert violations(import_graph(copy)) == []
+    with open(copy / where, "a", encoding="utf-8") as fh:
+        fh.write("\n" + line + "\n")
+    found = violations(import_graph(copy))
+    assert any(expect in v for v in found), found
