@@ -335,17 +335,18 @@ class TestLDAConformance:
 
     def test_bad_data(self):
         X = make_corpus(100).toarray()
-        for bad, match in [(-X, "non-negative"), (X + 0.5, "integers"), (np.full_like(X, np.nan), "finite"),
-                           (np.full_like(X, np.inf), "finite"), (X[:0], "no documents"), (X[:, :0], "empty vocabulary"),
-                           (X[0], "2-dimensional"), (np.full_like(X, 1e300), "exceed")]:
+        # scikit-learn's messages for shape, NaN, inf and emptiness (validate_data), ours for counts
+        for bad, match in [(-X, "non-negative"), (X + 0.5, "integers"), (np.full_like(X, np.nan), "NaN"),
+                           (np.full_like(X, np.inf), "infinity"), (X[:0], "0 sample"), (X[:, :0], "0 feature"),
+                           (X[0], "2D array"), (np.full_like(X, 1e300), "exceed")]:
             with pytest.raises(ValueError, match=match):
                 est(vocabulary=None if bad.ndim != 2 else [f"w{i}" for i in range(bad.shape[1])]).fit(bad)
         with pytest.raises(TypeError, match="numeric"):
             est().fit(np.array([["a", "b"]]))
         m = est().fit(X)
-        with pytest.raises(ValueError, match="fitted on a vocabulary of 60"):
+        with pytest.raises(ValueError, match="expecting 60 features"):
             m.transform(X[:, :-1])
-        with pytest.raises(ValueError, match="fitted on a vocabulary of 60"):
+        with pytest.raises(ValueError, match="expecting 60 features"):
             m.perplexity(X[:, :-1])
 
     def test_empty_documents_are_counted_and_skipped(self):
@@ -519,3 +520,13 @@ def test_partial_fit_continues_a_fit():
     assert set(p.releases) == {"topic_word", "topic_word_partial"}
     again = acc.get_accountant(p.accountant, "add_remove")().compose(p.event).get_epsilon(p.delta)
     assert again == pytest.approx(p.epsilon_spent, rel=1e-12) and p.epsilon_spent > fitted.epsilon_spent
+
+
+@pytest.mark.filterwarnings("ignore::dpem_fast.PrivacyLeakWarning")   # the checks' data has no vocabulary
+@pytest.mark.parametrize("kw", [dict(noise_multiplier=None, epsilon=1.0, total_samples=100),
+                                dict(noise_multiplier=None, epsilon=np.inf)])
+def test_sklearn_estimator_checks(kw):
+    """scikit-learn's estimator checks (its tags: sparse, non-negative integer counts)."""
+    from sklearn.utils.estimator_checks import check_estimator
+    check_estimator(DPLatentDirichletAllocation(2, batch_size=5, max_doc_length=20, random_state=0, **kw),
+                    on_skip=None)

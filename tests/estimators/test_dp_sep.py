@@ -392,3 +392,9 @@ class TestSEPConformanceEquivalent:
         worse = DPStochasticEP(3, epsilon=math.inf, component_variance=0.25, prior_mean=[50.0, 50.0],
                                n_epochs=1, random_state=1).fit(X)
         assert est.score(X) > worse.score(X)
+
+
+@pytest.mark.parametrize("kw", [dict(epsilon=1.0), dict(epsilon=float("inf"))])
+def test_sklearn_estimator_checks(kw):
+    from sklearn.utils.estimator_checks import check_estimator
+    check_estimator(DPStochasticEP(2, n_epochs=2, random_state=0, **kw), on_skip=None)

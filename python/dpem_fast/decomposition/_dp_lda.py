@@ -37,7 +37,7 @@ _MAX_COUNT = 2.0 ** 31
 def _check_counts(d):
     """Entries of a count matrix (finite already checked): non-negative integers <= _MAX_COUNT."""
     if np.any(d < 0):
-        raise ValueError("X: counts must be non-negative")
+        raise ValueError("Negative values in data passed to X: counts must be non-negative")
     if np.any(d != np.floor(d)):
         raise ValueError("X: counts must be integers")
     if d.size and d.max() > _MAX_COUNT:
@@ -433,25 +433,21 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
                           "dpem_fast.datasets.public_vocabulary()); a vocabulary built from the private "
                           "corpus reveals its rare words", acc.PrivacyLeakWarning, stacklevel=3)
 
-    @staticmethod
-    def _check_X(X, n_features=None):
-        """X as CSR float64 of integer counts, sorted indices; clear errors otherwise."""
-        if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        else:
-            arr = np.asarray(X)
-            if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+    def _check_X(self, X, reset=True):
+        """X as CSR float64 of integer counts, sorted indices; scikit-learn's messages for the
+        shape, dtype and feature-count checks (``validate_data``: ``reset`` sets
+        ``n_features_in_``, else X must have that many columns), then the counts' own."""
+        from sklearn.utils.validation import validate_data
+
+        if not sp.issparse(X):
+            arr = np.asarray(X) if not hasattr(X, "dtype") or isinstance(X, np.ndarray) else X
+            if getattr(arr, "dtype", None) is not None and arr.dtype.kind in "USV":
                 raise TypeError(f"X must be a numeric document-term count matrix, got dtype {arr.dtype}")
-            if arr.ndim != 2:
-                raise ValueError(f"X must be 2-dimensional (documents x terms), got shape {arr.shape}")
-            X = sp.csr_matrix(arr.astype(np.float64))
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
         n, V = X.shape
         if n == 0:
             raise ValueError("X: no documents (0 rows)")
-        if V == 0:
-            raise ValueError("X: empty vocabulary (0 columns)")
-        if n_features is not None and V != n_features:
-            raise ValueError(f"X has {V} terms (columns) but the model was fitted on a vocabulary of {n_features}")
         d = X.data
         if not np.all(np.isfinite(d)):
             raise ValueError("X: counts must be finite (found NaN or inf)")
@@ -459,6 +455,14 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
         X.eliminate_zeros()
         X.sort_indices()
         return X
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True     # counts: scikit-learn's checks then pass integers
+        tags.non_deterministic = self.random_state is None
+        return tags
 
     # ----------------------------------------------------------- helpers
     def _estep(self, X, eb, gamma0, alpha, clip, n_threads, want_stats=True):
@@ -505,8 +509,6 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
             X = self._check_X(X)
             docs = _MemoryDocs(X, self, alpha, n_threads)
             V = X.shape[1]
-        if not private and int(self.batch_size) > docs.n_docs:     # epsilon=inf: D is not private
-            raise ValueError(f"batch_size={self.batch_size} exceeds the number of documents ({docs.n_docs})")
         self._check_vocabulary(V, private)
         key = make_key(self.random_state)
         init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
@@ -525,7 +527,8 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
         return self
 
     def _fit_exact(self, docs, lam, eta, key, diag):
-        """Non-private online VB: fixed batches in order, doc_ratio = D / |batch|."""
+        """Non-private online VB: fixed batches in order (one batch of all D documents when
+        ``batch_size > D``), doc_ratio = D / |batch|."""
         D, S = docs.n_docs, int(self.batch_size)
         t = 1
         n_batches = -(-D // S)
@@ -613,7 +616,7 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
             raise TypeError("partial_fit: X is a dask array; partial_fit takes one in-memory minibatch "
                             "(fit takes a dask array of the whole corpus without gathering it)")
         first = not hasattr(self, "components_")
-        X = self._check_X(X, None if first else self.n_features_in_)
+        X = self._check_X(X, reset=first)
         n_docs, V = X.shape
         self._check_vocabulary(V, private)
         alpha, eta = self._priors(K)
@@ -686,7 +689,7 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
     # ------------------------------------------------------- inference
     def _unnormalized_transform(self, X):
         check_is_fitted(self, "components_")
-        X = self._check_X(X, self.n_features_in_)
+        X = self._check_X(X, reset=False)
         K = self.components_.shape[0]
         alpha, _ = self._priors(K)
         gamma, _, _ = self._estep(X, self.exp_dirichlet_component_, np.ones((X.shape[0], K)), alpha, np.inf,
