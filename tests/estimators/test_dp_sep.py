@@ -398,3 +398,32 @@ class TestSEPConformanceEquivalent:
 def test_sklearn_estimator_checks(kw):
     from sklearn.utils.estimator_checks import check_estimator
     check_estimator(DPStochasticEP(2, n_epochs=2, random_state=0, **kw), on_skip=None)
+
+
+def test_the_budget_is_charged_before_any_step_and_a_refusal_reads_nothing(monkeypatch):
+    """DP-SEP on the engine's base: one charge of the whole plan before the first step."""
+    from dpem_fast._kernels import sep as ksep
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    ledger = acc.BudgetLedger(5.0, 1e-5, accountant="gdp", neighbouring="replace")   # the fit's accountant
+    seen = []
+    real = ksep.sep_loop
+
+    def spy(*args):
+        seen.append(len(ledger.entries))
+        return real(*args)
+    monkeypatch.setattr(ksep, "sep_loop", spy)
+    m = DPStochasticEP(2, epsilon=1.0, n_epochs=2, budget=ledger, random_state=0).fit(X)
+    assert seen and all(k == 1 for k in seen) and len(ledger.entries) == 1
+    assert ledger.spent()[0] == pytest.approx(m.privacy_.epsilon_spent, rel=1e-9)
+    seen.clear()
+    tight = acc.BudgetLedger(0.5, 1e-5, neighbouring="replace")
+    with pytest.raises(acc.BudgetExceededError):
+        DPStochasticEP(2, epsilon=1.0, n_epochs=2, budget=tight, random_state=0).fit(X)
+    assert seen == [] and tight.entries == []
+    with pytest.raises(ValueError, match="budget"):
+        DPStochasticEP(2, epsilon=float("inf"), method="ep", budget=ledger).fit(X)
+    with pytest.raises(ValueError, match="budget"):
+        DPStochasticEP(2, epsilon=1.0, budget=acc.BudgetLedger(5.0, 1e-5, neighbouring="add_remove")).fit(X)
+    with pytest.raises(TypeError, match="budget"):
+        DPStochasticEP(2, epsilon=1.0, budget="ledger").fit(X)

@@ -1,5 +1,6 @@
 """The private-EM engine shared by every estimator (see :mod:`dpem_fast._engine._base`)."""
 from ._base import PrivateEM
+from ._estimator import Context, PrivateEstimator, poisson_minibatches, sequential_noise
 from ._domain import DOMAIN_SHARE, domain_specs, estimate_domain
 from ._plan import Plan, make_plan
 from ._record import NOT_PRIVATE, PrivacyRecord, Release
@@ -7,7 +8,7 @@ from ._release import ReleaseLayer, add_noise, release_key
 from ._statistics import StatSpec, Statistics
 
 __all__ = [
-    "PrivateEM", "StatSpec", "Statistics", "Plan", "make_plan", "ReleaseLayer", "add_noise",
+    "PrivateEM", "PrivateEstimator", "Context", "poisson_minibatches", "sequential_noise", "StatSpec", "Statistics", "Plan", "make_plan", "ReleaseLayer", "add_noise",
     "release_key", "Release", "PrivacyRecord", "NOT_PRIVATE", "DOMAIN_SHARE", "domain_specs",
     "estimate_domain",
 ]

@@ -44,17 +44,16 @@ import functools
 import math
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
-from .._registry import Registered
 from .._preprocess import DataDomain, resolve_domain
 from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_positive_int, check_positive_real, check_probability
+from .._validation import check_positive_int, check_positive_real
 from ._data import validated_rows
+from ._estimator import PrivateEstimator
 from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
 from ._record import NOT_PRIVATE, PrivacyRecord
@@ -107,7 +106,7 @@ class TailAverage:
         return mean, scaled
 
 
-class PrivateEM(Registered, BaseEstimator):
+class PrivateEM(PrivateEstimator):
     """Base class of the private EM estimators (not for direct use).
 
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's
@@ -232,13 +231,12 @@ class PrivateEM(Registered, BaseEstimator):
 
     # ---------------------------------------------------------------- checks
     def _check_privacy_params(self):
-        """Common checks; returns True for a private fit (finite epsilon)."""
+        """The engine's checks on top of :meth:`PrivateEstimator._check_common`; returns True
+        for a private fit (finite epsilon)."""
         check_positive_int(self.max_iter, "max_iter")
-        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
-        if private:
-            check_probability(self.delta, "delta")
         if self.neighbouring not in NEIGHBOURING_RELATIONS:
             raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}")
+        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
         if self.noise not in ("gaussian", "discrete_gaussian"):
             raise ValueError(f"noise must be 'gaussian' or 'discrete_gaussian', got {self.noise!r}")
         if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
@@ -248,19 +246,11 @@ class PrivateEM(Registered, BaseEstimator):
                 check_positive_real(self.data_norm, "data_norm")
             if isinstance(self.bounds, str) and self.bounds != "from_data":
                 raise ValueError(f"bounds must be None, 'from_data' or a pair (lower, upper), got {self.bounds!r}")
-        if self.budget is not None:
-            if not isinstance(self.budget, acc.BudgetLedger):
-                raise TypeError(f"budget must be a BudgetLedger or None, got {type(self.budget).__name__}")
-            if not private:
-                raise ValueError("budget: epsilon=inf fits without privacy and cannot be charged to a ledger")
-            if self._domain_kind == "ball" and isinstance(self.bounds, str):
-                raise ValueError("budget: a fit with bounds='from_data' is not private and cannot be "
-                                 "charged to a ledger")
-            if self.budget.neighbouring != self.neighbouring:
-                raise ValueError(f"budget: the ledger accounts under neighbouring={self.budget.neighbouring!r}, "
-                                 f"this fit under {self.neighbouring!r}")
-        effective_n_threads(self.n_threads)
-        return private
+        if private and self.budget is not None and self._domain_kind == "ball" and isinstance(self.bounds, str) \
+                and isinstance(self.budget, acc.BudgetLedger):
+            raise ValueError("budget: a fit with bounds='from_data' is not private and cannot be "
+                             "charged to a ledger")
+        return self._check_common()
 
     def _domain_source(self):
         """"declared", "estimate" or "data" (ball models only)."""
@@ -414,8 +404,3 @@ class PrivateEM(Registered, BaseEstimator):
             "n_rows_clipped": int(n_clipped),
             "train_loglik_per_row": np.asarray(train_ll),
         }
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags

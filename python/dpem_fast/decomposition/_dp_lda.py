@@ -9,17 +9,16 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .. import accounting as acc
-from .._dpcore import _rng as _core_rng
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int, check_positive_real, check_probability
-from .._engine import NOT_PRIVATE, PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._validation import check_positive_int, check_positive_real
+from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
+                       make_plan, poisson_minibatches)
 from .._engine._dask import is_dask_array
-from .._registry import Registered
 from .._progress import Progress, plan_spent
 from .._kernels.lda import estep_csr as _estep_csr
 from ._lda_math import approx_bound, exp_dirichlet_expectation
@@ -165,7 +164,7 @@ class _DaskDocs:
         return total, clipped
 
 
-class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
+class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     """Latent Dirichlet allocation by private stochastic variational inference.
 
     Online variational Bayes for LDA (Hoffman, Blei & Bach 2010) made private as in Park,
@@ -328,6 +327,7 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
     _cli_name = "lda"
     _input = "documents"
+    _relations = ("add_remove",)          # Poisson amplification is stated for add/remove
     _saved = ("components_", "exp_dirichlet_component_", "n_batch_iter_", "n_iter_", "n_features_in_")
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
@@ -386,7 +386,6 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
             check_positive_real(self.total_samples, "total_samples")
         if self.accountant not in _ACCOUNTANTS:
             raise ValueError(f"accountant must be one of {list(_ACCOUNTANTS)}, got {self.accountant!r}")
-        effective_n_threads(self.n_threads)
         if self.epsilon is not None and self.noise_multiplier is not None:
             raise ValueError("give exactly one of epsilon and noise_multiplier, got both")
         if self.epsilon is None and self.noise_multiplier is None:
@@ -396,16 +395,7 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
         else:
             check_positive_real(self.noise_multiplier, "noise_multiplier")
             private = True
-        if private:
-            check_probability(self.delta, "delta")
-        if self.budget is not None:
-            if not isinstance(self.budget, acc.BudgetLedger):
-                raise TypeError(f"budget must be a BudgetLedger or None, got {type(self.budget).__name__}")
-            if not private:
-                raise ValueError("budget: epsilon=inf fits without privacy and cannot be charged to a ledger")
-            if self.budget.neighbouring != "add_remove":
-                raise ValueError("budget: this estimator is accounted under neighbouring='add_remove', "
-                                 f"the ledger under {self.budget.neighbouring!r}")
+        self._check_common(private=private)       # delta, the relation, the ledger, n_threads
         if private:
             if self.total_samples is None:
                 raise ValueError(
@@ -557,42 +547,43 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
         q = S / D_pub
         T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
         plan = self._plan(K, V, T, q)
-        if self.budget is not None:         # the whole plan, before any statistic of the data
-            self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
+        self._charge(plan.event)            # the whole plan, before any statistic of the data
         layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = float(self.clip_fraction) * int(self.max_doc_length)
         progress = Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta)
-        u = np.empty(docs.n_docs)          # one uniform per document: whom the minibatch takes
-        for t in range(T):
-            # the minibatch: the client's key and the public D only (never a worker's randomness)
-            _core_rng.fill_uniform(derive_key(key, "lda", "batch", t), 0, u, n_threads)
-            batch_idx = np.flatnonzero(u < q)
+        # the engine's minibatch loop: Poisson batches at the public rate q, drawn from the
+        # client's key (never a worker's randomness); the private D sizes the draw only
+        for t, batch_idx in poisson_minibatches(key, docs.n_docs, q, T, n_threads, tag=("lda", "batch")):
             g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
             gamma0 = g_rng.gamma(100.0, 0.01, (batch_idx.size, K))
             sstats, clipped = docs.minibatch(batch_idx, gamma0,
                                              np.ascontiguousarray(exp_dirichlet_expectation(lam).T), clip)
             noisy = layer.release({"topic_word": sstats}, t)["topic_word"]
-            np.maximum(noisy, 0.0, out=noisy)
-            rho = (float(self.learning_offset) + t + 1) ** -float(self.learning_decay)
-            lam = (1.0 - rho) * lam + rho * (eta + noisy / q)
+            lam = self._svi_step(lam, noisy, eta, Context(t, plan.releases))
             diag["batch_sizes"].append(int(batch_idx.size))
             diag["n_clipped"].append(int(clipped))
             progress.step()
         progress.close()
         self.n_batch_iter_ = T + 1
         r = plan.releases["topic_word"]
-        self.privacy_ = PrivacyRecord(
-            mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
-            neighbouring="add_remove", accountant=plan.accountant,
-            epsilon=float(plan.epsilon_spent if self.epsilon is None else self.epsilon),
-            delta=float(self.delta), epsilon_spent=plan.epsilon_spent, n_iter=T, releases=dict(plan.releases),
-            event=plan.event, data_domain={"source": "token cap N and per-document clip aN", "radius": r.sensitivity},
+        self.privacy_ = self._record(
+            plan, mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
+            epsilon=self.epsilon, n_iter=T,
+            data_domain={"source": "token cap N and per-document clip aN", "radius": r.sensitivity},
             notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
                    "document count; the true count is never read)",
-                   f"noise multiplier sigma = {r.noise_multiplier:.6g}"),
-        )
+                   f"noise multiplier sigma = {r.noise_multiplier:.6g}"))
         return lam
+
+    def _svi_step(self, lam, noisy, eta, ctx):
+        """The update, from the released statistic and public quantities only: negative entries
+        set to 0, then ``λ ← (1 − ρ_t) λ + ρ_t (η + S̃ / q)`` with ``ρ_t = (τ₀ + t + 1)^(−κ)`` and
+        the public q = batch_size / total_samples."""
+        q = int(self.batch_size) / float(self.total_samples)
+        noisy = np.maximum(noisy, 0.0)
+        rho = (float(self.learning_offset) + ctx.t + 1) ** -float(self.learning_decay)
+        return (1.0 - rho) * lam + rho * (eta + noisy / q)
 
     def partial_fit(self, X, y=None):
         """One update with all of X as the minibatch (expected size ``batch_size``).
@@ -642,8 +633,7 @@ class DPLatentDirichletAllocation(Registered, TransformerMixin, BaseEstimator):
             spec = StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
             plan = make_plan([spec], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
-            if self.budget is not None:
-                self.budget.spend(plan.event, label=f"{type(self).__name__}.partial_fit")
+            self._charge(plan.event, "partial_fit")
             call_key = derive_key(base, "lda", "partial", t)
             Xc, _ = self._cap_tokens(X, call_key)
             _, sstats, _ = self._estep(Xc, self.exp_dirichlet_component_, gamma0, alpha, a * N, n_threads)

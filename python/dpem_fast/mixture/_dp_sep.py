@@ -105,17 +105,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
-from .._engine import ReleaseLayer
+from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._dask import is_dask_array
 from .._engine._plan import Plan
-from .._engine._record import PrivacyRecord, Release
-from .._registry import Registered
+from .._engine._record import Release
 from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
@@ -144,7 +142,7 @@ def _default_accountant(sampling):
     return "gdp" if sampling == "shuffle" else "rdp"
 
 
-class DPStochasticEP(Registered, BaseEstimator):
+class DPStochasticEP(PrivateEstimator):
     """Differentially private stochastic EP (Vinaroz & Park, Algorithm 3) for the means of a
     Gaussian mixture with known isotropic component variance and known weights.
 
@@ -173,6 +171,10 @@ class DPStochasticEP(Registered, BaseEstimator):
     weights : array of shape (J,), default uniform
         Known mixing weights (positive, summing to 1).
     accountant : str, default "gdp" for shuffle, "rdp" for uniform
+    budget : BudgetLedger or None, default=None
+        Ledger (``neighbouring="replace"``) charged with the whole plan before any step reads
+        a row; a refused charge raises :class:`~dpem_fast.BudgetExceededError` and the fit
+        reads nothing.  Refused for a non-private fit (``epsilon=inf``).
     random_state : None, int, SeedSequence or Generator
     n_threads : int or None
         Threads of the noise draws (results do not depend on it; the loop is sequential).
@@ -228,11 +230,12 @@ class DPStochasticEP(Registered, BaseEstimator):
     _saved = ("weights_", "means_", "means_covariance_", "natural_parameters_", "factor_", "component_variance_",
               "n_steps_", "n_features_in_")
     _not_saved = ("n_skipped_",)
+    _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
                  n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
                  prior_covariance=None, component_variance=1.0, weights=None, accountant=None,
-                 random_state=None, n_threads=None, verbose=0):
+                 budget=None, random_state=None, n_threads=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -246,6 +249,7 @@ class DPStochasticEP(Registered, BaseEstimator):
         self.component_variance = component_variance
         self.weights = weights
         self.accountant = accountant
+        self.budget = budget
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
@@ -291,6 +295,7 @@ class DPStochasticEP(Registered, BaseEstimator):
         if w.shape != (J,) or np.any(w <= 0) or abs(w.sum() - 1.0) > 1e-8:
             raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
         acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
+        self._check_common()                  # the relation, the ledger, n_threads
         return J, eps, delta, C, gamma, T, s2, m0, S0, w / w.sum(), acct
 
     # ------------------------------------------------------------------- fit
@@ -337,9 +342,10 @@ class DPStochasticEP(Registered, BaseEstimator):
                 # epoch by epoch (for the progress bar) in chunks of at most _CHUNK steps: the
                 # loop is sequential and the noise is addressed by step, so the cut changes nothing
                 for e in range(T):
-                    for a in range(e * n, (e + 1) * n, _CHUNK):
-                        b = min((e + 1) * n, a + _CHUNK)
-                        noise = layer.noise_block("factor", a, b) if private else None
+                    # the engine's sequential loop: one release per step, its noise in bulk
+                    blocks = (sequential_noise(layer, "factor", e * n, (e + 1) * n, _CHUNK) if private else
+                              ((a, min((e + 1) * n, a + _CHUNK), None) for a in range(e * n, (e + 1) * n, _CHUNK)))
+                    for a, b, noise in blocks:
                         skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
                                                  C if private else math.inf, noise)
                     progress.step()
@@ -382,13 +388,13 @@ class DPStochasticEP(Registered, BaseEstimator):
         spent = factory().compose(event).get_epsilon(delta)
         release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, n * T, None, J * P)
         plan = Plan({"factor": release}, event, acct, "replace", float(spent))
+        self._charge(plan.event)              # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
                   "each step one uniformly drawn row; N T steps of the Gaussian mechanism on a "
                   "size-1 subsample without replacement (Wang et al. 2019)")
-        self.privacy_ = PrivacyRecord(
-            mechanism="gaussian", neighbouring="replace", accountant=acct, epsilon=eps, delta=delta,
-            epsilon_spent=float(spent), n_iter=n * T, releases={"factor": release}, event=event,
+        self.privacy_ = self._record(
+            plan, mechanism="gaussian", epsilon=eps, n_iter=n * T,
             data_domain={"source": "none needed: the intermediate factor's natural parameters are "
                                    f"clipped to norm {C:g}", "radius": None},
             notes=(f"sampling={self.sampling!r}: {scheme}",

@@ -1,0 +1,170 @@
+"""The one base of every private estimator, and the loops built on it.
+
+:class:`PrivateEstimator` owns what every private estimator does the same way, so that no
+model restates it:
+
+* the **common parameters and their checks**, declared once: ``epsilon`` (``inf``: no
+  privacy), ``delta``, the neighbouring relation (a model declares the relations it is
+  accounted under in ``_relations``; one that takes no ``neighbouring`` parameter uses the
+  first), ``budget`` (a :class:`~dpem_fast.accounting.BudgetLedger` of that relation, refused
+  for a non-private fit), ``n_threads``, ``random_state`` and ``verbose``;
+* the **key** of a fit (:meth:`_fit_key`: from ``random_state``, or the OS);
+* the **budget charge** of the whole plan before any statistic of the data is computed
+  (:meth:`_charge`);
+* the **privacy record** (:meth:`_record`);
+* the **public row count** a model may use (:meth:`_public_rows`): the count under
+  replace-one, ``None`` under add/remove, where it is private;
+* **registry membership** (:class:`~dpem_fast._registry.Registered`: saved attributes, the
+  command line, ``save`` and what a pickle carries).
+
+Three loops run on it:
+
+* **full pass** — :class:`~dpem_fast._engine._base.PrivateEM`: every round reads every row
+  (EM: Gaussian, Bernoulli and gradient-EM mixtures, k-means, factor analysis);
+* **minibatch** — :func:`poisson_minibatches`: each round keeps every record independently
+  with a public probability q (the amplification is in the plan:
+  :class:`~dpem_fast.accounting.PoissonSampledEvent`); private LDA's SVI;
+* **sequential** — :func:`sequential_noise`: one release per step, drawn in bulk from the
+  release layer for a compiled loop (DP-SEP).
+
+A model hook receives a :class:`Context` — the round, the plan's public release records and
+the public row count or ``None`` — never side-effect attributes of the fit.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from .. import accounting as acc
+from .._dpcore import _rng as _core_rng
+from .._registry import Registered
+from .._rng import derive_key, make_key
+from .._threads import effective_n_threads
+from .._validation import check_positive_real, check_probability
+from ._record import PrivacyRecord
+
+__all__ = ["PrivateEstimator", "Context", "poisson_minibatches", "sequential_noise"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a model's update may read besides the released values: public quantities only.
+
+    Attributes
+    ----------
+    t : int
+        The round (0-based).
+    releases : dict of str to Release
+        The plan's public release records (noise scales, sensitivities).
+    n_public : int or None
+        The number of rows where it is public (replace-one); ``None`` under add/remove.
+    """
+
+    t: int
+    releases: dict
+    n_public: int | None = None
+
+
+class PrivateEstimator(Registered, BaseEstimator):
+    """Base class of every private estimator (not for direct use; see the module docstring).
+
+    A subclass lists its parameters in its own ``__init__`` (scikit-learn's ``get_params``)
+    and declares ``_relations``, the neighbouring relations it is accounted under (the first
+    is the default of a model without a ``neighbouring`` parameter).
+    """
+
+    _relations = ("replace", "add_remove")
+
+    # ------------------------------------------------------------ parameters
+    def _relation(self):
+        """The fit's neighbouring relation."""
+        return getattr(self, "neighbouring", self._relations[0])
+
+    def _check_common(self, *, private=None):
+        """The common checks (module docstring); returns True for a private fit.
+
+        ``private``: given by a model whose privacy is not set by ``epsilon`` alone (LDA's
+        ``noise_multiplier``), which then checks ``epsilon`` itself; by default a fit is
+        private when ``epsilon`` is finite.
+        """
+        if private is None:
+            private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
+        if private:
+            check_probability(self.delta, "delta")
+        rel = self._relation()
+        if rel not in self._relations:
+            raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "
+                             f"got {rel!r}")
+        budget = getattr(self, "budget", None)
+        if budget is not None:
+            if not isinstance(budget, acc.BudgetLedger):
+                raise TypeError(f"budget must be a BudgetLedger or None, got {type(budget).__name__}")
+            if not private:
+                raise ValueError("budget: epsilon=inf fits without privacy and cannot be charged to a ledger")
+            if budget.neighbouring != rel:
+                raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
+                                 f"this fit under neighbouring={rel!r}")
+        effective_n_threads(self.n_threads)
+        return private
+
+    # ------------------------------------------------------------------- fit
+    def _fit_key(self):
+        """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""
+        return make_key(self.random_state)
+
+    def _charge(self, event, what="fit"):
+        """Charge ``event`` (the whole plan) to ``budget`` — before any statistic of the data is
+        computed; a refused charge raises :class:`~dpem_fast.accounting.BudgetExceededError`
+        and records nothing."""
+        budget = getattr(self, "budget", None)
+        if budget is not None:
+            budget.spend(event, label=f"{type(self).__name__}.{what}")
+
+    def _public_rows(self, n):
+        """``n`` where the row count is public (replace-one), else None (add/remove)."""
+        return int(n) if self._relation() == "replace" else None
+
+    def _record(self, plan, *, mechanism, n_iter, data_domain, notes=(), epsilon=None, private=True,
+                noise="gaussian"):
+        """The :class:`~dpem_fast._engine._record.PrivacyRecord` of a fit that released ``plan``."""
+        return PrivacyRecord(
+            mechanism=mechanism, neighbouring=plan.neighbouring, accountant=plan.accountant,
+            epsilon=float(plan.epsilon_spent if epsilon is None else epsilon), delta=float(self.delta),
+            epsilon_spent=float(plan.epsilon_spent), n_iter=int(n_iter), releases=dict(plan.releases),
+            event=plan.event, data_domain=data_domain, notes=tuple(notes), private=private, noise=noise,
+            joint_multiplier=plan.joint_multiplier)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+
+# ----------------------------------------------------------------- the loops
+def poisson_minibatches(key, n_records, q, n_rounds, n_threads=1, start=0, tag=("batch",)):
+    """The minibatch loop's sampling: for each round ``t``, the sorted indices of the records
+    kept, each independently with probability ``q`` (public).
+
+    Round ``t`` draws one uniform per record from the stream ``derive_key(key, *tag, t)``
+    (the client's key: on Dask too the client draws it), so the batches do not depend on
+    the thread count or on how the records are split.  ``n_records`` sizes the draw only;
+    ``q`` must be public (it is in the plan's :class:`~dpem_fast.accounting.PoissonSampledEvent`),
+    never a function of the private count.
+    """
+    u = np.empty(int(n_records))
+    for t in range(int(start), int(start) + int(n_rounds)):
+        _core_rng.fill_uniform(derive_key(key, *tag, t), 0, u, n_threads)
+        yield t, np.flatnonzero(u < q)
+
+
+def sequential_noise(layer, name, start, stop, chunk):
+    """The sequential loop's noise: ``(a, b, noise)`` for consecutive chunks of at most
+    ``chunk`` of the releases ``start .. stop - 1`` of ``name``, row ``i - a`` exactly the noise
+    of release ``i`` (:meth:`~dpem_fast._engine._release.ReleaseLayer.noise_block`): a
+    compiled loop adds row ``i - a`` at step ``i`` and nothing else sees the rows."""
+    for a in range(int(start), int(stop), int(chunk)):
+        b = min(int(stop), a + int(chunk))
+        yield a, b, layer.noise_block(name, a, b)
