@@ -1,4 +1,7 @@
-"""The conformance suite every private estimator's tests subclass.
+"""The full-pass part of the conformance suite: the EM models' tests subclass it.
+
+It extends :class:`privacy_conformance.PrivacyConformance` (the privacy part that every
+private estimator runs, LDA and DP-SEP included) with the engine's own checks.
 
 A subclass sets ``estimator_class`` and ``params`` (a private fit with a declared domain)
 and implements the hooks below.  The suite then checks, through ``fit`` and the engine:
@@ -40,14 +43,19 @@ from dpem_fast._engine import _base as engine_base
 from dpem_fast._engine import _data as engine_data
 from dpem_fast.io import NpyBlocks
 
+from privacy_conformance import PrivacyConformance
+
 
 #: releases made once before the loop (the private domain estimate).  Iteration releases are
 #: told apart by name, not by count: a one-round model's releases also have count 1.
 _ONE_OFF = ("domain_scale", "domain_refine")
 
 
-class PrivateEstimatorConformance:
-    """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator."""
+class PrivateEstimatorConformance(PrivacyConformance):
+    """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator
+    (the privacy part every private estimator runs is inherited from
+    :class:`privacy_conformance.PrivacyConformance`; the tests below of the same name are the
+    engine's stronger versions)."""
 
     estimator_class: type = None
     #: keyword arguments of a private fit with a declared (or fixed) domain
@@ -106,6 +114,9 @@ class PrivateEstimatorConformance:
 
     #: True when rows outside the model's fixed domain are refused (then with an error naming X)
     refuses_huge_rows = False
+
+    def statistic_sites(self):
+        return [(self.estimator_class, "_statistics")]
 
     # -------------------------------------------------------------- helpers
     def make_estimator(self, **kw):

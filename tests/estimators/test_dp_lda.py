@@ -21,6 +21,8 @@ from dpem_fast._engine import StatSpec, make_plan
 from dpem_fast._reference import lda as ref
 from dpem_fast._rng import derive_key, make_key
 from dpem_fast.decomposition import _dp_lda
+
+from privacy_conformance import PrivacyConformance
 from dpem_fast._kernels import lda as _klda
 
 K, V = 4, 60
@@ -77,7 +79,32 @@ class _ReleaseSpy:
         monkeypatch.setattr(_dp_lda.ReleaseLayer, "release", release)
 
 
-class TestLDAConformance:
+class TestLDAConformance(PrivacyConformance):
+    """The privacy part of the conformance suite (inherited) and LDA's own versions below."""
+    estimator_class = DPLatentDirichletAllocation
+    params = PARAMS
+    fitted_attributes = ("components_",)
+    sklearn_params = (dict(n_components=2, noise_multiplier=None, epsilon=1.0, total_samples=100, batch_size=5,
+                           vocabulary=None, random_state=0),
+                      dict(n_components=2, noise_multiplier=None, epsilon=np.inf, batch_size=5, vocabulary=None,
+                           random_state=0))
+
+    def make_data(self, n, seed=0):
+        return make_corpus(n, seed=seed)
+
+    def statistic_sites(self):
+        return [(_klda._lda, "lda_estep")]
+
+    def non_private_params(self):
+        return {"noise_multiplier": None, "epsilon": np.inf}
+
+    def epsilon_params(self):
+        return {"noise_multiplier": None, "epsilon": 1.0}
+
+    @pytest.mark.filterwarnings("ignore::dpem_fast.PrivacyLeakWarning")   # the checks' data: no vocabulary
+    def test_sklearn_estimator_checks(self):
+        super().test_sklearn_estimator_checks()
+
     # ---------------------------------------------------------- determinism
     def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
         X = make_corpus(300)
@@ -520,13 +547,3 @@ def test_partial_fit_continues_a_fit():
     assert set(p.releases) == {"topic_word", "topic_word_partial"}
     again = acc.get_accountant(p.accountant, "add_remove")().compose(p.event).get_epsilon(p.delta)
     assert again == pytest.approx(p.epsilon_spent, rel=1e-12) and p.epsilon_spent > fitted.epsilon_spent
-
-
-@pytest.mark.filterwarnings("ignore::dpem_fast.PrivacyLeakWarning")   # the checks' data has no vocabulary
-@pytest.mark.parametrize("kw", [dict(noise_multiplier=None, epsilon=1.0, total_samples=100),
-                                dict(noise_multiplier=None, epsilon=np.inf)])
-def test_sklearn_estimator_checks(kw):
-    """scikit-learn's estimator checks (its tags: sparse, non-negative integer counts)."""
-    from sklearn.utils.estimator_checks import check_estimator
-    check_estimator(DPLatentDirichletAllocation(2, batch_size=5, max_doc_length=20, random_state=0, **kw),
-                    on_skip=None)

@@ -1,0 +1,268 @@
+"""The privacy part of the conformance suite: what every ``PrivateEstimator`` must satisfy,
+whatever its loop (full pass, minibatch, sequential).
+
+The full-pass EM models run it through ``conformance.PrivateEstimatorConformance`` (which
+adds the engine's own checks: sensitivity search over the kernels, the joint bound,
+clipping, sources, the non-private reference); private LDA and DP-SEP subclass it directly.
+
+A subclass sets ``estimator_class``, ``params`` (a small private fit), ``fitted_attributes``
+and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit``:
+
+- seeded reproducibility and identical results for 1 and 2 threads;
+- the whole plan is charged to the ledger before any statistic of the data is computed, and
+  a refused charge computes none; a non-private fit or a ledger of the other relation is
+  refused;
+- ``privacy_`` is consistent with its own releases (the loader's cross-check), its event
+  re-accounts to ``epsilon_spent`` within the target, refuses the other relation, and 2 %
+  less noise in every mechanism of the event would overshoot the target (tight);
+- every release's noise, as the release layer draws it in a real fit, has the recorded scale;
+- nothing but released values reaches the update (where the loop releases statistics; a
+  sequential loop whose compiled step adds the noise is checked by its own tests);
+- bad common parameters give clear errors naming them;
+- a pickle of the fitted model holds only public state, and a saved file whose privacy claim
+  is edited is refused;
+- scikit-learn's estimator checks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+from dpem_fast import ModelFormatError, _persist, _registry
+from dpem_fast import accounting as acc
+from dpem_fast._engine import PrivateEstimator, ReleaseLayer
+from dpem_fast._rng import make_key
+
+
+def scale_noise(event, f):
+    """``event`` with every mechanism's noise scaled by ``f`` (Gaussian multipliers and discrete
+    σ times f, Laplace ε divided by f): the same plan with f times the noise."""
+    if isinstance(event, acc.GaussianEvent):
+        return acc.GaussianEvent(event.noise_multiplier * f)
+    if isinstance(event, acc.LaplaceEvent):
+        return acc.LaplaceEvent(event.epsilon / f)
+    if isinstance(event, acc.DiscreteGaussianEvent):
+        return dataclasses.replace(event, sigma=event.sigma * f)
+    if isinstance(event, acc.ComposedEvent):
+        return acc.ComposedEvent([scale_noise(e, f) for e in event.events])
+    if dataclasses.is_dataclass(event) and hasattr(event, "event"):
+        return dataclasses.replace(event, event=scale_noise(event.event, f))
+    raise TypeError(f"scale_noise: unknown event {type(event).__name__}")
+
+
+class PrivacyConformance:
+    """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator."""
+
+    estimator_class: type = None
+    #: keyword arguments of a small private fit
+    params: dict = {}
+    #: fitted attributes compared by the reproducibility tests
+    fitted_attributes: tuple = ()
+    #: keyword arguments under which scikit-learn's estimator checks run
+    sklearn_params: tuple = ()
+    #: False for a sequential loop whose compiled step adds the released noise itself
+    releases_statistics = True
+
+    # ---------------------------------------------------------------- hooks
+    def make_data(self, n, seed=0):
+        raise NotImplementedError
+
+    def make_other_data(self, n, seed=1):
+        return self.make_data(n, seed)
+
+    def statistic_sites(self):
+        """``[(object, attribute name), ...]``: the functions that compute statistics of the data
+        (spied on: none may run before the charge, or after a refused one)."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------- helpers
+    def make_estimator(self, **kw):
+        return self.estimator_class(**{**self.params, **kw})
+
+    def _fitted(self, est):
+        return {a: np.array(getattr(est, a)) for a in self.fitted_attributes}
+
+    def _relation(self):
+        return self.make_estimator()._relation()
+
+    def _spy(self, monkeypatch, ledger, seen):
+        for obj, name in self.statistic_sites():
+            real = getattr(obj, name)
+
+            def wrapped(*args, _real=real, **kwargs):
+                seen.append(len(ledger.entries) if ledger is not None else None)
+                return _real(*args, **kwargs)
+            monkeypatch.setattr(obj, name, wrapped)
+
+    # ------------------------------------------------------------ the base
+    def test_the_estimator_is_on_the_one_base_and_registered(self):
+        est = self.make_estimator()
+        assert isinstance(est, PrivateEstimator)
+        assert _registry.estimators()[type(est).__name__] is type(est)
+
+    # ---------------------------------------------------------- determinism
+    def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
+        X = self.make_data(400)
+        a = self.make_estimator(random_state=11, n_threads=1).fit(X)
+        b = self.make_estimator(random_state=11, n_threads=2).fit(X)
+        c = self.make_estimator(random_state=12, n_threads=2).fit(X)
+        for name, v in self._fitted(a).items():
+            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
+        assert any(not np.array_equal(v, self._fitted(c)[n]) for n, v in self._fitted(a).items())
+
+    # ----------------------------------------------------------- the budget
+    def test_budget_is_charged_before_any_statistic(self, monkeypatch):
+        X = self.make_data(400)
+        ledger = acc.BudgetLedger(1e3, 0.5, accountant="rdp", neighbouring=self._relation())
+        seen = []
+        self._spy(monkeypatch, ledger, seen)
+        self.make_estimator(budget=ledger, random_state=0).fit(X)
+        assert seen and all(s == 1 for s in seen) and len(ledger.entries) == 1
+
+    def test_refused_budget_computes_no_statistic(self, monkeypatch):
+        X = self.make_data(400)
+        ledger = acc.BudgetLedger(1e-3, 1e-9, accountant="rdp", neighbouring=self._relation())
+        seen = []
+        self._spy(monkeypatch, ledger, seen)
+        est = self.make_estimator(budget=ledger, random_state=0)
+        with pytest.raises(acc.BudgetExceededError):
+            est.fit(X)
+        assert seen == [] and ledger.entries == [] and getattr(est, "privacy_", None) is None
+
+    def test_a_ledger_of_the_other_relation_or_a_non_private_fit_is_refused(self):
+        X = self.make_data(200)
+        rel = self._relation()
+        other = "add_remove" if rel == "replace" else "replace"
+        with pytest.raises(ValueError, match="budget"):
+            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-3, neighbouring=other)).fit(X)
+        ledger = acc.BudgetLedger(10.0, 1e-3, neighbouring=rel)
+        with pytest.raises(ValueError, match="budget"):
+            self.make_estimator(**self.non_private_params(), budget=ledger).fit(X)
+        assert ledger.entries == []
+
+    def non_private_params(self):
+        """Keyword arguments of the non-private fit (``epsilon=inf``)."""
+        return {"epsilon": float("inf")}
+
+    # ---------------------------------------------------------- the record
+    def test_the_record_is_consistent_reaccounts_and_is_tight(self):
+        est = self.make_estimator(random_state=0).fit(self.make_data(400))
+        rec = est.privacy_
+        _persist.check_record(rec, getattr(est, "_joint_sensitivity", None))   # the loader's cross-check
+        factory = acc.get_accountant(rec.accountant, rec.neighbouring)
+        again = factory().compose(rec.event).get_epsilon(rec.delta)
+        assert again == pytest.approx(rec.epsilon_spent, rel=1e-9)
+        assert rec.epsilon_spent <= rec.epsilon * (1 + 1e-9)
+        if rec.epsilon_spent >= 0.99 * rec.epsilon:          # calibrated to the target: tight
+            assert factory().compose(scale_noise(rec.event, 0.98)).get_epsilon(rec.delta) > rec.epsilon
+        other = "add_remove" if rec.neighbouring == "replace" else "replace"
+        with pytest.raises(acc.NeighbouringMismatchError):
+            acc.get_accountant(rec.accountant, other)().compose(rec.event)
+
+    # ------------------------------------------------------------ the noise
+    def test_every_release_draws_its_recorded_noise(self, monkeypatch):
+        """What the release layer adds (``release``: output minus input; ``noise_block``: the
+        block) has the recorded scale, per release name (a 10 % shortfall is seen)."""
+        draws = {}
+        real_release, real_block = ReleaseLayer.release, ReleaseLayer.noise_block
+
+        def release(layer, statistics, index):
+            out = real_release(layer, statistics, index)
+            for k in statistics:
+                if layer.releases[k].mechanism != "discrete_gaussian":
+                    draws.setdefault(k, []).append(np.ravel(out[k] - np.asarray(statistics[k], dtype=float)))
+            return out
+
+        def block(layer, name, start, stop):
+            out = real_block(layer, name, start, stop)
+            draws.setdefault(name, []).append(out.ravel())
+            return out
+
+        monkeypatch.setattr(ReleaseLayer, "release", release)
+        monkeypatch.setattr(ReleaseLayer, "noise_block", block)
+        records = {}
+        for seed in range(self.noise_fits):
+            records.update(self.make_estimator(random_state=seed).fit(self.make_data(400)).privacy_.releases)
+        assert draws, "no release was drawn"
+        for name, parts in draws.items():
+            r = records[name]
+            flat = np.concatenate(parts)
+            se = math.sqrt((2.0 + (3.0 if r.mechanism == "laplace" else 0.0)) / (4.0 * flat.size))
+            expected = r.noise_scale * (math.sqrt(2.0) if r.mechanism == "laplace" else 1.0)
+            ratio = math.sqrt(float(np.mean(flat ** 2))) / expected
+            assert abs(ratio - 1.0) < max(4.0 * se, 1e-3), (name, ratio, flat.size)
+            assert 4.0 * se < 0.1, f"too few draws of {name!r}"
+
+    #: fits whose releases the noise test pools
+    noise_fits = 1
+
+    def test_update_sees_only_released_statistics(self, monkeypatch):
+        if not self.releases_statistics:
+            pytest.skip("the compiled sequential step adds the released noise itself (its own tests)")
+
+        def fixed(layer, statistics, index):
+            return {name: np.full(layer.releases[name].shape, 0.25) for name in statistics}
+
+        monkeypatch.setattr(ReleaseLayer, "release", fixed)
+        a = self.make_estimator(random_state=3).fit(self.make_data(400, seed=0))
+        b = self.make_estimator(random_state=3).fit(self.make_other_data(400, seed=1))
+        for name, v in self._fitted(a).items():
+            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
+
+    # ------------------------------------------------------------ bad input
+    @pytest.mark.parametrize("kw, exc, match", [
+        (dict(epsilon=0.0), ValueError, "epsilon"),
+        (dict(epsilon=-1.0), ValueError, "epsilon"),
+        (dict(epsilon=float("nan")), ValueError, "epsilon"),
+        (dict(epsilon="1"), TypeError, "epsilon"),
+        (dict(delta=0.0), ValueError, "delta"),
+        (dict(delta=1.0), ValueError, "delta"),
+        (dict(n_threads=0), ValueError, "n_threads"),
+        (dict(random_state=-1), ValueError, "random_state"),
+        (dict(budget=object()), TypeError, "budget"),
+    ])
+    def test_bad_common_parameters(self, kw, exc, match):
+        with pytest.raises(exc, match=match):
+            self.make_estimator(**{**self.epsilon_params(), **kw}).fit(self.make_data(100))
+
+    def epsilon_params(self):
+        """Keyword arguments of a private fit calibrated by ``epsilon`` (the base of the bad
+        parameter tests)."""
+        return {}
+
+    # ------------------------------------------------------------ artefacts
+    def test_the_pickle_holds_only_public_state(self):
+        est = self.make_estimator(random_state=918273645).fit(self.make_data(200))
+        blob = pickle.dumps(est)
+        assert make_key(918273645).tobytes() not in blob and (918273645).to_bytes(4, "little") not in blob
+        loaded = pickle.loads(blob)
+        allowed = (set(est.get_params(deep=False)) | set(_registry.saved_names(type(est)))
+                   | {"privacy_", "_sklearn_version"})
+        assert set(vars(loaded)) <= allowed and loaded.random_state is None
+
+    def test_a_saved_file_with_an_edited_privacy_claim_is_refused(self, tmp_path):
+        est = self.make_estimator(random_state=0).fit(self.make_data(200))
+        path = tmp_path / "m.npz"
+        est.save(path)
+        meta, arrays = _persist._read(path)
+        meta["privacy"]["epsilon_spent"] = meta["privacy"]["epsilon_spent"] / 10
+        meta_bytes = json.dumps(meta, allow_nan=False, sort_keys=True).encode()
+        entries = dict(arrays)
+        entries["__meta__"] = np.frombuffer(meta_bytes, dtype=np.uint8)
+        entries["__sha256__"] = np.frombuffer(_persist._digest(meta_bytes, arrays).encode(), dtype=np.uint8)
+        with open(path, "wb") as fh:
+            np.savez(fh, **entries)
+        with pytest.raises(ModelFormatError, match="epsilon_spent"):
+            _persist.load(path)
+
+    # ---------------------------------------------------------- scikit-learn
+    def test_sklearn_estimator_checks(self):
+        from sklearn.utils.estimator_checks import check_estimator
+        for kw in self.sklearn_params or ({},):
+            check_estimator(self.make_estimator(**kw), on_skip=None)
