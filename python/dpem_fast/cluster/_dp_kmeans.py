@@ -7,7 +7,8 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._engine import PrivateEM, StatSpec
+from .._engine import PrivateEM
+from .._engine._specs import soft_counts, weighted_sums
 from .._preprocess import scale_and_clip
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
@@ -229,12 +230,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
     def _statistic_specs(self, n_features):
         """Counts and sums with the sensitivities of the class docstring."""
         K, d = self.n_clusters, n_features
-        return (
-            StatSpec(COUNTS, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)},
-                     l1={"add_remove": 1.0, "replace": 2.0}, integer=True),
-            StatSpec(SUMS, (K, d), l2={"add_remove": 1.0, "replace": 2.0},
-                     l1={"add_remove": math.sqrt(d), "replace": 2.0 * math.sqrt(d)}),
-        )
+        return soft_counts(COUNTS, K, integer=True), weighted_sums(SUMS, (K, d), d)
 
     def _mechanisms(self):
         return {COUNTS: "laplace", SUMS: "laplace"} if self.method == "dplloyd" else None

@@ -9,7 +9,8 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dpcore import _rng as _core_rng
-from .._engine import PrivateEM, StatSpec
+from .._engine import PrivateEM
+from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._validation import check_nonnegative_real, check_positive_int
 from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fix_signs, orthomax
@@ -154,11 +155,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _statistic_specs(self, n_features):
         d = n_features
-        specs = (StatSpec(SUM, (d,), l2={"add_remove": 1.0, "replace": 2.0}),
-                 StatSpec(SECOND, (d, d), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True))
+        specs = (weighted_sums(SUM, (d,), d), second_moments(SECOND, (d, d)))
         if self.neighbouring == "add_remove":
             # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
-            specs = (StatSpec(COUNT, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True),) + specs
+            specs = (row_count(COUNT),) + specs
         return specs
 
     def _shares(self):
@@ -170,11 +170,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
-        if neighbouring == "add_remove":
-            return sum(a.values())
-        a_1, a_2 = a[SUM], a[SECOND]
-        phi = a_1 * a_1 / (16.0 * a_2) if a_1 <= 4.0 * a_2 else a_1 / 2.0 - a_2
-        return a_1 / 2.0 + a_2 + phi
+        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring)
 
     def _describe(self):
         return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "
@@ -199,11 +195,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _update(self, noisy, params, releases):
         """EM on the released statistics (post-processing of public values)."""
-        if self.neighbouring == "add_remove":
-            r = releases[COUNT]
-            n = max(float(noisy[COUNT][0]), 1.0, 3.0 * r.noise_scale)
-        else:
-            n = float(self._n_public)
+        n = count_for_update(noisy[COUNT][0], releases[COUNT], None) if COUNT in noisy else float(self._n_public)
         mean = noisy[SUM] / n
         norm = np.linalg.norm(mean)
         if norm > 1.0:

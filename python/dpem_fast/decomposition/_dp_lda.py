@@ -469,9 +469,14 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         self.components_ = lam
         self.exp_dirichlet_component_ = exp_dirichlet_expectation(lam)
 
-    def _plan(self, K, V, T, q):
+    def _spec(self, K, V):
+        """The released K x V statistic: Δ₂ = aN under add/remove (√2 aN under replace, for
+        completeness; derivation in the class docstring)."""
         a, N = float(self.clip_fraction), int(self.max_doc_length)
-        spec = StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
+        return StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
+
+    def _plan(self, K, V, T, q):
+        spec = self._spec(K, V)
         return make_plan([spec], T, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                          accountant=_ACCOUNTANTS[self.accountant], sampling_rate=q,
                          noise_multiplier=self.noise_multiplier)
@@ -630,8 +635,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             lam = (1.0 - rho) * lam + rho * (eta + scale * sstats)
         else:
             a, N = float(self.clip_fraction), int(self.max_doc_length)
-            spec = StatSpec("topic_word", (K, V), {"add_remove": a * N, "replace": math.sqrt(2.0) * a * N})
-            plan = make_plan([spec], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
+            plan = make_plan([self._spec(K, V)], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
             self._charge(plan.event, "partial_fit")
             call_key = derive_key(base, "lda", "partial", t)

@@ -8,6 +8,7 @@ import numpy as np
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
+from .._engine._specs import count_for_update, row_count
 from .._kernels.psi import PSI_MAX, expected_psi_sup
 from .._rng import derive_key
 from .._threads import effective_n_threads
@@ -292,7 +293,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         specs = (StatSpec(GRAD, (m,), l2={"add_remove": b, "replace": 2.0 * b}),)
         if self.neighbouring == "add_remove":
             # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
-            specs = specs + (StatSpec(COUNT, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True),)
+            specs = specs + (row_count(COUNT),)
         return specs
 
     def _shares(self):
@@ -339,10 +340,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
 
     def _update(self, noisy, params, releases):
         """A gradient step on the released statistic (post-processing)."""
-        if self.neighbouring == "add_remove":
-            n = max(float(noisy[COUNT][0]), 1.0, 3.0 * releases[COUNT].noise_scale)
-        else:
-            n = float(self._n_public)
+        n = count_for_update(noisy[COUNT][0], releases[COUNT], None) if COUNT in noisy else float(self._n_public)
         return self._step(params, noisy[GRAD] / n)
 
     def _exact_update(self, stats, params):

@@ -8,7 +8,8 @@ from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
-from .._engine import PrivateEM, StatSpec
+from .._engine import PrivateEM
+from .._engine._specs import moments_joint_bound, second_moments, soft_counts, weighted_sums
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
@@ -387,13 +388,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _statistic_specs(self, n_features):
         """Counts, first and second moments with the sensitivities of the class docstring."""
         K, d = self.n_components, n_features
-        return (
-            StatSpec(COUNTS, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)},
-                     l1={"add_remove": 1.0, "replace": 2.0}),
-            StatSpec(FIRST, (K, d), l2={"add_remove": 1.0, "replace": 2.0},
-                     l1={"add_remove": math.sqrt(d), "replace": 2.0 * math.sqrt(d)}),
-            StatSpec(SECOND, (K, d, d), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True),
-        )
+        return (soft_counts(COUNTS, K), weighted_sums(FIRST, (K, d), d), second_moments(SECOND, (K, d, d)))
 
     def _mechanisms(self):
         if self.scenario == "GGG":
@@ -418,11 +413,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for one iteration's three releases, given
         ``a[r] = Δ_r²/σ_r²`` (derivation in the class docstring, "Joint accounting")."""
-        a_c, a_1, a_2 = a[COUNTS], a[FIRST], a[SECOND]
-        if neighbouring == "add_remove":
-            return a_c + a_1 + a_2
-        phi = a_1 * a_1 / (16.0 * a_2) if a_1 <= 4.0 * a_2 else a_1 / 2.0 - a_2
-        return a_1 / 2.0 + a_2 + max(a_c, phi)
+        return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring)
 
     def _describe(self):
         init = ("user-supplied public parameters" if self.means_init is not None

@@ -1,0 +1,90 @@
+"""Declarations that several models share, each derived once: the statistics of rows in the
+unit ball, their joint bound, and the one rule for the row count an update may divide by.
+
+Setting.  Every row ``x`` lies in the unit ball (``‖x‖ ≤ 1``, after the domain map and the
+clip) and carries weights ``γ`` on the simplex (``γ_k ≥ 0``, ``Σ_k γ_k = 1``: posteriors,
+or a one-hot hard assignment).  Under add/remove one row is added or removed; under
+replace-one a row ``(x, γ)`` becomes ``(x', γ')``.
+
+* :func:`soft_counts` ``Σ_i γ_i`` (shape ``(K,)``): add/remove moves it by ``γ``, so
+  ``‖·‖₂ ≤ ‖γ‖₂ ≤ 1`` and ``‖·‖₁ = 1``; replace by ``γ − γ'``, ``‖·‖₂ ≤ √2`` (two vertices of
+  the simplex) and ``‖·‖₁ ≤ 2``.
+* :func:`weighted_sums` ``Σ_i γ_ik x_i`` (shape ``(K, d)``, or ``(d,)`` for the plain sum
+  ``Σ_i x_i``: K = 1): add/remove ``‖γ‖₂ ‖x‖ ≤ 1`` (ℓ1: ``Σ_k γ_k ‖x‖₁ ≤ √d``); replace
+  ``‖γ x − γ' x'‖_F ≤ ‖γ‖‖x‖ + ‖γ'‖‖x'‖ ≤ 2`` (ℓ1 ``2√d``), attained by ``x' = −x`` in one
+  component.
+* :func:`second_moments` ``Σ_i γ_ik x_i x_iᵀ`` (symmetric; Analyze-Gauss noise on the upper
+  triangle): add/remove ``‖γ‖₂ ‖x‖² ≤ 1``; replace
+  ``‖A − B‖²_F = ‖A‖² + ‖B‖² − 2⟨A, B⟩ ≤ 2`` since ``⟨γ_k x xᵀ, γ'_k x' x'ᵀ⟩ = γ_k γ'_k (xᵀx')² ≥ 0``:
+  ``√2``.  (The released upper triangle has ``‖upper(δ)‖ ≤ ‖δ‖_F``.)
+* :func:`row_count` ``n`` (released under add/remove only; under replace-one it is public and
+  never released): ℓ2 = ℓ1 = 1, an integer.
+
+Joint bound (:func:`moments_joint_bound`).  Releases of one iteration with ``a_r = Δ_r²/σ_r²``
+are one Gaussian mechanism with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  Under replace-one, with soft
+counts (``a_c``), weighted sums (``a_1``) and second moments (``a_2``), per component the
+contribution is ``‖γ_k u − γ'_k u'‖²`` for the stacked ``u = (√(a_c/2), √a_1 x/2, √(a_2/2) xxᵀ)``;
+jointly convex in (γ, γ'), so maximal at vertices ``γ = e_i``, ``γ' = e_j``.  For ``i ≠ j`` it
+is ``‖u‖² + ‖u'‖² ≤ a_c + a_1/2 + a_2``; for ``i = j`` it is
+``a_1‖x − x'‖²/4 + a_2‖xxᵀ − x'x'ᵀ‖²/2``, whose maximum over the unit ball is
+``a_1/2 + a_2 + φ`` with ``φ = a_1²/(16 a_2)`` if ``a_1 ≤ 4 a_2`` else ``a_1/2 − a_2``
+(maximise ``a_1 v/2 − a_2 v²`` over ``0 ≤ v ≤ 1``, v = −cos of the angle).  Hence
+``sup = a_1/2 + a_2 + max(a_c, φ)`` (``a_c = 0`` without counts: the sum and second moment of
+factor analysis).  Under add/remove the sum is at most ``Σ_r a_r``: no gain.
+
+The row count an update divides by (:func:`count_for_update`).  Under replace-one the count
+is public: it is used.  Under add/remove only the released noisy count may be used, floored
+at ``max(1, 3 sd)`` where ``sd`` is its noise's standard deviation (σ for Gaussian noise,
+``√2 b`` for Laplace): a count within three noise deviations of zero is indistinguishable
+from noise, and dividing by it would blow the update up.
+"""
+from __future__ import annotations
+
+import math
+
+from ._statistics import StatSpec
+
+__all__ = ["soft_counts", "weighted_sums", "second_moments", "row_count", "moments_joint_bound",
+           "count_for_update"]
+
+
+def soft_counts(name, K, *, integer=False):
+    """``Σ_i γ_i``, shape ``(K,)``: ℓ2 1 / √2, ℓ1 1 / 2 (add/remove / replace)."""
+    return StatSpec(name, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)},
+                    l1={"add_remove": 1.0, "replace": 2.0}, integer=integer)
+
+
+def weighted_sums(name, shape, d):
+    """``Σ_i γ_ik x_i`` of rows in the unit ball of dimension ``d`` (shape ``(K, d)`` or
+    ``(d,)``): ℓ2 1 / 2, ℓ1 √d / 2√d."""
+    return StatSpec(name, tuple(shape), l2={"add_remove": 1.0, "replace": 2.0},
+                    l1={"add_remove": math.sqrt(d), "replace": 2.0 * math.sqrt(d)})
+
+
+def second_moments(name, shape):
+    """``Σ_i γ_ik x_i x_iᵀ`` (symmetric; shape ``(..., d, d)``): ℓ2 1 / √2."""
+    return StatSpec(name, tuple(shape), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True)
+
+
+def row_count(name):
+    """``n``, shape ``(1,)``, an integer: ℓ2 = ℓ1 = 1 (released under add/remove only; the
+    replace value is a bound of the true 0, for completeness)."""
+    return StatSpec(name, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True)
+
+
+def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring):
+    """``sup Σ_r ‖δ_r‖²/σ_r²`` of one iteration's (counts,) weighted sums and second moments,
+    given ``a_r = Δ_r²/σ_r²`` (module docstring)."""
+    if neighbouring == "add_remove":
+        return a_count + a_first + a_second
+    phi = a_first * a_first / (16.0 * a_second) if a_first <= 4.0 * a_second else a_first / 2.0 - a_second
+    return a_first / 2.0 + a_second + max(a_count, phi)
+
+
+def count_for_update(noisy_count, release, n_public):
+    """The row count an update may divide by: ``n_public`` where it is public (replace-one),
+    else the released noisy count floored at ``max(1, 3 sd)`` (module docstring)."""
+    if n_public is not None:
+        return float(n_public)
+    sd = release.noise_scale * (math.sqrt(2.0) if release.mechanism == "laplace" else 1.0)
+    return max(float(noisy_count), 1.0, 3.0 * sd)
