@@ -44,7 +44,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from dpem_fast import DPKMeans
-    from dpem_fast._engine._data import DataSummary
+    from dpem_fast._engine._sources._memory import DataSummary
     from dpem_fast._rng import make_key
     from dpem_fast.cluster import nicv
     from dpem_fast.datasets import AIRPORTS_BOUNDS

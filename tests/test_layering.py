@@ -159,7 +159,7 @@ def test_the_package_is_layered():
     ("mixture/_dp_gmm.py", "from .._reference.gmm import estep_reference", "imports the test oracle"),
     ("kernels.py", "from .cluster import DPKMeans", "dpem_fast.kernels imports dpem_fast.cluster"),
     ("_registry.py", "from ._persist import save", "dpem_fast._registry imports dpem_fast._persist"),
-    ("_engine/_rows.py", "from ._dask import dask_rows", "import circle"),
+    ("_engine/_sources/_rows.py", "from ._dask import dask_rows", "import circle"),
 ])
 def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
     copy = tmp_path / "dpem_fast"

@@ -36,7 +36,7 @@ def guarded(monkeypatch):
     """Fail if the client converts a dask array to numpy or computes it, and record
     everything that comes back from the workers."""
     da = pytest.importorskip("dask.array")
-    from dpem_fast._engine import _dask
+    from dpem_fast._engine._sources import _dask
 
     def refuse(*args, **kwargs):
         raise AssertionError("the client tried to materialise the dask array")

@@ -10,7 +10,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from dpem_fast._engine._dask import DaskRows            # noqa: E402
+from dpem_fast._engine._sources._dask import DaskRows            # noqa: E402
 from dpem_fast.cluster import DPKMeans                   # noqa: E402
 from dpem_fast.decomposition import DPFactorAnalysis     # noqa: E402
 from dpem_fast.mixture import DPBernoulliMixture         # noqa: E402
@@ -164,7 +164,7 @@ def _task_spy(monkeypatch):
     """Every task sent to the scheduler, as the bytes that cloudpickle makes of its graph."""
     import cloudpickle
 
-    from dpem_fast._engine import _dask
+    from dpem_fast._engine._sources import _dask
 
     real, sent = _dask._compute, []
 
@@ -279,7 +279,7 @@ def test_a_task_refuses_the_estimator_its_methods_and_closures():
     from functools import partial
 
     from dpem_fast import accounting as acc
-    from dpem_fast._engine._dask import check_public
+    from dpem_fast._engine._sources._dask import check_public
     from dpem_fast.cluster._dp_kmeans import _kmeans_statistics
 
     est = DPKMeans(n_clusters=2, random_state=1)

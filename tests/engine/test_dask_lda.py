@@ -14,8 +14,8 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 from dpem_fast import DPLatentDirichletAllocation, DPStochasticEP   # noqa: E402
-from dpem_fast._engine import _dask                                  # noqa: E402
-from dpem_fast._engine._dask import DaskRows                         # noqa: E402
+from dpem_fast._engine._sources import _dask                                  # noqa: E402
+from dpem_fast._engine._sources._dask import DaskRows                         # noqa: E402
 from dpem_fast._rng import derive_key, make_key                      # noqa: E402
 
 N_DOCS, V, K, CHUNK = 560, 50, 4, 130             # five row chunks, the last one short (40)

@@ -40,7 +40,7 @@ from dpem_fast import accounting as acc
 from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
 from dpem_fast._engine._lattice import LATTICE_RESOLUTION, lattice
 from dpem_fast._engine import _base as engine_base
-from dpem_fast._engine import _data as engine_data
+from dpem_fast._engine._sources import _memory as engine_data
 from dpem_fast.io import NpyBlocks
 
 from privacy_conformance import PrivacyConformance

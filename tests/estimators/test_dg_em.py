@@ -9,7 +9,7 @@ from scipy.optimize import brentq
 
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPGradientEM, accounting as acc
-from dpem_fast._engine._data import summarize
+from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._engine._lattice import lattice
 from dpem_fast._reference.gradem import (PSI_MAX, expected_psi_sup, mixture_gradient_reference,
                                          symmetric_gradient_reference)

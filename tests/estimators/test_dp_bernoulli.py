@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPBernoulliMixture
 from dpem_fast._reference.bernoulli import bernoulli_log_resp_reference
-from dpem_fast._engine._data import summarize
+from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.mixture._dp_bernoulli import MEAN_FLOOR
 

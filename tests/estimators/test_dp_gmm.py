@@ -14,7 +14,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from dpem_fast import DPGaussianMixture
 from dpem_fast._engine import DOMAIN_SHARE, ReleaseLayer
-from dpem_fast._engine._data import summarize
+from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.accounting import PrivacyLeakWarning
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky

@@ -11,7 +11,7 @@ from sklearn.cluster import KMeans
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPKMeans, accounting as acc
 from dpem_fast._engine import Release, make_plan
-from dpem_fast._engine._data import summarize
+from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._engine._domain import DataDomain
 from dpem_fast._reference.kmeans import kmeans_stats_reference
 from dpem_fast._rng import make_key

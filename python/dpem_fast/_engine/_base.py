@@ -5,7 +5,7 @@ A model (a subclass of :class:`PrivateEM`) supplies three things:
 1. a **statistics kernel** — :meth:`PrivateEM._statistics_task`: rows + current parameters →
    named, additive statistics (:class:`~dpem_fast._engine._statistics.Statistics`), as a
    module-level function and the model's public hyperparameters it reads — what a Dask
-   worker receives (never the estimator, see :mod:`~dpem_fast._engine._dask`);
+   worker receives (never the estimator, see :mod:`~dpem_fast._engine._sources._dask`);
 2. a **spec** of each statistic — :meth:`PrivateEM._statistic_specs`: shape, symmetry and
    sensitivity under each neighbouring relation, derived in the model's docstring;
 3. an **update** — :meth:`PrivateEM._update`: noisy statistics → parameters (the M-step
@@ -52,7 +52,7 @@ from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
-from ._data import validated_rows
+from ._sources import validated_rows
 from ._estimator import PrivateEstimator
 from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
@@ -132,7 +132,7 @@ class PrivateEM(PrivateEstimator):
         estimator, a bound method, a lambda or closure (they carry the estimator and with it
         ``random_state``, ``budget``, ``privacy_``), ``random_state``, ``budget``, the key or
         anything derived from it.  The dask path checks the form
-        (:func:`~dpem_fast._engine._dask.check_public`), not the values.  Besides the
+        (:func:`~dpem_fast._engine._sources._dask.check_public`), not the values.  Besides the
         kernel a task holds only the released (or data-independent or user-given initial)
         ``params``, the ``domain`` and ``n_threads``.  In memory, the engine calls
         :meth:`_statistics`, which calls this kernel: one definition for both paths.
@@ -140,7 +140,7 @@ class PrivateEM(PrivateEstimator):
         ``noisy``: dict name -> noisy array; ``releases``: the plan's public records.
     _exact_update(stats, params) -> params
     _initial_parameters(summary, domain, key, private) -> params
-        ``summary`` is a :class:`~dpem_fast._engine._data.DataSummary`; in private mode it
+        ``summary`` is a :class:`~dpem_fast._engine._sources._memory.DataSummary`; in private mode it
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
     Optional: _check_model_params(n_samples, n_features), _rows_task() (the row check or
@@ -272,7 +272,7 @@ class PrivateEM(PrivateEstimator):
             Or a ``dask.array.Array`` (``pip install dpem_fast[dask]``): never gathered;
             validation and each chunk's statistics run on the workers, the per-chunk
             statistics are summed on the client in chunk order and released there (see
-            :mod:`dpem_fast._engine._dask`); equal to the in-memory fit to rounding.
+            :mod:`dpem_fast._engine._sources._dask`); equal to the in-memory fit to rounding.
         """
         private = self._check_privacy_params()
         rows = validated_rows(self, X, private)

@@ -58,7 +58,7 @@ from .._dpcore._contract import superblock_rows
 from .._preprocess import DataDomain
 from ..accounting import PrivacyLeakWarning
 from ..io import as_row_source
-from ._rows import DataSummary, Rows
+from ._sources._rows import DataSummary, Rows
 from ._statistics import StatSpec
 
 __all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "domain_from_data",
@@ -161,7 +161,7 @@ def _box_domain(lo, hi, source):
 def estimate_domain(rows, layer, n_threads=1):
     """A per-feature box from two noisy histograms released through ``layer``.
 
-    ``rows`` is the engine's :class:`~dpem_fast._engine._rows.Rows` (one pass per histogram,
+    ``rows`` is the engine's :class:`~dpem_fast._engine._sources._rows.Rows` (one pass per histogram,
     integer counts summed over superblocks) or a 2-D array.  ``layer``'s plan must hold the
     two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and radius
     depend on the rows only through those releases.

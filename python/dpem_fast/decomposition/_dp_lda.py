@@ -17,7 +17,7 @@ from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
                        make_plan, poisson_minibatches)
-from .._engine._dask import is_dask_array
+from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
 from .._kernels.lda import estep_csr as _estep_csr
 from ._lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
@@ -175,7 +175,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     Dask
     ----
     ``fit`` also takes a ``dask.array.Array`` of counts (rows = documents, dense chunks;
-    ``pip install dpem_fast[dask]``), never gathered (:mod:`dpem_fast._engine._dask`).
+    ``pip install dpem_fast[dask]``), never gathered (:mod:`dpem_fast._engine._sources._dask`).
     Each chunk is validated on a worker (non-negative integer counts).  Per iteration the
     client draws the minibatch (its key, the public D: the same documents as in memory)
     and the initial γ, and sends each chunk the rows it wants, their corpus row numbers,
@@ -362,7 +362,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         n_threads = effective_n_threads(self.n_threads)
         alpha, eta = self._priors(K)
         if is_dask_array(X):
-            from .._engine._dask import dask_rows
+            from .._engine._sources._dask import dask_rows
 
             docs = _DaskDocs(dask_rows(X, True, prepare=_check_count_chunk), self, alpha, n_threads)
             V = docs.rows.n_features

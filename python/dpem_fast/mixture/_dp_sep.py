@@ -111,7 +111,7 @@ from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
-from .._engine._dask import is_dask_array
+from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import Release
 from .._progress import Progress

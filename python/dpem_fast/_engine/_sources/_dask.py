@@ -1,7 +1,7 @@
 """Rows of a fit held in a ``dask.array.Array``: statistics on the workers, noise on the client.
 
 A fit on a dask array never gathers the data.  :class:`DaskRows` has the interface of the
-engine's :class:`~dpem_fast._engine._rows.Rows` that the fit loop uses (``summary``,
+engine's :class:`~dpem_fast._engine._sources._rows.Rows` that the fit loop uses (``summary``,
 ``n_rows``, ``n_features``, ``dtype``, ``reduce``, ``column_range``), but:
 
 * the array is cut into its **row chunks** (the columns are rechunked to one chunk);
@@ -106,7 +106,7 @@ def _secret_types():
     ``budget``, ``privacy_``, ``diagnostics_``), a budget ledger, a random generator."""
     from sklearn.base import BaseEstimator
 
-    from ..accounting import BudgetLedger
+    from ...accounting import BudgetLedger
 
     return (BaseEstimator, BudgetLedger, np.random.Generator, np.random.RandomState,
             np.random.SeedSequence, np.random.BitGenerator)

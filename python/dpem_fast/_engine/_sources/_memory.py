@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore._contract import superblock_rows
-from ..io import as_row_source, is_block_source, scan
+from ..._dpcore._contract import superblock_rows
+from ...io import as_row_source, is_block_source, scan
 from ._rows import DataSummary, Rows, summarize
 
 __all__ = ["DataSummary", "Rows", "summarize", "validated_rows"]

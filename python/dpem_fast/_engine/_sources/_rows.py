@@ -1,9 +1,9 @@
 """The rows of a fit, read in superblocks: what the engine knows of X before a statistic
 (:class:`DataSummary`) and the in-memory / streamed row source (:class:`Rows`).
 
-A module of its own so that every row source (:mod:`~dpem_fast._engine._data` for memory
-and streams, :mod:`~dpem_fast._engine._dask` for a dask array) builds on it without
-importing another: no import circle.  See :mod:`dpem_fast._engine._data` for the
+A module of its own so that every row source (:mod:`~dpem_fast._engine._sources._memory` for memory
+and streams, :mod:`~dpem_fast._engine._sources._dask` for a dask array) builds on it without
+importing another: no import circle.  See :mod:`dpem_fast._engine._sources._memory` for the
 superblock contract.
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Rows:
     summary : DataSummary
     """
 
-    #: the rows are read in this process (see :class:`~dpem_fast._engine._dask.DaskRows`)
+    #: the rows are read in this process (see :class:`~dpem_fast._engine._sources._dask.DaskRows`)
     remote = False
 
     def __init__(self, source, prepare, summary):
