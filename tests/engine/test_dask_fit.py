@@ -202,7 +202,7 @@ def _example_fit(name):
     return factory(), X_dask
 
 
-_DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "lda")      # examples.DASK
+_DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")      # examples.DASK
 TASK_CASES = [pytest.param(name, {}, id=f"{name}-declared-or-fixed-domain") for name in _DASK]
 TASK_CASES += [
     pytest.param("gmm", {"bounds": None}, id="gmm-private-domain-estimate"),

@@ -45,9 +45,11 @@ EXAMPLES = {
     "sep": (_make(dpem_fast.DPStochasticEP, n_components=2, epsilon=1.0, n_epochs=2), _gauss),
     "kmeans": (_make(dpem_fast.DPKMeans, n_clusters=2, epsilon=1.0, max_iter=3, data_norm=5.0), _gauss),
     "fa": (_make(dpem_fast.DPFactorAnalysis, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
+    "poisson": (_make(dpem_fast.DPPoissonMixture, n_components=2, max_count=6.0, epsilon=1.0, max_iter=3),
+                lambda: np.random.default_rng(3).poisson([[1.0, 4.0]], (120, 2)).astype(float)),
     "lda": (_make(dpem_fast.DPLatentDirichletAllocation, n_components=3, epsilon=2.0, batch_size=20,
                   max_doc_length=30, total_samples=60, vocabulary=[f"w{i}" for i in range(12)]), _corpus),
 }
 
 #: estimators whose fit takes a dask array (DP-SEP is sequential over rows and refuses one)
-DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "lda")
+DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")

@@ -1,0 +1,128 @@
+"""Differentially private EM for mixtures of independent Poissons (count data), on the engine."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM
+from .._engine._specs import soft_counts, weighted_sums
+from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
+from .._rng import derive_key
+from .._validation import check_positive_int, check_positive_real
+from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
+
+__all__ = ["DPPoissonMixture"]
+
+
+def _statistics(X, params, domain, n_threads, max_count):
+    """The E-step statistics kernel (a Dask task's: public parameters only)."""
+    return poisson_stats(X, params[0], params[1], max_count, n_threads=n_threads)
+
+
+def _count_rows(X):
+    """Rows of counts: finite (checked before) and non-negative."""
+    if np.any(X < 0):
+        raise ValueError("Negative values in data passed to X: counts must be non-negative")
+    return X
+
+
+class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
+    """Mixture of independent Poissons over count features, fitted by private EM.
+
+    ``p(x) = Σ_k w_k Π_j Poisson(x_j; λ_kj)``.  ``max_count`` M is the public bound of a
+    count: every count is clipped to [0, M] in the kernel (a data-independent map, like a
+    declared box).  Other parameters as :class:`DPBernoulliMixture`.
+
+    Privacy
+    -------
+    A clipped row x ∈ [0, M]^d maps to ``z = (x − c)/R`` with c = M/2, R = (M/2)√d, so
+    ‖z‖ ≤ 1; its responsibilities γ are on the simplex and depend on the row and released
+    parameters only.  Per iteration two releases, whose sensitivities the engine declares
+    once (:mod:`dpem_fast._engine._specs`): soft counts ``Σ γ`` (ℓ2 1 / √2 under
+    add/remove / replace) and weighted sums ``Σ γ_k z`` (ℓ2 1 / 2).  The update
+    ``λ_k = (R S̃_k + c Ñ_k) / Ñ_k``, with Ñ_k floored at max(1, 3σ_N), clipped to
+    [M/1000, M], and weights from the noisy counts, is post-processing.  Initialisation
+    is data-independent (λ uniform in [M/4, 3M/4] from the fit's own stream).
+    """
+
+    _domain_kind = "fixed"
+    _cli_name = "poisson"
+    _saved = ("weights_", "rates_", "means_", "n_iter_", "n_features_in_")
+
+    def __init__(self, n_components=1, *, max_count=10.0, epsilon=1.0, delta=1e-5, max_iter=20,
+                 neighbouring="replace", accountant=None, noise="gaussian", n_threads=None, random_state=None,
+                 budget=None, verbose=0):
+        self.n_components = n_components
+        self.max_count = max_count
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_iter = max_iter
+        self.neighbouring = neighbouring
+        self.accountant = accountant
+        self.noise = noise
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.budget = budget
+        self.verbose = verbose
+
+    def _rows_task(self):
+        return _count_rows
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.categorical = True     # counts: scikit-learn's checks then pass integers
+        return tags
+
+    def _check_model_params(self, n_samples, n_features):
+        K = check_positive_int(self.n_components, "n_components")
+        if n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
+        check_positive_real(self.max_count, "max_count")
+
+    def _statistic_specs(self, d):
+        K = self.n_components
+        return soft_counts("counts", K), weighted_sums("sums", (K, d), d)
+
+    def _describe(self):
+        return "DP-EM moment perturbation for a Poisson mixture", ("initialisation: data-independent",)
+
+    def _initial_parameters(self, summary, domain, key, private):
+        K, d, M = self.n_components, summary.n_features, float(self.max_count)
+        u = np.empty(K * d)
+        _core_rng.fill_uniform(derive_key(key, "init", "rates"), 0, u, 1)
+        return np.full(K, 1.0 / K), M * (0.25 + 0.5 * u.reshape(K, d))
+
+    def _statistics_task(self):
+        return functools.partial(_statistics, max_count=float(self.max_count))
+
+    def _rates(self, counts, sums, d):
+        M = float(self.max_count)
+        c, R = unit_map(M, d)
+        return np.clip((R * sums + c * counts[:, None]) / counts[:, None], M / 1000.0, M)
+
+    def _update(self, noisy, params, releases):
+        nk = floored_counts(noisy["counts"], releases["counts"])
+        return weights_from_counts(noisy["counts"]), self._rates(nk, noisy["sums"], noisy["sums"].shape[1])
+
+    def _exact_update(self, stats, params):
+        nk = np.maximum(stats["counts"], 10 * np.finfo(np.float64).eps)
+        return weights_from_counts(nk), self._rates(nk, stats["sums"], stats["sums"].shape[1])
+
+    def _set_fitted(self, params, domain, dtype):
+        self.weights_, self.rates_ = params
+        self.means_ = self.rates_                        # a Poisson's mean is its rate
+
+    def _log_resp(self, X):
+        X = self._prepare_rows(self._check_X(X))
+        return poisson_log_resp(X, self.weights_, self.rates_, self.max_count)
+
+    def sample(self, n_samples=1, *, random_state=None):
+        """Synthetic count rows (post-processing); returns (X, y), rows in random order."""
+        check_is_fitted(self, "rates_")
+        rng = np.random.default_rng(random_state)
+        y = rng.choice(self.n_components, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
+        return as_frame(self, rng.poisson(self.rates_[y]).astype(np.float64)), y

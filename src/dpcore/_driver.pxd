@@ -1,0 +1,55 @@
+# The one parallel driver of dpem_fast's kernels: every kernel that cuts its work into
+# blocks runs them through run_blocks(), which owns the skeleton the drivers used to copy:
+#
+#   * at most min(n_threads, n_blocks) OpenMP threads, at least one;
+#   * per-thread scratch of scratch_doubles doubles, malloc'ed once per thread (none when
+#     scratch_doubles == 0), with a shared failure flag;
+#   * one prange over the blocks, schedule='dynamic' (a thread delayed by a busy core does
+#     not hold the others back), each block handed to the kernel's body;
+#   * free, and MemoryError raised after the parallel region.
+#
+# The kernel supplies only its body: a block_body function that does block b with its
+# thread's scratch, reading its arguments from a struct of its own (args).  Which thread
+# runs a block, and in which order blocks run, never changes a result: block b owns row b
+# of the kernel's partials (or writes outputs nobody else writes), and the caller sums the
+# partials in block order.  The block count comes from the contract (dpc_contract.h):
+# dpc_block_count / dpc_lda_block_count with dpc_plan_blocks for kernels with per-block
+# partials, dpc_chunk_count for per-row outputs.
+from libc.stdlib cimport malloc, free
+from cython.parallel cimport parallel, prange
+
+# Block b of a kernel's pass, with the calling thread's scratch (NULL when the kernel asked
+# for none).  Returns 0, or nonzero when the block could not allocate what it needs (the
+# driver then raises MemoryError once the parallel region is over).
+ctypedef int (*block_body)(const void *args, Py_ssize_t b, double *scratch) noexcept nogil
+
+
+cdef inline int run_blocks(block_body body, const void *args, Py_ssize_t n_blocks,
+                           Py_ssize_t scratch_doubles, int n_threads, str what) except -1:
+    """Run ``body(args, b, scratch)`` for b in [0, n_blocks) over at most ``n_threads``
+    threads; raise ``MemoryError("could not allocate " + what)`` if a thread's scratch or a
+    block's own allocation failed (the blocks of that thread are then not run)."""
+    cdef int failed = 0
+    cdef int *failed_p = &failed
+    cdef double *scratch
+    cdef Py_ssize_t b
+    if n_blocks <= 0:
+        return 0
+    if n_threads > n_blocks:
+        n_threads = <int> n_blocks
+    if n_threads < 1:
+        n_threads = 1
+    with nogil, parallel(num_threads=n_threads):
+        scratch = NULL
+        if scratch_doubles > 0:
+            scratch = <double *> malloc(scratch_doubles * sizeof(double))
+            if scratch == NULL:
+                failed_p[0] = 1
+        for b in prange(n_blocks, schedule='dynamic'):
+            if scratch != NULL or scratch_doubles == 0:
+                if body(args, b, scratch) != 0:
+                    failed_p[0] = 1
+        free(scratch)
+    if failed:
+        raise MemoryError("could not allocate " + what)
+    return 0
