@@ -44,8 +44,8 @@ METHODS = {
 class _Tracing(DPGradientEM):
     """Records beta after every update (post-processing of released values)."""
 
-    def _update(self, noisy, params, releases):
-        p = super()._update(noisy, params, releases)
+    def _update(self, noisy, params, ctx):
+        p = super()._update(noisy, params, ctx)
         self.trace_.append(p["means"][0].copy())
         return p
 

@@ -292,7 +292,7 @@ class PrivateEstimatorConformance(PrivacyConformance):
             return out
 
         monkeypatch.setattr(self.estimator_class, "_statistics", zeros)
-        monkeypatch.setattr(self.estimator_class, "_update", lambda est, noisy, params, releases: params)
+        monkeypatch.setattr(self.estimator_class, "_update", lambda est, noisy, params, ctx: params)
         monkeypatch.setattr(ReleaseLayer, "release", capture)
         for f in range(math.ceil(J / per_fit)):
             est = self.make_estimator(max_iter=J, random_state=5 + f).fit(X)

@@ -99,12 +99,26 @@ def test_an_unfitted_or_non_private_model_pickles_whole(name):
     assert again.random_state == SEED and set(vars(again)) >= set(vars(exact))
 
 
-@pytest.mark.parametrize("rel, name", [("add_remove", "fa"), ("add_remove", "gradient_em"),
-                                       ("replace", "fa"), ("replace", "gradient_em")])
-def test_the_row_count_is_kept_only_where_it_is_public(rel, name):
+@pytest.mark.parametrize("rel", ["add_remove", "replace"])
+@pytest.mark.parametrize("name", ["fa", "gradient_em", "gmm", "poisson"])
+def test_the_update_sees_the_row_count_only_where_it_is_public(monkeypatch, rel, name):
+    """The engine hands the update a Context: the row count under replace-one, None under
+    add/remove (where n is private); the estimator keeps no count of its own."""
     factory, data = EXAMPLES[name]
-    m = factory(neighbouring=rel).fit(data())
-    assert m._n_public == (len(data()) if rel == "replace" else None)
+    est = factory(neighbouring=rel)
+    seen = []
+    real = type(est)._update
+
+    def spy(self, noisy, params, ctx):
+        seen.append((ctx.t, ctx.n_public, set(ctx.releases)))
+        return real(self, noisy, params, ctx)
+    monkeypatch.setattr(type(est), "_update", spy)
+    est.fit(data())
+    n = len(data())
+    assert [t for t, _, _ in seen] == list(range(est._n_release_rounds()))
+    assert all(k == (n if rel == "replace" else None) for _, k, _ in seen)
+    assert all(r == set(est.privacy_.releases) - {"domain_scale", "domain_refine"} for _, _, r in seen)
+    assert "_n_public" not in vars(est)
 
 
 def test_every_estimator_has_an_example():

@@ -171,9 +171,9 @@ def test_tail_averaging_feeds_the_last_updates_the_running_mean(monkeypatch, ave
         released.append({k: np.array(v) for k, v in out.items()})
         return out
 
-    def spy_update(est, noisy, params, releases):
-        seen.append(({k: np.array(v) for k, v in noisy.items()}, releases))
-        return real_update(est, noisy, params, releases)
+    def spy_update(est, noisy, params, ctx):
+        seen.append(({k: np.array(v) for k, v in noisy.items()}, ctx.releases))
+        return real_update(est, noisy, params, ctx)
 
     monkeypatch.setattr(ReleaseLayer, "release", spy_release)
     monkeypatch.setattr(DPGaussianMixture, "_update", spy_update)

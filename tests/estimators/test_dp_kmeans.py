@@ -10,7 +10,7 @@ from sklearn.cluster import KMeans
 
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPKMeans, accounting as acc
-from dpem_fast._engine import Release, make_plan
+from dpem_fast._engine import Context, Release, make_plan
 from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._engine._domain import DataDomain
 from dpem_fast._reference.kmeans import kmeans_stats_reference
@@ -132,7 +132,7 @@ def test_small_noisy_counts_keep_the_previous_centre():
     rel = Release("counts", "gaussian", "l2", math.sqrt(2), 10.0, (3,), False, 1, None, 3)
     prev = np.array([[0.1, 0.2], [0.3, 0.4], [-0.5, 0.0]])
     noisy = {"counts": np.array([30.0, 31.0, -4.0]), "sums": np.array([[3.0, 0.0], [62.0, 0.0], [1.0, 1.0]])}
-    out = km._update(noisy, prev, {"counts": rel})
+    out = km._update(noisy, prev, Context(0, {"counts": rel}))
     assert_array_equal(out[0], prev[0])                       # 30 <= 3 sigma: kept
     assert_array_equal(out[1], [1.0, 0.0])                    # 62/31 = 2: projected onto the ball
     assert_array_equal(out[2], prev[2])                       # negative count: kept

@@ -53,7 +53,7 @@ from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ._sources import validated_rows
-from ._estimator import PrivateEstimator
+from ._estimator import Context, PrivateEstimator
 from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
 from ._record import NOT_PRIVATE, PrivacyRecord
@@ -136,8 +136,11 @@ class PrivateEM(PrivateEstimator):
         kernel a task holds only the released (or data-independent or user-given initial)
         ``params``, the ``domain`` and ``n_threads``.  In memory, the engine calls
         :meth:`_statistics`, which calls this kernel: one definition for both paths.
-    _update(noisy, params, releases) -> params
-        ``noisy``: dict name -> noisy array; ``releases``: the plan's public records.
+    _update(noisy, params, ctx) -> params
+        ``noisy``: dict name -> noisy array; ``ctx``: a :class:`~dpem_fast._engine.Context`
+        (the round ``t``, the plan's public release records ``ctx.releases`` and the row
+        count ``ctx.n_public`` where it is public — replace-one — else None).  Nothing else
+        of the fit: no side-effect attributes.
     _exact_update(stats, params) -> params
     _initial_parameters(summary, domain, key, private) -> params
         ``summary`` is a :class:`~dpem_fast._engine._sources._memory.DataSummary`; in private mode it
@@ -313,6 +316,7 @@ class PrivateEM(PrivateEstimator):
 
     def _fit_private(self, rows, key, n_threads):
         n, d = rows.n_rows, rows.n_features
+        n_public = self._public_rows(n)             # None under add/remove: n is private there
         rounds = self._n_release_rounds()
         specs = tuple(self._statistic_specs(d))
         source = self._domain_source() if self._domain_kind == "ball" else None
@@ -350,7 +354,7 @@ class PrivateEM(PrivateEstimator):
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
                 seen, releases = tail.add(it, noisy)
-                params = self._update(seen, params, releases)
+                params = self._update(seen, params, Context(it, releases, n_public))
                 progress.step()
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()

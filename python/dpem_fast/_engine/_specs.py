@@ -86,5 +86,7 @@ def count_for_update(noisy_count, release, n_public):
     else the released noisy count floored at ``max(1, 3 sd)`` (module docstring)."""
     if n_public is not None:
         return float(n_public)
+    if noisy_count is None or release is None:
+        raise ValueError("count_for_update: under add/remove the noisy count and its release are needed")
     sd = release.noise_scale * (math.sqrt(2.0) if release.mechanism == "laplace" else 1.0)
     return max(float(noisy_count), 1.0, 3.0 * sd)

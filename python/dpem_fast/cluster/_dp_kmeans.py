@@ -288,10 +288,10 @@ class DPKMeans(TransformerMixin, PrivateEM):
     def _statistics_task(self):
         return _kmeans_statistics
 
-    def _update(self, noisy, params, releases):
+    def _update(self, noisy, params, ctx):
         """Centres from the noisy statistics (post-processing; see the class docstring)."""
         nk, sums = noisy[COUNTS], noisy[SUMS]
-        tau = max(1.0, 3.0 * noise_std(releases[COUNTS]))
+        tau = max(1.0, 3.0 * noise_std(ctx.releases[COUNTS]))
         keep = nk > tau
         centers = np.array(params, dtype=np.float64, copy=True)
         if np.any(keep):

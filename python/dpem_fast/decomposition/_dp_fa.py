@@ -115,7 +115,6 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     #: the row count is fitting state (kept only under replace-one, where it is public)
     _cli_name = "fa"
     _saved = ("components_", "mean_", "noise_variance_", "loglike_", "n_iter_", "n_features_in_")
-    _not_saved = ("_n_public",)
 
     def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
                  neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
@@ -150,8 +149,6 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         check_nonnegative_real(self.tol, "tol")
         if not isinstance(self.rotation, (str, type(None))) or self.rotation not in _ROTATIONS:
             raise ValueError(f"rotation must be None, 'varimax' or 'quartimax', got {self.rotation!r}")
-        # the row count is public under replace-one only; under add/remove it is never kept
-        self._n_public = int(n_samples) if self.neighbouring == "replace" else None
 
     def _statistic_specs(self, n_features):
         d = n_features
@@ -193,16 +190,16 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _statistics_task(self):
         return _fa_statistics
 
-    def _update(self, noisy, params, releases):
+    def _update(self, noisy, params, ctx):
         """EM on the released statistics (post-processing of public values)."""
-        n = count_for_update(noisy[COUNT][0], releases[COUNT], None) if COUNT in noisy else float(self._n_public)
+        n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
         mean = noisy[SUM] / n
         norm = np.linalg.norm(mean)
         if norm > 1.0:
             mean /= norm
         C = noisy[SECOND] / n - np.outer(mean, mean)
         C = (C + C.T) / 2
-        floor = max(SMALL, releases[SECOND].noise_scale / n)
+        floor = max(SMALL, ctx.releases[SECOND].noise_scale / n)
         return self._em(C, n, params, mean, floor=min(floor, 1.0), ceiling=1.0)
 
     def _exact_update(self, stats, params):

@@ -197,7 +197,6 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     #: the row count is fitting state (kept only under replace-one, where it is public)
     _cli_name = "gradient-em"
     _saved = ("weights_", "means_", "beta_", "n_iter_", "n_features_in_", "_means_param")
-    _not_saved = ("_n_public",)
 
     def __init__(self, n_components=2, *, epsilon=1.0, delta=1e-5, estimator="truncated",
                  noise="discrete_gaussian", component_variance=1.0, symmetric=True, step_size=1.0,
@@ -249,8 +248,6 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                                  f"got {m.shape}")
             if not np.all(np.isfinite(m)) or np.max(np.abs(m)) > MAX_ABS_VALUE:
                 raise ValueError("means_init must be finite (and below 1e150 in absolute value)")
-        # the row count is public under replace-one only; under add/remove it is never kept
-        self._n_public = int(n_samples) if self.neighbouring == "replace" else None
 
     def _check_extremes(self):
         """Refuse public parameters whose sensitivity bound cannot be computed reliably
@@ -338,9 +335,9 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         means = params["means"] + float(self.step_size) * mean_grad.reshape(params["means"].shape)
         return {"means": means, "private": params["private"]}
 
-    def _update(self, noisy, params, releases):
+    def _update(self, noisy, params, ctx):
         """A gradient step on the released statistic (post-processing)."""
-        n = count_for_update(noisy[COUNT][0], releases[COUNT], None) if COUNT in noisy else float(self._n_public)
+        n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
         return self._step(params, noisy[GRAD] / n)
 
     def _exact_update(self, stats, params):

@@ -126,9 +126,9 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
     def _statistics_task(self):
         return _bernoulli_statistics
 
-    def _update(self, noisy, params, releases):
-        nk_f = floored_counts(noisy["counts"], releases["counts"])
-        lo = np.clip(releases["first_moments"].noise_scale / nk_f, MEAN_FLOOR, 0.25)[:, None]
+    def _update(self, noisy, params, ctx):
+        nk_f = floored_counts(noisy["counts"], ctx.releases["counts"])
+        lo = np.clip(ctx.releases["first_moments"].noise_scale / nk_f, MEAN_FLOOR, 0.25)[:, None]
         return weights_from_counts(noisy["counts"]), np.clip(noisy["first_moments"] / nk_f[:, None], lo, 1 - lo)
 
     def _exact_update(self, stats, params):

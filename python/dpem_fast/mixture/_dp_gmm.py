@@ -370,8 +370,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _statistics_task(self):
         return _gmm_statistics
 
-    def _update(self, noisy, params, releases):
-        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], releases)
+    def _update(self, noisy, params, ctx):
+        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases)
         return weights, means, covs, _compute_precision_cholesky(covs)
 
     def _exact_update(self, stats, params):

@@ -104,8 +104,8 @@ class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
         c, R = unit_map(M, d)
         return np.clip((R * sums + c * counts[:, None]) / counts[:, None], M / 1000.0, M)
 
-    def _update(self, noisy, params, releases):
-        nk = floored_counts(noisy["counts"], releases["counts"])
+    def _update(self, noisy, params, ctx):
+        nk = floored_counts(noisy["counts"], ctx.releases["counts"])
         return weights_from_counts(noisy["counts"]), self._rates(nk, noisy["sums"], noisy["sums"].shape[1])
 
     def _exact_update(self, stats, params):
