@@ -154,7 +154,7 @@ def test_the_package_is_layered():
     ("_engine/_plan.py", "from ..mixture import DPGaussianMixture", "dpem_fast._engine._plan imports dpem_fast.mixture"),
     ("_engine/_release.py", "def f():\n    from .._persist import save", "imports dpem_fast._persist"),
     ("_kernels/gmm.py", "from ..cluster import DPKMeans", "dpem_fast._kernels.gmm imports dpem_fast.cluster"),
-    ("_persist.py", "from .decomposition import DPFactorAnalysis", "dpem_fast._persist imports dpem_fast.decomposition"),
+    ("_persist/_file.py", "from ..decomposition import DPFactorAnalysis", "dpem_fast._persist._file imports dpem_fast.decomposition"),
     ("accounting/_ledger.py", "from .._engine import PrivacyRecord", "imports dpem_fast._engine"),
     ("mixture/_dp_gmm.py", "from .._reference.gmm import estep_reference", "imports the test oracle"),
     ("kernels.py", "from .cluster import DPKMeans", "dpem_fast.kernels imports dpem_fast.cluster"),

@@ -1,0 +1,188 @@
+"""The codec of a saved model: plain JSON values with a few tagged objects (non-finite floats,
+tuples, numeric arrays stored beside the JSON, string arrays, the k-means domain, accounting
+events in an explicit schema) and the privacy record's JSON form.  Nothing is unpickled or
+evaluated: classes are looked up in fixed allow-lists by name (see :mod:`dpem_fast._persist`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+
+__all__ = ["ModelFormatError", "event_to_json", "event_from_json", "record_to_json", "record_from_json"]
+
+
+class ModelFormatError(ValueError):
+    """A file that is not a readable dpem_fast model of a supported format version."""
+
+
+def _events():
+    from .. import accounting as acc
+
+    return {name: getattr(acc, name) for name in acc._events.__all__ if name != "DpEvent"}
+
+
+# ------------------------------------------------------------------ values
+class _Encoder:
+    def __init__(self):
+        self.arrays = {}
+
+    def __call__(self, v, where):
+        from .._preprocess import DataDomain
+        from ..accounting import DpEvent
+
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, (int, np.integer)) and not isinstance(v, np.bool_):
+            return int(v)
+        if isinstance(v, np.bool_):
+            return bool(v)
+        if isinstance(v, (float, np.floating)):
+            v = float(v)
+            return v if math.isfinite(v) else {"__float__": repr(v)}
+        if isinstance(v, DpEvent):
+            return {"__event__": event_to_json(v)}
+        if isinstance(v, DataDomain):
+            return {"__domain__": {f.name: self(getattr(v, f.name), where) for f in dataclasses.fields(v)}}
+        if isinstance(v, np.ndarray):
+            if v.dtype.kind in "biufc":
+                key = f"a{len(self.arrays)}"
+                self.arrays[key] = np.ascontiguousarray(v)
+                return {"__array__": key}
+            if v.dtype.kind in "OUS" and all(isinstance(s, str) for s in v.ravel()):
+                return {"__strarray__": [str(s) for s in v.ravel()], "shape": list(v.shape)}
+        if isinstance(v, tuple):
+            return {"__tuple__": [self(x, where) for x in v]}
+        if isinstance(v, list):
+            return [self(x, where) for x in v]
+        if isinstance(v, dict) and all(isinstance(k, str) for k in v):
+            return {k: self(x, where) for k, x in v.items()} if not any(k.startswith("__") for k in v) \
+                else _refuse(where, v)
+        return _refuse(where, v)
+
+
+def _refuse(where, v):
+    raise TypeError(f"save: {where} of type {type(v).__name__} cannot be saved in the dpem_fast model format")
+
+
+def _decode(v, arrays):
+    if isinstance(v, list):
+        return [_decode(x, arrays) for x in v]
+    if not isinstance(v, dict):
+        return v
+    if "__float__" in v:
+        s = v["__float__"]
+        if s not in ("inf", "-inf", "nan"):
+            raise ModelFormatError(f"bad float tag {s!r}")
+        return float(s)
+    if "__tuple__" in v:
+        return tuple(_decode(x, arrays) for x in v["__tuple__"])
+    if "__array__" in v:
+        key = v["__array__"]
+        if key not in arrays:
+            raise ModelFormatError(f"missing array entry {key!r}")
+        return arrays[key]
+    if "__strarray__" in v:
+        return np.array(v["__strarray__"], dtype=object).reshape(v["shape"])
+    if "__event__" in v:
+        return event_from_json(v["__event__"])
+    if "__domain__" in v:
+        from .._preprocess import DataDomain
+
+        d = {k: _decode(x, arrays) for k, x in v["__domain__"].items()}
+        return DataDomain(**d)
+    return {k: _decode(x, arrays) for k, x in v.items()}
+
+
+# ------------------------------------------------------------------ events
+def event_to_json(event):
+    """An accounting event as a JSON-ready dict ``{"type": name, field: value, ...}``."""
+    events = _events()
+    name = type(event).__name__
+    if events.get(name) is not type(event):
+        raise TypeError(f"unknown event type {name}")
+    out = {"type": name}
+    for f in dataclasses.fields(event):
+        x = getattr(event, f.name)
+        if isinstance(x, tuple):
+            out[f.name] = [event_to_json(e) for e in x]
+        elif dataclasses.is_dataclass(x):
+            out[f.name] = event_to_json(x)
+        elif x is None or isinstance(x, (str, int, float)):
+            if isinstance(x, float) and not math.isfinite(x):
+                raise TypeError(f"event field {f.name} = {x} is not finite")
+            out[f.name] = x
+        else:
+            raise TypeError(f"event field {f.name} of type {type(x).__name__}")
+    return out
+
+
+def event_from_json(obj):
+    """Inverse of :func:`event_to_json`; the event constructors validate every field."""
+    events = _events()
+    if not isinstance(obj, dict) or obj.get("type") not in events:
+        raise ModelFormatError(f"not an accounting event: {str(obj)[:80]}")
+    cls = events[obj["type"]]
+    names = {f.name for f in dataclasses.fields(cls)}
+    if set(obj) - {"type"} != names:
+        raise ModelFormatError(f"event {obj['type']}: fields {sorted(set(obj) - {'type'})}, expected {sorted(names)}")
+    kw = {}
+    for n in names:
+        x = obj[n]
+        if isinstance(x, dict):
+            x = event_from_json(x)
+        elif isinstance(x, list):
+            x = tuple(event_from_json(e) for e in x)
+        elif not (x is None or isinstance(x, (str, int, float))):
+            raise ModelFormatError(f"event {obj['type']}: bad field {n}")
+        kw[n] = x
+    try:
+        return cls(**kw)
+    except (TypeError, ValueError) as exc:
+        raise ModelFormatError(f"event {obj['type']}: {exc}") from None
+
+
+# ------------------------------------------------------------------ privacy record
+def record_to_json(record, enc=None):
+    """A :class:`~dpem_fast._engine._record.PrivacyRecord` as a JSON-ready dict."""
+    enc = enc or _Encoder()
+    if record is None:
+        return None
+    out = {}
+    for f in dataclasses.fields(record):
+        x = getattr(record, f.name)
+        if f.name == "releases":
+            out[f.name] = {k: {g.name: enc(getattr(r, g.name), f"privacy_.releases[{k}]")
+                               for g in dataclasses.fields(r)} for k, r in x.items()}
+        else:
+            out[f.name] = enc(x, f"privacy_.{f.name}")
+    return out
+
+
+def record_from_json(obj, arrays=None):
+    from .._engine._record import PrivacyRecord, Release
+
+    if obj is None:
+        return None
+    arrays = arrays or {}
+    try:
+        kw = {k: _decode(v, arrays) for k, v in obj.items() if k != "releases"}
+        kw["releases"] = {k: Release(**{g: _decode(x, arrays) for g, x in r.items()})
+                          for k, r in obj["releases"].items()}
+        return PrivacyRecord(**kw)
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise ModelFormatError(f"bad privacy record: {exc}") from None
+
+
+class _Inline(_Encoder):
+    """Arrays inline as lists (for JSON reports and comparisons; not the file format)."""
+
+    def __call__(self, v, where):
+        if isinstance(v, np.ndarray) and v.dtype.kind in "biufc":
+            return {"array": v.tolist(), "dtype": v.dtype.str}
+        if isinstance(v, dict) and not all(isinstance(k, str) for k in v):
+            return _refuse(where, v)
+        return super().__call__(v, where)
+
+
