@@ -1,0 +1,187 @@
+"""The command line's commands: fit, sample, report, accountant."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+
+import numpy as np
+
+from ._parser import _estimator_class, _model_options
+from ._readers import UserError, _bounds_file, _key_file, _parse_float, read_documents, read_table, read_vocabulary
+
+
+def cmd_fit(args, extra):
+    from .. import _persist
+
+    key = _key_file(args.key_file)      # before the fit: a bad key file costs no budget
+    cls = _estimator_class(args.model)
+    lda = cls._input == "documents"
+    if lda:
+        for flag in ("columns", "bounds", "bounds_file", "data_norm"):
+            if getattr(args, flag) is not None:
+                raise UserError(f"--{flag.replace('_', '-')}: not used by --model lda (documents are "
+                                "capped at --max-doc-length tokens instead)")
+        if args.vocabulary is None:
+            raise UserError("--model lda needs --vocabulary VOCAB.txt (a public word list, one word per line)")
+        vocabulary = read_vocabulary(args.vocabulary)
+        X, names = read_documents(args.data, vocabulary), None
+    else:
+        if args.vocabulary is not None:
+            raise UserError("--vocabulary: only for --model lda")
+        X, names = read_table(args.data, args.columns)
+    kw = _model_options(cls, extra)
+    known = cls().get_params()
+    kw.update(epsilon=args.epsilon, delta=args.delta)
+    if lda:
+        kw["vocabulary"] = vocabulary
+    if args.random_state is not None:
+        kw["random_state"] = args.random_state
+    if args.threads is not None:
+        kw["n_threads"] = args.threads
+    if args.progress:
+        if "verbose" not in known:
+            raise UserError(f"--progress: {cls.__name__} has no progress display")
+        kw["verbose"] = 1
+    declared = [a for a in ("bounds", "bounds_file", "data_norm") if getattr(args, a) is not None]
+    if len(declared) > 1:
+        raise UserError("give at most one of --bounds, --bounds-file, --data-norm")
+    for a in declared:
+        target = "bounds" if a == "bounds_file" else a
+        if target not in known:
+            raise UserError(f"--{a.replace('_', '-')}: {cls.__name__} has no declared domain of that kind "
+                            "(see its clip_norm / model options)")
+    if args.bounds is not None:
+        parts = args.bounds.split(",")
+        if len(parts) != 2:
+            raise UserError(f"--bounds: expected LO,HI, got {args.bounds!r}")
+        kw["bounds"] = (_parse_float(parts[0], "--bounds"), _parse_float(parts[1], "--bounds"))
+    if args.bounds_file is not None:
+        kw["bounds"] = _bounds_file(args.bounds_file, names)
+    if args.data_norm is not None:
+        kw["data_norm"] = args.data_norm
+    model = cls(**kw).fit(X)
+    if args.progress:
+        model.set_params(verbose=0)     # a display setting of this run, not of the saved model
+    _persist.save(model, args.output, info={"columns": names}, key=key)   # not the data file's name
+    # no row or document count: under add/remove it is private (the saved model never holds it)
+    shape = f"{X.shape[1]} vocabulary words" if lda else f"{X.shape[1]} columns"
+    print(f"fitted {cls.__name__} on {shape}; "
+          f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}"
+          + (" (signed with the key file)" if key is not None else ""))
+    return 0
+
+
+def _load(path, key_file=None):
+    """(model, the file's info, a line on what the file proves about its origin)."""
+    from .. import _persist
+
+    key = _key_file(key_file)
+    if not os.path.isfile(path):
+        raise UserError(f"MODEL: no such file: {path}")
+    model = _persist.load(path, key=key)
+    meta = _persist._read(path, key)[0]
+    signed = meta.get("signature") is not None
+    origin = ("signed (HMAC-SHA256), signature verified with the key file" if key is not None else
+              "signed (HMAC-SHA256), signature not verified (no --key-file)" if signed else
+              "unsigned: its checksum detects damage only")
+    return model, meta.get("info") or {}, origin
+
+
+def _clip_to_domain(model, X):
+    """Clip synthetic rows to the model's recorded (declared or privately estimated) domain."""
+    rec = model.privacy_
+    dom = rec.data_domain if rec is not None else {}
+    if dom.get("bounds") is not None:
+        lo, hi = dom["bounds"]
+        return np.clip(X, lo, hi)
+    if dom.get("radius") is not None and dom.get("center") is not None:
+        c, r = np.asarray(dom["center"]), float(dom["radius"])
+        norms = np.linalg.norm(X - c, axis=1, keepdims=True)
+        return c + (X - c) * np.minimum(1.0, r / np.maximum(norms, np.finfo(float).tiny))
+    return X
+
+
+def cmd_sample(args, extra):
+    if extra:
+        raise UserError(f"unexpected argument {extra[0]!r}")
+    model, info, origin = _load(args.model, args.key_file)
+    if not hasattr(model, "sample"):
+        raise UserError(f"MODEL: {type(model).__name__} does not support sampling (gmm and bernoulli do)")
+    if args.n < 1:
+        raise UserError(f"-n must be >= 1, got {args.n}")
+    X, _ = model.sample(args.n, random_state=args.random_state)
+    X = np.random.default_rng(args.random_state).permutation(_clip_to_domain(model, np.asarray(X, dtype=float)))
+    names = info.get("columns") or [f"x{i}" for i in range(X.shape[1])]
+    with open(args.output, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(names)
+        w.writerows([[repr(float(v)) for v in row] for row in X])
+    print(f"wrote {args.n} synthetic rows to {args.output} (post-processing of the private model)")
+    return 0
+
+
+def _summary(model):
+    from .._persist import _persist_attrs
+
+    return {k: (list(np.shape(v)) if isinstance(v, np.ndarray) else v) for k, v in _persist_attrs(model).items()
+            if not k.startswith("_")}     # private inference state (e.g. DPKMeans._domain) is not summarised
+
+
+def cmd_report(args, extra):
+    from .._persist import _Inline, record_to_json
+
+    if extra:
+        raise UserError(f"unexpected argument {extra[0]!r}")
+    model, info, origin = _load(args.model, args.key_file)
+    params = {k: v for k, v in model.get_params().items()}
+    topics = _top_words(model, args.top_words) if args.top_words is not None else None
+    if args.json:
+        out = {"estimator": type(model).__name__, "columns": info.get("columns"),
+               "params": _Inline()(params, "params"), "fitted_shapes": _summary(model),
+               "privacy": record_to_json(model.privacy_, _Inline())}
+        if topics is not None:
+            out["top_words"] = topics
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    print(f"model         : {type(model).__name__}")
+    print(f"file          : {origin}; privacy record consistent with its releases")
+    if info.get("columns"):
+        print(f"columns       : {', '.join(info['columns'])}")
+    print("parameters    : " + ", ".join(
+        f"{k}=<{len(v)} items>" if isinstance(v, (list, tuple)) and len(v) > 8 else f"{k}={v!r}"
+        for k, v in sorted(params.items()) if v is not None and not isinstance(v, np.ndarray)))
+    for k, v in _summary(model).items():
+        print(f"  {k:<24} {'shape ' + str(tuple(v)) if isinstance(v, list) else v}")
+    print("privacy record:" if model.privacy_ is not None else "privacy record: NONE (fitted without privacy)")
+    if model.privacy_ is not None:
+        print(str(model.privacy_))
+    if topics is not None:
+        print(f"top words per topic (post-processing of the private topics):")
+        for k, words in enumerate(topics):
+            print(f"  topic {k:<3}: {' '.join(words)}")
+    return 0
+
+
+def _top_words(model, n_words):
+    """[[word, ...] per topic]: the heaviest words of each released topic (post-processing)."""
+    from .._text import top_word_indices
+
+    vocabulary = getattr(model, "vocabulary", None)
+    if not hasattr(model, "components_") or vocabulary is None:
+        raise UserError(f"--top-words: {type(model).__name__} is not a topic model with a vocabulary "
+                        "(fit one with --model lda)")
+    if n_words < 1:
+        raise UserError(f"--top-words must be >= 1, got {n_words}")
+    return [[vocabulary[j] for j in row] for row in top_word_indices(model.components_, n_words)]
+
+
+def cmd_accountant(args, extra):
+    from ..accounting.__main__ import main as table_main
+
+    if extra:
+        raise UserError(f"unexpected argument {extra[0]!r}")
+    return table_main(["--pld"] if args.pld else [])
+
+
+# ------------------------------------------------------------------ parser
