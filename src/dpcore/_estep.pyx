@@ -11,8 +11,10 @@ The n x K responsibility matrix is never materialised.
 
 Where the code lives
 --------------------
-This module is the GMM's driver (blocks, chunks, BLAS calls).  The C it runs is in headers
-shared with the other E-step kernels (``_bernoulli.pyx``, ...), each with a ``.pxd``:
+This module holds the GMM's block and chunk bodies (BLAS calls); the parallel driver that
+runs the blocks (threads, per-thread scratch, ``MemoryError``) is ``run_blocks`` in
+``_driver.pxd``, shared by every kernel.  The C it runs is in headers shared with the
+other E-step kernels (``_bernoulli.pyx``, ...), each with a ``.pxd``:
 ``dpc_contract.h`` (CHUNK_SIZE, lanes, block counts), ``dpc_simd.h`` (vector types,
 ``target_clones``, exp/log, lane sums), ``dpc_rows.h`` (chunk loader, declared-domain
 clipping), ``dpc_lse.h`` (log-sum-exp), ``dpc_lanes.h`` (moment accumulators),
@@ -26,9 +28,10 @@ into ``n_blocks = block_count(n, d, K)`` blocks of ``BLOCK_CHUNKS`` chunks (so t
 grows with n, with no cap below the machine; at least ``SPREAD_BLOCKS`` when there are that
 many chunks; larger blocks only when the K*d*d partials would exceed ``PARTIAL_BUDGET``
 doubles, never fewer than ``MIN_BLOCKS``).
-Block ``b`` owns row ``b`` of every partial array and walks its chunks in order; blocks are
-handed to OpenMP threads with a dynamic schedule (a thread delayed by a busy core does not
-hold the others back; which thread runs a block never affects its numbers).  The caller
+Block ``b`` owns row ``b`` of every partial array and walks its chunks in order
+(``dpc_plan_blocks``); blocks are handed to OpenMP threads with a dynamic schedule (a
+thread delayed by a busy core does not hold the others back; which thread runs a block
+never affects its numbers).  The caller
 sums the rows in block order, so the result is bit-identical for any thread count.
 ``block_count`` depends on ``(n, d, K)`` only: it is ``dpc_block_count(n, K (d^2 + d + 1))``.
 
@@ -54,13 +57,14 @@ C code into the shared headers.  ``exp``/``log`` are vectorisable polynomial ver
 (about 1 ulp); ``exp(x)`` for ``x < -708`` returns 0 (no denormals).
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
-from libc.stdlib cimport malloc, free
+from libc.stdint cimport int64_t
+from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
+from ._driver cimport run_blocks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block,
-    dpc_lane_pad,
+    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, dpc_block_count, dpc_block_plan, dpc_chunk_count,
+    dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_gmm cimport dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small
 from .dpc_lanes cimport (
@@ -143,34 +147,76 @@ cdef Py_ssize_t _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
     return n_clipped
 
 
-cdef void _estep_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
-                       Py_ssize_t b, Py_ssize_t chunks_per_block,
-                       const double *means, const double *prec_chol, const double *log_const,
-                       int tri, const double *dom, double inv_scale, double target,
-                       double *nk, double *s1, double *s2, double *ll_acc, long long *clipped,
-                       double *buf) noexcept nogil:
+cdef struct _Args:
+    # what a block of either pass reads (from the driver's arguments) and writes
+    const void *X                 # (n, d) rows, float32 when f32 else float64
+    bint f32
+    Py_ssize_t n, d, K
+    dpc_block_plan plan           # estep_stats: the chunks of each block
+    const double *means
+    const double *prec_chol
+    const double *log_const
+    int tri
+    const double *dom             # NULL: raw rows
+    double inv_scale, target
+    double *nk                    # estep_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks, K, d, d),
+    double *s1                    # (n_blocks,) partials; row b is block b's
+    double *s2
+    double *ll
+    int64_t *clipped              # (n_blocks,) rows clipped, or NULL without a domain
+    void *out_resp                # log_resp: (n, K) and (n,) outputs, dtype of X
+    void *out_ll
+
+
+cdef void _set_args(_Args *a, const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
+                    const double *means, const double *prec_chol, const double *log_const,
+                    bint tri) noexcept:
+    """The arguments both passes read; everything else empty (NULL / 0)."""
+    memset(a, 0, sizeof(_Args))
+    a.X = X
+    if floating is float:
+        a.f32 = 1
+    a.n, a.d, a.K = n, d, K
+    a.means, a.prec_chol, a.log_const = means, prec_chol, log_const
+    a.tri = 1 if tri else 0
+    a.inv_scale = a.target = 1.0
+
+
+cdef void _estep_block(const floating *X, const _Args *a, Py_ssize_t b, double *buf) noexcept nogil:
     """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
-    cdef Py_ssize_t c, r0, k, i, nc
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n)
-    cdef Py_ssize_t c1 = min(n_chunks, (b + 1) * chunks_per_block)
+    cdef Py_ssize_t c, r0, k, i, nc, d = a.d, K = a.K
     cdef Py_ssize_t ns1 = dpe_lanes_n_s1_size(d)
+    cdef double *nk = a.nk + b * K
+    cdef double *s1 = a.s1 + b * K * d
+    cdef double *s2 = a.s2 + b * K * d * d
     cdef dpc_scratch s
     cdef double *la
     dpe_gmm_scratch_init(&s, d, K, buf)
     if d < DPC_BLAS_MIN_D:
         for i in range(K * s.lanes_per_component):
             s.lanes[i] = 0.0
-    for c in range(b * chunks_per_block, c1):
+    for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
-        nc = _estep_chunk(X, r0, min(DPC_CHUNK_SIZE, n - r0), d, K, means, prec_chol,
-                          log_const, tri, dom, inv_scale, target, nk, s1, s2, ll_acc, &s)
-        if clipped != NULL:
-            clipped[0] += nc
+        nc = _estep_chunk(X, r0, min(DPC_CHUNK_SIZE, a.n - r0), d, K, a.means, a.prec_chol,
+                          a.log_const, a.tri, a.dom, a.inv_scale, a.target, nk, s1, s2,
+                          a.ll + b, &s)
+        if a.clipped != NULL:
+            a.clipped[b] += nc
     if d < DPC_BLAS_MIN_D:
         for k in range(K):
             la = s.lanes + k * s.lanes_per_component
             dpe_lanes_flush_n_s1(la, d, nk + k, s1 + k * d)
             dpe_lanes_flush_s2(la + ns1, d, s2 + k * d * d)
+
+
+cdef int _stats_body(const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` of estep_stats (the driver's body)."""
+    cdef const _Args *a = <const _Args *> args
+    if a.f32:
+        _estep_block(<const float *> a.X, a, b, buf)
+    else:
+        _estep_block(<const double *> a.X, a, b, buf)
+    return 0
 
 
 def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
@@ -186,7 +232,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                 const double[:, ::1] domain=None,   # IN  (3, d) lower, upper, center; None = raw X
                 double inv_scale=1.0,               # 1 / radius of the declared domain
                 double clip_target=1.0,             # norm given to rows beyond the unit ball
-                long long[::1] part_clipped=None):  # OUT (n_blocks,) rows clipped per block
+                int64_t[::1] part_clipped=None):    # OUT (n_blocks,) rows clipped per block
     """Fused E-step (DP-EM Eq. 10) and Eq. 11 moments, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
@@ -202,15 +248,8 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n)
-    cdef Py_ssize_t cpb, b, scratch_size
     cdef dpc_scratch layout
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
-    cdef int tri = 1 if upper_triangular else 0
-    cdef const double *dom = NULL
-    cdef long long *clip_base = NULL
+    cdef _Args a
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
@@ -231,40 +270,40 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     part_s1[:, :, :] = 0.0
     part_s2[:, :, :, :] = 0.0
     part_ll[:] = 0.0
+    _set_args(&a, &X[0, 0], n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
+              upper_triangular)
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
+    a.nk, a.s1, a.s2, a.ll = &part_nk[0, 0], &part_s1[0, 0, 0], &part_s2[0, 0, 0, 0], &part_ll[0]
     if domain is not None and d > 0:
         part_clipped[:] = 0
-        dom = &domain[0, 0]
-        clip_base = &part_clipped[0]
-    cpb = dpc_chunks_per_block(n_chunks, nb)
-    nb = dpc_chunks_per_block(n_chunks, cpb)   # blocks actually used; the rest stay 0
-    n_threads = max(1, min(n_threads, nb))
-    scratch_size = dpe_gmm_scratch_init(&layout, d, K, NULL)
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(scratch_size * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for b in prange(nb, schedule='dynamic'):
-            if buf != NULL:
-                _estep_block(&X[0, 0], n, d, K, b, cpb, &means[0, 0], &prec_chol[0, 0, 0],
-                             &log_const[0], tri, dom, inv_scale, clip_target,
-                             &part_nk[b, 0], &part_s1[b, 0, 0], &part_s2[b, 0, 0, 0],
-                             &part_ll[b], clip_base + b if clip_base != NULL else NULL, buf)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate E-step scratch")
+        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+        a.clipped = &part_clipped[0]
+    run_blocks(_stats_body, &a, a.plan.n_busy, dpe_gmm_scratch_init(&layout, d, K, NULL),
+               n_threads, "E-step scratch")
 
 
-cdef void _logresp_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
-                         Py_ssize_t d, Py_ssize_t K,
-                         const double *means, const double *prec_chol, const double *log_const,
-                         int tri, floating *out_resp, floating *out_ll, double *buf) noexcept nogil:
-    cdef Py_ssize_t npad = dpc_lane_pad(nr)
+cdef void _logresp_chunk(const floating *X, const _Args *a, Py_ssize_t c,
+                         double *buf) noexcept nogil:
+    """Log responsibilities and log-likelihoods of the rows of chunk ``c``."""
+    cdef Py_ssize_t d = a.d, K = a.K, r0 = c * DPC_CHUNK_SIZE
+    cdef Py_ssize_t nr = min(DPC_CHUNK_SIZE, a.n - r0), npad = dpc_lane_pad(nr)
     cdef dpc_scratch s
     dpe_gmm_scratch_init(&s, d, K, buf)
     load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xt)
-    _logp_chunk(s.Xt, npad, d, K, means, prec_chol, log_const, tri, s.D, s.W, s.L)
+    _logp_chunk(s.Xt, npad, d, K, a.means, a.prec_chol, a.log_const, a.tri, s.D, s.W, s.L)
     dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, out_resp + r0 * K, out_ll + r0)
+    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, <floating *> a.out_resp + r0 * K,
+                   <floating *> a.out_ll + r0)
+
+
+cdef int _logresp_body(const void *args, Py_ssize_t c, double *buf) noexcept nogil:
+    """Chunk ``c`` of log_resp (the driver's body; one block per chunk)."""
+    cdef const _Args *a = <const _Args *> args
+    if a.f32:
+        _logresp_chunk(<const float *> a.X, a, c, buf)
+    else:
+        _logresp_chunk(<const double *> a.X, a, c, buf)
+    return 0
 
 
 def log_resp(const floating[:, ::1] X,              # IN  (n, d)
@@ -281,32 +320,19 @@ def log_resp(const floating[:, ::1] X,              # IN  (n, d)
     (lp - ll[:, None], ll)`` (DP-EM Eq. 10, in log space).
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n), c, scratch_size
     cdef dpc_scratch layout
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
-    cdef int tri = 1 if upper_triangular else 0
+    cdef _Args a
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K
             or out_log_resp.shape[0] != n or out_log_resp.shape[1] != K or out_ll.shape[0] != n):
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, n_chunks))
-    scratch_size = dpe_gmm_scratch_init(&layout, d, K, NULL)
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(scratch_size * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for c in prange(n_chunks, schedule='dynamic'):
-            if buf != NULL:
-                _logresp_chunk(&X[0, 0], c * DPC_CHUNK_SIZE, min(DPC_CHUNK_SIZE, n - c * DPC_CHUNK_SIZE),
-                               d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0], tri,
-                               &out_log_resp[0, 0], &out_ll[0], buf)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate E-step scratch")
+    _set_args(&a, &X[0, 0], n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
+              upper_triangular)
+    a.out_resp, a.out_ll = &out_log_resp[0, 0], &out_ll[0]
+    run_blocks(_logresp_body, &a, dpc_chunk_count(n), dpe_gmm_scratch_init(&layout, d, K, NULL),
+               n_threads, "E-step scratch")
 
 
 def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_log):

@@ -23,6 +23,8 @@
  *   DPC_LDA_DOC_CHUNK  documents per chunk of the LDA E-step (_lda.pyx); blocks of
  *                    consecutive chunks as above (dpc_lda_block_count), each block
  *                    summing its documents' statistics in document order.
+ *   dpc_plan_blocks  which chunks each block walks, for every kernel with per-block
+ *                    partials; the blocks are run by the one driver of _driver.pxd.
  * Samplers (_rng.pyx, _dgauss.pyx)
  *   DPC_SAMPLER_BLOCK  outputs per ChaCha20 stream: block b draws from stream stream0 + b.
  */
@@ -83,11 +85,17 @@ static inline ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles
     return dpc_blocks_for_chunks(dpc_chunk_count(n), per_block_doubles);
 }
 
+/* Number of DPC_LDA_DOC_CHUNK-document chunks covering n documents (the LDA E-step). */
+static inline ptrdiff_t dpc_lda_chunk_count(ptrdiff_t n)
+{
+    return (n + DPC_LDA_DOC_CHUNK - 1) / DPC_LDA_DOC_CHUNK;
+}
+
 /* LDA E-step blocks for n documents whose partials take per_block_doubles (K V) each: the
    same rule over chunks of DPC_LDA_DOC_CHUNK documents. */
 static inline ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
 {
-    return dpc_blocks_for_chunks((n + DPC_LDA_DOC_CHUNK - 1) / DPC_LDA_DOC_CHUNK, per_block_doubles);
+    return dpc_blocks_for_chunks(dpc_lda_chunk_count(n), per_block_doubles);
 }
 
 /* Chunks per block once the block count nb >= 1 is fixed: ceil(n_chunks / nb).  Blocks
@@ -95,6 +103,39 @@ static inline ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_dou
 static inline ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
 {
     return (n_chunks + nb - 1) / nb;
+}
+
+/* The block plan of one pass: n_chunks chunks cut into the n_blocks blocks of the count
+   above (dpc_block_count, dpc_lda_block_count; one partial row each).  Block b walks chunks
+   [dpc_plan_first(p, b), dpc_plan_end(p, b)) in order; only the first n_busy blocks have
+   chunks (the rest keep the zeros their partial rows start from).  Every kernel with
+   per-block partials cuts its work by this plan, so it depends on what the block count
+   depends on, never on the thread count. */
+typedef struct {
+    ptrdiff_t n_chunks;
+    ptrdiff_t chunks_per_block;   /* ceil(n_chunks / n_blocks); 0 when there is no block */
+    ptrdiff_t n_busy;             /* blocks with chunks: ceil(n_chunks / chunks_per_block) */
+} dpc_block_plan;
+
+static inline dpc_block_plan dpc_plan_blocks(ptrdiff_t n_chunks, ptrdiff_t n_blocks)
+{
+    dpc_block_plan p;
+    p.n_chunks = n_chunks;
+    p.chunks_per_block = n_chunks > 0 && n_blocks > 0 ? dpc_chunks_per_block(n_chunks, n_blocks) : 0;
+    p.n_busy = p.chunks_per_block > 0 ? dpc_chunks_per_block(n_chunks, p.chunks_per_block) : 0;
+    return p;
+}
+
+/* First chunk of block b, and one past its last. */
+static inline ptrdiff_t dpc_plan_first(const dpc_block_plan *p, ptrdiff_t b)
+{
+    return b * p->chunks_per_block;
+}
+
+static inline ptrdiff_t dpc_plan_end(const dpc_block_plan *p, ptrdiff_t b)
+{
+    ptrdiff_t e = (b + 1) * p->chunks_per_block;
+    return e < p->n_chunks ? e : p->n_chunks;
 }
 
 /* Rows of a superblock, the unit in which the engine hands rows to a kernel: about

@@ -21,6 +21,14 @@ cdef extern from "dpc_contract.h" nogil:
     ptrdiff_t dpc_blocks_for_chunks(ptrdiff_t n_chunks, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_lda_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
+    ptrdiff_t dpc_lda_chunk_count(ptrdiff_t n)
     ptrdiff_t dpc_chunks_per_block(ptrdiff_t n_chunks, ptrdiff_t nb)
+    ctypedef struct dpc_block_plan:
+        ptrdiff_t n_chunks
+        ptrdiff_t chunks_per_block
+        ptrdiff_t n_busy
+    dpc_block_plan dpc_plan_blocks(ptrdiff_t n_chunks, ptrdiff_t n_blocks)
+    ptrdiff_t dpc_plan_first(const dpc_block_plan *p, ptrdiff_t b)
+    ptrdiff_t dpc_plan_end(const dpc_block_plan *p, ptrdiff_t b)
     ptrdiff_t dpc_sampler_blocks(ptrdiff_t n)
     ptrdiff_t dpc_superblock_rows(ptrdiff_t n_features)
