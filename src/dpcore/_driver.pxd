@@ -15,6 +15,7 @@
 # partials in block order.  The block count comes from the contract (dpc_contract.h):
 # dpc_block_count / dpc_lda_block_count with dpc_plan_blocks for kernels with per-block
 # partials, dpc_chunk_count for per-row outputs.
+from cython cimport floating
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, prange
 
@@ -53,3 +54,41 @@ cdef inline int run_blocks(block_body body, const void *args, Py_ssize_t n_block
     if failed:
         raise MemoryError("could not allocate " + what)
     return 0
+
+
+# The body of a kernel over the rows X of a float32 or float64 array: block b, with X (the
+# whole array) typed.  A kernel writes one fused body over ``floating`` and hands both
+# specialisations (body[float], body[double]) to run_row_blocks, which calls the one that
+# matches X.
+ctypedef int (*rows_body_f32)(const float *X, const void *args, Py_ssize_t b,
+                              double *scratch) noexcept nogil
+ctypedef int (*rows_body_f64)(const double *X, const void *args, Py_ssize_t b,
+                              double *scratch) noexcept nogil
+
+cdef struct _rows_call:
+    const void *X
+    bint f32
+    rows_body_f32 body_f32
+    rows_body_f64 body_f64
+    const void *args
+
+
+cdef inline int _rows_body(const void *call, Py_ssize_t b, double *scratch) noexcept nogil:
+    cdef const _rows_call *r = <const _rows_call *> call
+    if r.f32:
+        return r.body_f32(<const float *> r.X, r.args, b, scratch)
+    return r.body_f64(<const double *> r.X, r.args, b, scratch)
+
+
+cdef inline int run_row_blocks(const floating *X, rows_body_f32 body_f32, rows_body_f64 body_f64,
+                               const void *args, Py_ssize_t n_blocks, Py_ssize_t scratch_doubles,
+                               int n_threads, str what) except -1:
+    """run_blocks for a body over the rows ``X``: ``body_f32(X, args, b, scratch)`` or
+    ``body_f64(...)``, as X is float32 or float64."""
+    cdef _rows_call r
+    r.X = X
+    r.f32 = floating is float
+    r.body_f32 = body_f32
+    r.body_f64 = body_f64
+    r.args = args
+    return run_blocks(_rows_body, &r, n_blocks, scratch_doubles, n_threads, what)

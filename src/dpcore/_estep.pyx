@@ -61,10 +61,10 @@ from libc.stdint cimport int64_t
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
-from ._driver cimport run_blocks
+from ._driver cimport run_row_blocks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, dpc_block_count, dpc_block_plan, dpc_chunk_count,
-    dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+    dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_gmm cimport dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small
 from .dpc_lanes cimport (
@@ -149,8 +149,6 @@ cdef Py_ssize_t _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
 
 cdef struct _Args:
     # what a block of either pass reads (from the driver's arguments) and writes
-    const void *X                 # (n, d) rows, float32 when f32 else float64
-    bint f32
     Py_ssize_t n, d, K
     dpc_block_plan plan           # estep_stats: the chunks of each block
     const double *means
@@ -168,22 +166,20 @@ cdef struct _Args:
     void *out_ll
 
 
-cdef void _set_args(_Args *a, const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
+cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
                     const double *means, const double *prec_chol, const double *log_const,
                     bint tri) noexcept:
     """The arguments both passes read; everything else empty (NULL / 0)."""
     memset(a, 0, sizeof(_Args))
-    a.X = X
-    if floating is float:
-        a.f32 = 1
     a.n, a.d, a.K = n, d, K
     a.means, a.prec_chol, a.log_const = means, prec_chol, log_const
     a.tri = 1 if tri else 0
     a.inv_scale = a.target = 1.0
 
 
-cdef void _estep_block(const floating *X, const _Args *a, Py_ssize_t b, double *buf) noexcept nogil:
-    """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
+cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` (the driver's body): its chunks in order, accumulated into its partial row."""
+    cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t c, r0, k, i, nc, d = a.d, K = a.K
     cdef Py_ssize_t ns1 = dpe_lanes_n_s1_size(d)
     cdef double *nk = a.nk + b * K
@@ -197,7 +193,7 @@ cdef void _estep_block(const floating *X, const _Args *a, Py_ssize_t b, double *
             s.lanes[i] = 0.0
     for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
-        nc = _estep_chunk(X, r0, min(DPC_CHUNK_SIZE, a.n - r0), d, K, a.means, a.prec_chol,
+        nc = _estep_chunk(X, r0, dpc_chunk_rows(a.n, c), d, K, a.means, a.prec_chol,
                           a.log_const, a.tri, a.dom, a.inv_scale, a.target, nk, s1, s2,
                           a.ll + b, &s)
         if a.clipped != NULL:
@@ -207,15 +203,6 @@ cdef void _estep_block(const floating *X, const _Args *a, Py_ssize_t b, double *
             la = s.lanes + k * s.lanes_per_component
             dpe_lanes_flush_n_s1(la, d, nk + k, s1 + k * d)
             dpe_lanes_flush_s2(la + ns1, d, s2 + k * d * d)
-
-
-cdef int _stats_body(const void *args, Py_ssize_t b, double *buf) noexcept nogil:
-    """Block ``b`` of estep_stats (the driver's body)."""
-    cdef const _Args *a = <const _Args *> args
-    if a.f32:
-        _estep_block(<const float *> a.X, a, b, buf)
-    else:
-        _estep_block(<const double *> a.X, a, b, buf)
     return 0
 
 
@@ -270,7 +257,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     part_s1[:, :, :] = 0.0
     part_s2[:, :, :, :] = 0.0
     part_ll[:] = 0.0
-    _set_args(&a, &X[0, 0], n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
+    _set_args(&a, n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
               upper_triangular)
     a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
     a.nk, a.s1, a.s2, a.ll = &part_nk[0, 0], &part_s1[0, 0, 0], &part_s2[0, 0, 0, 0], &part_ll[0]
@@ -278,15 +265,17 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         part_clipped[:] = 0
         a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
         a.clipped = &part_clipped[0]
-    run_blocks(_stats_body, &a, a.plan.n_busy, dpe_gmm_scratch_init(&layout, d, K, NULL),
-               n_threads, "E-step scratch")
+    run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
+                   dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")
 
 
-cdef void _logresp_chunk(const floating *X, const _Args *a, Py_ssize_t c,
-                         double *buf) noexcept nogil:
-    """Log responsibilities and log-likelihoods of the rows of chunk ``c``."""
+cdef int _logresp_chunk(const floating *X, const void *args, Py_ssize_t c,
+                        double *buf) noexcept nogil:
+    """Chunk ``c`` of log_resp (the driver's body): log pi_k + log N(x | k) of its rows,
+    their log-sum-exp and the log responsibilities."""
+    cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t d = a.d, K = a.K, r0 = c * DPC_CHUNK_SIZE
-    cdef Py_ssize_t nr = min(DPC_CHUNK_SIZE, a.n - r0), npad = dpc_lane_pad(nr)
+    cdef Py_ssize_t nr = dpc_chunk_rows(a.n, c), npad = dpc_lane_pad(nr)
     cdef dpc_scratch s
     dpe_gmm_scratch_init(&s, d, K, buf)
     load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xt)
@@ -294,15 +283,6 @@ cdef void _logresp_chunk(const floating *X, const _Args *a, Py_ssize_t c,
     dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
     store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, <floating *> a.out_resp + r0 * K,
                    <floating *> a.out_ll + r0)
-
-
-cdef int _logresp_body(const void *args, Py_ssize_t c, double *buf) noexcept nogil:
-    """Chunk ``c`` of log_resp (the driver's body; one block per chunk)."""
-    cdef const _Args *a = <const _Args *> args
-    if a.f32:
-        _logresp_chunk(<const float *> a.X, a, c, buf)
-    else:
-        _logresp_chunk(<const double *> a.X, a, c, buf)
     return 0
 
 
@@ -328,11 +308,12 @@ def log_resp(const floating[:, ::1] X,              # IN  (n, d)
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    _set_args(&a, &X[0, 0], n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
+    _set_args(&a, n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
               upper_triangular)
     a.out_resp, a.out_ll = &out_log_resp[0, 0], &out_ll[0]
-    run_blocks(_logresp_body, &a, dpc_chunk_count(n), dpe_gmm_scratch_init(&layout, d, K, NULL),
-               n_threads, "E-step scratch")
+    run_row_blocks(&X[0, 0], _logresp_chunk[float], _logresp_chunk[double], &a,
+                   dpc_chunk_count(n), dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads,
+                   "E-step scratch")
 
 
 def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_log):

@@ -55,6 +55,13 @@ static inline ptrdiff_t dpc_chunk_count(ptrdiff_t n)
     return (n + DPC_CHUNK_SIZE - 1) / DPC_CHUNK_SIZE;
 }
 
+/* Rows of chunk c of n rows: CHUNK_SIZE, fewer in the last chunk. */
+static inline ptrdiff_t dpc_chunk_rows(ptrdiff_t n, ptrdiff_t c)
+{
+    ptrdiff_t left = n - c * DPC_CHUNK_SIZE;
+    return left < DPC_CHUNK_SIZE ? left : DPC_CHUNK_SIZE;
+}
+
 /* nr rounded up to a whole number of lanes (the padded width of a chunk). */
 static inline ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
 {

@@ -17,6 +17,7 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_LDA_DOC_CHUNK
         DPC_SUPERBLOCK_DOUBLES
     ptrdiff_t dpc_chunk_count(ptrdiff_t n)
+    ptrdiff_t dpc_chunk_rows(ptrdiff_t n, ptrdiff_t c)
     ptrdiff_t dpc_lane_pad(ptrdiff_t nr)
     ptrdiff_t dpc_blocks_for_chunks(ptrdiff_t n_chunks, ptrdiff_t per_block_doubles)
     ptrdiff_t dpc_block_count(ptrdiff_t n, ptrdiff_t per_block_doubles)
