@@ -19,9 +19,9 @@ Shared pieces
 -------------
 This module is written on the headers of the GMM E-step: the chunk loader
 (``dpc_rows.h``), the log-sum-exp (``dpc_lse.h``), the count / first-moment lane
-accumulators (``dpc_lanes.h``), the scratch layout (``dpc_scratch.h``) and the contract
-constants and block count (``dpc_contract.h``).  Only the logits are its own
-(``dpc_bernoulli.h``).
+accumulators (``dpc_lanes.h``), the scratch layout (``dpc_scratch.h``), the contract
+constants, block count and block plan (``dpc_contract.h``) and the parallel driver
+(``run_blocks``, ``_driver.pxd``).  Only the logits are its own (``dpc_bernoulli.h``).
 
 Work layout (reproducibility contract, as ``_estep.pyx``)
 ---------------------------------------------------------
@@ -40,14 +40,14 @@ on the thread count.  Two code paths, chosen by ``d`` only (``BERNOULLI_BLAS_MIN
   hold BLAS to one thread.
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
-from libc.stdlib cimport malloc, free
+from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm
 
+from ._driver cimport run_row_blocks
 from .dpc_bernoulli cimport dpb_logits_init, dpb_logits_small, dpb_scratch_init
 from .dpc_contract cimport (
-    DPC_BERNOULLI_BLAS_MIN_D, DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count,
-    dpc_chunks_per_block, dpc_lane_pad,
+    DPC_BERNOULLI_BLAS_MIN_D, DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count,
+    dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_lanes cimport dpe_lanes_flush_n_s1, dpe_lanes_n_s1
 from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
@@ -117,24 +117,46 @@ cdef void _stats_chunk(const floating *X, Py_ssize_t nr, Py_ssize_t d,
         dgemm(b'N', b'N', &dd, &kk, &m, &one, <double *> Xc, &dd, s.L, &ld, &one, s1, &dd)
 
 
-cdef void _stats_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
-                       Py_ssize_t b, Py_ssize_t chunks_per_block,
-                       const double *theta, const double *log_const, int blas,
-                       double *nk, double *s1, double *ll_acc, double *buf) noexcept nogil:
-    """Walk the chunks of block ``b`` in order, accumulating into its partial row."""
-    cdef Py_ssize_t c, r0, k, i
-    cdef Py_ssize_t c1 = min(dpc_chunk_count(n), (b + 1) * chunks_per_block)
+cdef struct _Args:
+    # what a block of either pass reads (from the driver's arguments) and writes
+    Py_ssize_t n, d, K
+    dpc_block_plan plan           # bernoulli_stats: the chunks of each block
+    const double *theta
+    const double *log_const
+    int blas
+    double *nk                    # bernoulli_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks,)
+    double *s1                    # partials; row b is block b's
+    double *ll
+    void *out_resp                # bernoulli_log_resp: (n, K) and (n,) outputs, dtype of X
+    void *out_ll
+
+
+cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
+                    const double *theta, const double *log_const, int blas) noexcept:
+    """The arguments both passes read; everything else empty (NULL / 0)."""
+    memset(a, 0, sizeof(_Args))
+    a.n, a.d, a.K = n, d, K
+    a.theta, a.log_const, a.blas = theta, log_const, blas
+
+
+cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` (the driver's body): its chunks in order, accumulated into its partial row."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t c, r0, k, i, d = a.d, K = a.K
+    cdef double *nk = a.nk + b * K
+    cdef double *s1 = a.s1 + b * K * d
     cdef dpc_scratch s
-    dpb_scratch_init(&s, d, K, blas, buf)
+    dpb_scratch_init(&s, d, K, a.blas, buf)
     for i in range(K * s.lanes_per_component):
         s.lanes[i] = 0.0
-    for c in range(b * chunks_per_block, c1):
+    for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
-        _stats_chunk(X + r0 * d, min(DPC_CHUNK_SIZE, n - r0), d, K, theta, log_const, blas,
-                     s1, ll_acc, &s)
+        _stats_chunk(X + r0 * d, dpc_chunk_rows(a.n, c), d, K, a.theta, a.log_const,
+                     a.blas, s1, a.ll + b, &s)
     for k in range(K):
-        dpe_lanes_flush_n_s1(s.lanes + k * s.lanes_per_component, 0 if blas else d,
+        dpe_lanes_flush_n_s1(s.lanes + k * s.lanes_per_component, 0 if a.blas else d,
                              nk + k, s1 + k * d)
+    return 0
 
 
 def bernoulli_stats(const floating[:, ::1] X,       # IN  (n, d) rows, entries 0 or 1
@@ -155,13 +177,9 @@ def bernoulli_stats(const floating[:, ::1] X,       # IN  (n, d) rows, entries 0
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = theta.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n)
-    cdef Py_ssize_t cpb, b, scratch_size
     cdef dpc_scratch layout
     cdef int blas = _use_blas(d, _path)
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
+    cdef _Args a
     if K < 1 or theta.shape[1] != d or log_const.shape[0] != K:
         raise ValueError("parameter shapes do not match X")
     if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb
@@ -172,32 +190,27 @@ def bernoulli_stats(const floating[:, ::1] X,       # IN  (n, d) rows, entries 0
     part_nk[:, :] = 0.0
     part_s1[:, :, :] = 0.0
     part_ll[:] = 0.0
-    cpb = dpc_chunks_per_block(n_chunks, nb)
-    nb = dpc_chunks_per_block(n_chunks, cpb)   # blocks actually used; the rest stay 0
-    n_threads = max(1, min(n_threads, nb))
-    scratch_size = dpb_scratch_init(&layout, d, K, blas, NULL)
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(scratch_size * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for b in prange(nb, schedule='dynamic'):
-            if buf != NULL:
-                _stats_block(&X[0, 0], n, d, K, b, cpb, &theta[0, 0], &log_const[0], blas,
-                             &part_nk[b, 0], &part_s1[b, 0, 0], &part_ll[b], buf)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate Bernoulli E-step scratch")
+    _set_args(&a, n, d, K, &theta[0, 0], &log_const[0], blas)
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
+    a.nk, a.s1, a.ll = &part_nk[0, 0], &part_s1[0, 0, 0], &part_ll[0]
+    run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
+                   dpb_scratch_init(&layout, d, K, blas, NULL), n_threads, "Bernoulli E-step scratch")
 
 
-cdef void _logresp_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t d,
-                         Py_ssize_t K, const double *theta, const double *log_const, int blas,
-                         floating *out_resp, floating *out_ll, double *buf) noexcept nogil:
-    cdef Py_ssize_t npad = dpc_lane_pad(nr)
+cdef int _logresp_chunk(const floating *X, const void *args, Py_ssize_t c,
+                        double *buf) noexcept nogil:
+    """Chunk ``c`` of bernoulli_log_resp (the driver's body): the logits of its rows, their
+    log-sum-exp and the log responsibilities."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t r0 = c * DPC_CHUNK_SIZE, nr = dpc_chunk_rows(a.n, c)
+    cdef Py_ssize_t d = a.d, K = a.K, npad = dpc_lane_pad(nr)
     cdef dpc_scratch s
-    dpb_scratch_init(&s, d, K, blas, buf)
-    _logits_chunk(X + r0 * d, nr, npad, d, K, theta, log_const, blas, &s)
+    dpb_scratch_init(&s, d, K, a.blas, buf)
+    _logits_chunk(X + r0 * d, nr, npad, d, K, a.theta, a.log_const, a.blas, &s)
     dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, out_resp + r0 * K, out_ll + r0)
+    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, <floating *> a.out_resp + r0 * K,
+                   <floating *> a.out_ll + r0)
+    return 0
 
 
 def bernoulli_log_resp(const floating[:, ::1] X,      # IN  (n, d)
@@ -213,28 +226,16 @@ def bernoulli_log_resp(const floating[:, ::1] X,      # IN  (n, d)
     (lp - ll[:, None], ll)``.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = theta.shape[0]
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n), c, scratch_size
     cdef dpc_scratch layout
     cdef int blas = _use_blas(d, _path)
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
+    cdef _Args a
     if (K < 1 or theta.shape[1] != d or log_const.shape[0] != K
             or out_log_resp.shape[0] != n or out_log_resp.shape[1] != K or out_ll.shape[0] != n):
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, n_chunks))
-    scratch_size = dpb_scratch_init(&layout, d, K, blas, NULL)
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(scratch_size * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for c in prange(n_chunks, schedule='dynamic'):
-            if buf != NULL:
-                _logresp_chunk(&X[0, 0], c * DPC_CHUNK_SIZE, min(DPC_CHUNK_SIZE, n - c * DPC_CHUNK_SIZE),
-                               d, K, &theta[0, 0], &log_const[0], blas,
-                               &out_log_resp[0, 0], &out_ll[0], buf)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate Bernoulli E-step scratch")
+    _set_args(&a, n, d, K, &theta[0, 0], &log_const[0], blas)
+    a.out_resp, a.out_ll = &out_log_resp[0, 0], &out_ll[0]
+    run_row_blocks(&X[0, 0], _logresp_chunk[float], _logresp_chunk[double], &a,
+                   dpc_chunk_count(n), dpb_scratch_init(&layout, d, K, blas, NULL), n_threads,
+                   "Bernoulli E-step scratch")
