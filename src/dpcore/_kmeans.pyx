@@ -11,8 +11,9 @@ labels are never materialised.
 
 Shared pieces: the chunk loader with the declared-domain clip (``dpc_rows.h``, so a
 private fit clips rows into the unit ball inside the kernel, as the GMM E-step does), the
-contract constants and block count (``dpc_contract.h``) and ``DPE_CLONES``
-(``dpc_simd.h``).  The assignment and accumulation are in ``dpc_kmeans.h``.
+contract constants, block count and block plan (``dpc_contract.h``), ``DPE_CLONES``
+(``dpc_simd.h``) and the parallel driver (``run_row_blocks``, ``_driver.pxd``).  The
+assignment and accumulation are in ``dpc_kmeans.h``.
 
 Work layout (reproducibility contract, as ``_estep.pyx``)
 ---------------------------------------------------------
@@ -23,11 +24,13 @@ Results do not depend on the thread count.  This module is built without
 ``-ffp-contract=fast``: no FMA, so distances equal the numpy twin's bit for bit.
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
-from libc.stdlib cimport malloc, free
+from libc.stdint cimport int64_t
+from libc.string cimport memset
 
+from ._driver cimport run_row_blocks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block, dpc_lane_pad,
+    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
+    dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport dpk_accumulate, dpk_assign
 from .dpc_rows cimport load_rows, load_rows_domain
@@ -46,29 +49,51 @@ cdef inline Py_ssize_t _scratch_size(Py_ssize_t d) noexcept nogil:
     return (d + 2) * DPC_CHUNK_SIZE
 
 
-cdef Py_ssize_t _stats_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
-                             Py_ssize_t b, Py_ssize_t chunks_per_block, const double *C,
-                             const double *dom, double inv_scale, double target,
-                             double *counts, double *sums, double *inertia,
-                             double *buf) noexcept nogil:
-    """Walk the chunks of block ``b`` in order; returns the rows clipped into the ball."""
-    cdef Py_ssize_t c, r0, nr, npad, n_clipped = 0
-    cdef Py_ssize_t c1 = min(dpc_chunk_count(n), (b + 1) * chunks_per_block)
+cdef struct _Args:
+    # what a block of either pass reads (from the driver's arguments) and writes
+    Py_ssize_t n, d, K
+    dpc_block_plan plan           # kmeans_stats: the chunks of each block
+    const double *C               # (K, d) centres
+    const double *dom             # NULL: raw rows
+    double inv_scale, target
+    double *counts                # kmeans_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks,)
+    double *sums                  # partials; row b is block b's
+    double *inertia
+    int64_t *clipped              # (n_blocks,) rows clipped, or NULL without a domain
+    long long *out_lab            # kmeans_assign: (n,) labels and (n,) squared distances,
+    void *out_dist                # dtype of X
+
+
+cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C) noexcept:
+    """The arguments both passes read; everything else empty (NULL / 0)."""
+    memset(a, 0, sizeof(_Args))
+    a.n, a.d, a.K, a.C = n, d, K, C
+    a.inv_scale = a.target = 1.0
+
+
+cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` (the driver's body): its chunks in order, rows in order, into its partial
+    row; the rows clipped into the ball are counted in its ``clipped`` entry."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t c, r0, nr, npad, d = a.d, K = a.K, n_clipped = 0
     cdef double *Xt = buf
     cdef double *best = buf + d * DPC_CHUNK_SIZE
     cdef double *lab = best + DPC_CHUNK_SIZE
-    for c in range(b * chunks_per_block, c1):
+    for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
-        nr = min(DPC_CHUNK_SIZE, n - r0)
+        nr = dpc_chunk_rows(a.n, c)
         npad = dpc_lane_pad(nr)
-        if dom == NULL:
+        if a.dom == NULL:
             load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, Xt)
         else:
-            n_clipped += load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, dom, inv_scale,
-                                          target, Xt)
-        dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, C, K, best, lab)
-        dpk_accumulate(Xt, d, DPC_CHUNK_SIZE, nr, best, lab, counts, sums, inertia)
-    return n_clipped
+            n_clipped += load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom,
+                                          a.inv_scale, a.target, Xt)
+        dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, a.C, K, best, lab)
+        dpk_accumulate(Xt, d, DPC_CHUNK_SIZE, nr, best, lab, a.counts + b * K,
+                       a.sums + b * K * d, a.inertia + b)
+    if a.clipped != NULL:
+        a.clipped[b] = n_clipped
+    return 0
 
 
 def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
@@ -80,7 +105,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
                  const double[:, ::1] domain=None,    # IN  (3, d) lower, upper, center; None = raw X
                  double inv_scale=1.0,                # 1 / radius of the declared domain
                  double clip_target=1.0,              # norm given to rows beyond the unit ball
-                 long long[::1] part_clipped=None):   # OUT (n_blocks,) rows clipped per block
+                 int64_t[::1] part_clipped=None):     # OUT (n_blocks,) rows clipped per block
     """Hard assignment and per-cluster counts, sums and inertia, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
@@ -94,13 +119,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = centers.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n)
-    cdef Py_ssize_t cpb, b, nc
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
-    cdef const double *dom = NULL
-    cdef long long *clip_base = NULL
+    cdef _Args a
     if K < 1 or centers.shape[1] != d or d < 1:
         raise ValueError("centers must have shape (n_clusters >= 1, n_features >= 1) matching X")
     if domain is not None:
@@ -118,41 +137,33 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     part_counts[:, :] = 0.0
     part_sums[:, :, :] = 0.0
     part_inertia[:] = 0.0
+    _set_args(&a, n, d, K, &centers[0, 0])
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
+    a.counts, a.sums, a.inertia = &part_counts[0, 0], &part_sums[0, 0, 0], &part_inertia[0]
     if domain is not None:
         part_clipped[:] = 0
-        dom = &domain[0, 0]
-        clip_base = &part_clipped[0]
-    cpb = dpc_chunks_per_block(n_chunks, nb)
-    nb = dpc_chunks_per_block(n_chunks, cpb)   # blocks actually used; the rest stay 0
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(_scratch_size(d) * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for b in prange(nb, schedule='dynamic'):
-            if buf != NULL:
-                nc = _stats_block(&X[0, 0], n, d, K, b, cpb, &centers[0, 0], dom, inv_scale,
-                                  clip_target, &part_counts[b, 0], &part_sums[b, 0, 0],
-                                  &part_inertia[b], buf)
-                if clip_base != NULL:
-                    clip_base[b] = nc
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate k-means scratch")
+        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+        a.clipped = &part_clipped[0]
+    run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
+                   _scratch_size(d), n_threads, "k-means scratch")
 
 
-cdef void _assign_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t d,
-                        Py_ssize_t K, const double *C, long long *out_lab, floating *out_dist,
-                        double *buf) noexcept nogil:
-    cdef Py_ssize_t npad = dpc_lane_pad(nr), r
+cdef int _assign_chunk(const floating *X, const void *args, Py_ssize_t c,
+                       double *buf) noexcept nogil:
+    """Chunk ``c`` of kmeans_assign (the driver's body): nearest centre of each of its rows."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t d = a.d, r0 = c * DPC_CHUNK_SIZE, r
+    cdef Py_ssize_t nr = dpc_chunk_rows(a.n, c), npad = dpc_lane_pad(nr)
     cdef double *Xt = buf
     cdef double *best = buf + d * DPC_CHUNK_SIZE
     cdef double *lab = best + DPC_CHUNK_SIZE
+    cdef floating *out_dist = <floating *> a.out_dist
     load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, Xt)
-    dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, C, K, best, lab)
+    dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, a.C, a.K, best, lab)
     for r in range(nr):
-        out_lab[r0 + r] = <long long> lab[r]
+        a.out_lab[r0 + r] = <long long> lab[r]
         out_dist[r0 + r] = <floating> best[r]
+    return 0
 
 
 def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
@@ -165,23 +176,12 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
     Equivalent to: ``D = sum_i (X[:, i, None] - C[None, :, i]) ** 2; (D.argmin(1), D.min(1))``.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = centers.shape[0]
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n), c
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
+    cdef _Args a
     if K < 1 or centers.shape[1] != d or d < 1 or out_labels.shape[0] != n or out_sq_dist.shape[0] != n:
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, n_chunks))
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc(_scratch_size(d) * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for c in prange(n_chunks, schedule='static'):
-            if buf != NULL:
-                _assign_chunk(&X[0, 0], c * DPC_CHUNK_SIZE, min(DPC_CHUNK_SIZE, n - c * DPC_CHUNK_SIZE),
-                              d, K, &centers[0, 0], &out_labels[0], &out_sq_dist[0], buf)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate k-means scratch")
+    _set_args(&a, n, d, K, &centers[0, 0])
+    a.out_lab, a.out_dist = &out_labels[0], &out_sq_dist[0]
+    run_row_blocks(&X[0, 0], _assign_chunk[float], _assign_chunk[double], &a, dpc_chunk_count(n),
+                   _scratch_size(d), n_threads, "k-means scratch")
