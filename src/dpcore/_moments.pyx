@@ -18,22 +18,28 @@ Rows are cut into chunks of ``CHUNK_SIZE``.  Two layouts, chosen by ``d`` only:
   and walks its chunks in order, each chunk loaded into a per-thread scratch and added by
   one ``dsyrk``.  The caller sums the partials in block order;
 * ``d >= TILE_MIN_D`` ("tiles"; the d x d partials of several blocks would not fit):
-  phase 1 loads every chunk (in parallel, static) into one column-major (n, d) float64
-  copy of the clipped rows; phase 2 splits the lower triangle of S2 into
+  phase 1 loads every chunk (in parallel, one task per chunk) into one column-major
+  (n, d) float64 copy of the clipped rows; phase 2 splits the lower triangle of S2 into
   ``TILE x TILE`` tiles and computes each tile with one BLAS call over all n rows
-  (``dsyrk`` on the diagonal, ``dgemm`` off it), tiles handed out dynamically.  Each
-  output entry is computed by one call whatever the thread count, so no reduction is
-  needed.  S1 comes from per-chunk partials summed in chunk order.
+  (``dsyrk`` on the diagonal, ``dgemm`` off it), one task per tile.  Each output entry is
+  computed by one call whatever the thread count, so no reduction is needed.  S1 comes
+  from per-chunk partials summed in chunk order.
 
-Either way the result is bit-identical for every thread count.  S2 is filled in its lower
+Either way the result is bit-identical for every thread count.  Blocks, chunks and tiles
+are all run by the kernels' one parallel driver (``_driver.pxd``).  S2 is filled in its lower
 triangle (row-major); :func:`mirror_lower` copies it above the diagonal.
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free
 from scipy.linalg.cython_blas cimport dgemm, dsyrk
 
-from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block
+from ._driver cimport run_blocks, run_row_blocks
+from .dpc_contract cimport (
+    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
+    dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+)
 from .dpc_rows cimport load_rows, load_rows_domain
 
 cdef enum:
@@ -63,16 +69,30 @@ def block_count(Py_ssize_t n, Py_ssize_t d):
     return 1, dpc_chunk_count(n)
 
 
-cdef Py_ssize_t _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_ssize_t d,
-                            Py_ssize_t ld, const double *dom, double inv_scale, double target,
+cdef struct _Args:
+    # what a block of either layout reads (from the driver's arguments) and writes
+    Py_ssize_t n, d
+    dpc_block_plan plan           # "rows": the chunks of each block
+    const double *dom             # NULL: raw rows
+    double inv_scale, target
+    double *s2                    # (n_s2_blocks, d, d) partials, lower triangle
+    double *s1                    # (n_s1_blocks, d) partials
+    int64_t *clipped              # (n_s1_blocks,) rows clipped
+    double *Yt                    # "tiles": the (n, d) column-major copy of the clipped rows
+
+
+cdef Py_ssize_t _load_chunk(const floating *X, const _Args *a, Py_ssize_t c, Py_ssize_t ld,
                             double *Yt, double *s1) noexcept nogil:
-    """Rows [r0, r0 + nr) into column-major Yt (ld), clipped if ``dom``; s1 += their sum."""
-    cdef Py_ssize_t i, r, n_clipped = 0
+    """Rows of chunk ``c`` into column-major Yt (ld), clipped if ``a.dom``; s1 += their
+    sum.  Returns the rows clipped."""
+    cdef Py_ssize_t i, r, n_clipped = 0, d = a.d
+    cdef Py_ssize_t nr = dpc_chunk_rows(a.n, c)
+    cdef const floating *Xc = X + c * DPC_CHUNK_SIZE * d
     cdef double acc
-    if dom == NULL:
-        load_rows(X + r0 * d, d, nr, nr, ld, Yt)
+    if a.dom == NULL:
+        load_rows(Xc, d, nr, nr, ld, Yt)
     else:
-        n_clipped = load_rows_domain(X + r0 * d, d, nr, nr, ld, dom, inv_scale, target, Yt)
+        n_clipped = load_rows_domain(Xc, d, nr, nr, ld, a.dom, a.inv_scale, a.target, Yt)
     for i in range(d):
         acc = 0.0
         for r in range(nr):
@@ -81,28 +101,41 @@ cdef Py_ssize_t _load_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr, Py_
     return n_clipped
 
 
-cdef Py_ssize_t _rows_block(const floating *X, Py_ssize_t n, Py_ssize_t d, Py_ssize_t b,
-                            Py_ssize_t cpb, const double *dom, double inv_scale, double target,
-                            double *s2, double *s1, double *Xt) noexcept nogil:
-    """Block ``b`` of the "rows" layout: its chunks in order, one dsyrk each."""
-    cdef Py_ssize_t c, r0, nr, n_clipped = 0
-    cdef Py_ssize_t c1 = min(dpc_chunk_count(n), (b + 1) * cpb)
+cdef int _rows_block(const floating *X, const void *args, Py_ssize_t b,
+                     double *Xt) noexcept nogil:
+    """Block ``b`` of the "rows" layout (the driver's body): its chunks in order, one dsyrk
+    each, into its partial row."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t c, n_clipped = 0, d = a.d
+    cdef double *s2 = a.s2 + b * d * d
+    cdef double *s1 = a.s1 + b * d
     cdef int dd = <int> d, k, ld = <int> DPC_CHUNK_SIZE
     cdef double one = 1.0
-    for c in range(b * cpb, c1):
-        r0 = c * DPC_CHUNK_SIZE
-        nr = min(DPC_CHUNK_SIZE, n - r0)
-        n_clipped += _load_chunk(X, r0, nr, d, DPC_CHUNK_SIZE, dom, inv_scale, target, Xt, s1)
-        k = <int> nr
+    for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
+        n_clipped += _load_chunk(X, a, c, DPC_CHUNK_SIZE, Xt, s1)
+        k = <int> dpc_chunk_rows(a.n, c)
         # column-major upper of s2 (= row-major lower) += Xt^T Xt, Xt: nr x d column-major
         dsyrk(b'U', b'T', &dd, &k, &one, Xt, &ld, &one, s2, &dd)
-    return n_clipped
+    a.clipped[b] = n_clipped
+    return 0
 
 
-cdef void _tile(const double *Yt, Py_ssize_t n, Py_ssize_t d, Py_ssize_t t,
-                double *s2) noexcept nogil:
-    """Tile ``t`` of the lower triangle (row-major) of S2 = Y^T Y, Y column-major (n, d)."""
-    cdef Py_ssize_t nt = (d + _TILE - 1) // _TILE
+cdef int _copy_chunk(const floating *X, const void *args, Py_ssize_t c,
+                     double *unused) noexcept nogil:
+    """Chunk ``c`` of the "tiles" layout's row copy (the driver's body; one block per
+    chunk): its rows into the column-major copy, its sum into S1 partial ``c``."""
+    cdef const _Args *a = <const _Args *> args
+    a.clipped[c] = _load_chunk(X, a, c, a.n, a.Yt + c * DPC_CHUNK_SIZE, a.s1 + c * a.d)
+    return 0
+
+
+cdef int _tile(const void *args, Py_ssize_t t, double *unused) noexcept nogil:
+    """Tile ``t`` of the lower triangle (row-major) of S2 = Y^T Y, Y the column-major (n, d)
+    copy (the driver's body; one block per tile)."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t n = a.n, d = a.d
+    cdef const double *Yt = a.Yt
+    cdef double *s2 = a.s2
     cdef Py_ssize_t I = 0, J, rem = t
     cdef int m, nn, k = <int> n, ld = <int> n, ldc = <int> d
     cdef double one = 1.0, zero = 0.0
@@ -120,12 +153,13 @@ cdef void _tile(const double *Yt, Py_ssize_t n, Py_ssize_t d, Py_ssize_t t,
     else:
         dgemm(b'T', b'N', &m, &nn, &k, &one, <double *> Yt + I * _TILE * n, &ld,
               <double *> Yt + J * _TILE * n, &ld, &zero, s2 + J * _TILE * d + I * _TILE, &ldc)
+    return 0
 
 
 def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
                   double[:, :, ::1] part_s2,         # OUT (n_s2_blocks, d, d) lower triangle
                   double[:, ::1] part_s1,            # OUT (n_s1_blocks, d)
-                  long long[::1] part_clipped,       # OUT (n_s1_blocks,) rows clipped
+                  int64_t[::1] part_clipped,         # OUT (n_s1_blocks,) rows clipped
                   int n_threads,
                   const double[:, ::1] domain=None,  # IN  (3, d) lower, upper, center; None = raw X
                   double inv_scale=1.0,              # 1 / radius of the declared domain
@@ -142,14 +176,8 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     ``(Z.T @ Z, Z.sum(0), n_clipped)`` split over blocks.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef Py_ssize_t n_chunks = dpc_chunk_count(n)
-    cdef Py_ssize_t nb2, nb1, cpb, b, c, t, n_tiles, nt
-    cdef const double *dom = NULL
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
-    cdef double *Yt
-    cdef long long *clip = &part_clipped[0] if part_clipped.shape[0] > 0 else NULL
+    cdef Py_ssize_t nb2, nb1, nt
+    cdef _Args a
     nb2, nb1 = block_count(n, d)
     if (part_s2.shape[0] != nb2 or part_s2.shape[1] != d or part_s2.shape[2] != d
             or part_s1.shape[0] != nb1 or part_s1.shape[1] != d or part_clipped.shape[0] != nb1):
@@ -164,40 +192,28 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     part_s2[:, :, :] = 0.0
     part_s1[:, :] = 0.0
     part_clipped[:] = 0
+    a.n, a.d = n, d
+    a.dom, a.inv_scale, a.target = NULL, 1.0, 1.0
     if domain is not None:
-        dom = &domain[0, 0]
+        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+    a.s2, a.s1, a.clipped = &part_s2[0, 0, 0], &part_s1[0, 0], &part_clipped[0]
+    a.Yt = NULL
     if d < _TILE_MIN_D:
-        cpb = dpc_chunks_per_block(n_chunks, nb2)
-        nb2 = dpc_chunks_per_block(n_chunks, cpb)    # blocks actually used; the rest stay 0
-        n_threads = max(1, min(n_threads, nb2))
-        with nogil, parallel(num_threads=n_threads):
-            buf = <double *> malloc(DPC_CHUNK_SIZE * d * sizeof(double))
-            if buf == NULL:
-                failed_p[0] = 1
-            for b in prange(nb2, schedule='dynamic'):
-                if buf != NULL:
-                    clip[b] = _rows_block(&X[0, 0], n, d, b, cpb, dom, inv_scale, clip_target,
-                                          &part_s2[b, 0, 0], &part_s1[b, 0], buf)
-            free(buf)
-        if failed:
-            raise MemoryError("could not allocate the second-moment scratch")
+        a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb2)
+        run_row_blocks(&X[0, 0], _rows_block[float], _rows_block[double], &a, a.plan.n_busy,
+                       DPC_CHUNK_SIZE * d, n_threads, "the second-moment scratch")
         return
-    Yt = <double *> malloc(n * d * sizeof(double))
-    if Yt == NULL:
+    a.plan = dpc_plan_blocks(0, 0)
+    a.Yt = <double *> malloc(n * d * sizeof(double))
+    if a.Yt == NULL:
         raise MemoryError(f"could not allocate the ({n}, {d}) row copy of the tiled second moment")
     try:
-        with nogil:
-            for c in prange(n_chunks, schedule='static', num_threads=max(1, min(n_threads, n_chunks))):
-                clip[c] = _load_chunk(&X[0, 0], c * DPC_CHUNK_SIZE,
-                                      min(DPC_CHUNK_SIZE, n - c * DPC_CHUNK_SIZE), d, n, dom,
-                                      inv_scale, clip_target, Yt + c * DPC_CHUNK_SIZE,
-                                      &part_s1[c, 0])
-            nt = (d + _TILE - 1) // _TILE
-            n_tiles = nt * (nt + 1) // 2
-            for t in prange(n_tiles, schedule='dynamic', num_threads=max(1, min(n_threads, n_tiles))):
-                _tile(Yt, n, d, t, &part_s2[0, 0, 0])
+        run_row_blocks(&X[0, 0], _copy_chunk[float], _copy_chunk[double], &a, dpc_chunk_count(n),
+                       0, n_threads, "the tiled second moment")
+        nt = (d + _TILE - 1) // _TILE
+        run_blocks(_tile, &a, nt * (nt + 1) // 2, 0, n_threads, "the tiled second moment")
     finally:
-        free(Yt)
+        free(a.Yt)
 
 
 def mirror_lower(double[:, ::1] S, int n_threads):   # INOUT (d, d)
