@@ -35,17 +35,23 @@ still gets a finite contribution, so no single row can turn the statistic into N
   contribution has norm 0, within any sensitivity bound.
 
 Work layout (reproducibility contract): rows are cut into ``dpc_block_count(n, 2 m + 2)``
-blocks of whole chunks (``DPC_CHUNK_SIZE`` rows); block b owns row b of every partial
-array and walks its rows in order; the caller sums the partial rows in block order.  The
-block count depends on n and m only, so results do not depend on the thread count.
+blocks of whole chunks (``DPC_CHUNK_SIZE`` rows, ``dpc_plan_blocks``); block b owns row b
+of every partial array and walks its rows in order; the caller sums the partial rows in
+block order.  The block count depends on n and m only, so results do not depend on the
+thread count.  The blocks are run by the kernels' one parallel driver (``_driver.pxd``);
+the row counts (clipped, left out) are int64, as in every kernel.
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
 from libc.float cimport DBL_MAX, DBL_MIN
 from libc.math cimport INFINITY, copysign, erf, erfc, exp, fabs, ldexp, log, log1p, sqrt, tanh, M_PI
-from libc.stdlib cimport malloc, free
+from libc.stdint cimport int64_t
+from libc.string cimport memset
 
-from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block
+from ._driver cimport run_row_blocks
+from .dpc_contract cimport (
+    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
+    dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+)
 
 cdef double _SQRT2 = 1.4142135623730951
 cdef double _PSI_MAX = 0.9428090415820634      # 2 sqrt(2) / 3
@@ -308,50 +314,82 @@ cdef int _clip(double *g, Py_ssize_t m, double C) noexcept nogil:
     return 1
 
 
-cdef void _block(const floating *X, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t d, Py_ssize_t K,
-                 const double *means, double sigma2, int symmetric, int estimator,
-                 double scale, double beta_m, const double *glx, const double *glw, Py_ssize_t ngl,
-                 double *raw, double *stat, double *ll_acc, double *clip_acc, double *bad_acc,
-                 double *g, double *lp) noexcept nogil:
-    """Rows r0..r1-1 in order, added into one block's partial row.
+cdef struct _Args:
+    # what a block of either pass reads (from the driver's arguments) and writes
+    Py_ssize_t n, d, K, m         # m = d (symmetric) or K d gradient coordinates
+    dpc_block_plan plan           # gradem_stats: the chunks of each block
+    const double *means
+    double sigma2
+    int symmetric, estimator
+    double scale, beta_m
+    const double *glx
+    const double *glw
+    Py_ssize_t ngl
+    double *raw                   # gradem_stats: (n_blocks, m), (n_blocks, m), (n_blocks,)
+    double *stat                  # partials; row b is block b's
+    double *ll
+    int64_t *clipped              # (n_blocks,) rows truncated / clipped / left out
+    int64_t *nonfinite            # (n_blocks,) rows left out by the last guard
+    double *out_ll                # gradem_loglik: (n,) and (n, 2 or K) outputs
+    double *out_resp
+
+
+cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *means,
+                    double sigma2, int symmetric) noexcept:
+    """The arguments both passes read; everything else empty (NULL / 0)."""
+    memset(a, 0, sizeof(_Args))
+    a.n, a.d, a.K, a.m = n, d, K, (d if symmetric else K * d)
+    a.means, a.sigma2, a.symmetric = means, sigma2, symmetric
+
+
+cdef int _block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` (the driver's body): its rows in order, added into its partial row.
 
     Last guard: a row whose gradient is not finite adds nothing to raw or stat, one whose
-    contribution is not finite nothing to stat; either is counted in ``bad_acc`` and
-    ``clip_acc``.  Only non-finite parameters get there (finite ones give finite g and
+    contribution is not finite nothing to stat; either is counted in ``nonfinite`` and
+    ``clipped``.  Only non-finite parameters get there (finite ones give finite g and
     contributions at any finite row); a zero contribution has norm 0, within the bound.
     """
-    cdef Py_ssize_t m = d if symmetric else K * d
-    cdef Py_ssize_t i, j
-    cdef double ll = 0.0, nclip = 0.0, nbad = 0.0
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t d = a.d, m = a.m, i, j
+    cdef Py_ssize_t r0 = dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE
+    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
+    cdef double *raw = a.raw + b * m
+    cdef double *stat = a.stat + b * m
+    cdef double *g = buf
+    cdef double scale = a.scale
+    cdef double ll = 0.0
+    cdef int64_t nclip = 0, nbad = 0
     cdef int hit
     for i in range(r0, r1):
-        ll = ll + _row_gradient(X + i * d, d, K, means, sigma2, symmetric, g, lp)
+        ll = ll + _row_gradient(X + i * d, d, a.K, a.means, a.sigma2, a.symmetric, g, buf + m)
         if not _all_finite(g, m):
-            nbad = nbad + 1.0
-            nclip = nclip + 1.0
+            nbad += 1
+            nclip += 1
             continue
         for j in range(m):
             raw[j] = raw[j] + g[j]
-        if estimator == 1:
+        if a.estimator == 1:
             hit = 0
             for j in range(m):
                 if fabs(g[j]) > _SQRT2 * scale:
                     hit = 1
-                g[j] = scale * _expected_psi(g[j] / scale, beta_m, glx, glw, ngl)
-        elif estimator == 2:
+                g[j] = scale * _expected_psi(g[j] / scale, a.beta_m, a.glx, a.glw, a.ngl)
+        elif a.estimator == 2:
             hit = _clip(g, m, scale)
         else:
             continue
         if not _all_finite(g, m):
-            nbad = nbad + 1.0
-            nclip = nclip + 1.0
+            nbad += 1
+            nclip += 1
             continue
         for j in range(m):
             stat[j] = stat[j] + g[j]
-        nclip = nclip + hit
-    ll_acc[0] = ll
-    clip_acc[0] = nclip
-    bad_acc[0] = nbad
+        nclip += hit
+    a.ll[b] = ll
+    a.clipped[b] = nclip
+    a.nonfinite[b] = nbad
+    return 0
 
 
 def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
@@ -366,8 +404,8 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
                  double[:, ::1] part_raw,        # OUT (n_blocks, m)
                  double[:, ::1] part_stat,       # OUT (n_blocks, m)
                  double[::1] part_ll,            # OUT (n_blocks,)
-                 double[::1] part_clipped,       # OUT (n_blocks,)
-                 double[::1] part_nonfinite,     # OUT (n_blocks,) rows zeroed by the last guard
+                 int64_t[::1] part_clipped,      # OUT (n_blocks,) rows truncated / clipped / left out
+                 int64_t[::1] part_nonfinite,    # OUT (n_blocks,) rows zeroed by the last guard
                  int n_threads):
     """Per-block float64 partials of the gradient-EM statistics.
 
@@ -378,11 +416,9 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
     cdef Py_ssize_t m = d if symmetric else K * d
-    cdef Py_ssize_t nb = block_count(n, m), n_chunks = dpc_chunk_count(n), cpb, b, r0, r1
+    cdef Py_ssize_t nb = block_count(n, m)
     cdef Py_ssize_t ngl = glx.shape[0]
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
+    cdef _Args a
     if means.shape[1] != d or K < 1 or (symmetric and K != 1):
         raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
     if (part_raw.shape[0] != nb or part_raw.shape[1] != m or part_stat.shape[0] != nb
@@ -396,26 +432,43 @@ def gradem_stats(const floating[:, ::1] X,       # IN  (n, d)
     part_raw[:, :] = 0.0
     part_stat[:, :] = 0.0
     part_ll[:] = 0.0
-    part_clipped[:] = 0.0
-    part_nonfinite[:] = 0.0
+    part_clipped[:] = 0
+    part_nonfinite[:] = 0
     if n == 0:
         return
-    cpb = dpc_chunks_per_block(n_chunks, nb)
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc((m + K) * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for b in prange(nb, schedule='static'):
-            if buf != NULL:
-                r0 = min(n, b * cpb * DPC_CHUNK_SIZE)
-                r1 = min(n, (b + 1) * cpb * DPC_CHUNK_SIZE)
-                _block(&X[0, 0], r0, r1, d, K, &means[0, 0], sigma2, symmetric, estimator,
-                       scale, beta_m, &glx[0], &glw[0], ngl, &part_raw[b, 0], &part_stat[b, 0],
-                       &part_ll[b], &part_clipped[b], &part_nonfinite[b], buf, buf + m)
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate gradient-EM scratch")
+    _set_args(&a, n, d, K, &means[0, 0], sigma2, symmetric)
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
+    a.estimator, a.scale, a.beta_m = estimator, scale, beta_m
+    a.glx, a.glw, a.ngl = &glx[0], &glw[0], ngl
+    a.raw, a.stat, a.ll = &part_raw[0, 0], &part_stat[0, 0], &part_ll[0]
+    a.clipped, a.nonfinite = &part_clipped[0], &part_nonfinite[0]
+    run_row_blocks(&X[0, 0], _block[float], _block[double], &a, a.plan.n_busy, m + K,
+                   n_threads, "gradient-EM scratch")
+
+
+cdef int _loglik_chunk(const floating *X, const void *args, Py_ssize_t c,
+                       double *buf) noexcept nogil:
+    """Chunk ``c`` of gradem_loglik (the driver's body): log p(y) and the posteriors of its
+    rows."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t d = a.d, K = a.K, m = a.m, i, k, kk = 2 if a.symmetric else a.K
+    cdef Py_ssize_t r0 = c * DPC_CHUNK_SIZE, r1 = r0 + dpc_chunk_rows(a.n, c)
+    cdef double *resp
+    cdef double t, w
+    for i in range(r0, r1):
+        a.out_ll[i] = _row_gradient(X + i * d, d, K, a.means, a.sigma2, a.symmetric, buf, buf + m)
+        resp = a.out_resp + i * kk
+        if a.symmetric:
+            w = 2.0 * buf[m]            # 2 <beta, y> / sigma2, overflow-safe
+            resp[0] = 1.0 / (1.0 + exp(-w))
+            resp[1] = 1.0 / (1.0 + exp(w))
+        else:
+            t = 0.0
+            for k in range(K):
+                t = t + buf[m + k]
+            for k in range(K):
+                resp[k] = buf[m + k] / t
+    return 0
 
 
 def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
@@ -430,36 +483,15 @@ def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
     Symmetric: component 0 has mean beta, component 1 mean -beta.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
-    cdef Py_ssize_t m = d if symmetric else K * d
-    cdef Py_ssize_t i, k, kk = 2 if symmetric else K
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *buf
-    cdef double t, w
+    cdef Py_ssize_t m = d if symmetric else K * d, kk = 2 if symmetric else K
+    cdef _Args a
     if means.shape[1] != d or K < 1 or (symmetric and K != 1):
         raise ValueError("means must have shape (1, d) (symmetric) or (K, d)")
     if out_ll.shape[0] != n or out_resp.shape[0] != n or out_resp.shape[1] != kk or not sigma2 > 0.0:
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, dpc_chunk_count(n)))
-    with nogil, parallel(num_threads=n_threads):
-        buf = <double *> malloc((m + K) * sizeof(double))
-        if buf == NULL:
-            failed_p[0] = 1
-        for i in prange(n, schedule='static'):
-            if buf != NULL:
-                out_ll[i] = _row_gradient(&X[i, 0], d, K, &means[0, 0], sigma2, symmetric, buf, buf + m)
-                if symmetric:
-                    w = 2.0 * buf[m]            # 2 <beta, y> / sigma2, overflow-safe
-                    out_resp[i, 0] = 1.0 / (1.0 + exp(-w))
-                    out_resp[i, 1] = 1.0 / (1.0 + exp(w))
-                else:
-                    t = 0.0
-                    for k in range(K):
-                        t = t + buf[m + k]
-                    for k in range(K):
-                        out_resp[i, k] = buf[m + k] / t
-        free(buf)
-    if failed:
-        raise MemoryError("could not allocate gradient-EM scratch")
+    _set_args(&a, n, d, K, &means[0, 0], sigma2, symmetric)
+    a.out_ll, a.out_resp = &out_ll[0], &out_resp[0, 0]
+    run_row_blocks(&X[0, 0], _loglik_chunk[float], _loglik_chunk[double], &a, dpc_chunk_count(n),
+                   m + K, n_threads, "gradient-EM scratch")

@@ -51,7 +51,8 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
     m = d if symmetric else means.shape[0] * d
     nb = _gradem.block_count(n, m)
     raw, stat = np.zeros((nb, m)), np.zeros((nb, m))
-    ll, clipped, nonfinite = np.zeros(nb), np.zeros(nb), np.zeros(nb)
+    ll = np.zeros(nb)
+    clipped, nonfinite = np.zeros(nb, dtype=np.int64), np.zeros(nb, dtype=np.int64)   # row counts
     _gradem.gradem_stats(X, means, float(sigma2), int(bool(symmetric)), ESTIMATORS[estimator], float(scale),
                          float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, nonfinite,
                          effective_n_threads(n_threads))
@@ -61,7 +62,7 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
         raw_sum += raw[b]
         stat_sum += stat[b]
     return Statistics({"grad": stat_sum, "raw": raw_sum, "count": np.array([float(n)]),
-                       "n_nonfinite": np.array([nonfinite.sum()])}, n, float(ll.sum()), int(clipped.sum()))
+                       "n_nonfinite": np.array([float(nonfinite.sum())])}, n, float(ll.sum()), int(clipped.sum()))
 
 
 def gradem_loglik(X, means, sigma2, *, symmetric, n_threads=None):
