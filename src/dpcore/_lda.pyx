@@ -10,17 +10,23 @@ document makes to the sum by ``clip`` (see ``DPLatentDirichletAllocation``).
 Work layout (reproducibility contract)
 --------------------------------------
 Documents are cut into chunks of ``LDA_DOC_CHUNK`` and the chunks into
-``lda_block_count(n, K V)`` blocks of consecutive chunks; blocks are scheduled
-dynamically (documents differ in length), each block owns a (V, K) partial sum and a
-"touched" mark per term and adds its documents in order.  The partials are then summed
-in block order, per term, over the blocks that touched it (skipping a zero partial adds
-nothing).  The result is bit-identical for any thread count.
+``lda_block_count(n, K V)`` blocks of consecutive chunks (``dpc_plan_blocks``;
+``lda_block_count(n, 0)`` when only gamma is wanted: no partials); the blocks are run by
+the kernels' one parallel driver (``_driver.pxd``, dynamic schedule: documents differ in
+length).  Each block owns a (V, K) partial sum, a "touched" mark per term and an int64
+count of its clipped documents, and adds its documents in order.  The partials are then
+summed in block order, per term, over the blocks that touched it (skipping a zero
+partial adds nothing).  The result is bit-identical for any thread count.
 """
-from cython.parallel cimport prange, parallel
-from libc.math cimport sqrt, isfinite
-from libc.stdlib cimport malloc, calloc, free
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc, free
 
-from .dpc_contract cimport DPC_LDA_DOC_CHUNK, dpc_lda_block_count
+from ._driver cimport run_blocks
+from .dpc_contract cimport (
+    DPC_LDA_DOC_CHUNK, dpc_block_plan, dpc_lda_block_count, dpc_lda_chunk_count,
+    dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+)
 from .dpc_lda cimport dpl_add_stat, dpl_digamma, dpl_doc_fixed_point, dpl_stat_norm
 
 ctypedef long long i64
@@ -40,6 +46,63 @@ def digamma(const double[::1] x,   # IN  (m,) positive values
     cdef Py_ssize_t i
     for i in range(x.shape[0]):
         out[i] = dpl_digamma(x[i])
+
+
+cdef struct _Args:
+    # what a block reads (from lda_estep's arguments) and writes
+    Py_ssize_t n, K, V, max_len
+    dpc_block_plan plan           # the document chunks of each block
+    const i64 *indptr
+    const int *indices
+    const double *counts
+    const double *eb_t
+    double alpha, tol, clip
+    int max_iter
+    bint want_stats
+    double *gamma                 # (n, K)
+    double *norms                 # (n,)
+    int *n_updates                # (n,)
+    double **partial              # (n_blocks,) (V, K) partial sums, allocated by their block
+    unsigned char **touched       # (n_blocks,) (V,) terms each block added to
+    int64_t *clipped              # (n_blocks,) documents clipped
+
+
+cdef int _lda_block(const void *args, Py_ssize_t b, double *scratch) noexcept nogil:
+    """Block ``b`` (the driver's body): its documents in order; with stats, their clipped
+    statistics added into the block's own (V, K) partial.  Returns 1 if that partial could
+    not be allocated."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t K = a.K, max_len = a.max_len, d, nnz_d
+    cdef Py_ssize_t d0 = dpc_plan_first(&a.plan, b) * DPC_LDA_DOC_CHUNK
+    cdef Py_ssize_t d1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_LDA_DOC_CHUNK)
+    cdef const int *idx
+    cdef const double *cnt
+    cdef double nrm, scale
+    cdef int64_t clipped = 0
+    if a.want_stats:
+        a.partial[b] = <double *> calloc(a.V * K, sizeof(double))
+        a.touched[b] = <unsigned char *> calloc(a.V, 1)
+        if a.partial[b] == NULL or a.touched[b] == NULL:
+            return 1
+    for d in range(d0, d1):
+        idx = a.indices + a.indptr[d]
+        cnt = a.counts + a.indptr[d]
+        nnz_d = a.indptr[d + 1] - a.indptr[d]
+        a.n_updates[d] = dpl_doc_fixed_point(
+            idx, cnt, nnz_d, a.eb_t, K, a.alpha, a.max_iter, a.tol, a.gamma + d * K,
+            scratch + max_len, scratch, scratch + max_len + K)
+        nrm = dpl_stat_norm(idx, cnt, nnz_d, a.eb_t, K, scratch + max_len, scratch,
+                            scratch + max_len + 2 * K)
+        a.norms[d] = nrm
+        if a.want_stats:
+            scale = 1.0
+            if nrm > a.clip:
+                scale = a.clip * (1.0 - 1e-12) / nrm
+                clipped += 1
+            dpl_add_stat(idx, cnt, nnz_d, a.eb_t, K, scratch + max_len, scratch, scale,
+                         a.partial[b], a.touched[b])
+    a.clipped[b] = clipped
+    return 0
 
 
 def lda_estep(const i64[::1] indptr,          # IN  (n + 1,) CSR row pointers
@@ -71,85 +134,47 @@ def lda_estep(const i64[::1] indptr,          # IN  (n + 1,) CSR row pointers
     sstats_t[:, :] = 0.0
     if n == 0 or K == 0:
         return 0
-    cdef Py_ssize_t nb = dpc_lda_block_count(n, K * V) if want_stats else (n + DPC_LDA_DOC_CHUNK - 1) // DPC_LDA_DOC_CHUNK
-    cdef Py_ssize_t n_chunks = (n + DPC_LDA_DOC_CHUNK - 1) // DPC_LDA_DOC_CHUNK
-    cdef Py_ssize_t cpb = (n_chunks + nb - 1) // nb
-    cdef Py_ssize_t max_len = 0, i, b, d, d0, d1, v, k, m
+    # without stats a block has no partial: per_block_doubles 0
+    cdef Py_ssize_t nb = dpc_lda_block_count(n, K * V if want_stats else 0)
+    cdef Py_ssize_t i, b, v, k, m
+    cdef int64_t n_clipped = 0
+    cdef _Args a
+    a.n, a.K, a.V, a.max_len = n, K, V, 0
     for i in range(n):
-        if indptr[i + 1] - indptr[i] > max_len:
-            max_len = indptr[i + 1] - indptr[i]
-    cdef double **partial = NULL
-    cdef unsigned char **touched = NULL
-    cdef int failed = 0
-    cdef int *failed_p = &failed
-    cdef double *scratch
-    cdef double nrm, scale
-    cdef int clipped = 0
-    cdef const int *idx
-    cdef const double *cnt
-    cdef Py_ssize_t nnz_d
-    if want_stats:
-        partial = <double **> calloc(nb, sizeof(double *))
-        touched = <unsigned char **> calloc(nb, sizeof(unsigned char *))
-        if partial == NULL or touched == NULL:
-            free(partial)
-            free(touched)
-            raise MemoryError()
-    if n_threads < 1:
-        n_threads = 1
-    if n_threads > nb:
-        n_threads = nb
+        if indptr[i + 1] - indptr[i] > a.max_len:
+            a.max_len = indptr[i + 1] - indptr[i]
+    a.plan = dpc_plan_blocks(dpc_lda_chunk_count(n), nb)
+    a.indptr = &indptr[0]
+    a.indices = &indices[0] if indices.shape[0] > 0 else NULL    # NULL: no term in any document
+    a.counts = &counts[0] if counts.shape[0] > 0 else NULL
+    a.eb_t = &eb_t[0, 0] if V > 0 else NULL
+    a.alpha, a.tol, a.clip, a.max_iter, a.want_stats = alpha, tol, clip, max_iter, want_stats
+    a.gamma, a.norms, a.n_updates = &gamma[0, 0], &norms[0], &n_updates[0]
+    a.partial = <double **> calloc(nb, sizeof(double *))
+    a.touched = <unsigned char **> calloc(nb, sizeof(unsigned char *))
+    a.clipped = <int64_t *> calloc(nb, sizeof(int64_t))
     try:
-        with nogil, parallel(num_threads=n_threads):
-            scratch = <double *> malloc((max_len + 3 * K + 1) * sizeof(double))
-            if scratch == NULL:
-                failed_p[0] = 1
-            for b in prange(nb, schedule='dynamic'):
-                if scratch == NULL:
-                    continue
-                d0 = b * cpb * DPC_LDA_DOC_CHUNK
-                d1 = min(n, (b + 1) * cpb * DPC_LDA_DOC_CHUNK)
-                if d0 >= d1:
-                    continue
-                if want_stats:
-                    partial[b] = <double *> calloc(V * K, sizeof(double))
-                    touched[b] = <unsigned char *> calloc(V, 1)
-                    if partial[b] == NULL or touched[b] == NULL:
-                        failed_p[0] = 1
-                        continue
-                for d in range(d0, d1):
-                    idx = &indices[indptr[d]]
-                    cnt = &counts[indptr[d]]
-                    nnz_d = indptr[d + 1] - indptr[d]
-                    n_updates[d] = dpl_doc_fixed_point(
-                        idx, cnt, nnz_d, &eb_t[0, 0], K, alpha, max_iter, tol, &gamma[d, 0],
-                        scratch + max_len, scratch, scratch + max_len + K)
-                    nrm = dpl_stat_norm(idx, cnt, nnz_d, &eb_t[0, 0], K, scratch + max_len, scratch,
-                                        scratch + max_len + 2 * K)
-                    norms[d] = nrm
-                    if want_stats:
-                        scale = 1.0
-                        if nrm > clip:
-                            scale = clip * (1.0 - 1e-12) / nrm
-                            clipped += 1
-                        dpl_add_stat(idx, cnt, nnz_d, &eb_t[0, 0], K, scratch + max_len, scratch,
-                                     scale, partial[b], touched[b])
-            free(scratch)
-        if failed:
-            raise MemoryError("lda_estep: could not allocate per-thread scratch or block partials")
+        if a.partial == NULL or a.touched == NULL or a.clipped == NULL:
+            raise MemoryError("lda_estep: could not allocate the block partials")
+        run_blocks(_lda_block, &a, a.plan.n_busy, a.max_len + 3 * K + 1, n_threads,
+                   "lda_estep: per-thread scratch or block partials")
         if want_stats:
             # block-order reduction per term, over the blocks that touched it
+            n_threads = max(1, min(n_threads, nb))
             with nogil:
                 for v in prange(V, schedule='static', num_threads=n_threads):
                     for m in range(nb):
-                        if touched[m] != NULL and touched[m][v]:
+                        if a.touched[m] != NULL and a.touched[m][v]:
                             for k in range(K):
-                                sstats_t[v, k] += partial[m][v * K + k]
+                                sstats_t[v, k] += a.partial[m][v * K + k]
+        for b in range(nb):
+            n_clipped += a.clipped[b]
     finally:
-        if want_stats:
+        if a.partial != NULL and a.touched != NULL:
             for b in range(nb):
-                free(partial[b])
-                free(touched[b])
-            free(partial)
-            free(touched)
-    return clipped
+                free(a.partial[b])
+                free(a.touched[b])
+        free(a.partial)
+        free(a.touched)
+        free(a.clipped)
+    return n_clipped
