@@ -11,16 +11,22 @@ Two bin maps, both data-independent:
 
 Counts are int64, so the partial histograms of the threads add exactly in any order: the
 result does not depend on the thread count.  Each thread owns one slice of the
-``(n_threads, d, n_bins)`` partials; the caller sums them.  Equivalent to the numpy twins
-in ``dpem_fast._reference.domain``.
+``(n_threads, d, n_bins)`` partials; the caller sums them.  Rows are cut into the
+contract's blocks (``dpc_block_count(n, 0)``: no per-block partials) and the blocks run by
+the kernels' one parallel driver (``_driver.pxd``).  Equivalent to the numpy twins in
+``dpem_fast._reference.domain``.
 """
 from cython cimport floating
-from cython.parallel cimport prange, parallel
 from libc.math cimport floor, frexp
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
+from ._driver cimport run_row_blocks
 from ._omp cimport omp_get_thread_num
+from .dpc_contract cimport (
+    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_plan_blocks,
+    dpc_plan_end, dpc_plan_first,
+)
 
 E_MIN = -1073
 E_MAX = 1024
@@ -28,7 +34,6 @@ ZERO_BIN = E_MAX - E_MIN + 1          # 2098 exponents on each side of the zero 
 SCALE_BINS = 2 * ZERO_BIN + 1
 cdef int _E_MIN = -1073
 cdef Py_ssize_t _ZERO = 2098
-cdef Py_ssize_t _ROWS = 1024           # rows per work item
 
 
 cdef inline Py_ssize_t _scale_bin(double v) noexcept nogil:
@@ -49,6 +54,34 @@ cdef inline Py_ssize_t _scale_bin(double v) noexcept nogil:
     return _ZERO + (e - _E_MIN + 1)
 
 
+cdef struct _Args:
+    # what a block reads (from the driver's arguments) and writes
+    Py_ssize_t n, d, B            # B: bins per feature
+    dpc_block_plan plan           # the chunks of each block
+    const double *lo              # refine_histogram: (d,) box edges
+    const double *hi
+    int64_t *partial              # (n_threads, d, B): the calling thread's slice is its own
+
+
+cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t B, int64_t *partial) noexcept:
+    a.n, a.d, a.B, a.partial = n, d, B, partial
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), dpc_block_count(n, 0))
+    a.lo = a.hi = NULL
+
+
+cdef int _scale_block(const floating *X, const void *args, Py_ssize_t b,
+                      double *unused) noexcept nogil:
+    """Block ``b`` of scale_histogram (the driver's body), into the thread's partial."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t d = a.d, r, j
+    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
+    cdef int64_t *h = a.partial + omp_get_thread_num() * d * a.B
+    for r in range(dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE, r1):
+        for j in range(d):
+            h[j * a.B + _scale_bin(<double> X[r * d + j])] += 1
+    return 0
+
+
 def scale_histogram(const floating[:, ::1] X,        # IN  (n, d) finite values
                     int64_t[:, :, ::1] partial,       # OUT (n_threads, d, SCALE_BINS), zeroed here
                     int n_threads):
@@ -57,22 +90,37 @@ def scale_histogram(const floating[:, ::1] X,        # IN  (n, d) finite values
     Equivalent to: ``np.bincount`` per feature of ``ZERO_BIN + sign(x) * (frexp(x)[1] - E_MIN
     + 1)`` (``ZERO_BIN`` for 0).
     """
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + _ROWS - 1) // _ROWS
-    cdef Py_ssize_t b, r, j, t
-    cdef int64_t *h
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+    cdef _Args a
     if partial.shape[0] < n_threads or partial.shape[1] != d or partial.shape[2] != SCALE_BINS:
         raise ValueError("partial must have shape (>= n_threads, n_features, SCALE_BINS)")
     partial[:, :, :] = 0
-    if n == 0:
+    if n == 0 or d == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='dynamic'):
-            t = omp_get_thread_num()
-            h = &partial[t, 0, 0]
-            for r in range(b * _ROWS, min(n, (b + 1) * _ROWS)):
-                for j in range(d):
-                    h[j * (2 * _ZERO + 1) + _scale_bin(<double> X[r, j])] += 1
+    _set_args(&a, n, d, SCALE_BINS, &partial[0, 0, 0])
+    run_row_blocks(&X[0, 0], _scale_block[float], _scale_block[double], &a, a.plan.n_busy, 0,
+                   n_threads, "histogram blocks")
+
+
+cdef int _refine_block(const floating *X, const void *args, Py_ssize_t b,
+                       double *unused) noexcept nogil:
+    """Block ``b`` of refine_histogram (the driver's body), into the thread's partial."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t d = a.d, B = a.B, r, j, k
+    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
+    cdef const double *lo = a.lo
+    cdef const double *hi = a.hi
+    cdef double v, width, f
+    cdef int64_t *h = a.partial + omp_get_thread_num() * d * B
+    for r in range(dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE, r1):
+        for j in range(d):
+            v = <double> X[r * d + j]
+            v = lo[j] if v < lo[j] else (hi[j] if v > hi[j] else v)
+            width = hi[j] / 2 - lo[j] / 2
+            f = floor((v / 2 - lo[j] / 2) / width * B)
+            k = 0 if f < 0 else (B - 1 if f > B - 1 else <Py_ssize_t> f)
+            h[j * B + k] += 1
+    return 0
 
 
 def refine_histogram(const floating[:, ::1] X,       # IN  (n, d)
@@ -85,28 +133,17 @@ def refine_histogram(const floating[:, ::1] X,       # IN  (n, d)
     Equivalent to: ``clip(floor((clip(x, lo, hi) / 2 - lo / 2) / (hi / 2 - lo / 2) * n_bins),
     0, n_bins - 1)`` per value, then counts per feature.
     """
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb = (n + _ROWS - 1) // _ROWS
-    cdef Py_ssize_t B = partial.shape[2], b, r, j, t, k
-    cdef double v, width, f
-    cdef int64_t *h
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], B = partial.shape[2], j
+    cdef _Args a
     if partial.shape[0] < n_threads or partial.shape[1] != d or lo.shape[0] != d or hi.shape[0] != d:
         raise ValueError("partial must have shape (>= n_threads, n_features, n_bins); lo, hi (n_features,)")
     for j in range(d):
         if not hi[j] > lo[j]:
             raise ValueError("every box must have hi > lo")
     partial[:, :, :] = 0
-    if n == 0 or B == 0:
+    if n == 0 or B == 0 or d == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='dynamic'):
-            t = omp_get_thread_num()
-            h = &partial[t, 0, 0]
-            for r in range(b * _ROWS, min(n, (b + 1) * _ROWS)):
-                for j in range(d):
-                    v = <double> X[r, j]
-                    v = lo[j] if v < lo[j] else (hi[j] if v > hi[j] else v)
-                    width = hi[j] / 2 - lo[j] / 2
-                    f = floor((v / 2 - lo[j] / 2) / width * B)
-                    k = 0 if f < 0 else (B - 1 if f > B - 1 else <Py_ssize_t> f)
-                    h[j * B + k] += 1
+    _set_args(&a, n, d, B, &partial[0, 0, 0])
+    a.lo, a.hi = &lo[0], &hi[0]
+    run_row_blocks(&X[0, 0], _refine_block[float], _refine_block[double], &a, a.plan.n_busy, 0,
+                   n_threads, "histogram blocks")
