@@ -72,7 +72,7 @@ from .dpc_lanes cimport (
     dpe_lanes_s2, dpe_moments_prep,
 )
 from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
-from .dpc_rows cimport load_rows, load_rows_domain
+from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 from .dpc_scratch cimport dpc_scratch
 from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
 
@@ -240,13 +240,9 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
-    if domain is not None:
-        if domain.shape[0] != 3 or domain.shape[1] != d:
-            raise ValueError("domain must have shape (3, n_features)")
-        if part_clipped is None or part_clipped.shape[0] != nb:
-            raise ValueError("part_clipped must have n_blocks entries when domain is given")
-        if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
-            raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
+    check_domain(domain, d, inv_scale, clip_target)
+    if domain is not None and (part_clipped is None or part_clipped.shape[0] != nb):
+        raise ValueError("part_clipped must have n_blocks entries when domain is given")
     if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb or part_s2.shape[0] != nb
             or part_ll.shape[0] != nb or part_s1.shape[1] != K or part_s1.shape[2] != d
             or part_s2.shape[1] != K or part_s2.shape[2] != d or part_s2.shape[3] != d):

@@ -33,7 +33,7 @@ from .dpc_contract cimport (
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport dpk_accumulate, dpk_assign
-from .dpc_rows cimport load_rows, load_rows_domain
+from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
@@ -122,13 +122,9 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     cdef _Args a
     if K < 1 or centers.shape[1] != d or d < 1:
         raise ValueError("centers must have shape (n_clusters >= 1, n_features >= 1) matching X")
-    if domain is not None:
-        if domain.shape[0] != 3 or domain.shape[1] != d:
-            raise ValueError("domain must have shape (3, n_features)")
-        if part_clipped is None or part_clipped.shape[0] != nb:
-            raise ValueError("part_clipped must have n_blocks entries when domain is given")
-        if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
-            raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
+    check_domain(domain, d, inv_scale, clip_target)
+    if domain is not None and (part_clipped is None or part_clipped.shape[0] != nb):
+        raise ValueError("part_clipped must have n_blocks entries when domain is given")
     if (part_counts.shape[0] != nb or part_counts.shape[1] != K or part_sums.shape[0] != nb
             or part_sums.shape[1] != K or part_sums.shape[2] != d or part_inertia.shape[0] != nb):
         raise ValueError("partial arrays must have n_blocks = block_count(n, d, K) rows")

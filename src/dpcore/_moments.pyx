@@ -40,7 +40,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_rows cimport load_rows, load_rows_domain
+from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 
 cdef enum:
     # d from which the "tiles" layout is used: a fixed constant of this kernel (chosen when
@@ -182,11 +182,7 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     if (part_s2.shape[0] != nb2 or part_s2.shape[1] != d or part_s2.shape[2] != d
             or part_s1.shape[0] != nb1 or part_s1.shape[1] != d or part_clipped.shape[0] != nb1):
         raise ValueError("partial arrays must have the shapes block_count(n, d) gives")
-    if domain is not None:
-        if domain.shape[0] != 3 or domain.shape[1] != d:
-            raise ValueError("domain must have shape (3, n_features)")
-        if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
-            raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
+    check_domain(domain, d, inv_scale, clip_target)
     if n == 0 or d == 0:
         return
     part_s2[:, :, :] = 0.0

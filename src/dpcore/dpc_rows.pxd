@@ -46,3 +46,16 @@ cdef inline const double *rows_f64(const floating *X, ptrdiff_t nr, ptrdiff_t d,
     else:
         dpe_upcast_f32(X, nr * d, buf)
         return buf
+
+
+cdef inline int check_domain(const double[:, ::1] domain, Py_ssize_t d, double inv_scale,
+                             double clip_target) except -1:
+    """Raise ValueError unless ``domain`` (None, or (3, d): lower, upper, center) and the
+    scale and target that load_rows_domain takes with it are valid."""
+    if domain is None:
+        return 0
+    if domain.shape[0] != 3 or domain.shape[1] != d:
+        raise ValueError("domain must have shape (3, n_features)")
+    if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
+        raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
+    return 0
