@@ -8,16 +8,17 @@ parameters arrive here as exact integers computed by the Python layer
 Blocks: as in ``_rng.pyx``, block ``b`` of ``SAMPLER_BLOCK`` consecutive
 outputs draws only from stream ``stream0 + b``, so output does not depend on
 the thread count.  Symmetric matrices: row ``i`` of matrix ``m`` uses stream
-``stream0 + m * d + i`` (as ``_symnoise.pyx``).
+``stream0 + m * d + i`` (as ``_symnoise.pyx``).  Blocks and matrix rows are run
+by the kernels' one parallel driver (``_driver.pxd``).
 
 A draw that would leave the exact integer range (probability below
 ``exp(-64)``) sets a per-block flag instead of writing a wrong value; the
 flags are reduced after the parallel loop and the Python layer raises
 ``OverflowError``.
 """
-from cython.parallel cimport prange, parallel
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
+from ._driver cimport run_blocks
 from ._rng cimport dpc_stream, dpc_stream_init
 from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 
@@ -84,6 +85,42 @@ cdef uint8_t _sym_dgauss_row(const uint32_t *key, uint64_t stream, const dpc_dga
     return bad
 
 
+cdef struct _Args:
+    # what a block (or a matrix row) of the fills reads and writes
+    const uint32_t *key
+    uint64_t stream0              # block b (row r) draws from stream stream0 + b (+ r)
+    Py_ssize_t n, d               # outputs; the matrices' order
+    dpc_dgauss_params g           # discrete Gaussian
+    uint64_t t, s, vcap           # discrete Laplace
+    int64_t *out
+    uint8_t *overflow             # one flag per block (matrix row)
+
+
+cdef int _dgauss_body(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Block ``b`` of fill_discrete_gaussian (the driver's body)."""
+    cdef const _Args *a = <const _Args *> args
+    a.overflow[b] = _dgauss_block(a.key, a.stream0 + <uint64_t> b, &a.g, a.out,
+                                  b * DPC_SAMPLER_BLOCK, min(a.n, (b + 1) * DPC_SAMPLER_BLOCK))
+    return 0
+
+
+cdef int _dlaplace_body(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Block ``b`` of fill_discrete_laplace (the driver's body)."""
+    cdef const _Args *a = <const _Args *> args
+    a.overflow[b] = _dlaplace_block(a.key, a.stream0 + <uint64_t> b, a.t, a.s, a.vcap, a.out,
+                                    b * DPC_SAMPLER_BLOCK, min(a.n, (b + 1) * DPC_SAMPLER_BLOCK))
+    return 0
+
+
+cdef int _sym_dgauss_body(const void *args, Py_ssize_t r, double *unused) noexcept nogil:
+    """Row ``r % d`` of matrix ``r // d`` of fill_symmetric_discrete_gaussian (the driver's
+    body)."""
+    cdef const _Args *a = <const _Args *> args
+    a.overflow[r] = _sym_dgauss_row(a.key, a.stream0 + <uint64_t> r, &a.g,
+                                    a.out + (r // a.d) * a.d * a.d, a.d, r % a.d)
+    return 0
+
+
 def fill_discrete_gaussian(const uint32_t[::1] key,    # IN  (8,) stream key
                            uint64_t stream0,           # block b uses stream0 + b
                            tuple params,               # IN  (t, vcap, ymax, a, bt, D) Python ints
@@ -95,18 +132,15 @@ def fill_discrete_gaussian(const uint32_t[::1] key,    # IN  (8,) stream key
     Equivalent to: ``[discrete_gaussian(Fraction(a, b), u) for _ in range(n)]`` with
     ``dpem_fast._reference.samplers.discrete_gaussian`` (same law, different random source).
     """
-    cdef dpc_dgauss_params g
-    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
-    _dgauss_setup(&g, params)
+    cdef _Args a
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n)
+    _dgauss_setup(&a.g, params)
     if overflow.shape[0] != nb:
         raise ValueError("overflow must have one entry per block")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            overflow[b] = _dgauss_block(&key[0], stream0 + <uint64_t>b, &g, &out[0],
-                                        b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
+    a.key, a.stream0, a.n, a.out, a.overflow = &key[0], stream0, n, &out[0], &overflow[0]
+    run_blocks(_dgauss_body, &a, nb, 0, n_threads, "discrete Gaussian blocks")
 
 
 def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
@@ -122,18 +156,17 @@ def fill_discrete_laplace(const uint32_t[::1] key,     # IN  (8,)
     Equivalent to: ``[discrete_laplace(Fraction(t, s), u) for _ in range(n)]`` with
     ``dpem_fast._reference.samplers.discrete_laplace`` (same law, different random source).
     """
-    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
+    cdef _Args a
+    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n)
     if t == 0 or s == 0 or t > _T_MAX or vcap == 0 or vcap > (_X_MAX - t) // t:
         raise ValueError("discrete Laplace parameters out of range")
     if overflow.shape[0] != nb:
         raise ValueError("overflow must have one entry per block")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            overflow[b] = _dlaplace_block(&key[0], stream0 + <uint64_t>b, t, s, vcap, &out[0],
-                                          b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
+    a.key, a.stream0, a.n, a.out, a.overflow = &key[0], stream0, n, &out[0], &overflow[0]
+    a.t, a.s, a.vcap = t, s, vcap
+    run_blocks(_dlaplace_body, &a, nb, 0, n_threads, "discrete Laplace blocks")
 
 
 def fill_symmetric_discrete_gaussian(const uint32_t[::1] key,      # IN  (8,)
@@ -147,20 +180,17 @@ def fill_symmetric_discrete_gaussian(const uint32_t[::1] key,      # IN  (8,)
     Equivalent to: ``U = np.triu(Z); U + np.triu(U, 1).T`` per matrix, with
     ``Z`` exact discrete Gaussian integers.
     """
-    cdef dpc_dgauss_params g
-    cdef Py_ssize_t nb = out.shape[0], d = out.shape[1], n_tasks = nb * d, r
-    _dgauss_setup(&g, params)
+    cdef _Args a
+    cdef Py_ssize_t nb = out.shape[0], d = out.shape[1], n_tasks = nb * d
+    _dgauss_setup(&a.g, params)
     if out.shape[2] != d:
         raise ValueError("out must have shape (batch, d, d)")
     if overflow.shape[0] != n_tasks:
         raise ValueError("overflow must have one entry per matrix row")
     if n_tasks == 0:
         return
-    n_threads = max(1, min(n_threads, n_tasks))
-    with nogil, parallel(num_threads=n_threads):
-        for r in prange(n_tasks, schedule='static'):
-            overflow[r] = _sym_dgauss_row(&key[0], stream0 + <uint64_t>r, &g,
-                                          &out[r // d, 0, 0], d, r % d)
+    a.key, a.stream0, a.d, a.out, a.overflow = &key[0], stream0, d, &out[0, 0, 0], &overflow[0]
+    run_blocks(_sym_dgauss_body, &a, n_tasks, 0, n_threads, "discrete Gaussian matrices")
 
 
 def _bernoulli_count_wrapper(const uint32_t[::1] key, uint64_t stream, uint64_t p, uint64_t q,

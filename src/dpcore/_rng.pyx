@@ -2,14 +2,15 @@
 
 Work is cut into blocks of ``SAMPLER_BLOCK`` consecutive outputs; block ``b``
 draws only from stream ``stream0 + b`` of the given key.  Blocks are spread
-over OpenMP threads with a static schedule, so the output is bit-identical
-for any thread count.  Changing ``SAMPLER_BLOCK`` changes seeded outputs: it
+over OpenMP threads by the kernels' one parallel driver (``_driver.pxd``);
+which thread draws a block never matters, so the output is bit-identical for
+any thread count.  Changing ``SAMPLER_BLOCK`` changes seeded outputs: it
 is part of the reproducibility contract; it is defined once, in ``dpc_contract.h``
 (Python: ``dpem_fast._dpcore._contract.SAMPLER_BLOCK``).
 """
-from cython.parallel cimport prange, parallel
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 
+from ._driver cimport run_blocks
 from ._omp cimport DPC_OPENMP_ENABLED, omp_get_max_threads
 from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 from ._rng cimport (
@@ -71,43 +72,59 @@ cdef enum:
     _LAPLACE = 2
 
 
-cdef void _double_block(int kind, const uint32_t *key, uint64_t stream, double scale,
-                        double *out, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    """Outputs [lo, hi) of one block, all from stream ``stream`` (counter 0 upwards)."""
+cdef struct _Args:
+    # what a block of the fills reads and writes
+    const uint32_t *key
+    uint64_t stream0              # block b draws from stream stream0 + b
+    Py_ssize_t n                  # outputs
+    int kind                      # _UNIFORM, _NORMAL or _LAPLACE
+    double scale
+    uint64_t m                    # integers below m
+    double *out_double
+    uint64_t *out_integers
+
+
+cdef int _double_block(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Block ``b`` of a continuous fill (the driver's body): its outputs, all from stream
+    ``stream0 + b`` (counter 0 upwards)."""
+    cdef const _Args *a = <const _Args *> args
     cdef dpc_stream st
-    cdef Py_ssize_t i
-    dpc_stream_init(&st, key, stream)
-    if kind == _UNIFORM:
-        for i in range(lo, hi):
+    cdef Py_ssize_t i, hi = min(a.n, (b + 1) * DPC_SAMPLER_BLOCK)
+    cdef double *out = a.out_double
+    cdef double scale = a.scale
+    dpc_stream_init(&st, a.key, a.stream0 + <uint64_t> b)
+    if a.kind == _UNIFORM:
+        for i in range(b * DPC_SAMPLER_BLOCK, hi):
             out[i] = dpc_uniform(&st)
-    elif kind == _NORMAL:
-        for i in range(lo, hi):
+    elif a.kind == _NORMAL:
+        for i in range(b * DPC_SAMPLER_BLOCK, hi):
             out[i] = scale * dpc_normal(&st)
     else:
-        for i in range(lo, hi):
+        for i in range(b * DPC_SAMPLER_BLOCK, hi):
             out[i] = dpc_laplace(&st, scale)
+    return 0
 
 
-cdef void _integers_block(const uint32_t *key, uint64_t stream, uint64_t m, uint64_t *out,
-                          Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+cdef int _integers_block(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Block ``b`` of fill_integers (the driver's body)."""
+    cdef const _Args *a = <const _Args *> args
     cdef dpc_stream st
     cdef Py_ssize_t i
-    dpc_stream_init(&st, key, stream)
-    for i in range(lo, hi):
-        out[i] = dpc_below_u64(&st, m)
+    dpc_stream_init(&st, a.key, a.stream0 + <uint64_t> b)
+    for i in range(b * DPC_SAMPLER_BLOCK, min(a.n, (b + 1) * DPC_SAMPLER_BLOCK)):
+        a.out_integers[i] = dpc_below_u64(&st, a.m)
+    return 0
 
 
 cdef void _fill_double(int kind, const uint32_t[::1] key, uint64_t stream0, double scale,
                        double[::1] out, int n_threads):
     """Block driver: block b fills out[b*BLOCK : (b+1)*BLOCK] from stream stream0 + b."""
-    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
+    cdef Py_ssize_t n = out.shape[0]
+    cdef _Args a
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            _double_block(kind, &key[0], stream0 + <uint64_t>b, scale, &out[0],
-                          b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
+    a.key, a.stream0, a.n, a.kind, a.scale, a.out_double = &key[0], stream0, n, kind, scale, &out[0]
+    run_blocks(_double_block, &a, dpc_sampler_blocks(n), 0, n_threads, "sampler blocks")
 
 
 def fill_uniform(const uint32_t[::1] key,   # IN  (8,) stream key
@@ -145,12 +162,11 @@ def fill_integers(const uint32_t[::1] key,  # IN  (8,)
                   uint64_t[::1] out,        # OUT (n,) uniform in {0..m-1}
                   int n_threads):
     """Fill ``out`` with unbiased uniform integers below ``m`` (Lemire's rejection method)."""
-    cdef Py_ssize_t n = out.shape[0], nb = dpc_sampler_blocks(n), b
+    cdef Py_ssize_t n = out.shape[0]
+    cdef _Args a
     if m == 0:
         raise ValueError("m must be >= 1")
     if n == 0:
         return
-    n_threads = max(1, min(n_threads, nb))
-    with nogil, parallel(num_threads=n_threads):
-        for b in prange(nb, schedule='static'):
-            _integers_block(&key[0], stream0 + <uint64_t>b, m, &out[0], b * DPC_SAMPLER_BLOCK, min(n, (b + 1) * DPC_SAMPLER_BLOCK))
+    a.key, a.stream0, a.n, a.m, a.out_integers = &key[0], stream0, n, m, &out[0]
+    run_blocks(_integers_block, &a, dpc_sampler_blocks(n), 0, n_threads, "sampler blocks")
