@@ -50,7 +50,7 @@ from .dpc_contract cimport (
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_lanes cimport dpe_lanes_flush_n_s1, dpe_lanes_n_s1
-from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
+from .dpc_lse cimport dpe_lse, store_log_resp
 from .dpc_rows cimport load_rows, rows_f64
 from .dpc_scratch cimport dpc_scratch
 
@@ -207,9 +207,8 @@ cdef int _logresp_chunk(const floating *X, const void *args, Py_ssize_t c,
     cdef dpc_scratch s
     dpb_scratch_init(&s, d, K, a.blas, buf)
     _logits_chunk(X + r0 * d, nr, npad, d, K, a.theta, a.log_const, a.blas, &s)
-    dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, <floating *> a.out_resp + r0 * K,
-                   <floating *> a.out_ll + r0)
+    store_log_resp(s.L, s.ll, s.tmp, DPC_CHUNK_SIZE, nr, npad, K,
+                   <floating *> a.out_resp + r0 * K, <floating *> a.out_ll + r0)
     return 0
 
 

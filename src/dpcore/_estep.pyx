@@ -71,7 +71,7 @@ from .dpc_lanes cimport (
     dpe_lanes_flush_n_s1, dpe_lanes_flush_s2, dpe_lanes_n_s1, dpe_lanes_n_s1_size,
     dpe_lanes_s2, dpe_moments_prep,
 )
-from .dpc_lse cimport dpe_lse, dpe_lse_ll, store_log_resp
+from .dpc_lse cimport dpe_lse, store_log_resp
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 from .dpc_scratch cimport dpc_scratch
 from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
@@ -276,9 +276,8 @@ cdef int _logresp_chunk(const floating *X, const void *args, Py_ssize_t c,
     dpe_gmm_scratch_init(&s, d, K, buf)
     load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xt)
     _logp_chunk(s.Xt, npad, d, K, a.means, a.prec_chol, a.log_const, a.tri, s.D, s.W, s.L)
-    dpe_lse_ll(s.L, K, DPC_CHUNK_SIZE, npad, s.ll, s.tmp)
-    store_log_resp(s.L, s.ll, DPC_CHUNK_SIZE, nr, K, <floating *> a.out_resp + r0 * K,
-                   <floating *> a.out_ll + r0)
+    store_log_resp(s.L, s.ll, s.tmp, DPC_CHUNK_SIZE, nr, npad, K,
+                   <floating *> a.out_resp + r0 * K, <floating *> a.out_ll + r0)
     return 0
 
 

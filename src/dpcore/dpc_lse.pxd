@@ -11,12 +11,14 @@ cdef extern from "dpc_lse.h" nogil:
                     double *ll, double *tmp)
 
 
-cdef inline void store_log_resp(const double *L, const double *ll, ptrdiff_t ld, ptrdiff_t nr,
-                                ptrdiff_t K, floating *out_resp,
+cdef inline void store_log_resp(const double *L, double *ll, double *tmp, ptrdiff_t ld,
+                                ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t K, floating *out_resp,
                                 floating *out_ll) noexcept nogil:
-    """Rows r < nr of a chunk: out_ll[r] = ll[r], out_resp[r, k] = L[k, r] - ll[r] (row-major
-    (nr, K), in the output dtype): the log responsibilities after dpe_lse_ll."""
+    """The log responsibilities of a chunk's rows from its log-probabilities L (K, ld):
+    ll = dpe_lse_ll(L) (scratch tmp), then for rows r < nr out_ll[r] = ll[r] and
+    out_resp[r, k] = L[k, r] - ll[r] (row-major (nr, K), in the output dtype)."""
     cdef ptrdiff_t r, k
+    dpe_lse_ll(L, K, ld, npad, ll, tmp)
     for r in range(nr):
         out_ll[r] = <floating> ll[r]
         for k in range(K):
