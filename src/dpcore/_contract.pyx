@@ -12,6 +12,7 @@ from cython.parallel cimport prange
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
     DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
+    dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 
 #: Rows per E-step chunk.
@@ -67,6 +68,20 @@ def lda_block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     if n < 0:
         raise ValueError("n must be >= 0")
     return dpc_lda_block_count(n, per_block_doubles)
+
+
+def block_plan(Py_ssize_t n_chunks, Py_ssize_t n_blocks):
+    """The chunks every block walks (``dpc_plan_blocks``, the one plan of every kernel with
+    per-block partials): a list of ``(first, end)`` chunk ranges, one per block that has
+    chunks, in block order.  ``n_blocks`` is the partial count (:func:`block_count`).
+
+    Equivalent to: ``c = ceil(n_chunks / n_blocks)``, then ``[(b c, min(n_chunks, (b + 1) c))
+    for b in range(ceil(n_chunks / c))]`` (empty when there are no chunks or no blocks).
+    """
+    if n_chunks < 0 or n_blocks < 0:
+        raise ValueError("n_chunks and n_blocks must be >= 0")
+    cdef dpc_block_plan p = dpc_plan_blocks(n_chunks, n_blocks)
+    return [(dpc_plan_first(&p, b), dpc_plan_end(&p, b)) for b in range(p.n_busy)]
 
 
 # Entries per parallel task of sum_blocks, and the fewest values (blocks x entries) worth a
