@@ -157,7 +157,7 @@ def lda_estep(const i64[::1] indptr,          # IN  (n + 1,) CSR row pointers
         if a.partial == NULL or a.touched == NULL or a.clipped == NULL:
             raise MemoryError("lda_estep: could not allocate the block partials")
         run_blocks(_lda_block, &a, a.plan.n_busy, a.max_len + 3 * K + 1, n_threads,
-                   "lda_estep: per-thread scratch or block partials")
+                   "the LDA E-step's per-thread scratch or block partials")
         if want_stats:
             # block-order reduction per term, over the blocks that touched it
             n_threads = max(1, min(n_threads, nb))
