@@ -47,7 +47,7 @@ from libc.math cimport INFINITY, copysign, erf, erfc, exp, fabs, ldexp, log, log
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 
-from ._driver cimport run_row_blocks
+from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
@@ -342,40 +342,38 @@ cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const do
     a.means, a.sigma2, a.symmetric = means, sigma2, symmetric
 
 
-cdef int _block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
-    """Block ``b`` (the driver's body): its rows in order, added into its partial row.
+cdef void _rows(const floating *X, Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t d, Py_ssize_t K,
+                const double *means, double sigma2, int symmetric, int estimator,
+                double scale, double beta_m, const double *glx, const double *glw, Py_ssize_t ngl,
+                double *raw, double *stat, double *ll_acc, int64_t *clip_acc, int64_t *bad_acc,
+                double *g, double *lp) noexcept nogil:
+    """Rows r0..r1-1 in order, added into one block's partial row.
 
     Last guard: a row whose gradient is not finite adds nothing to raw or stat, one whose
-    contribution is not finite nothing to stat; either is counted in ``nonfinite`` and
-    ``clipped``.  Only non-finite parameters get there (finite ones give finite g and
+    contribution is not finite nothing to stat; either is counted in ``bad_acc`` and
+    ``clip_acc``.  Only non-finite parameters get there (finite ones give finite g and
     contributions at any finite row); a zero contribution has norm 0, within the bound.
     """
-    cdef const _Args *a = <const _Args *> args
-    cdef Py_ssize_t d = a.d, m = a.m, i, j
-    cdef Py_ssize_t r0 = dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE
-    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
-    cdef double *raw = a.raw + b * m
-    cdef double *stat = a.stat + b * m
-    cdef double *g = buf
-    cdef double scale = a.scale
+    cdef Py_ssize_t m = d if symmetric else K * d
+    cdef Py_ssize_t i, j
     cdef double ll = 0.0
     cdef int64_t nclip = 0, nbad = 0
     cdef int hit
     for i in range(r0, r1):
-        ll = ll + _row_gradient(X + i * d, d, a.K, a.means, a.sigma2, a.symmetric, g, buf + m)
+        ll = ll + _row_gradient(X + i * d, d, K, means, sigma2, symmetric, g, lp)
         if not _all_finite(g, m):
             nbad += 1
             nclip += 1
             continue
         for j in range(m):
             raw[j] = raw[j] + g[j]
-        if a.estimator == 1:
+        if estimator == 1:
             hit = 0
             for j in range(m):
                 if fabs(g[j]) > _SQRT2 * scale:
                     hit = 1
-                g[j] = scale * _expected_psi(g[j] / scale, a.beta_m, a.glx, a.glw, a.ngl)
-        elif a.estimator == 2:
+                g[j] = scale * _expected_psi(g[j] / scale, beta_m, glx, glw, ngl)
+        elif estimator == 2:
             hit = _clip(g, m, scale)
         else:
             continue
@@ -386,9 +384,19 @@ cdef int _block(const floating *X, const void *args, Py_ssize_t b, double *buf) 
         for j in range(m):
             stat[j] = stat[j] + g[j]
         nclip += hit
-    a.ll[b] = ll
-    a.clipped[b] = nclip
-    a.nonfinite[b] = nbad
+    ll_acc[0] = ll
+    clip_acc[0] = nclip
+    bad_acc[0] = nbad
+
+
+cdef int _block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+    """Block ``b`` (the driver's body): its rows, into its partial row."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t r0 = dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE
+    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
+    _rows(X, r0, r1, a.d, a.K, a.means, a.sigma2, a.symmetric, a.estimator, a.scale, a.beta_m,
+          a.glx, a.glw, a.ngl, a.raw + b * a.m, a.stat + b * a.m, a.ll + b, a.clipped + b,
+          a.nonfinite + b, buf, buf + a.m)
     return 0
 
 
@@ -493,5 +501,5 @@ def gradem_loglik(const floating[:, ::1] X,      # IN  (n, d)
         return
     _set_args(&a, n, d, K, &means[0, 0], sigma2, symmetric)
     a.out_ll, a.out_resp = &out_ll[0], &out_resp[0, 0]
-    run_row_blocks(&X[0, 0], _loglik_chunk[float], _loglik_chunk[double], &a, dpc_chunk_count(n),
-                   m + K, n_threads, "gradient-EM scratch")
+    run_row_chunks(&X[0, 0], n, _loglik_chunk[float], _loglik_chunk[double], &a, m + K,
+                   n_threads, "gradient-EM scratch")
