@@ -43,7 +43,7 @@ from cython cimport floating
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm
 
-from ._driver cimport run_row_blocks
+from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_bernoulli cimport dpb_logits_init, dpb_logits_small, dpb_scratch_init
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count,
@@ -235,6 +235,5 @@ def bernoulli_log_resp(const floating[:, ::1] X,      # IN  (n, d)
         return
     _set_args(&a, n, d, K, &theta[0, 0], &log_const[0], blas)
     a.out_resp, a.out_ll = &out_log_resp[0, 0], &out_ll[0]
-    run_row_blocks(&X[0, 0], _logresp_chunk[float], _logresp_chunk[double], &a,
-                   dpc_chunk_count(n), dpb_scratch_init(&layout, d, K, blas, NULL), n_threads,
-                   "Bernoulli E-step scratch")
+    run_row_chunks(&X[0, 0], n, _logresp_chunk[float], _logresp_chunk[double], &a,
+                   dpb_scratch_init(&layout, d, K, blas, NULL), n_threads, "Bernoulli E-step scratch")

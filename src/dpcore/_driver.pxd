@@ -14,10 +14,14 @@
 # of the kernel's partials (or writes outputs nobody else writes), and the caller sums the
 # partials in block order.  The block count comes from the contract (dpc_contract.h):
 # dpc_block_count / dpc_lda_block_count with dpc_plan_blocks for kernels with per-block
-# partials, dpc_chunk_count for per-row outputs.
+# partials; run_row_chunks cuts per-row passes by the same rule (no partials).
 from cython cimport floating
 from libc.stdlib cimport malloc, free
 from cython.parallel cimport parallel, prange
+
+from .dpc_contract cimport (
+    dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+)
 
 # Block b of a kernel's pass, with the calling thread's scratch (NULL when the kernel asked
 # for none).  Returns 0, or nonzero when the block could not allocate what it needs (the
@@ -71,6 +75,7 @@ cdef struct _rows_call:
     rows_body_f32 body_f32
     rows_body_f64 body_f64
     const void *args
+    dpc_block_plan plan           # run_row_chunks: the chunks of each block
 
 
 cdef inline int _rows_body(const void *call, Py_ssize_t b, double *scratch) noexcept nogil:
@@ -86,9 +91,35 @@ cdef inline int run_row_blocks(const floating *X, rows_body_f32 body_f32, rows_b
     """run_blocks for a body over the rows ``X``: ``body_f32(X, args, b, scratch)`` or
     ``body_f64(...)``, as X is float32 or float64."""
     cdef _rows_call r
+    _set_rows_call(&r, X, body_f32, body_f64, args)
+    return run_blocks(_rows_body, &r, n_blocks, scratch_doubles, n_threads, what)
+
+
+cdef inline void _set_rows_call(_rows_call *r, const floating *X, rows_body_f32 body_f32,
+                                rows_body_f64 body_f64, const void *args) noexcept:
     r.X = X
     r.f32 = floating is float
     r.body_f32 = body_f32
     r.body_f64 = body_f64
     r.args = args
-    return run_blocks(_rows_body, &r, n_blocks, scratch_doubles, n_threads, what)
+
+
+cdef inline int _chunks_body(const void *call, Py_ssize_t b, double *scratch) noexcept nogil:
+    cdef const _rows_call *r = <const _rows_call *> call
+    cdef Py_ssize_t c
+    for c in range(dpc_plan_first(&r.plan, b), dpc_plan_end(&r.plan, b)):
+        if _rows_body(call, c, scratch) != 0:
+            return 1
+    return 0
+
+
+cdef inline int run_row_chunks(const floating *X, Py_ssize_t n, rows_body_f32 body_f32,
+                               rows_body_f64 body_f64, const void *args,
+                               Py_ssize_t scratch_doubles, int n_threads, str what) except -1:
+    """A per-row pass over the n rows ``X`` (outputs per row or per chunk, no per-block
+    partials): ``body(X, args, c, scratch)`` for every chunk c, the chunks grouped into the
+    contract's blocks (``dpc_block_count(n, 0)``) and the blocks run by run_blocks."""
+    cdef _rows_call r
+    _set_rows_call(&r, X, body_f32, body_f64, args)
+    r.plan = dpc_plan_blocks(dpc_chunk_count(n), dpc_block_count(n, 0))
+    return run_blocks(_chunks_body, &r, r.plan.n_busy, scratch_doubles, n_threads, what)

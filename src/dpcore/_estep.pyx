@@ -61,7 +61,7 @@ from libc.stdint cimport int64_t
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
-from ._driver cimport run_row_blocks
+from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
@@ -306,9 +306,8 @@ def log_resp(const floating[:, ::1] X,              # IN  (n, d)
     _set_args(&a, n, d, K, &means[0, 0], &prec_chol[0, 0, 0], &log_const[0],
               upper_triangular)
     a.out_resp, a.out_ll = &out_log_resp[0, 0], &out_ll[0]
-    run_row_blocks(&X[0, 0], _logresp_chunk[float], _logresp_chunk[double], &a,
-                   dpc_chunk_count(n), dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads,
-                   "E-step scratch")
+    run_row_chunks(&X[0, 0], n, _logresp_chunk[float], _logresp_chunk[double], &a,
+                   dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")
 
 
 def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_log):

@@ -12,8 +12,8 @@ labels are never materialised.
 Shared pieces: the chunk loader with the declared-domain clip (``dpc_rows.h``, so a
 private fit clips rows into the unit ball inside the kernel, as the GMM E-step does), the
 contract constants, block count and block plan (``dpc_contract.h``), ``DPE_CLONES``
-(``dpc_simd.h``) and the parallel driver (``run_row_blocks``, ``_driver.pxd``).  The
-assignment and accumulation are in ``dpc_kmeans.h``.
+(``dpc_simd.h``) and the parallel driver (``_driver.pxd``).  The assignment and
+accumulation are in ``dpc_kmeans.h``.
 
 Work layout (reproducibility contract, as ``_estep.pyx``)
 ---------------------------------------------------------
@@ -27,7 +27,7 @@ from cython cimport floating
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 
-from ._driver cimport run_row_blocks
+from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
@@ -179,5 +179,5 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
         return
     _set_args(&a, n, d, K, &centers[0, 0])
     a.out_lab, a.out_dist = &out_labels[0], &out_sq_dist[0]
-    run_row_blocks(&X[0, 0], _assign_chunk[float], _assign_chunk[double], &a, dpc_chunk_count(n),
+    run_row_chunks(&X[0, 0], n, _assign_chunk[float], _assign_chunk[double], &a,
                    _scratch_size(d), n_threads, "k-means scratch")

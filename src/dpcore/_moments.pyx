@@ -35,7 +35,7 @@ from libc.stdint cimport int64_t
 from libc.stdlib cimport malloc, free
 from scipy.linalg.cython_blas cimport dgemm, dsyrk
 
-from ._driver cimport run_blocks, run_row_blocks
+from ._driver cimport run_blocks, run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
@@ -122,8 +122,8 @@ cdef int _rows_block(const floating *X, const void *args, Py_ssize_t b,
 
 cdef int _copy_chunk(const floating *X, const void *args, Py_ssize_t c,
                      double *unused) noexcept nogil:
-    """Chunk ``c`` of the "tiles" layout's row copy (the driver's body; one block per
-    chunk): its rows into the column-major copy, its sum into S1 partial ``c``."""
+    """Chunk ``c`` of the "tiles" layout's row copy (the driver's body): its rows into the
+    column-major copy, its sum into S1 partial ``c``."""
     cdef const _Args *a = <const _Args *> args
     a.clipped[c] = _load_chunk(X, a, c, a.n, a.Yt + c * DPC_CHUNK_SIZE, a.s1 + c * a.d)
     return 0
@@ -204,8 +204,8 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     if a.Yt == NULL:
         raise MemoryError(f"could not allocate the ({n}, {d}) row copy of the tiled second moment")
     try:
-        run_row_blocks(&X[0, 0], _copy_chunk[float], _copy_chunk[double], &a, dpc_chunk_count(n),
-                       0, n_threads, "the tiled second moment")
+        run_row_chunks(&X[0, 0], n, _copy_chunk[float], _copy_chunk[double], &a, 0, n_threads,
+                       "the tiled second moment")
         nt = (d + _TILE - 1) // _TILE
         run_blocks(_tile, &a, nt * (nt + 1) // 2, 0, n_threads, "the tiled second moment")
     finally:
