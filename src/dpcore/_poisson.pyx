@@ -12,15 +12,20 @@ with ``c = M/2`` and ``R = (M/2) sqrt(d)``, so that ``(x - c)/R`` lies in the un
 the engine's shared declarations (soft counts, weighted sums) give the sensitivities.
 
 Work layout (reproducibility contract): chunks of ``CHUNK_SIZE`` rows in
-``block_count(n, d, K) = dpc_block_count(n, K (d + 1) + 1)`` blocks, run by the one driver
-(``_driver.run_blocks``); block ``b`` owns row ``b`` of the partials and walks its rows in
-order; the caller sums the partials in block order.  Results do not depend on the thread
+``block_count(n, d, K) = dpc_block_count(n, K (d + 1) + 1)`` blocks (``dpc_plan_blocks``),
+run by the one driver (``_driver.run_blocks``); block ``b`` owns row ``b`` of the partials
+and walks its rows in order; the caller sums the partials in block order.  Clipped rows are
+counted in int64, as in every kernel.  Results do not depend on the thread
 count.
 """
 from libc.math cimport exp, lgamma, log, INFINITY
+from libc.stdint cimport int64_t
 
 from ._driver cimport run_blocks
-from .dpc_contract cimport DPC_CHUNK_SIZE, dpc_block_count, dpc_chunk_count, dpc_chunks_per_block
+from .dpc_contract cimport (
+    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_plan_blocks,
+    dpc_plan_end, dpc_plan_first,
+)
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
@@ -30,7 +35,8 @@ def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
 
 ctypedef struct _Args:
     const double *X
-    Py_ssize_t n, d, K, cpb
+    Py_ssize_t n, d, K
+    dpc_block_plan plan           # the chunks of each block
     const double *loglam
     const double *lam
     const double *logw
@@ -38,17 +44,17 @@ ctypedef struct _Args:
     double *counts
     double *sums
     double *loglik
-    long long *clipped
+    int64_t *clipped
 
 
 cdef int _block(const void *p, Py_ssize_t b, double *lr) noexcept nogil:
     cdef const _Args *a = <const _Args *> p
     cdef Py_ssize_t d = a.d, K = a.K
-    cdef Py_ssize_t r0 = b * a.cpb * DPC_CHUNK_SIZE
-    cdef Py_ssize_t r1 = min(a.n, (b + 1) * a.cpb * DPC_CHUNK_SIZE)
+    cdef Py_ssize_t r0 = dpc_plan_first(&a.plan, b) * DPC_CHUNK_SIZE
+    cdef Py_ssize_t r1 = min(a.n, dpc_plan_end(&a.plan, b) * DPC_CHUNK_SIZE)
     cdef Py_ssize_t i, j, k
     cdef double x, s, mx, tot, g, lfac, ll = 0.0
-    cdef long long clipped = 0
+    cdef int64_t clipped = 0
     cdef double *N = a.counts + b * K
     cdef double *S = a.sums + b * K * d
     cdef int cl
@@ -90,11 +96,12 @@ cdef int _block(const void *p, Py_ssize_t b, double *lr) noexcept nogil:
 
 
 def poisson_stats(const double[:, ::1] X, const double[:, ::1] lam, const double[::1] weights, double M,
-                  double[:, ::1] counts, double[:, :, ::1] sums, double[::1] loglik, long long[::1] clipped,
+                  double[:, ::1] counts, double[:, :, ::1] sums, double[::1] loglik, int64_t[::1] clipped,
                   int n_threads):
     """Per-block partials of one pass (see the module docstring) into ``counts`` (nb, K),
-    ``sums`` (nb, K, d), ``loglik`` (nb) and ``clipped`` (nb: rows with a count outside
-    [0, M]); ``nb = block_count(n, d, K)``.  Rates must be > 0, weights > 0."""
+    ``sums`` (nb, K, d), ``loglik`` (nb) and ``clipped`` (nb, int64: rows with a count
+    outside [0, M]), all zeroed here; ``nb = block_count(n, d, K)``.  Rates must be > 0,
+    weights > 0."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = lam.shape[0], k, j
     cdef Py_ssize_t nb = dpc_block_count(n, K * (d + 1) + 1)
     cdef _Args a
@@ -102,6 +109,10 @@ def poisson_stats(const double[:, ::1] X, const double[:, ::1] lam, const double
             or sums.shape[0] != nb or sums.shape[1] != K or sums.shape[2] != d or loglik.shape[0] != nb \
             or clipped.shape[0] != nb:
         raise ValueError("poisson_stats: inconsistent shapes")
+    counts[:, :] = 0.0
+    sums[:, :, :] = 0.0
+    loglik[:] = 0.0
+    clipped[:] = 0
     if n == 0:
         return 0
     loglam = [[log(lam[k, j]) for j in range(d)] for k in range(K)]
@@ -110,7 +121,7 @@ def poisson_stats(const double[:, ::1] X, const double[:, ::1] lam, const double
     cdef double[::1] lw_view = np.log(np.asarray(weights))
     a.X = &X[0, 0]
     a.n, a.d, a.K = n, d, K
-    a.cpb = dpc_chunks_per_block(dpc_chunk_count(n), nb)
+    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
     a.loglam = &ll_view[0, 0]
     a.lam = &lam[0, 0]
     a.logw = &lw_view[0]
@@ -120,5 +131,5 @@ def poisson_stats(const double[:, ::1] X, const double[:, ::1] lam, const double
     a.sums = &sums[0, 0, 0]
     a.loglik = &loglik[0]
     a.clipped = &clipped[0]
-    run_blocks(_block, &a, nb, K, n_threads, "Poisson-mixture scratch")
+    run_blocks(_block, &a, a.plan.n_busy, K, n_threads, "Poisson-mixture scratch")
     return 0

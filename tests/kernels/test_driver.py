@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from dpem_fast._dpcore import _contract, _estep, _gradem, _kmeans, _moments
+from dpem_fast._dpcore import _contract, _estep, _gradem, _kmeans, _moments, _poisson
 from dpem_fast._kernels import gradem
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "dpcore"
@@ -79,6 +79,11 @@ def test_row_counts_are_int64_in_every_kernel(n):
     args = (X, means, 1.0, 0, 2, 1.0, 1.0, gradem._GLX, gradem._GLW, np.empty((nb, m)), np.empty((nb, m)), np.empty(nb))
     with pytest.raises(ValueError):
         _gradem.gradem_stats(*args, np.zeros(nb), np.zeros(nb), 2)
+    nbp = _poisson.block_count(n, 3, 2)
+    pparts = (np.empty((nbp, 2)), np.empty((nbp, 2, 3)), np.empty(nbp))
+    with pytest.raises(ValueError):
+        _poisson.poisson_stats(np.abs(X), np.ones((2, 3)), np.full(2, 0.5), 4.0, *pparts, np.zeros(nbp), 2)
+    _poisson.poisson_stats(np.abs(X), np.ones((2, 3)), np.full(2, 0.5), 4.0, *pparts, np.empty(nbp, np.int64), 2)
     clipped, nonfinite = np.empty(nb, np.int64), np.empty(nb, np.int64)
     _gradem.gradem_stats(*args, clipped, nonfinite, 2)
     s = gradem.gradem_stats(X, means, 1.0, symmetric=False, estimator="clipped", scale=1.0, n_threads=2)
