@@ -132,15 +132,8 @@ class PrivateEstimatorConformance(PrivacyConformance):
         from dpem_fast._preprocess import resolve_domain
         return resolve_domain(X.shape[1], est.data_norm, est.bounds)
 
-    # ---------------------------------------------------------- determinism
-    def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
-        X = self.make_data(3000)
-        a = self.make_estimator(random_state=11, n_threads=1).fit(X)
-        b = self.make_estimator(random_state=11, n_threads=2).fit(X)
-        c = self.make_estimator(random_state=12, n_threads=2).fit(X)
-        for name, v in self._fitted(a).items():
-            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
-        assert any(not np.array_equal(v, self._fitted(c)[n]) for n, v in self._fitted(a).items())
+    #: rows of the reproducibility fits: several blocks of the kernels' work layout
+    reproducibility_rows = 3000
 
     # ----------------------------------------------------------- the budget
     def _domain_kw(self, declared):

@@ -107,8 +107,11 @@ class PrivacyConformance:
         assert _registry.estimators()[type(est).__name__] is type(est)
 
     # ---------------------------------------------------------- determinism
+    #: rows of the reproducibility fits
+    reproducibility_rows = 400
+
     def test_seeded_fit_is_reproducible_and_thread_count_invariant(self):
-        X = self.make_data(400)
+        X = self.make_data(self.reproducibility_rows)
         a = self.make_estimator(random_state=11, n_threads=1).fit(X)
         b = self.make_estimator(random_state=11, n_threads=2).fit(X)
         c = self.make_estimator(random_state=12, n_threads=2).fit(X)
