@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _gradem
+from .._dpcore import _contract, _gradem
 from .._engine import Statistics
 from .psi import GL_NODES
 from .._threads import effective_n_threads
@@ -53,14 +53,11 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
     raw, stat = np.zeros((nb, m)), np.zeros((nb, m))
     ll = np.zeros(nb)
     clipped, nonfinite = np.zeros(nb, dtype=np.int64), np.zeros(nb, dtype=np.int64)   # row counts
+    nt = effective_n_threads(n_threads)
     _gradem.gradem_stats(X, means, float(sigma2), int(bool(symmetric)), ESTIMATORS[estimator], float(scale),
-                         float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, nonfinite,
-                         effective_n_threads(n_threads))
-    # block order, one row at a time: the same bits for any thread count
-    raw_sum, stat_sum = np.zeros(m), np.zeros(m)
-    for b in range(nb):
-        raw_sum += raw[b]
-        stat_sum += stat[b]
+                         float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, nonfinite, nt)
+    # block order (the same bits for any thread count): the contract's reduction
+    raw_sum, stat_sum = _contract.sum_blocks(raw, nt), _contract.sum_blocks(stat, nt)
     return Statistics({"grad": stat_sum, "raw": raw_sum, "count": np.array([float(n)]),
                        "n_nonfinite": np.array([float(nonfinite.sum())])}, n, float(ll.sum()), int(clipped.sum()))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .._dpcore import _poisson
+from .._dpcore import _contract, _poisson
 from .._engine import Statistics
 from .._threads import effective_n_threads
 
@@ -49,13 +49,11 @@ def poisson_stats(X, weights, rates, max_count, n_threads=None) -> Statistics:
     nb = _poisson.block_count(n, d, K)
     counts, sums = np.zeros((nb, K)), np.zeros((nb, K, d))
     ll, clipped = np.zeros(nb), np.zeros(nb, dtype=np.int64)
-    _poisson.poisson_stats(X, rates, weights, float(max_count), counts, sums, ll, clipped,
-                           effective_n_threads(n_threads))
-    c, s = np.zeros(K), np.zeros((K, d))
-    for b in range(nb):                                  # block order: any thread count, same bits
-        c += counts[b]
-        s += sums[b]
-    return Statistics({"counts": c, "sums": s}, n, float(ll.sum()), int(clipped.sum()))
+    nt = effective_n_threads(n_threads)
+    _poisson.poisson_stats(X, rates, weights, float(max_count), counts, sums, ll, clipped, nt)
+    # block order (any thread count, same bits): the contract's reduction
+    return Statistics({"counts": _contract.sum_blocks(counts, nt), "sums": _contract.sum_blocks(sums, nt)}, n,
+                      float(ll.sum()), int(clipped.sum()))
 
 
 def poisson_log_resp(X, weights, rates, max_count):
