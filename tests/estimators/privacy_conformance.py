@@ -226,6 +226,7 @@ class PrivacyConformance:
         (dict(epsilon="1"), TypeError, "epsilon"),
         (dict(delta=0.0), ValueError, "delta"),
         (dict(delta=1.0), ValueError, "delta"),
+        (dict(delta=-1e-5), ValueError, "delta"),
         (dict(n_threads=0), ValueError, "n_threads"),
         (dict(random_state=-1), ValueError, "random_state"),
         (dict(budget=object()), TypeError, "budget"),
