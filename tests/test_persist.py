@@ -24,7 +24,7 @@ def _fits():
     return [
         ("gmm", dpem_fast.DPGaussianMixture(2, epsilon=1.0, max_iter=3, bounds=(-4, 4), random_state=0),
          X_GAUSS, ("predict", "predict_proba", "score_samples", "score")),
-        ("gmm_estimated_domain", dpem_fast.DPGaussianMixture(2, epsilon=1.0, max_iter=3, random_state=0),
+        ("gmm_estimated_domain", dpem_fast.DPGaussianMixture(2, epsilon=50.0, max_iter=3, random_state=0),
          X_GAUSS, ("predict", "score_samples")),
         ("bernoulli", dpem_fast.DPBernoulliMixture(2, epsilon=1.0, max_iter=3, noise="discrete_gaussian",
                                                    random_state=0),

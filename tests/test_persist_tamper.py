@@ -142,7 +142,7 @@ def _variants():
         return m.partial_fit(X[40:])
 
     return {
-        "gmm_estimated_domain": lambda: gmm(bounds=None).fit(gauss()),
+        "gmm_estimated_domain": lambda: gmm(bounds=None, epsilon=50.0).fit(gauss()),   # few rows
         "gmm_laplace": lambda: gmm(scenario="LLG").fit(gauss()),
         "gmm_add_remove": lambda: gmm(neighbouring="add_remove").fit(gauss()),
         "bernoulli_discrete": lambda: bern(noise="discrete_gaussian").fit(binary()),

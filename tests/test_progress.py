@@ -29,7 +29,7 @@ def _fits(X, docs, verbose):
     return {
         "gmm": dpem_fast.DPGaussianMixture(2, epsilon=1.0, bounds=(-4, 4), max_iter=5, random_state=3,
                                            verbose=verbose).fit(X),
-        "kmeans": dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=4, random_state=3, verbose=verbose).fit(X),
+        "kmeans": dpem_fast.DPKMeans(2, epsilon=50.0, max_iter=4, random_state=3, verbose=verbose).fit(X),
         "sep": dpem_fast.DPStochasticEP(2, epsilon=1.0, n_epochs=3, random_state=3, verbose=verbose).fit(X),
         "lda": dpem_fast.DPLatentDirichletAllocation(3, noise_multiplier=2.0, batch_size=30, max_doc_length=20,
                                                      total_samples=docs.shape[0],
@@ -62,7 +62,7 @@ def test_without_tqdm_plain_lines_on_stderr(X, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)      # import tqdm -> ImportError
     monkeypatch.setattr(_progress, "REFRESH_SECONDS", 0.0)          # a line per iteration
     monkeypatch.setattr(_progress, "EPSILON_OVERHEAD", 1e12)        # epsilon recomputed every time
-    model = dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=4, random_state=3, verbose=1).fit(X)
+    model = dpem_fast.DPKMeans(2, epsilon=50.0, max_iter=4, random_state=3, verbose=1).fit(X)
     out = capsys.readouterr()
     assert out.out == ""
     lines = out.err.splitlines()

@@ -205,7 +205,8 @@ def _example_fit(name):
 _DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")      # examples.DASK
 TASK_CASES = [pytest.param(name, {}, id=f"{name}-declared-or-fixed-domain") for name in _DASK]
 TASK_CASES += [
-    pytest.param("gmm", {"bounds": None}, id="gmm-private-domain-estimate"),
+    # the example has too few rows for the estimate at epsilon=1 (refused since issue 23)
+    pytest.param("gmm", {"bounds": None, "epsilon": 20.0}, id="gmm-private-domain-estimate"),
     pytest.param("bernoulli", {"binarize": 0.5}, id="bernoulli-binarize"),
 ]
 TASK_CASES += [pytest.param(name, {"epsilon": float("inf")}, id=f"{name}-not-private")

@@ -103,5 +103,53 @@ def test_estimate_survives_extreme_and_degenerate_columns():
     lo, hi = D.bounds
     assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)
     assert hi[0] - lo[0] < 1e-300 and abs(hi[1]) < 100 and math.isfinite(D.radius) and D.radius > 0
-    few = _estimate(rng.normal(size=(3, 2)), epsilon=0.01)  # nothing passes: still a finite box
-    assert np.all(few.bounds[1] > few.bounds[0]) and math.isfinite(few.radius)
+
+
+def test_a_feature_no_bin_resolves_is_refused_not_given_a_box_built_from_noise():
+    # before issue 23 the box of such a feature was the noisy mode of 4,197 bins: a random
+    # scale up to 1e308.  Now the estimate refuses, naming the unresolved features.
+    rng = np.random.default_rng(3)
+    with pytest.raises(ValueError, match=r"feature\(s\) \[0, 1\].*declare bounds=\(lower, upper\) or data_norm"):
+        _estimate(rng.normal(size=(3, 2)), epsilon=0.01)
+    # one resolvable feature (all rows in one bin) and one spread over ~100 bins: only the latter
+    X = np.column_stack([np.full(4000, 3.0), 10.0 ** rng.uniform(-50, 50, 4000)])
+    with pytest.raises(ValueError, match=r"feature\(s\) \[1\] above"):
+        _estimate(X, epsilon=1.0)
+
+
+def _plan(d, epsilon, rel="replace"):
+    return make_plan((), 1, epsilon=epsilon, delta=1e-6, neighbouring=rel, accountant="gdp",
+                     one_off_specs=dom.domain_specs(d), one_off_share=0.5)
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_rows_needed_is_the_even_chance_of_the_best_case(d):
+    """rows_needed(plan) = σ1 z1: a bin holding that many rows passes half the time; the
+    check refuses below it and only under replace-one (n is private under add/remove)."""
+    plan = _plan(d, 2.0)
+    need = dom.rows_needed(plan, d)
+    sigma = plan.releases["domain_scale"].noise_scale
+    assert need == pytest.approx(sigma * dom._z(1, dom.SCALE_BINS * d))
+    n = int(need)
+    with pytest.raises(ValueError, match=rf"n_samples={n} is too few rows.*declare bounds"):
+        dom.check_estimable(plan, d, n)
+    dom.check_estimable(plan, d, n + 1)
+    dom.check_estimable(_plan(d, 2.0, "add_remove"), d, None)
+    # empirical: all rows in one bin, n = need + 3 σ passes in (almost) every seed; n = need - 3 σ
+    # in (almost) none
+    X_hi = np.full((int(need + 3 * sigma), d), 5.0)
+    X_lo = np.full((int(need - 3 * sigma), d), 5.0)
+    ok_hi = ok_lo = 0
+    for seed in range(20):
+        layer = lambda: ReleaseLayer(plan, make_key(seed), 1)     # noqa: E731
+        try:
+            dom.estimate_domain(X_hi, layer(), 1)
+            ok_hi += 1
+        except ValueError:
+            pass
+        try:
+            dom.estimate_domain(X_lo, layer(), 1)
+            ok_lo += 1
+        except ValueError:
+            pass
+    assert ok_hi >= 19 and ok_lo <= 1, (ok_hi, ok_lo)

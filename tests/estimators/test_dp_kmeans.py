@@ -245,6 +245,7 @@ class TestConformanceDiscreteNoise(TestConformance):
 class TestConformanceDPLloyd(TestConformance):
     """The whole suite again for DPLloyd (Laplace releases, linear composition)."""
     params = {**TestConformance.params, "method": "dplloyd"}
+    estimate_rows = 20000        # the Laplace plan's histograms are noisier at the same epsilon
     sklearn_params = ()
 
 

@@ -54,7 +54,7 @@ from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ._sources import validated_rows
 from ._estimator import Context, PrivateEstimator
-from ._domain import DOMAIN_SHARE, domain_from_data, domain_specs, estimate_domain
+from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
@@ -334,6 +334,8 @@ class PrivateEM(PrivateEstimator):
             one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
             joint=self._joint_bound(),
         )
+        if source == "estimate":
+            check_estimable(plan, d, n_public)     # public quantities: before the charge
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")

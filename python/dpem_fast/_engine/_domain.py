@@ -22,7 +22,11 @@ double: the zero bin, and for each binary exponent e (``2^(e-1) <= |x| < 2^e``, 
 outermost bins whose noisy count exceeds ``σ1 z1``, plus one bin further out on each side
 (sparse tails beyond them are left to stage 2), with ``z1 = Φ⁻¹(1 - p1 / (B1 d))``: an empty
 bin passes with probability at most p1 / (B1 d), so with probability ≥ 1 - p1 no empty bin
-widens any box (union bound).  If no bin passes, the box is the most populated noisy bin.
+widens any box (union bound).  A feature with no passing bin has no box: the estimate is
+refused (:func:`estimate_domain` raises, naming the features and what to declare) rather
+than a box built from noise.  Under replace-one, where n is public, :func:`check_estimable`
+refuses before the budget is charged when even the best case cannot pass: all n rows in one
+bin need ``n >= σ1 z1`` for an even chance (``rows_needed``, public: σ1 from the plan).
 
 Stage 2 (refinement).  Inside the stage-1 box, ``B2 = 32`` equal-width bins per feature
 (rows clipped to the box first); the ``d x B2`` histogram is released with noise σ2.  The
@@ -61,8 +65,8 @@ from ..io import as_row_source
 from ._sources._rows import DataSummary, Rows
 from ._statistics import StatSpec
 
-__all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "domain_from_data",
-           "SCALE_BINS", "REFINE_BINS"]
+__all__ = ["DOMAIN_SHARE", "domain_specs", "estimate_domain", "check_estimable", "rows_needed",
+           "domain_from_data", "SCALE_BINS", "REFINE_BINS"]
 
 #: Fraction of the whole plan spent on the private domain estimate (both histograms).
 DOMAIN_SHARE = 0.1
@@ -119,12 +123,39 @@ def _z(stage, n_tests):
 
 def _scale_box(noisy_row, sigma, z):
     """Stage 1: (first, last) bin of the outermost bins whose noisy count exceeds σ z, one bin
-    further out on each side (their tails are left to stage 2); the noisy mode if none passes."""
+    further out on each side (their tails are left to stage 2); None if no bin passes."""
     idx = np.flatnonzero(noisy_row > sigma * z)
     if not idx.size:
-        mode = int(np.argmax(noisy_row))
-        return mode, mode
+        return None
     return max(int(idx[0]) - 1, 0), min(int(idx[-1]) + 1, noisy_row.size - 1)
+
+
+_DECLARE = ("declare bounds=(lower, upper) or data_norm from public knowledge (the features' known "
+            "ranges), raise epsilon, or fit more rows")
+
+
+def rows_needed(plan, n_features):
+    """σ1 z1: the count one stage-1 bin needs for an even chance of passing its threshold
+    (public: the plan's noise scale and the number of features)."""
+    return plan.releases["domain_scale"].noise_scale * _z(1, SCALE_BINS * int(n_features))
+
+
+def check_estimable(plan, n_features, n_public):
+    """Refuse, before the budget is charged, a private domain estimate that cannot succeed.
+
+    ``n_public``: the row count where it is public (replace-one), else None (no check: under
+    add/remove n is private, and :func:`estimate_domain` refuses after its first release).  The
+    best case for a feature is all n rows in one stage-1 bin; with fewer than
+    :func:`rows_needed` rows that bin passes with probability below 1/2.
+    """
+    if n_public is None:
+        return
+    need = rows_needed(plan, n_features)
+    if n_public < need:
+        raise ValueError(
+            f"n_samples={n_public} is too few rows to estimate the data domain privately at this "
+            f"epsilon (a feature's histogram needs about {math.ceil(need)} rows in one bin to be seen "
+            f"above the noise): {_DECLARE}")
 
 
 def _refine_box(noisy_row, sigma, z):
@@ -175,9 +206,17 @@ def estimate_domain(rows, layer, n_threads=1):
     noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
     sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
+    unseen = []
     for j in range(d):
-        a, b = _scale_box(noisy[j], sigma, z)
-        lo[j], hi[j] = lower[a], upper[b]
+        box = _scale_box(noisy[j], sigma, z)
+        if box is None:
+            unseen.append(j)
+            continue
+        lo[j], hi[j] = lower[box[0]], upper[box[1]]
+    if unseen:      # post-processing of the release: which features it did not resolve
+        raise ValueError(
+            f"the private domain estimate saw no populated bin for feature(s) {unseen} above the "
+            f"noise of its release (this fit's budget is spent; no model is returned): {_DECLARE}")
     tiny = np.finfo(np.float64).tiny
     flat = hi <= lo                     # only the zero bin: any box around 0 will do
     lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
