@@ -55,7 +55,7 @@ from scipy.special import ndtri
 
 from .._dpcore import _domain as _kernel
 from .._dpcore._contract import superblock_rows
-from .._preprocess import DataDomain
+from .._preprocess import DataDomain, box_domain
 from ..accounting import PrivacyLeakWarning
 from ..io import as_row_source
 from ._sources._rows import DataSummary, Rows
@@ -152,10 +152,9 @@ def _refine_box(noisy_row, sigma, z):
 
 
 def _box_domain(lo, hi, source):
-    half = hi / 2 - lo / 2
-    m = float(half.max())
-    radius = min(m * float(np.linalg.norm(half / m)), _DBL_MAX) if m > 0 else 1.0
-    return DataDomain(lo / 2 + hi / 2, radius, (lo, hi), source == "from data")
+    """The per-feature domain of the box (:func:`dpem_fast._preprocess.box_domain`: each
+    feature scaled by sqrt(d) times its half-width, the box onto a cube inside the unit ball)."""
+    return box_domain(lo, hi, source == "from data")
 
 
 def estimate_domain(rows, layer, n_threads=1):

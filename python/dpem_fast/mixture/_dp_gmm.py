@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
+from .._preprocess import box_domain, project_into_domain
 from .._engine._specs import moments_joint_bound, second_moments, soft_counts, weighted_sums
 from .._rng import derive_key
 from .._threads import effective_n_threads
@@ -371,7 +372,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return _gmm_statistics
 
     def _update(self, noisy, params, ctx):
-        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases)
+        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases,
+                                                    ctx.domain)
         return weights, means, covs, _compute_precision_cholesky(covs)
 
     def _exact_update(self, stats, params):
@@ -379,13 +381,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return weights, means, covs, _compute_precision_cholesky(covs)
 
     def _set_fitted(self, params, domain, dtype):
-        """Parameters back to the original units (post-processing)."""
+        """Parameters back to the original units (post-processing): x = c + diag(s) z, so means
+        ``c + s * mu``, covariances ``diag(s) S diag(s)`` and precision Cholesky factors
+        ``diag(1/s) P`` (``P Pᵀ`` the working precision)."""
         weights, means, covs, prec_chol = params
-        R, c = domain.radius, domain.center
+        s = domain.scale
         self.weights_ = weights
-        self.means_ = (c + R * means).astype(dtype, copy=False)
-        self.covariances_ = (R * R * covs).astype(dtype, copy=False)
-        self.precisions_cholesky_ = (prec_chol / R).astype(dtype, copy=False)
+        self.means_ = domain.to_original(means).astype(dtype, copy=False)
+        self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
+        self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
         self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
         self.converged_ = False
 
@@ -420,30 +424,35 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         shape.  The non-private mode works in the original units; without user-supplied
         parameters it starts from the same kind of random draw, placed in the data's
         bounding box (``summary.column_min`` / ``column_max``: reading the data is allowed
-        there).
+        there) mapped per feature as a declared box would be.  The draw: means uniform in
+        the ball of radius 1/2 of that geometry, moved into the box's image
+        (:func:`~dpem_fast._preprocess.project_into_domain`), covariances ``I / (4 d)`` in
+        its units (``diag(s_i²) / (4 d)`` in the original units).
         """
         K, d = self.n_components, summary.n_features
         if not private and (self.means_init is None or self.precisions_init is None):
             lo, hi = summary.column_min, summary.column_max
             hi = np.where(hi > lo, hi, lo + 1.0)
-            box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
+            init_dom = box_domain(lo, hi)
         else:
-            box_center, box_radius = domain.center, domain.radius
-        # maps original units -> working units
-        R = domain.radius / box_radius
+            init_dom = domain
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
         else:
             weights = np.full(K, 1.0 / K)
         if self.means_init is not None:
-            means = (np.asarray(self.means_init, dtype=np.float64) - domain.center) / domain.radius
+            means = domain.to_scaled(self.means_init)
         else:
-            means = (box_center - domain.center) / domain.radius + self._random_means(K, d, key) / R
+            means = project_into_domain(self._random_means(K, d, key), init_dom)
+            if init_dom is not domain:
+                means = domain.to_scaled(init_dom.to_original(means))
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
-            prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
+            ss = np.outer(domain.scale, domain.scale)
+            prec_chol = np.stack([linalg.cholesky(prec[k] * ss, lower=True) for k in range(K)])
         else:
-            prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
+            ratio = domain.scale / init_dom.scale       # maps the init geometry -> working units
+            prec_chol = np.broadcast_to(np.diag(math.sqrt(4.0 * d) * ratio), (K, d, d)).copy()
         return weights, means, covariance_from_precision_cholesky(prec_chol), prec_chol
 
     @staticmethod
@@ -463,10 +472,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return 0.5 * g * u[:, None] ** (1.0 / d)
 
     # --------------------------------------------------------------- M-steps
-    def _private_m_step(self, nk, s1, s2, releases):
-        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`)."""
+    def _private_m_step(self, nk, s1, s2, releases, domain=None):
+        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`),
+        means moved into the image of ``domain`` (its box, else the unit ball)."""
         prior = map_prior(self.prior, s1.shape[1]) if self.estimator == "map" else None
-        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior)
+        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior, domain)
 
     def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""
