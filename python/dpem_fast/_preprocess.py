@@ -79,8 +79,10 @@ class DataDomain:
         return (np.asarray(X, dtype=np.float64) - self.center) / self.scale
 
     def to_original(self, Z):
-        """``center + scale * Z``: working units -> original units."""
-        return self.center + self.scale * np.asarray(Z, dtype=np.float64)
+        """``center + scale * Z``: working units -> original units (a huge, privately
+        estimated scale may saturate to +-inf, as the old single radius did)."""
+        with np.errstate(over="ignore"):
+            return self.center + self.scale * np.asarray(Z, dtype=np.float64)
 
     def loader_array(self):
         """The (4, d) float64 array the kernels' row loader takes (``dpc_rows.h``): lower,
@@ -126,14 +128,17 @@ def _as_bounds(bounds, n_features):
     return lo, hi
 
 
-def box_domain(lo, hi, from_data=False, data_norm=None) -> DataDomain:
+def box_domain(lo, hi, from_data=False, data_norm=None, min_ratio=0.0, max_scale=None) -> DataDomain:
     """The domain of the box ``[lo, hi]`` (finite arrays of shape (d,), ``lo < hi``).
 
     Centre the box's middle; without ``data_norm`` the per-feature scale
     ``s_i = sqrt(d) * (hi_i - lo_i) / 2``, so the box maps onto the cube
     ``[-1/sqrt(d), 1/sqrt(d)]^d`` inside the unit ball; with ``data_norm`` the user's
     norm bound, uniform around the box's middle (rows are clipped to the box, then to
-    that ball).  A product of public quantities (d, the box, the norm bound).
+    that ball).  ``max_scale``: every scale is at most this; then ``min_ratio``: every
+    scale is at least ``min_ratio`` times the largest (an estimated box's guards, see
+    :func:`dpem_fast._engine._domain._box_domain`).  A
+    product of public quantities (d, the box, the norm bound).
     """
     lo = np.asarray(lo, dtype=np.float64)
     hi = np.asarray(hi, dtype=np.float64)
@@ -147,6 +152,10 @@ def box_domain(lo, hi, from_data=False, data_norm=None) -> DataDomain:
         fin = np.finfo(np.float64)
         with np.errstate(over="ignore"):
             scale = np.clip(np.sqrt(d) * (hi / 2 - lo / 2), fin.tiny, fin.max)
+        if max_scale is not None:
+            scale = np.minimum(scale, float(max_scale))
+        if min_ratio > 0 and scale.size:
+            scale = np.maximum(scale, min_ratio * scale.max())
     return DataDomain(center, scale, (lo, hi), bool(from_data))
 
 

@@ -153,8 +153,23 @@ def _refine_box(noisy_row, sigma, z):
 
 def _box_domain(lo, hi, source):
     """The per-feature domain of the box (:func:`dpem_fast._preprocess.box_domain`: each
-    feature scaled by sqrt(d) times its half-width, the box onto a cube inside the unit ball)."""
-    return box_domain(lo, hi, source == "from data")
+    feature scaled by sqrt(d) times its half-width, the box onto a cube inside the unit ball).
+
+    An estimated box (private, or from the data) may reach far beyond the data's scale (the
+    private estimate can return up to the whole double range): its scales are capped at
+    2^500, so that every second moment in original units, s_i s_j S_ij with |S_ij| <= 1,
+    stays below 2^1000, finite (rows beyond the cap are clipped into the ball as any other
+    row; no sensitivity depends on the scale).  It may also be degenerate in one feature (a column
+    of one value, or an estimate thrown off by a few huge rows) while others are wide.  Its
+    scale is floored at 2^-20 (about 1e-6) times the widest feature's: scales r apart make
+    the covariances diag(s) S diag(s) in original units r² worse conditioned than S, and at
+    r = 2^20 that alone is 2^40 of float64's 1/eps = 2^52, leaving 2^12 for the model's own
+    conditioning; beyond it the model in original units (its precision,
+    ``score_samples``) stops being representable.  Post-processing of the released box.
+    A declared box is used as declared.
+    """
+    return box_domain(lo, hi, source == "from data", min_ratio=2.0 ** -20,
+                      max_scale=2.0 ** 500)
 
 
 def estimate_domain(rows, layer, n_threads=1):

@@ -110,7 +110,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     Post-processing: the mean ``S̃1/N`` is clipped into the box's image (each coordinate to
     [−b_i, b_i], b_i = 1/√d for a declared box), else projected into the unit ball; the
     covariance ``S̃2/N − m mᵀ``; each noise variance ψ_i is kept in ``[min(σ₂/N, c_i), c_i]``
-    with ``c_i = min(b_i², 1)`` (σ₂/N: one noise std of an entry of the released
+    with ``c_i = min(max(b_i², SMALL), 1)`` (σ₂/N: one noise std of an entry of the released
     covariance; a feature in [−b_i, b_i] has variance ≤ b_i², a row in the unit ball ≤ 1).
     These bounds are in the working units, so in original units the ψ floor of feature i is
     ``s_i² σ₂/N``: each feature's floor is on its own scale, not the widest feature's;
@@ -207,7 +207,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         C = (C + C.T) / 2
         # a feature's variance is at most b_i² (b: the box image's half-widths), at most 1
         box = None if ctx.domain is None else ctx.domain.box_image
-        ceiling = np.ones(C.shape[0]) if box is None else np.minimum(box * box, 1.0)
+        ceiling = np.ones(C.shape[0]) if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
         floor = np.minimum(max(SMALL, ctx.releases[SECOND].noise_scale / n), ceiling)
         return self._em(C, n, params, mean, floor=floor, ceiling=ceiling)
 

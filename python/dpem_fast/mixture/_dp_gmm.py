@@ -388,9 +388,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         s = domain.scale
         self.weights_ = weights
         self.means_ = domain.to_original(means).astype(dtype, copy=False)
-        self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
-        self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
-        self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+        # a huge or tiny (privately estimated) scale saturates to inf, as the one radius did
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.covariances_ = (covs * s[:, None] * s[None, :]).astype(dtype, copy=False)
+            self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
+            self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
         self.converged_ = False
 
     # -------------------------------------------------------- initialisation

@@ -37,7 +37,8 @@ __all__ = ["PRIOR_KEYS", "map_prior", "private_m_step", "exact_m_step", "compute
 #: is per feature, sigma_S2 / N_k * s_i² along feature i).  The floor is capped at the
 #: smallest per-feature variance the domain allows, min_i b_i² (b: the half-widths of the
 #: box's image, 1/sqrt(d) for a declared box; 1 without a box), so a component the release
-#: cannot resolve gets at most a feature's own width, not the ball's.  For a unit
+#: cannot resolve gets at most a feature's own width, not the ball's; ``reg_covar`` (at
+#: least 1e-6) stays the lowest floor, as before.  For a unit
 #: vector v, v^T E v has standard deviation between sigma_S2/N_k (v on an axis) and sqrt(2)
 #: times it (Analyze-Gauss noise E), so an eigenvalue within one standard deviation of zero is
 #: not resolved by the release.  (Before issue 9 this was 0.25 sqrt(d) standard deviations, a
@@ -145,8 +146,9 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
     # eigenvalues below the noise level of S are not identifiable: floor there, at most the
     # smallest per-feature variance the domain allows
     box = None if domain is None else domain.box_image
-    cap = 1.0 if box is None else float(min(1.0, np.min(box) ** 2))
-    floor = np.minimum(cap, np.maximum(max(reg_covar, 1e-6), _EIG_FLOOR_STD * sigma_2 / nk_f))
+    cap = 1.0 if box is None else float(min(1.0, np.min(box))) ** 2
+    floor = np.maximum(max(reg_covar, 1e-6), np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f))
+    floor = np.minimum(floor, 1.0)
     covs = _project_psd(S, floor, 1.0)
     if prior is not None:
         # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
