@@ -59,6 +59,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
+        Loadings in the original units, ``W diag(s)`` for the working-unit loadings W
+        (s: the domain's per-feature scales).  Without a rotation each row's sign makes its
+        largest entry in the working units positive, so fitting ``X * c`` gives
+        ``components_ * c``.
     noise_variance_ : ndarray of shape (n_features,)
     mean_ : ndarray of shape (n_features,)
     n_iter_ : int
@@ -229,7 +233,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         s = domain.scale
         big = np.finfo(dtype).max
         with np.errstate(over="ignore"):    # a huge (privately estimated) scale saturates
-            W = fix_signs(np.clip(params["W"] * s[None, :], -big, big))
+            # signs fixed in the working units (each row's largest entry there positive), so
+            # that they do not depend on the features' units
+            W = np.clip(fix_signs(params["W"]) * s[None, :], -big, big)
             psi = np.minimum(s * s * params["psi"], big)
         if self.rotation is not None:
             W = fix_signs(orthomax(W.T, _ROTATIONS[self.rotation]).T)

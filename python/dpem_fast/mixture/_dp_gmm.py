@@ -390,7 +390,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self.means_ = domain.to_original(means).astype(dtype, copy=False)
         # a huge or tiny (privately estimated) scale saturates to inf, as the one radius did
         with np.errstate(over="ignore", invalid="ignore"):
-            self.covariances_ = (covs * s[:, None] * s[None, :]).astype(dtype, copy=False)
+            self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
             self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
             self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
         self.converged_ = False
