@@ -177,7 +177,7 @@ def estimate_domain(rows, layer, n_threads=1):
 
     ``rows`` is the engine's :class:`~dpem_fast._engine._sources._rows.Rows` (one pass per histogram,
     integer counts summed over superblocks) or a 2-D array.  ``layer``'s plan must hold the
-    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and radius
+    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and scales
     depend on the rows only through those releases.
     """
     rows = _as_rows(rows)

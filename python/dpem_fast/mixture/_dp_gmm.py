@@ -88,8 +88,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Declared bound on the Euclidean norm of a row (after centring at the
         middle of ``bounds`` if those are given).  Rows beyond it are clipped.
     bounds : tuple (lower, upper), "from_data" or None
-        Declared per-feature box; rows are clipped to it and centred at its
-        middle.  With neither ``data_norm`` nor ``bounds`` (the default) the
+        Declared per-feature box; rows are clipped to it, centred at its
+        middle and each feature divided by ``sqrt(n_features)`` times its
+        half-width (the box becomes a cube inside the unit ball; with
+        ``data_norm`` every feature is divided by ``data_norm`` instead).
+        Released means end inside the box; covariance floors are per feature
+        (``s_i²`` times the floor in the scaled units).  With neither ``data_norm`` nor ``bounds`` (the default) the
         box is **estimated privately** from two noisy histograms on
         ``DOMAIN_SHARE`` (10 %) of the budget, accounted in ``privacy_.event``
         (see :mod:`dpem_fast._engine._domain`); declared bounds leave the whole
@@ -123,8 +127,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Initial parameters in the original units (public; scikit-learn's
         conventions).  Without them the initialisation is data-independent:
         uniform weights, means drawn uniformly from the ball of radius 1/2 of
-        the declared domain (with the fit's own random stream), and isotropic
-        covariances ``I / (4 n_features)`` in the scaled units.
+        the declared domain (with the fit's own random stream) and moved into
+        the box's image, and isotropic covariances ``I / (4 n_features)`` in
+        the scaled units (``diag(s_i²) / (4 n_features)`` in original units).
     reg_covar : float, default=1e-6
         Added to the diagonal of covariances (non-private mode, as
         scikit-learn) and lower bound of covariance eigenvalues (private mode).
@@ -175,7 +180,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     are tagged with the one used.  Rows are mapped into the unit ball
     ``‖x‖ ≤ 1`` by the declared (or privately estimated) domain (DP-EM
     Sec. 3's assumption, enforced by clipping inside the kernel; a finite row
-    of any size is clipped along its own direction).  Responsibilities
+    of any size is clipped along its own direction).  The map is per feature:
+    with a box (no ``data_norm``) feature i is divided by √d times its
+    half-width, so the box becomes the cube [−1/√d, 1/√d]^d, a subset of the
+    ball: every sensitivity below, a sup over rows in the ball, holds
+    unchanged under both relations (on the cube some sups are smaller; the
+    ball's are kept).  Responsibilities
     γ_ik of a row depend only on that row and on parameters already released,
     so one row changes the statistics only through its own term.  Writing γ
     for its responsibility vector (γ_k ≥ 0, Σγ_k = 1):
