@@ -22,6 +22,17 @@ Run it in a checkout of the code before and after the change, then compare::
     python bench/per_feature_domain.py --out after.json
     (in a checkout of the old code) python bench/per_feature_domain.py --out before.json
     python bench/per_feature_domain.py --compare before.json after.json
+
+Measured (issue 23; one thread, seeds 0-2, mean over seeds; "before" is commit 53064f9, one
+radius for every feature).  GMM held-out log-likelihood per row, before -> after (trivial
+after; non-private): wine eps 0.3: -92.0 -> -38.1 (-38.3; -23.2), eps 1: -89.7 -> -37.3
+(-36.3), eps 10: -74.7 -> -24.5 (-24.9); breast cancer eps 0.3: -240 -> -51.9 (-54.9;
++31.4), eps 10: -190 -> -11.0 (-11.3).  k-means held-out MSE in per-width units, before ->
+after (trivial after; non-private): wine eps 1: 4.2e4 -> 1.44 (1.75; 0.29), eps 10: 1687 ->
+0.42 (0.43); breast cancer eps 1: 5.1e7 -> 1.25 (1.07; 0.31), eps 10: 8.2e5 -> 0.45 (0.49).
+The private fits still fall below the trivial model in some cells (wine GMM eps 1, breast
+cancer k-means eps <= 3): shrinkage towards a data-independent prior (contract 2) is not
+part of this change.
 """
 from __future__ import annotations
 
