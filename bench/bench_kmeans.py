@@ -62,7 +62,7 @@ def _kernel_args(K):
     from dpem_fast.datasets import AIRPORTS_BOUNDS
 
     dom = resolve_domain(2, None, AIRPORTS_BOUNDS)
-    return (initial_centers(K) - dom.center) / dom.radius, dom
+    return dom.to_scaled(initial_centers(K)), dom
 
 
 def _sklearn_iteration(X, K, n_threads):

@@ -79,12 +79,12 @@ def main(argv=None):
             ref = fits["DP-EM k-means"]
             dom = ref._domain
             # the private fits' data-independent start, in the original units
-            start = dom.center + dom.radius * ref._initial_parameters(DataSummary(Xtr.shape[0], 2), dom,
-                                                                      make_key(s), True)
+            start = dom.to_original(ref._initial_parameters(DataSummary(Xtr.shape[0], 2), dom,
+                                                            make_key(s), True))
             fits[names[-1]] = DPKMeans(K, epsilon=float("inf"), init=start, max_iter=J).fit(Xtr)
             for name, km in fits.items():
-                C = (np.asarray(km.cluster_centers_) - dom.center) / dom.radius
-                Z = (np.clip(Xte, *AIRPORTS_BOUNDS) - dom.center) / dom.radius      # inside the ball already
+                C = dom.to_scaled(km.cluster_centers_)
+                Z = dom.to_scaled(np.clip(Xte, *AIRPORTS_BOUNDS))     # inside the ball already (per feature)
                 scores[name].append(nicv(Z, C))
             if s == 0:
                 shown = {name: km.cluster_centers_ for name, km in fits.items()}

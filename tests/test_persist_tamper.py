@@ -501,3 +501,46 @@ def test_malformed_records_are_refused_as_model_format_errors(saved, name, tmp_p
     for what, edit in MALFORMED.items():
         with pytest.raises(ModelFormatError):
             dpem_fast.load(_rewrite(saved[name], tmp_path / "t.npz", edit))
+
+
+# ------------------------------------------- files written before the per-feature scale
+def _as_pre_issue23(meta, arrays, radius):
+    """Rewrite every data domain of the file as an old one: ``"radius"`` (one number) where
+    the current format writes the per-feature ``"scale"`` array (also in the privacy record)."""
+    def walk(obj):
+        if isinstance(obj, dict):
+            for key in ("__domain__", "data_domain"):
+                dom = obj.get(key)
+                if isinstance(dom, dict) and "scale" in dom:
+                    ref = dom.pop("scale")
+                    if isinstance(ref, dict) and "__array__" in ref:
+                        arrays.pop(ref["__array__"], None)
+                    dom["radius"] = radius
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+    walk(meta)
+
+
+def test_files_with_one_radius_still_load(fitted, saved, tmp_path):
+    """A file written before issue 23 carries ``radius`` (one scale for every feature): it
+    loads as the same map (a uniform per-feature scale), with the same outputs; a radius
+    that is not a number is refused with a clear error."""
+    model, X = fitted["kmeans"]
+    radius = float(model.data_norm)
+    assert np.all(model._domain.scale == radius)
+    path = _rewrite(saved["kmeans"], tmp_path / "old.npz",
+                    edit_arrays=lambda meta, arrays: _as_pre_issue23(meta, arrays, radius))
+    meta = json.loads(_entries(path)["__meta__"].tobytes())
+    assert '"radius"' in json.dumps(meta) and '"scale"' not in json.dumps(meta)
+    old = dpem_fast.load(path)
+    assert_array_equal(old._domain.scale, np.full(X.shape[1], radius))
+    for method in METHODS["kmeans"]:
+        assert_array_equal(getattr(old, method)(X), getattr(model, method)(X))
+    assert old.nicv(X) == model.nicv(X)
+    bad = _rewrite(saved["kmeans"], tmp_path / "bad.npz",
+                   edit_arrays=lambda meta, arrays: _as_pre_issue23(meta, arrays, "x"))
+    with pytest.raises(ModelFormatError, match="radius"):
+        dpem_fast.load(bad)

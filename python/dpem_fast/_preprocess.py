@@ -1,8 +1,19 @@
-"""Declared data bounds: centre, scale to the unit ball, clip.
+"""Declared data bounds: centre, scale each feature into the unit ball, clip.
 
 Everything here uses only what the user declared (``data_norm`` and/or
 ``bounds``).  Undeclared domains are estimated privately, or taken from the
 data only on explicit request, by :mod:`dpem_fast._engine._domain`.
+
+The map is per feature (issue 23): ``z_i = (a_i - c_i) / s_i`` with ``a`` the
+box-clipped row, then the unit-ball clip.  With a box and no ``data_norm``,
+``s_i = sqrt(d) * half_width_i``: the box maps onto the cube
+``[-1/sqrt(d), 1/sqrt(d)]^d``, which lies inside the unit ball (its corners on the
+sphere), so every sensitivity derived for rows in the unit ball holds unchanged,
+under either neighbouring relation: a replaced row moves a statistic by at most the
+diameter bound of the ball, an added/removed row by at most its radius bound, and
+the image of the domain is still a subset of that ball.  Each feature then keeps its
+own declared width: noise, floors and projections after the release are in units of
+that width, not of the widest feature's.
 """
 from __future__ import annotations
 
@@ -10,28 +21,75 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DataDomain", "resolve_domain", "scale_and_clip", "clip_target"]
+__all__ = ["DataDomain", "resolve_domain", "box_domain", "scale_and_clip", "clip_target", "project_into_domain"]
 
 
 @dataclass(frozen=True)
 class DataDomain:
-    """Affine map x -> (x - center) / radius and the unit-ball clip after it.
+    """Affine map x -> (x - center) / scale (per feature) and the unit-ball clip after it.
 
     Attributes
     ----------
     center : ndarray of shape (n_features,)
-    radius : float
-        After the map every (clipped) row has Euclidean norm <= 1.
+    scale : ndarray of shape (n_features,)
+        Positive, finite per-feature scales ``s_i``.  After the map every (clipped) row
+        has Euclidean norm <= 1.  A box without ``data_norm``: ``sqrt(d)`` times each
+        feature's half-width (the box becomes the cube of half-width ``1/sqrt(d)``,
+        inside the ball); ``data_norm``: that norm bound for every feature.
     bounds : tuple of two ndarrays or None
-        Per-feature box the rows are clipped to before centring, if declared.
+        Per-feature box the rows are clipped to before centring, if declared
+        (or privately estimated, or taken from the data on explicit request).
     from_data : bool
         True when the domain was computed from the data (not private).
     """
 
     center: np.ndarray
-    radius: float
+    scale: np.ndarray
     bounds: tuple | None
     from_data: bool
+
+    def __post_init__(self):
+        c = np.asarray(self.center, dtype=np.float64)
+        s = np.asarray(self.scale, dtype=np.float64)
+        if s.ndim == 0:                        # a uniform scale (a norm bound)
+            s = np.full(c.shape, float(s))
+        if s.shape != c.shape or c.ndim != 1:
+            raise ValueError(f"DataDomain: scale has shape {s.shape}, center {c.shape}; expected "
+                             "two vectors of n_features values")
+        with np.errstate(divide="ignore", over="ignore"):
+            ok = np.all(np.isfinite(s)) and np.all(s > 0) and np.all(np.isfinite(1.0 / s))
+        if not ok:
+            raise ValueError("DataDomain: every scale must be finite and > 0 (with a finite inverse)")
+        object.__setattr__(self, "center", c)
+        object.__setattr__(self, "scale", s)
+
+    @property
+    def box_image(self):
+        """Per-feature half-width of the box's image ``(hi - lo) / (2 s)`` (shape (d,)),
+        or None without a box: the image of the box is ``[-box_image, box_image]``
+        (the box is centred at ``center`` whenever it exists)."""
+        if self.bounds is None:
+            return None
+        lo, hi = self.bounds
+        with np.errstate(over="ignore"):
+            return (hi / 2 - lo / 2) / self.scale
+
+    def to_scaled(self, X):
+        """``(X - center) / scale`` in float64 (no clip): original units -> working units."""
+        return (np.asarray(X, dtype=np.float64) - self.center) / self.scale
+
+    def to_original(self, Z):
+        """``center + scale * Z``: working units -> original units (a huge, privately
+        estimated scale may saturate to +-inf, as the old single radius did)."""
+        with np.errstate(over="ignore"):
+            return self.center + self.scale * np.asarray(Z, dtype=np.float64)
+
+    def loader_array(self):
+        """The (4, d) float64 array the kernels' row loader takes (``dpc_rows.h``): lower,
+        upper (+-inf without a box), center and the per-feature inverse scale."""
+        d = self.center.shape[0]
+        lo, hi = self.bounds if self.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+        return np.ascontiguousarray(np.stack([lo, hi, self.center, 1.0 / self.scale]), dtype=np.float64)
 
 
 def _as_bounds(bounds, n_features):
@@ -52,27 +110,64 @@ def _as_bounds(bounds, n_features):
         raise ValueError("bounds must be finite")
     if np.any(hi <= lo):
         raise ValueError("bounds must satisfy lower < upper for every feature")
-    # resolve_domain builds the domain from the width, the midpoint and the half-diagonal
-    # of the box (np.linalg.norm, which squares the half-widths): each must be a finite
-    # float, else the centre or the radius is inf and the map sends rows to inf, nan or 0.
-    with np.errstate(over="ignore"):
+    # resolve_domain builds the domain from the width, the midpoint and the per-feature
+    # scale sqrt(d) * half-width of the box: each must be a finite float with a finite
+    # inverse, else the centre or a scale is inf or 0 and the map sends rows to inf, nan or 0.
+    with np.errstate(over="ignore", divide="ignore"):
         width = hi - lo
-        half_diagonal = np.linalg.norm(width / 2)
+        scale = np.sqrt(n_features) * (hi / 2 - lo / 2)
         mid = lo + hi
-    if not (np.all(np.isfinite(width)) and np.isfinite(half_diagonal) and np.all(np.isfinite(mid))):
+        inv = 1.0 / scale
+    if not (np.all(np.isfinite(width)) and np.all(np.isfinite(scale)) and np.all(np.isfinite(mid))
+            and np.all(np.isfinite(inv))):
         raise ValueError(
-            "bounds are too wide: upper - lower, lower + upper and the half-diagonal of the box "
-            f"must be finite floats (largest width {np.max(width)!r})"
+            "bounds are too wide or too narrow: upper - lower, lower + upper and sqrt(n_features) "
+            "times each half-width (and its inverse) must be finite floats "
+            f"(widths from {np.min(width)!r} to {np.max(width)!r})"
         )
     return lo, hi
+
+
+def box_domain(lo, hi, from_data=False, data_norm=None, min_ratio=0.0, max_scale=None) -> DataDomain:
+    """The domain of the box ``[lo, hi]`` (finite arrays of shape (d,), ``lo < hi``).
+
+    Centre the box's middle; without ``data_norm`` the per-feature scale
+    ``s_i = sqrt(d) * (hi_i - lo_i) / 2``, so the box maps onto the cube
+    ``[-1/sqrt(d), 1/sqrt(d)]^d`` inside the unit ball; with ``data_norm`` the user's
+    norm bound, uniform around the box's middle (rows are clipped to the box, then to
+    that ball).  ``max_scale``: every scale is at most this; then ``min_ratio``: every
+    scale is at least ``min_ratio`` times the largest (an estimated box's guards, see
+    :func:`dpem_fast._engine._domain._box_domain`).  A
+    product of public quantities (d, the box, the norm bound).
+    """
+    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=np.float64)
+    d = lo.shape[0]
+    center = lo / 2 + hi / 2
+    if data_norm is not None:
+        scale = np.full(d, float(data_norm))
+    else:
+        # clamped to the normal doubles: a (privately estimated) box up to the whole double
+        # range, or a few ulps wide, still has a finite scale with a finite inverse
+        fin = np.finfo(np.float64)
+        with np.errstate(over="ignore"):
+            scale = np.clip(np.sqrt(d) * (hi / 2 - lo / 2), fin.tiny, fin.max)
+        if max_scale is not None:
+            scale = np.minimum(scale, float(max_scale))
+        if min_ratio > 0 and scale.size:
+            scale = np.maximum(scale, min_ratio * scale.max())
+    return DataDomain(center, scale, (lo, hi), bool(from_data))
 
 
 def resolve_domain(n_features, data_norm, bounds) -> DataDomain:
     """The public data domain from the declared ``data_norm`` / ``bounds``.
 
-    - ``bounds`` given: rows are clipped to the box, centred at its middle,
-      radius ``data_norm`` if given else the half-diagonal of the box.
-    - only ``data_norm``: centre 0 (the DP-EM paper's convention, Sec. 3).
+    - ``bounds`` given: rows are clipped to the box and centred at its middle; each
+      feature is divided by ``sqrt(d)`` times its half-width (the box becomes the cube of
+      half-width ``1/sqrt(d)``, inside the unit ball), or, with ``data_norm``, every
+      feature by ``data_norm`` (the user's norm bound, uniform around the box's middle).
+    - only ``data_norm``: centre 0 (the DP-EM paper's convention, Sec. 3), scale
+      ``data_norm`` for every feature.
 
     Reads no data.  Without a declaration the engine estimates the domain
     privately (:mod:`dpem_fast._engine._domain`).
@@ -80,12 +175,31 @@ def resolve_domain(n_features, data_norm, bounds) -> DataDomain:
     n_features = int(n_features)
     if bounds is not None:
         lo, hi = _as_bounds(bounds, n_features)
-        center = (lo + hi) / 2
-        radius = float(np.linalg.norm((hi - lo) / 2)) if data_norm is None else float(data_norm)
-        return DataDomain(center, radius, (lo, hi), False)
+        return box_domain(lo, hi, False, data_norm)
     if data_norm is not None:
-        return DataDomain(np.zeros(n_features), float(data_norm), None, False)
+        return DataDomain(np.zeros(n_features), np.full(n_features, float(data_norm)), None, False)
     raise ValueError("resolve_domain needs a declared data_norm or bounds")
+
+
+def project_into_domain(M, domain):
+    """Rows of ``M`` (working units) moved into the image of the domain (post-processing).
+
+    With a box: each coordinate clipped to the box's image ``[-b_i, b_i]``
+    (:attr:`DataDomain.box_image`), then, if the row's norm still exceeds 1 (a box with a
+    ``data_norm`` ball), scaled onto the unit sphere — towards the centre, so it stays in
+    the box image.  Without a box (or ``domain`` None): onto the unit ball.  The rows of
+    the data lie in that set and so do their means: a released mean or centre ends inside
+    the declared (or estimated) box.  Returns a new float64 array.
+    """
+    M = np.array(M, dtype=np.float64, copy=True)
+    b = None if domain is None else domain.box_image
+    if b is not None:
+        np.clip(M, -b, b, out=M)
+    norms = np.sqrt(np.einsum("...i,...i->...", M, M))
+    over = norms > 1.0
+    if np.any(over):
+        M[over] /= norms[over][..., None]
+    return M
 
 
 def clip_target(n_features: int, dtype) -> float:
@@ -102,16 +216,17 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     """Map rows into the unit ball; return (Z, n_clipped), n_clipped the rows changed by
     either clip (the box or the ball).
 
-    Rows are clipped to ``domain.bounds`` (if any), centred, divided by the
-    radius and, if their norm still exceeds 1, rescaled to norm
+    Rows are clipped to ``domain.bounds`` (if any), centred, divided feature by feature
+    by ``domain.scale`` and, if their norm still exceeds 1, rescaled to norm
     :func:`clip_target`.  ``Z`` keeps the dtype of ``X``.
 
     Every finite row lands in the ball.  A row whose centred, scaled values
     could overflow (a huge finite value) is redone in float64 as the kernel's
     loader does (``dpc_rows.h``): the usual arithmetic while its squared norm
-    is finite, else ``t = h / max|h|`` with ``h = a / 2 - center / 2``
-    (``a``: the box-clipped row), which has the direction of ``a - center``,
-    scaled to norm ``clip_target``.
+    is finite, else ``t = h / max|h|`` with
+    ``h_i = (a_i / 2 - center_i / 2) * (inv_i / max_j inv_j)`` (``a``: the box-clipped
+    row, ``inv = 1 / scale``; no factor exceeds 1, so nothing overflows), which has the
+    direction of ``(a - center) / scale``, scaled to norm ``clip_target``.
     """
     Z = np.array(X, dtype=X.dtype, copy=True, order="C") if out is None else out
     boxed = np.zeros(Z.shape[0], dtype=bool)
@@ -121,7 +236,7 @@ def scale_and_clip(X, domain: DataDomain, out=None):
         np.clip(Z, lo, hi, out=Z)
     n_features = Z.shape[1]
     center = np.asarray(domain.center, dtype=np.float64)
-    inv_scale = 1.0 / domain.radius
+    inv_scale = 1.0 / np.asarray(domain.scale, dtype=np.float64)
     target = clip_target(n_features, Z.dtype)
     # Rows whose arithmetic below could overflow (in Z's dtype, or in the float64 squared
     # norm): kept as float64 copies and redone at the end.
@@ -130,13 +245,19 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     else:
         safe = float(np.finfo(Z.dtype).max) / 4
     with np.errstate(over="ignore"):
-        limit = safe / max(inv_scale, 1.0) - np.max(np.abs(center), initial=0.0)
+        limit = safe / max(float(np.max(inv_scale, initial=0.0)), 1.0) - np.max(np.abs(center), initial=0.0)
         risk = np.max(np.abs(Z), axis=1, initial=0.0) > limit if Z.size else np.zeros(Z.shape[0], bool)
+    if Z.dtype != np.float64:
+        # a float32 scale or inverse scale may itself round to 0 or inf: all rows in float64
+        with np.errstate(over="ignore", under="ignore"):
+            s32, i32 = np.asarray(domain.scale).astype(Z.dtype), inv_scale.astype(Z.dtype)
+        if not (np.all(np.isfinite(i32)) and np.all(i32 > 0) and np.all(np.isfinite(s32))):
+            risk[:] = True
     risky = np.flatnonzero(risk)
     A = Z[risky].astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         Z -= domain.center.astype(Z.dtype)
-        Z *= Z.dtype.type(inv_scale)
+        Z *= inv_scale.astype(Z.dtype)
         norms = np.sqrt(np.einsum("ij,ij->i", Z, Z, dtype=np.float64))
     norms[risky] = 0.0
     over = norms > 1.0
@@ -152,6 +273,9 @@ def scale_and_clip(X, domain: DataDomain, out=None):
         V[fits] *= (target / np.sqrt(s2[fits]))[:, None]
         if huge.any():
             H = A[huge] * 0.5 - center * 0.5
+            ratio = inv_scale / np.max(inv_scale)
+            with np.errstate(invalid="ignore"):
+                H = np.where(np.isinf(H), H, H * ratio)
             m = np.max(np.abs(H), axis=1)
             with np.errstate(invalid="ignore"):
                 T = H / m[:, None]

@@ -19,10 +19,13 @@ Contract
   ``n_threads`` OpenMP threads run inside one call (None: all cores, see
   ``DPEM_FAST_NUM_THREADS``).
 
-Domains: ``domain`` is None (rows used as they are) or ``(center, radius)`` or
-``(center, radius, (lower, upper))``: each row is clipped to the box, mapped to
-``(x - center) / radius`` and clipped into the unit ball while the kernel loads it (the
-estimators' ``data_norm`` / ``bounds`` map), and the statistics are in those units.
+Domains: ``domain`` is None (rows used as they are), a :class:`DataDomain`, or
+``(center, scale)`` or ``(center, scale, (lower, upper))`` with ``scale`` one positive
+number (a radius, the same for every feature) or one per feature, shape (d,): each row is
+clipped to the box, mapped to ``(x - center) / scale`` feature by feature and clipped into
+the unit ball while the kernel loads it (the estimators' ``data_norm`` / ``bounds`` map:
+with a box and no ``data_norm`` they use ``scale = sqrt(d) * (upper - lower) / 2``), and the
+statistics are in those units.
 """
 from __future__ import annotations
 
@@ -56,22 +59,30 @@ def _domain(domain, d):
     if domain is None:
         return None
     if isinstance(domain, DataDomain):
+        if domain.center.shape != (d,):
+            raise ValueError(f"domain: a DataDomain of {domain.center.shape[0]} features for X with {d}")
         return domain
     if not isinstance(domain, tuple) or len(domain) not in (2, 3):
-        raise TypeError("domain must be None, (center, radius) or (center, radius, (lower, upper))")
+        raise TypeError("domain must be None, a DataDomain, (center, scale) or (center, scale, (lower, upper))")
     center = np.asarray(domain[0], dtype=np.float64)
-    radius = float(domain[1])
+    try:
+        scale = np.asarray(domain[1], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"domain: scale must be a number or {d} numbers, got {domain[1]!r}") from None
     if center.shape != (d,) or not np.all(np.isfinite(center)):
         raise ValueError(f"domain: center must be {d} finite values")
-    if not (np.isfinite(radius) and radius > 0):
-        raise ValueError(f"domain: radius must be finite and > 0, got {radius}")
+    with np.errstate(divide="ignore", over="ignore"):
+        ok = (scale.shape in ((), (d,)) and np.all(np.isfinite(scale)) and np.all(scale > 0)
+              and np.all(np.isfinite(1.0 / scale)))
+    if not ok:
+        raise ValueError(f"domain: scale must be one or {d} finite values > 0, got {domain[1]!r}")
     bounds = None
     if len(domain) == 3 and domain[2] is not None:
         lo, hi = (np.asarray(b, dtype=np.float64) for b in domain[2])
         if lo.shape != (d,) or hi.shape != (d,) or not np.all(lo <= hi):
             raise ValueError(f"domain: bounds must be two arrays of {d} values with lower <= upper")
         bounds = (lo, hi)
-    return DataDomain(center, radius, bounds, False)
+    return DataDomain(center, np.broadcast_to(scale, (d,)).copy(), bounds, False)
 
 
 def _rows(X):

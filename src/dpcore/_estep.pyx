@@ -112,7 +112,7 @@ cdef void _logp_chunk(const double *Xt, Py_ssize_t npad, Py_ssize_t d, Py_ssize_
 cdef Py_ssize_t _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
                              Py_ssize_t d, Py_ssize_t K,
                              const double *means, const double *prec_chol, const double *log_const,
-                             int tri, const double *dom, double inv_scale, double target,
+                             int tri, const double *dom, double target,
                              double *nk, double *s1, double *s2, double *ll_acc,
                              const dpc_scratch *s) noexcept nogil:
     """E-step and moments of rows [r0, r0 + nr) added into one block's partials."""
@@ -127,7 +127,7 @@ cdef Py_ssize_t _estep_chunk(const floating *X, Py_ssize_t r0, Py_ssize_t nr,
     if dom == NULL:
         load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xt)
     else:
-        n_clipped = load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, dom, inv_scale,
+        n_clipped = load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, dom,
                                      target, s.Xt)
     _logp_chunk(s.Xt, npad, d, K, means, prec_chol, log_const, tri, s.D, s.W, s.L)
     dpe_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)
@@ -156,7 +156,7 @@ cdef struct _Args:
     const double *log_const
     int tri
     const double *dom             # NULL: raw rows
-    double inv_scale, target
+    double target
     double *nk                    # estep_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks, K, d, d),
     double *s1                    # (n_blocks,) partials; row b is block b's
     double *s2
@@ -174,7 +174,7 @@ cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
     a.n, a.d, a.K = n, d, K
     a.means, a.prec_chol, a.log_const = means, prec_chol, log_const
     a.tri = 1 if tri else 0
-    a.inv_scale = a.target = 1.0
+    a.target = 1.0
 
 
 cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
@@ -194,7 +194,7 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
     for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
         nc = _estep_chunk(X, r0, dpc_chunk_rows(a.n, c), d, K, a.means, a.prec_chol,
-                          a.log_const, a.tri, a.dom, a.inv_scale, a.target, nk, s1, s2,
+                          a.log_const, a.tri, a.dom, a.target, nk, s1, s2,
                           a.ll + b, &s)
         if a.clipped != NULL:
             a.clipped[b] += nc
@@ -216,8 +216,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                 double[::1] part_ll,                # OUT (n_blocks,)
                 bint upper_triangular,              # all P_k upper triangular (sklearn convention)
                 int n_threads,
-                const double[:, ::1] domain=None,   # IN  (3, d) lower, upper, center; None = raw X
-                double inv_scale=1.0,               # 1 / radius of the declared domain
+                const double[:, ::1] domain=None,   # IN  (4, d) lower, upper, center, 1/scale
                 double clip_target=1.0,             # norm given to rows beyond the unit ball
                 int64_t[::1] part_clipped=None):    # OUT (n_blocks,) rows clipped per block
     """Fused E-step (DP-EM Eq. 10) and Eq. 11 moments, as per-block float64 partials.
@@ -240,7 +239,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
-    check_domain(domain, d, inv_scale, clip_target)
+    check_domain(domain, d, clip_target)
     if domain is not None and (part_clipped is None or part_clipped.shape[0] != nb):
         raise ValueError("part_clipped must have n_blocks entries when domain is given")
     if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb or part_s2.shape[0] != nb
@@ -259,7 +258,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     a.nk, a.s1, a.s2, a.ll = &part_nk[0, 0], &part_s1[0, 0, 0], &part_s2[0, 0, 0, 0], &part_ll[0]
     if domain is not None and d > 0:
         part_clipped[:] = 0
-        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+        a.dom, a.target = &domain[0, 0], clip_target
         a.clipped = &part_clipped[0]
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")

@@ -55,7 +55,7 @@ cdef struct _Args:
     dpc_block_plan plan           # kmeans_stats: the chunks of each block
     const double *C               # (K, d) centres
     const double *dom             # NULL: raw rows
-    double inv_scale, target
+    double target
     double *counts                # kmeans_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks,)
     double *sums                  # partials; row b is block b's
     double *inertia
@@ -68,7 +68,7 @@ cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const do
     """The arguments both passes read; everything else empty (NULL / 0)."""
     memset(a, 0, sizeof(_Args))
     a.n, a.d, a.K, a.C = n, d, K, C
-    a.inv_scale = a.target = 1.0
+    a.target = 1.0
 
 
 cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
@@ -87,7 +87,7 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double 
             load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, Xt)
         else:
             n_clipped += load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom,
-                                          a.inv_scale, a.target, Xt)
+                                          a.target, Xt)
         dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, a.C, K, best, lab)
         dpk_accumulate(Xt, d, DPC_CHUNK_SIZE, nr, best, lab, a.counts + b * K,
                        a.sums + b * K * d, a.inertia + b)
@@ -102,8 +102,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
                  double[:, :, ::1] part_sums,         # OUT (n_blocks, K, d)
                  double[::1] part_inertia,            # OUT (n_blocks,)
                  int n_threads,
-                 const double[:, ::1] domain=None,    # IN  (3, d) lower, upper, center; None = raw X
-                 double inv_scale=1.0,                # 1 / radius of the declared domain
+                 const double[:, ::1] domain=None,    # IN  (4, d) lower, upper, center, 1/scale
                  double clip_target=1.0,              # norm given to rows beyond the unit ball
                  int64_t[::1] part_clipped=None):     # OUT (n_blocks,) rows clipped per block
     """Hard assignment and per-cluster counts, sums and inertia, as per-block float64 partials.
@@ -122,7 +121,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     cdef _Args a
     if K < 1 or centers.shape[1] != d or d < 1:
         raise ValueError("centers must have shape (n_clusters >= 1, n_features >= 1) matching X")
-    check_domain(domain, d, inv_scale, clip_target)
+    check_domain(domain, d, clip_target)
     if domain is not None and (part_clipped is None or part_clipped.shape[0] != nb):
         raise ValueError("part_clipped must have n_blocks entries when domain is given")
     if (part_counts.shape[0] != nb or part_counts.shape[1] != K or part_sums.shape[0] != nb
@@ -138,7 +137,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     a.counts, a.sums, a.inertia = &part_counts[0, 0], &part_sums[0, 0, 0], &part_inertia[0]
     if domain is not None:
         part_clipped[:] = 0
-        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+        a.dom, a.target = &domain[0, 0], clip_target
         a.clipped = &part_clipped[0]
     run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
                    _scratch_size(d), n_threads, "k-means scratch")

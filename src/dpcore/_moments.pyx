@@ -74,7 +74,7 @@ cdef struct _Args:
     Py_ssize_t n, d
     dpc_block_plan plan           # "rows": the chunks of each block
     const double *dom             # NULL: raw rows
-    double inv_scale, target
+    double target
     double *s2                    # (n_s2_blocks, d, d) partials, lower triangle
     double *s1                    # (n_s1_blocks, d) partials
     int64_t *clipped              # (n_s1_blocks,) rows clipped
@@ -92,7 +92,7 @@ cdef Py_ssize_t _load_chunk(const floating *X, const _Args *a, Py_ssize_t c, Py_
     if a.dom == NULL:
         load_rows(Xc, d, nr, nr, ld, Yt)
     else:
-        n_clipped = load_rows_domain(Xc, d, nr, nr, ld, a.dom, a.inv_scale, a.target, Yt)
+        n_clipped = load_rows_domain(Xc, d, nr, nr, ld, a.dom, a.target, Yt)
     for i in range(d):
         acc = 0.0
         for r in range(nr):
@@ -161,8 +161,7 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
                   double[:, ::1] part_s1,            # OUT (n_s1_blocks, d)
                   int64_t[::1] part_clipped,         # OUT (n_s1_blocks,) rows clipped
                   int n_threads,
-                  const double[:, ::1] domain=None,  # IN  (3, d) lower, upper, center; None = raw X
-                  double inv_scale=1.0,              # 1 / radius of the declared domain
+                  const double[:, ::1] domain=None,  # IN  (4, d) lower, upper, center, 1/scale
                   double clip_target=1.0):           # norm given to rows beyond the unit ball
     """Per-block float64 partials of ``S1 = sum_i x_i`` and the lower triangle of
     ``S2 = sum_i x_i x_i^T`` (DP-EM Sec. 6, Lambda = S2 / N), rows clipped into the unit
@@ -182,16 +181,16 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     if (part_s2.shape[0] != nb2 or part_s2.shape[1] != d or part_s2.shape[2] != d
             or part_s1.shape[0] != nb1 or part_s1.shape[1] != d or part_clipped.shape[0] != nb1):
         raise ValueError("partial arrays must have the shapes block_count(n, d) gives")
-    check_domain(domain, d, inv_scale, clip_target)
+    check_domain(domain, d, clip_target)
     if n == 0 or d == 0:
         return
     part_s2[:, :, :] = 0.0
     part_s1[:, :] = 0.0
     part_clipped[:] = 0
     a.n, a.d = n, d
-    a.dom, a.inv_scale, a.target = NULL, 1.0, 1.0
+    a.dom, a.target = NULL, 1.0
     if domain is not None:
-        a.dom, a.inv_scale, a.target = &domain[0, 0], inv_scale, clip_target
+        a.dom, a.target = &domain[0, 0], clip_target
     a.s2, a.s1, a.clipped = &part_s2[0, 0, 0], &part_s1[0, 0], &part_clipped[0]
     a.Yt = NULL
     if d < _TILE_MIN_D:

@@ -10,7 +10,8 @@
  *       X as they are (no transposition; float64 rows need no copy).
  *   dpe_load_domain_f64 / dpe_load_domain_f32
  *       the same rows mapped into the unit ball of a declared data domain on the way
- *       (clip to the box, centre, scale, rescale a row whose norm exceeds 1 to norm
+ *       (clip to the box, centre, scale each feature by its own inverse scale, rescale a
+ *       row whose norm exceeds 1 to norm
  *       `target`); returns the number of rows rescaled.  Every finite row lands in
  *       the ball: a row whose squared norm overflows is redone with a scaled norm.
  *       The numpy twin is dpem_fast._preprocess.scale_and_clip (DP-EM Sec. 3:
@@ -75,13 +76,14 @@ static void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
 }
 
 /* The rare path of the domain loaders: the squared norm of row r overflowed.  That needs
-   a centred, scaled norm beyond about 1e154, or a centred value beyond DBL_MAX (then, as
-   the radius is at most DBL_MAX, a scaled norm of at least 1): the row is outside the
-   unit ball and is clipped onto its rim.  Column r of Xt holds
-   h_i = a_i / 2 - c_i / 2 (a: the box-clipped row, c: the centre; this cannot overflow)
-   and m = max_i |h_i| > 0.  The row becomes t * target / |t| with t = h / m, which has
-   |t|^2 in [1, d]: the direction of a - c and norm target.  An infinite coordinate (input
-   +-inf with no box) gives the limiting direction, +-1 there and 0 elsewhere. */
+   a centred, scaled norm beyond about 1e154, or a centred value beyond DBL_MAX: the row is
+   outside the unit ball and is clipped onto its rim.  Column r of Xt holds
+   h_i = (a_i / 2 - c_i / 2) * (inv_i / max_j inv_j) (a: the box-clipped row, c: the centre,
+   inv: the per-feature inverse scales; no factor exceeds 1, so this cannot overflow; an
+   infinite a_i / 2 - c_i / 2 is kept as it is) and m = max_i |h_i| > 0.  The row becomes
+   t * target / |t| with t = h / m, which has |t|^2 in [1, d]: the direction of
+   (a - c) * inv and norm target.  An infinite coordinate (input +-inf with no box) gives
+   the limiting direction, +-1 there and 0 elsewhere. */
 static void dpe_domain_rescale_huge(double *xt, ptrdiff_t ld, ptrdiff_t d, double m, double target)
 {
     ptrdiff_t i;
@@ -96,20 +98,21 @@ static void dpe_domain_rescale_huge(double *xt, ptrdiff_t ld, ptrdiff_t d, doubl
     for (i = 0; i < d; i++) xt[i * ld] *= f;
 }
 
-/* Domain loader.  dom holds the rows (lower, upper, center), each of length d (lower /
-   upper may be -inf / +inf when no box was declared).  For each row:
-       a_i = min(max(x_i, lower_i), upper_i),   v_i = (a_i - center_i) * inv_scale,
+/* Domain loader.  dom holds the rows (lower, upper, center, inv_scale), each of length d
+   (lower / upper may be -inf / +inf when no box was declared; inv_scale_i = 1 / s_i > 0,
+   finite: each feature's own scale).  For each row:
+       a_i = min(max(x_i, lower_i), upper_i),   v_i = (a_i - center_i) * inv_scale_i,
        s2 = v_0^2 + v_1^2 + ... (in order);  if s2 > 1: v *= target / sqrt(s2).
    Returns the number of rows changed by either clip (the box or the ball).
    When s2 overflows to +inf (a huge finite row), the row is recomputed without overflow
    by dpe_domain_rescale_huge: every finite row ends in the unit ball, in the direction
-   of a - center.  A NaN in the row gives NaN (callers reject non-finite data).
+   of (a - center) * inv_scale.  A NaN in the row gives NaN (callers reject non-finite data).
    Equivalent to dpem_fast._preprocess.scale_and_clip in float64, without a copy of X. */
 #define DPE_LOAD_DOMAIN_DEF(NAME, T)                                                      \
 static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, \
-                      const double *dom, double inv_scale, double target, double *Xt)      \
+                      const double *dom, double target, double *Xt)                        \
 {                                                                                          \
-    const double *lo = dom, *hi = dom + d, *ctr = dom + 2 * d;                             \
+    const double *lo = dom, *hi = dom + d, *ctr = dom + 2 * d, *inv = dom + 3 * d;         \
     ptrdiff_t r, i, n_clipped = 0;                                                         \
     for (r = 0; r < nr; r++) {                                                             \
         const T *row = X + r * d;                                                          \
@@ -119,7 +122,7 @@ static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptr
             double v = (double)row[i];                                                     \
             boxed |= (v < lo[i]) | (v > hi[i]);                                            \
             v = v < lo[i] ? lo[i] : (v > hi[i] ? hi[i] : v);                               \
-            v = (v - ctr[i]) * inv_scale;                                                  \
+            v = (v - ctr[i]) * inv[i];                                                     \
             Xt[i * ld + r] = v;                                                            \
             s2 += v * v;                                                                   \
         }                                                                                  \
@@ -128,11 +131,13 @@ static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptr
                 double f = target / __builtin_sqrt(s2);                                    \
                 for (i = 0; i < d; i++) Xt[i * ld + r] *= f;                               \
             } else {                                                                       \
-                double m = 0.0;                                                            \
+                double m = 0.0, inv_max = 0.0;                                             \
+                for (i = 0; i < d; i++) inv_max = inv[i] > inv_max ? inv[i] : inv_max;     \
                 for (i = 0; i < d; i++) {                                                  \
                     double a = (double)row[i], h;                                          \
                     a = a < lo[i] ? lo[i] : (a > hi[i] ? hi[i] : a);                       \
                     h = a * 0.5 - ctr[i] * 0.5;                                            \
+                    if (h - h == 0.0) h *= inv[i] / inv_max;                               \
                     Xt[i * ld + r] = h;                                                    \
                     h = h < 0.0 ? -h : h;                                                  \
                     m = h > m ? h : m;                                                     \

@@ -10,11 +10,9 @@ cdef extern from "dpc_rows.h" nogil:
                       double *Xt)
     void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
     ptrdiff_t dpe_load_domain_f64(const double *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
-                                  ptrdiff_t ld, const double *dom, double inv_scale,
-                                  double target, double *Xt)
+                                  ptrdiff_t ld, const double *dom, double target, double *Xt)
     ptrdiff_t dpe_load_domain_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
-                                  ptrdiff_t ld, const double *dom, double inv_scale,
-                                  double target, double *Xt)
+                                  ptrdiff_t ld, const double *dom, double target, double *Xt)
 
 
 cdef inline void load_rows(const floating *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
@@ -28,14 +26,14 @@ cdef inline void load_rows(const floating *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff
 
 cdef inline ptrdiff_t load_rows_domain(const floating *X, ptrdiff_t d, ptrdiff_t nr,
                                        ptrdiff_t npad, ptrdiff_t ld, const double *dom,
-                                       double inv_scale, double target,
-                                       double *Xt) noexcept nogil:
+                                       double target, double *Xt) noexcept nogil:
     """As load_rows, each row mapped into the unit ball of the domain ``dom``
-    (lower, upper, center); returns the number of rows rescaled to norm ``target``."""
+    (lower, upper, center, inv_scale: (4, d)); returns the number of rows changed by the
+    box or rescaled to norm ``target``."""
     if floating is double:
-        return dpe_load_domain_f64(X, d, nr, npad, ld, dom, inv_scale, target, Xt)
+        return dpe_load_domain_f64(X, d, nr, npad, ld, dom, target, Xt)
     else:
-        return dpe_load_domain_f32(X, d, nr, npad, ld, dom, inv_scale, target, Xt)
+        return dpe_load_domain_f32(X, d, nr, npad, ld, dom, target, Xt)
 
 
 cdef inline const double *rows_f64(const floating *X, ptrdiff_t nr, ptrdiff_t d,
@@ -48,14 +46,23 @@ cdef inline const double *rows_f64(const floating *X, ptrdiff_t nr, ptrdiff_t d,
         return buf
 
 
-cdef inline int check_domain(const double[:, ::1] domain, Py_ssize_t d, double inv_scale,
+cdef inline int check_domain(const double[:, ::1] domain, Py_ssize_t d,
                              double clip_target) except -1:
-    """Raise ValueError unless ``domain`` (None, or (3, d): lower, upper, center) and the
-    scale and target that load_rows_domain takes with it are valid."""
+    """Raise ValueError unless ``domain`` (None, or (4, d): lower, upper, center, inv_scale)
+    and the target that load_rows_domain takes with it are valid: centres finite, lower <=
+    upper (no NaN), every inverse scale finite and > 0, clip_target in (0, 1]."""
+    cdef Py_ssize_t i
     if domain is None:
         return 0
-    if domain.shape[0] != 3 or domain.shape[1] != d:
-        raise ValueError("domain must have shape (3, n_features)")
-    if not (inv_scale > 0.0 and 0.0 < clip_target <= 1.0):
-        raise ValueError("inv_scale must be > 0 and clip_target in (0, 1]")
+    if domain.shape[0] != 4 or domain.shape[1] != d:
+        raise ValueError("domain must have shape (4, n_features): lower, upper, center, inv_scale")
+    for i in range(d):
+        if not (domain[3, i] > 0.0 and domain[3, i] <= 1.79769313486231570815e+308):
+            raise ValueError("domain: every inverse scale (row 3) must be finite and > 0")
+        if not (domain[2, i] - domain[2, i] == 0.0):
+            raise ValueError("domain: every center (row 2) must be finite")
+        if not (domain[0, i] <= domain[1, i]):
+            raise ValueError("domain: lower (row 0) must be <= upper (row 1)")
+    if not (0.0 < clip_target <= 1.0):
+        raise ValueError("clip_target must be in (0, 1]")
     return 0

@@ -91,7 +91,7 @@ def test_estimate_covers_the_data_and_is_tight():
     # each side) and [256, 2048] for column 1; stage 2 trims to one 1/32 step beyond the data
     assert 0 <= lo[0] <= 1 and hi[0] <= 2400 + 8192 / 32
     assert hi[1] - lo[1] <= 30 + 2 * (2048 - 256) / 32 and lo[1] > 900
-    assert D.radius == pytest.approx(np.linalg.norm((hi - lo) / 2))
+    assert np.allclose(D.scale, np.sqrt(3) * (hi - lo) / 2)     # per feature: sqrt(d) half-widths
     assert np.allclose(D.center, (lo + hi) / 2)
 
 
@@ -102,7 +102,7 @@ def test_estimate_survives_extreme_and_degenerate_columns():
     D = _estimate(X)
     lo, hi = D.bounds
     assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)
-    assert hi[0] - lo[0] < 1e-300 and abs(hi[1]) < 100 and math.isfinite(D.radius) and D.radius > 0
+    assert hi[0] - lo[0] < 1e-300 and abs(hi[1]) < 100 and np.all(np.isfinite(D.scale)) and np.all(D.scale > 0)
 
 
 def test_a_feature_no_bin_resolves_is_refused_not_given_a_box_built_from_noise():

@@ -24,7 +24,9 @@ and implements the hooks below.  The suite then checks, through ``fit`` and the 
   the release layer respect the model's domain bounds;
 - ``epsilon=inf`` equals the non-private reference;
 - bad input gives a clear error naming the problem; huge finite rows give finite output;
-- scikit-learn's estimator checks.
+- scikit-learn's estimator checks;
+- the per-feature geometry (:mod:`geometry_conformance`): scale equivariance, released
+  locations inside the declared box, each feature's spread on its own scale.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from dpem_fast._engine import _domain as engine_domain
 from dpem_fast._engine._sources import _memory as engine_data
 from dpem_fast.io import NpyBlocks
 
+from geometry_conformance import GeometryConformance
 from privacy_conformance import PrivacyConformance
 
 
@@ -52,7 +55,7 @@ from privacy_conformance import PrivacyConformance
 _ONE_OFF = ("domain_scale", "domain_refine")
 
 
-class PrivateEstimatorConformance(PrivacyConformance):
+class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
     """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator
     (the privacy part every private estimator runs is inherited from
     :class:`privacy_conformance.PrivacyConformance`; the tests below of the same name are the

@@ -385,7 +385,7 @@ class TestConformance(PrivateEstimatorConformance):
 
     def _unit(self, est):
         dom = est.privacy_.data_domain
-        return dom["center"], dom["radius"]
+        return dom["center"], dom["scale"]
 
     # a_1 <= 4 a_2 and a_1^2 / (16 a_2) > a_c: the same-component, obtuse-angle case is on top
     joint_splits = ((0.001, 1.0, 0.26),)

@@ -207,7 +207,7 @@ class TestConformance(PrivateEstimatorConformance):
 
     def _unit(self, est):
         dom = est.privacy_.data_domain
-        return dom["center"], dom["radius"]
+        return dom["center"], dom["scale"]
 
     def random_parameters(self, est, rng, d):
         C = rng.normal(size=(est.n_clusters, d))

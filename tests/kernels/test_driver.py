@@ -59,13 +59,13 @@ def test_row_counts_are_int64_in_every_kernel(n):
     """Clipped (and left-out) rows are counted in int64 by every kernel; float64 counts are refused."""
     rng = np.random.default_rng(n)
     X = rng.standard_normal((n, 3)) * 3.0
-    dom = np.ascontiguousarray(np.stack([np.full(3, -2.0), np.full(3, 2.0), np.zeros(3)]))
+    dom = np.ascontiguousarray(np.stack([np.full(3, -2.0), np.full(3, 2.0), np.zeros(3), np.full(3, 0.5)]))
     means = rng.standard_normal((2, 3))
     nb = _kmeans.block_count(n, 3, 2)
     parts = [np.empty((nb, 2)), np.empty((nb, 2, 3)), np.empty(nb)]
     for bad in (np.zeros(nb), np.zeros(nb, np.int32)):
         with pytest.raises(ValueError):
-            _kmeans.kmeans_stats(X, means, *parts, 2, domain=dom, inv_scale=0.5, part_clipped=bad)
+            _kmeans.kmeans_stats(X, means, *parts, 2, domain=dom, part_clipped=bad)
     nb2, nb1 = _moments.block_count(n, 3)
     with pytest.raises(ValueError):
         _moments.second_moment(X, np.empty((nb2, 3, 3)), np.empty((nb1, 3)), np.zeros(nb1), 2)

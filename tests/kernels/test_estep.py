@@ -220,7 +220,12 @@ def test_bad_shapes_raise():
 
 # --- declared-domain transform inside the kernel (no copy of X in a private fit) -----------
 
-def _domain_case(dtype, bounds):
+#: per-feature scales of the loader tests: four decades apart, so a loader that used one
+#: scale for every feature (or the wrong feature's) is far off
+PER_FEATURE = np.array([7.5, 0.02, 300.0, 1.0, 4e3])
+
+
+def _domain_case(dtype, bounds, per_feature=False):
     from dpem_fast._preprocess import DataDomain
 
     rng = np.random.default_rng(3)
@@ -228,20 +233,30 @@ def _domain_case(dtype, bounds):
     X = (rng.normal(size=(n, d)) * 3 + 1).astype(dtype)
     X[:40] *= 50  # far outside: clipped to the box and/or the ball
     lo, hi = np.full(d, -6.0), np.full(d, 8.0)
-    dom = DataDomain((lo + hi) / 2, 7.5, (lo, hi) if bounds else None, False)
+    if per_feature:
+        X *= (PER_FEATURE / 7.5).astype(dtype)
+        lo, hi = lo * PER_FEATURE / 7.5, hi * PER_FEATURE / 7.5
+    dom = DataDomain((lo + hi) / 2, PER_FEATURE if per_feature else 7.5, (lo, hi) if bounds else None, False)
     w = np.array([0.2, 0.3, 0.5])
     means = rng.uniform(-0.5, 0.5, size=(K, d))
     P = np.stack([np.triu(rng.normal(size=(d, d)) * 0.1) + np.eye(d) * 3 for _ in range(K)])
     return X, dom, w, means, P
 
 
+@pytest.mark.parametrize("per_feature", [False, True])
 @pytest.mark.parametrize("bounds", [True, False])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds):
+def test_kernel_domain_transform_matches_numpy_scale_and_clip(dtype, bounds, per_feature):
     from dpem_fast._preprocess import scale_and_clip
     from dpem_fast._kernels.gmm import compute_stats
 
-    X, dom, w, means, P = _domain_case(dtype, bounds)
+    X, dom, w, means, P = _domain_case(dtype, bounds, per_feature)
+    if per_feature:     # the twin is the per-feature map: z_i = (clip(x)_i - c_i) / s_i, in the ball
+        lo, hi = dom.bounds if bounds else (-np.inf, np.inf)
+        V = (np.clip(X.astype(np.float64), lo, hi) - dom.center) / PER_FEATURE
+        inside = np.linalg.norm(V, axis=1) <= 0.999
+        assert inside.sum() > 1000
+        assert_allclose(scale_and_clip(X.astype(np.float64), dom)[0][inside], V[inside], rtol=1e-13, atol=1e-15)
     Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
     assert np.all(np.linalg.norm(Z, axis=1) <= 1.0)
     ref = compute_stats(Z, w, means, P, n_threads=1)
@@ -407,17 +422,24 @@ def _huge_domains(d, dtype):
         "box+tiny radius": resolve_domain(X.shape[1], 1e-10, (-1e150, 3e150)),        # clip, then overflow
         "far centre": DataDomain(np.full(d, -1e308), 2.0, None, False),      # x - c overflows
     }
+    # per-feature scales many decades apart: the huge-row fallback must keep the direction
+    # of (a - c) / s (not of a - c)
+    spread = np.geomspace(1e-3, 1e3, d) if d > 1 else np.ones(1)
+    doms["per-feature scales"] = DataDomain(np.zeros(d), 0.5 * spread, None, False)
+    doms["per-feature, far centre"] = DataDomain(np.full(d, -1e308), 2.0 * spread, None, False)
     if dtype == np.float32:  # float32 input cannot overflow a double unless the radius is tiny
         doms = {"data_norm=1e-290": resolve_domain(X.shape[1], 1e-290, None),
-                "box+tiny radius": resolve_domain(X.shape[1], 1e-290, (-1e38, 2e38))}
+                "box+tiny radius": resolve_domain(X.shape[1], 1e-290, (-1e38, 2e38)),
+                "per-feature tiny scales": DataDomain(np.zeros(d), 1e-290 * spread, None, False)}
     return doms
 
 
-def _direction(a, center):
-    """Unit vector along a - center from exact rational arithmetic (no overflow)."""
+def _direction(a, center, scale=None):
+    """Unit vector along (a - center) / scale from exact rational arithmetic (no overflow)."""
     from fractions import Fraction
 
-    diff = [Fraction(float(x)) - Fraction(float(c)) for x, c in zip(a, center)]
+    scale = np.ones(len(a)) if scale is None else scale
+    diff = [(Fraction(float(x)) - Fraction(float(c))) / Fraction(float(s)) for x, c, s in zip(a, center, scale)]
     m = max(abs(t) for t in diff)
     if m == 0:
         return np.zeros(len(diff))
@@ -465,8 +487,43 @@ def test_domain_huge_finite_rows_stay_in_the_ball(d, dtype):
             if s.n_clipped:
                 a = np.clip(X[i].astype(np.float64), lo, hi)
                 assert_allclose(np.linalg.norm(z), tgt, rtol=1e-14)
-                assert_allclose(z / np.linalg.norm(z), _direction(a, dom.center), rtol=1e-12, atol=1e-15)
+                assert_allclose(z / np.linalg.norm(z), _direction(a, dom.center, dom.scale), rtol=1e-12,
+                                atol=1e-15)
                 assert_allclose(Z[i], z, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_domain_infinite_rows_per_feature_scales(dtype):
+    """+-inf input (the kernels' loader is also reached by callers that did not validate X):
+    with a box the row is clipped to it, mapped per feature and equals the numpy twin; with
+    no box the row goes to the limiting direction (+-1 on the infinite features, 0 elsewhere)
+    at norm clip_target, in the loader and in the twin alike."""
+    from dpem_fast._preprocess import DataDomain, clip_target, scale_and_clip
+
+    d = 4
+    scale = np.array([1e-3, 1.0, 50.0, 2e4])
+    X = np.array([[np.inf, 0.0, 1.0, -3.0], [0.5, -np.inf, np.inf, 2.0], [-np.inf] * d,
+                  [1e-4, 0.2, -10.0, 1e3]], dtype=dtype)
+    lo, hi = -2.0 * scale, 3.0 * scale
+    doms = {"box": DataDomain((lo + hi) / 2, np.sqrt(d) * (hi - lo) / 2, (lo, hi), False),
+            "no box": DataDomain(np.zeros(d), scale, None, False)}
+    tgt = clip_target(d, np.float64)
+    for name, dom in doms.items():
+        Z, n_clipped = scale_and_clip(X.astype(np.float64), dom)
+        assert np.all(np.isfinite(Z)) and np.all(np.linalg.norm(Z, axis=1) <= 1.0), name
+        for i in range(X.shape[0]):
+            s = compute_stats(X[i:i + 1], [1.0], np.zeros((1, d)), np.eye(d)[None], n_threads=1, domain=dom)
+            z = s["first_moments"][0]
+            assert np.all(np.isfinite(z)), (name, i)
+            assert_allclose(z, Z[i], rtol=1e-12, atol=1e-15, err_msg=f"{name} row {i}")
+        if name == "box":   # a box tames inf: clip, then the per-feature map, inside the cube
+            V = (np.clip(X.astype(np.float64), lo, hi) - dom.center) / dom.scale
+            assert_allclose(Z, V, rtol=1e-13, atol=1e-15)
+            assert np.all(np.abs(Z) <= 1 / np.sqrt(d) * (1 + 1e-15))
+        else:
+            expect = np.where(np.isinf(X[:3]), np.sign(X[:3]), 0.0).astype(np.float64)
+            expect *= (tgt / np.linalg.norm(expect, axis=1))[:, None]
+            assert_allclose(Z[:3], expect, rtol=1e-14)
 
 
 def test_domain_huge_rows_thread_invariant():
@@ -486,8 +543,8 @@ def test_domain_huge_rows_thread_invariant():
 
 @pytest.mark.parametrize("bounds", [
     (-1e308, 1e308),                                   # width overflows
-    (-8e307, 8e307),                                   # half-diagonal overflows
-    (np.full(20, -1e154), np.full(20, 1e154)),         # ... from the sum over 20 features
+    (-8e307, 8e307),                                   # sqrt(d) x half-width overflows
+    (np.full(20, -1e-310), np.full(20, 1e-310)),       # sqrt(d) x a subnormal half-width: its inverse overflows
     (1e308, 1.7e308),                                  # midpoint overflows
 ])
 @pytest.mark.parametrize("data_norm", [None, 1.0])
@@ -502,4 +559,4 @@ def test_wide_finite_bounds_accepted():
     from dpem_fast._preprocess import resolve_domain
 
     dom = resolve_domain(3, None, (-1e150, 3e150))
-    assert np.isfinite(dom.radius) and np.all(np.isfinite(dom.center))
+    assert np.all(np.isfinite(dom.scale)) and np.all(np.isfinite(dom.center))

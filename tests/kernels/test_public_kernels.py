@@ -128,7 +128,7 @@ def test_bad_arguments():
         kernels.kmeans_statistics(np.array([[np.nan, 1.0]]), np.zeros((1, 2)))
     with pytest.raises(ValueError, match="2-D"):
         kernels.second_moments(np.zeros(3))
-    with pytest.raises(ValueError, match="radius"):
+    with pytest.raises(ValueError, match="scale"):
         kernels.second_moments(X, domain=(np.zeros(D), -1.0))
 
 

@@ -95,10 +95,11 @@ def _clip_to_domain(model, X):
     if dom.get("bounds") is not None:
         lo, hi = dom["bounds"]
         return np.clip(X, lo, hi)
-    if dom.get("radius") is not None and dom.get("center") is not None:
-        c, r = np.asarray(dom["center"]), float(dom["radius"])
-        norms = np.linalg.norm(X - c, axis=1, keepdims=True)
-        return c + (X - c) * np.minimum(1.0, r / np.maximum(norms, np.finfo(float).tiny))
+    scale = dom.get("scale", dom.get("radius"))     # "radius": a record written before issue 23
+    if scale is not None and dom.get("center") is not None:
+        c, s = np.asarray(dom["center"]), np.asarray(scale, dtype=float)
+        norms = np.linalg.norm((X - c) / s, axis=1, keepdims=True)
+        return c + (X - c) * np.minimum(1.0, 1.0 / np.maximum(norms, np.finfo(float).tiny))
     return X
 
 

@@ -297,7 +297,7 @@ class PrivateEM(PrivateEstimator):
         if summary.max_abs > _MAX_ABS_EXACT:
             raise ValueError(f"X: values up to {summary.max_abs:.3g} overflow the non-private EM's second "
                              "moments; rescale the data, or fit privately with a declared domain")
-        domain = DataDomain(np.zeros(d), 1.0, None, False)
+        domain = DataDomain(np.zeros(d), np.ones(d), None, False)
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         rounds = self._n_release_rounds()
@@ -356,7 +356,7 @@ class PrivateEM(PrivateEstimator):
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
                 seen, releases = tail.add(it, noisy)
-                params = self._update(seen, params, Context(it, releases, n_public))
+                params = self._update(seen, params, Context(it, releases, n_public, domain))
                 progress.step()
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
@@ -395,11 +395,11 @@ class PrivateEM(PrivateEstimator):
     @staticmethod
     def _domain_record(domain, source):
         if source is None:
-            return {"source": "the model's fixed domain", "radius": None}
+            return {"source": "the model's fixed domain", "scale": None}
         return {
             "source": _SOURCES[source],
             "center": domain.center.copy(),
-            "radius": domain.radius,
+            "scale": domain.scale.copy(),
             "bounds": None if domain.bounds is None else (domain.bounds[0].copy(), domain.bounds[1].copy()),
             "from_data": source == "data",
         }

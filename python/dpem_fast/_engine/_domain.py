@@ -59,7 +59,7 @@ from scipy.special import ndtri
 
 from .._dpcore import _domain as _kernel
 from .._dpcore._contract import superblock_rows
-from .._preprocess import DataDomain
+from .._preprocess import DataDomain, box_domain
 from ..accounting import PrivacyLeakWarning
 from ..io import as_row_source
 from ._sources._rows import DataSummary, Rows
@@ -183,10 +183,24 @@ def _refine_box(noisy_row, sigma, z):
 
 
 def _box_domain(lo, hi, source):
-    half = hi / 2 - lo / 2
-    m = float(half.max())
-    radius = min(m * float(np.linalg.norm(half / m)), _DBL_MAX) if m > 0 else 1.0
-    return DataDomain(lo / 2 + hi / 2, radius, (lo, hi), source == "from data")
+    """The per-feature domain of the box (:func:`dpem_fast._preprocess.box_domain`: each
+    feature scaled by sqrt(d) times its half-width, the box onto a cube inside the unit ball).
+
+    An estimated box (private, or from the data) may reach far beyond the data's scale (the
+    private estimate can return up to the whole double range): its scales are capped at
+    2^500, so that every second moment in original units, s_i s_j S_ij with |S_ij| <= 1,
+    stays below 2^1000, finite (rows beyond the cap are clipped into the ball as any other
+    row; no sensitivity depends on the scale).  It may also be degenerate in one feature (a column
+    of one value, or an estimate thrown off by a few huge rows) while others are wide.  Its
+    scale is floored at 2^-20 (about 1e-6) times the widest feature's: scales r apart make
+    the covariances diag(s) S diag(s) in original units r² worse conditioned than S, and at
+    r = 2^20 that alone is 2^40 of float64's 1/eps = 2^52, leaving 2^12 for the model's own
+    conditioning; beyond it the model in original units (its precision,
+    ``score_samples``) stops being representable.  Post-processing of the released box.
+    A declared box is used as declared.
+    """
+    return box_domain(lo, hi, source == "from data", min_ratio=2.0 ** -20,
+                      max_scale=2.0 ** 500)
 
 
 def estimate_domain(rows, layer, n_threads=1):
@@ -194,7 +208,7 @@ def estimate_domain(rows, layer, n_threads=1):
 
     ``rows`` is the engine's :class:`~dpem_fast._engine._sources._rows.Rows` (one pass per histogram,
     integer counts summed over superblocks) or a 2-D array.  ``layer``'s plan must hold the
-    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and radius
+    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and scales
     depend on the rows only through those releases.
     """
     rows = _as_rows(rows)

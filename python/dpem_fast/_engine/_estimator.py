@@ -61,11 +61,16 @@ class Context:
         The plan's public release records (noise scales, sensitivities).
     n_public : int or None
         The number of rows where it is public (replace-one); ``None`` under add/remove.
+    domain : DataDomain or None
+        The fit's data domain (declared, or released by the private estimate; a
+        ``bounds="from_data"`` fit is flagged not private), for projections into its image
+        (:func:`~dpem_fast._preprocess.project_into_domain`); None for a fixed-domain model.
     """
 
     t: int
     releases: dict
     n_public: int | None = None
+    domain: object = None
 
 
 class PrivateEstimator(Registered, BaseEstimator):

@@ -124,8 +124,11 @@ class PrivacyRecord:
                          f"multiplier {self.joint_multiplier:.4g}")
         dom = self.data_domain
         if dom:
+            scale = dom.get("scale")
             lines.append(f"data domain   : {dom['source']}"
-                         + (f", radius={dom['radius']:.6g}" if dom.get("radius") is not None else ""))
+                         + (f", radius={dom['radius']:.6g}" if dom.get("radius") is not None else "")
+                         + (f", per-feature scale {min(scale):.6g}..{max(scale):.6g}"
+                            if scale is not None else ""))
         if not self.private:
             lines.append("guarantee     : NONE - the data domain was computed from the raw data")
         lines.extend(f"note          : {n}" for n in self.notes)

@@ -130,10 +130,8 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     part_ll = np.empty(nb)
     kw = {}
     if domain is not None:
-        lo, hi = domain.bounds if domain.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
         kw = dict(
-            domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
-            inv_scale=1.0 / domain.radius,
+            domain=domain.loader_array(),
             clip_target=clip_target(d, np.float64),
             part_clipped=np.zeros(nb, dtype=np.int64),
         )

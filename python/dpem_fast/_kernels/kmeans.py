@@ -67,9 +67,7 @@ def kmeans_stats(X, centers, n_threads=None, domain=None) -> Statistics:
     parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty(nb)]
     kw = {}
     if domain is not None:
-        lo, hi = domain.bounds if domain.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
-        kw = dict(domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
-                  inv_scale=1.0 / domain.radius, clip_target=clip_target(d, np.float64),
+        kw = dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64),
                   part_clipped=np.zeros(nb, dtype=np.int64))
     nt = effective_n_threads(n_threads)
     _kmeans.kmeans_stats(X, C, *parts, nt, **kw)

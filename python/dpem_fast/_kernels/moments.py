@@ -54,9 +54,7 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     part_clip = np.zeros(nb1, dtype=np.int64)
     kw = {}
     if domain is not None:
-        lo, hi = domain.bounds if domain.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
-        kw = dict(domain=np.ascontiguousarray(np.stack([lo, hi, domain.center]), dtype=np.float64),
-                  inv_scale=1.0 / domain.radius, clip_target=clip_target(d, np.float64))
+        kw = dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64))
     with blas_single_thread():
         _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
     # block order, fixed (sum_blocks: every entry summed over the blocks in sequence)

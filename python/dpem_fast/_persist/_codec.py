@@ -91,7 +91,17 @@ def _decode(v, arrays):
         from .._preprocess import DataDomain
 
         d = {k: _decode(x, arrays) for k, x in v["__domain__"].items()}
-        return DataDomain(**d)
+        if "radius" in d and "scale" not in d:
+            # a file written before issue 23 (one radius for every feature): the same map as a
+            # uniform per-feature scale, so its fitted parameters load unchanged
+            radius = d.pop("radius")
+            if not isinstance(radius, (int, float)) or isinstance(radius, bool):
+                raise ModelFormatError(f"data domain: radius must be a number, got {type(radius).__name__}")
+            d["scale"] = np.full(np.shape(d.get("center")), float(radius))
+        try:
+            return DataDomain(**d)
+        except (TypeError, ValueError) as e:
+            raise ModelFormatError(f"bad data domain: {e}") from None
     return {k: _decode(x, arrays) for k, x in v.items()}
 
 

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine import PrivateEM
 from .._engine._specs import soft_counts, weighted_sums
-from .._preprocess import scale_and_clip
+from .._preprocess import box_domain, project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
 from ..mixture._common import noise_std
@@ -68,12 +68,15 @@ class DPKMeans(TransformerMixin, PrivateEM):
     init : array-like of shape (n_clusters, n_features) or None
         Initial centres in the original units: **public** parameters (not derived from the
         private data).  ``None``: data-independent, K points uniform in the ball of radius
-        1/2 of the domain (in its unit-ball units), drawn from the fit's own random stream.
-        (The non-private fit, ``epsilon=inf``, draws the same kind of points in the data's
-        bounding box.)
+        1/2 of the domain (in its unit-ball units), moved into the box's image, drawn from
+        the fit's own random stream.  (The non-private fit, ``epsilon=inf``, draws the same
+        kind of points in the data's bounding box.)
     data_norm, bounds : as in :class:`~dpem_fast.DPGaussianMixture`
         The declared domain: rows are clipped to ``bounds`` and mapped into the unit ball
-        (centre the box's middle, radius ``data_norm`` or the box's half-diagonal).  With
+        feature by feature (centre the box's middle; feature i divided by ``sqrt(d)`` times
+        its half-width, so the box becomes a cube inside the ball, or by ``data_norm`` when
+        that is declared).  The private assignment therefore measures distances in these
+        per-feature units, and released centres are clipped into the box.  With
         neither (the default) the domain is **estimated privately** on 10 % of the
         budget.  ``bounds="from_data"`` is an explicit, non-private opt-in.
     neighbouring : {"replace", "add_remove"}, default="replace"
@@ -120,7 +123,10 @@ class DPKMeans(TransformerMixin, PrivateEM):
     Neighbouring relation: ``neighbouring`` (replace one row, or add/remove one row); every
     sensitivity is derived under both and the plan's events are tagged with the one used.
     Rows are mapped into the unit ball ``‖x‖ ≤ 1`` by the declared (or privately estimated)
-    domain, by clipping inside the kernel.  A row's label a(x) = argmin_k ‖x − c_k‖² depends
+    domain, by clipping inside the kernel.  The map is per feature: with a box (and no
+    ``data_norm``) feature i is divided by √d times its half-width, so the box becomes the
+    cube [−1/√d, 1/√d]^d, a subset of the ball (‖x‖ ≤ 1, ‖x‖₁ ≤ d/√d = √d): every bound
+    below, derived for the ball, holds unchanged under both relations.  A row's label a(x) = argmin_k ‖x − c_k‖² depends
     only on that row and on centres already released, so one row changes the statistics
     only through its own term: e_a for the counts, x e_aᵀ for the sums.
 
@@ -158,8 +164,9 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     **Small noisy counts** (post-processing only): a cluster whose noisy count is at most
     τ = max(1, 3 × the counts' noise standard deviation) (a public constant) keeps its
-    previous centre; otherwise ``c_k = S̃_k / Ñ_k`` projected onto the unit ball (the
-    data lie there, so do their means).  No data-dependent branch reads anything else.
+    previous centre; otherwise ``c_k = S̃_k / Ñ_k`` with each coordinate clipped to the
+    box's image [−1/√d, 1/√d] (then onto the ball; without a box: onto the ball): the data
+    lie there, so do their means, and a released centre ends inside the declared box.  No data-dependent branch reads anything else.
 
     Initialisation is data-independent (or the user's public ``init``); the iteration count
     is fixed.  Every release goes through the engine's release layer.
@@ -273,17 +280,19 @@ class DPKMeans(TransformerMixin, PrivateEM):
                       "diagnostics_ (training NICV, clipped rows) are not private")
 
     def _initial_parameters(self, summary, domain, key, private):
-        """Initial centres (K, d) in working units (see ``init``)."""
+        """Initial centres (K, d) in working units (see ``init``): the user's centres mapped
+        per feature, or K points uniform in the ball of radius 1/2 moved into the image of
+        the box (the data's bounding box, mapped per feature, in the non-private mode)."""
         K, d = self.n_clusters, summary.n_features
         if self.init is not None:
-            return (np.asarray(self.init, dtype=np.float64) - domain.center) / domain.radius
+            return domain.to_scaled(self.init)
         if not private:
             lo, hi = summary.column_min, summary.column_max
             hi = np.where(hi > lo, hi, lo + 1.0)
-            box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
-            return (box_center - domain.center + box_radius * DPGaussianMixture._random_means(K, d, key)) \
-                / domain.radius
-        return DPGaussianMixture._random_means(K, d, key)
+            init_dom = box_domain(lo, hi)
+            return domain.to_scaled(init_dom.to_original(
+                project_into_domain(DPGaussianMixture._random_means(K, d, key), init_dom)))
+        return project_into_domain(DPGaussianMixture._random_means(K, d, key), domain)
 
     def _statistics_task(self):
         return _kmeans_statistics
@@ -295,10 +304,9 @@ class DPKMeans(TransformerMixin, PrivateEM):
         keep = nk > tau
         centers = np.array(params, dtype=np.float64, copy=True)
         if np.any(keep):
-            new = sums[keep] / nk[keep, None]
-            norm = np.linalg.norm(new, axis=1, keepdims=True)
-            new /= np.maximum(norm, 1.0)            # the data lie in the unit ball, so do their means
-            centers[keep] = new
+            # the data lie in the image of the domain (its box, else the unit ball), so do
+            # their means: a released centre ends inside the declared box
+            centers[keep] = project_into_domain(sums[keep] / nk[keep, None], ctx.domain)
         return centers
 
     def _exact_update(self, stats, params):
@@ -311,7 +319,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     def _set_fitted(self, params, domain, dtype):
         self._domain = domain
-        self.cluster_centers_ = (domain.center + domain.radius * params).astype(dtype, copy=False)
+        self.cluster_centers_ = domain.to_original(params).astype(dtype, copy=False)
 
     # ------------------------------------------------------------- inference
     def _check_X(self, X):
@@ -367,6 +375,6 @@ class DPKMeans(TransformerMixin, PrivateEM):
         dom = self._domain
         # the non-private fit (privacy_ None) works in the original units: no map, no clip
         Z = X if self.privacy_ is None else scale_and_clip(X.astype(np.float64), dom)[0]
-        C = (np.asarray(self.cluster_centers_, dtype=np.float64) - dom.center) / dom.radius
+        C = dom.to_scaled(self.cluster_centers_)
         return nicv(Z, C, n_threads=self.n_threads)
 

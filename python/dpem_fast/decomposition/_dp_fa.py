@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
+from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._validation import check_nonnegative_real, check_positive_int
@@ -58,6 +59,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
+        Loadings in the original units, ``W diag(s)`` for the working-unit loadings W
+        (s: the domain's per-feature scales).  Without a rotation each row's sign makes its
+        largest entry in the working units positive, so fitting ``X * c`` gives
+        ``components_ * c``.
     noise_variance_ : ndarray of shape (n_features,)
     mean_ : ndarray of shape (n_features,)
     n_iter_ : int
@@ -71,7 +76,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     Privacy
     -------
     Neighbouring relation ``neighbouring``; rows are mapped into the unit ball ``‖x‖ ≤ 1``
-    by the declared or privately estimated domain (clipped in the kernel).  Released,
+    by the declared or privately estimated domain (clipped in the kernel), feature by
+    feature: with a box (no ``data_norm``) feature i is divided by √d times its half-width,
+    so the box becomes the cube [−1/√d, 1/√d]^d inside the ball, and every bound below,
+    derived for rows with ‖x‖ ≤ 1, holds unchanged under both relations.  Released,
     once, through the engine's release layer:
 
     - ``second_moment`` ``S2 = Σ_i x_i x_iᵀ`` (N Λ of DP-EM Sec. 6), symmetric
@@ -103,9 +111,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     The budget is split between the releases ∝ √(noised coordinates) (1, d, d(d+1)/2), the
     split that minimises the total noise variance in units of each sensitivity.
 
-    Post-processing: the mean ``S̃1/N`` is projected into the unit ball; the covariance
-    ``S̃2/N − m mᵀ``; each noise variance is kept in ``[σ₂/N, 1]`` (one noise std of an
-    entry of the released covariance; every variance of a row in the unit ball is ≤ 1);
+    Post-processing: the mean ``S̃1/N`` is clipped into the box's image (each coordinate to
+    [−b_i, b_i], b_i = 1/√d for a declared box), else projected into the unit ball; the
+    covariance ``S̃2/N − m mᵀ``; each noise variance ψ_i is kept in ``[min(σ₂/N, c_i), c_i]``
+    with ``c_i = min(max(b_i², SMALL), 1)`` (σ₂/N: one noise std of an entry of the released
+    covariance; a feature in [−b_i, b_i] has variance ≤ b_i², a row in the unit ball ≤ 1).
+    These bounds are in the working units, so in original units the ψ floor of feature i is
+    ``s_i² σ₂/N``: each feature's floor is on its own scale, not the widest feature's;
     under add/remove N is the noisy count floored at max(1, 3σ_N).  Initialisation is
     data-independent (ψ = 1; the subspace basis for d > 1024 is drawn from the fit's key);
     the EM's stopping rule reads only released values.
@@ -193,14 +205,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _update(self, noisy, params, ctx):
         """EM on the released statistics (post-processing of public values)."""
         n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
-        mean = noisy[SUM] / n
-        norm = np.linalg.norm(mean)
-        if norm > 1.0:
-            mean /= norm
+        # the data lie in the image of the domain (its box, else the unit ball): so does the mean
+        mean = project_into_domain(noisy[SUM] / n, ctx.domain)
         C = noisy[SECOND] / n - np.outer(mean, mean)
         C = (C + C.T) / 2
-        floor = max(SMALL, ctx.releases[SECOND].noise_scale / n)
-        return self._em(C, n, params, mean, floor=min(floor, 1.0), ceiling=1.0)
+        # a feature's variance is at most b_i² (b: the box image's half-widths), at most 1
+        box = None if ctx.domain is None else ctx.domain.box_image
+        ceiling = np.ones(C.shape[0]) if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
+        floor = np.minimum(max(SMALL, ctx.releases[SECOND].noise_scale / n), ceiling)
+        return self._em(C, n, params, mean, floor=floor, ceiling=ceiling)
 
     def _exact_update(self, stats, params):
         n = float(stats[COUNT][0])
@@ -215,16 +228,20 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it}
 
     def _set_fitted(self, params, domain, dtype):
-        """Back to the original units (post-processing): x = center + R y."""
-        R, c = domain.radius, domain.center
-        W = fix_signs(R * params["W"])
+        """Back to the original units (post-processing): x = center + diag(s) y, so loadings
+        ``W diag(s)`` (rows of ``components_``), noise variances ``s² psi``, mean ``c + s m``."""
+        s = domain.scale
+        big = np.finfo(dtype).max
+        with np.errstate(over="ignore"):    # a huge (privately estimated) scale saturates
+            # signs fixed in the working units (each row's largest entry there positive), so
+            # that they do not depend on the features' units
+            W = np.clip(fix_signs(params["W"]) * s[None, :], -big, big)
+            psi = np.minimum(s * s * params["psi"], big)
         if self.rotation is not None:
             W = fix_signs(orthomax(W.T, _ROTATIONS[self.rotation]).T)
         self.components_ = W.astype(dtype, copy=False)
-        with np.errstate(over="ignore"):    # a huge (privately estimated) radius saturates
-            psi = np.minimum(R * R * params["psi"], np.finfo(dtype).max)
         self.noise_variance_ = psi.astype(dtype, copy=False)
-        self.mean_ = (c + R * params["mean"]).astype(dtype, copy=False)
+        self.mean_ = domain.to_original(params["mean"]).astype(dtype, copy=False)
         self.loglike_ = list(params["loglike"])
         self.n_iter_ = int(params["n_iter"])
 

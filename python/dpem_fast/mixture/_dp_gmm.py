@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
+from .._preprocess import box_domain, project_into_domain
 from .._engine._specs import moments_joint_bound, second_moments, soft_counts, weighted_sums
 from .._rng import derive_key
 from .._threads import effective_n_threads
@@ -87,8 +88,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Declared bound on the Euclidean norm of a row (after centring at the
         middle of ``bounds`` if those are given).  Rows beyond it are clipped.
     bounds : tuple (lower, upper), "from_data" or None
-        Declared per-feature box; rows are clipped to it and centred at its
-        middle.  With neither ``data_norm`` nor ``bounds`` (the default) the
+        Declared per-feature box; rows are clipped to it, centred at its
+        middle and each feature divided by ``sqrt(n_features)`` times its
+        half-width (the box becomes a cube inside the unit ball; with
+        ``data_norm`` every feature is divided by ``data_norm`` instead).
+        Released means end inside the box; covariance floors are per feature
+        (``s_i²`` times the floor in the scaled units).  With neither ``data_norm`` nor ``bounds`` (the default) the
         box is **estimated privately** from two noisy histograms on
         ``DOMAIN_SHARE`` (10 %) of the budget, accounted in ``privacy_.event``
         (see :mod:`dpem_fast._engine._domain`); declared bounds leave the whole
@@ -122,8 +127,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Initial parameters in the original units (public; scikit-learn's
         conventions).  Without them the initialisation is data-independent:
         uniform weights, means drawn uniformly from the ball of radius 1/2 of
-        the declared domain (with the fit's own random stream), and isotropic
-        covariances ``I / (4 n_features)`` in the scaled units.
+        the declared domain (with the fit's own random stream) and moved into
+        the box's image, and isotropic covariances ``I / (4 n_features)`` in
+        the scaled units (``diag(s_i²) / (4 n_features)`` in original units).
     reg_covar : float, default=1e-6
         Added to the diagonal of covariances (non-private mode, as
         scikit-learn) and lower bound of covariance eigenvalues (private mode).
@@ -174,7 +180,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     are tagged with the one used.  Rows are mapped into the unit ball
     ``‖x‖ ≤ 1`` by the declared (or privately estimated) domain (DP-EM
     Sec. 3's assumption, enforced by clipping inside the kernel; a finite row
-    of any size is clipped along its own direction).  Responsibilities
+    of any size is clipped along its own direction).  The map is per feature:
+    with a box (no ``data_norm``) feature i is divided by √d times its
+    half-width, so the box becomes the cube [−1/√d, 1/√d]^d, a subset of the
+    ball: every sensitivity below, a sup over rows in the ball, holds
+    unchanged under both relations (on the cube some sups are smaller; the
+    ball's are kept).  Responsibilities
     γ_ik of a row depend only on that row and on parameters already released,
     so one row changes the statistics only through its own term.  Writing γ
     for its responsibility vector (γ_k ≥ 0, Σγ_k = 1):
@@ -371,7 +382,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return _gmm_statistics
 
     def _update(self, noisy, params, ctx):
-        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases)
+        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases,
+                                                    ctx.domain)
         return weights, means, covs, _compute_precision_cholesky(covs)
 
     def _exact_update(self, stats, params):
@@ -379,14 +391,18 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return weights, means, covs, _compute_precision_cholesky(covs)
 
     def _set_fitted(self, params, domain, dtype):
-        """Parameters back to the original units (post-processing)."""
+        """Parameters back to the original units (post-processing): x = c + diag(s) z, so means
+        ``c + s * mu``, covariances ``diag(s) S diag(s)`` and precision Cholesky factors
+        ``diag(1/s) P`` (``P Pᵀ`` the working precision)."""
         weights, means, covs, prec_chol = params
-        R, c = domain.radius, domain.center
+        s = domain.scale
         self.weights_ = weights
-        self.means_ = (c + R * means).astype(dtype, copy=False)
-        self.covariances_ = (R * R * covs).astype(dtype, copy=False)
-        self.precisions_cholesky_ = (prec_chol / R).astype(dtype, copy=False)
-        self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+        self.means_ = domain.to_original(means).astype(dtype, copy=False)
+        # a huge or tiny (privately estimated) scale saturates to inf, as the one radius did
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
+            self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
+            self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
         self.converged_ = False
 
     # -------------------------------------------------------- initialisation
@@ -420,30 +436,35 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         shape.  The non-private mode works in the original units; without user-supplied
         parameters it starts from the same kind of random draw, placed in the data's
         bounding box (``summary.column_min`` / ``column_max``: reading the data is allowed
-        there).
+        there) mapped per feature as a declared box would be.  The draw: means uniform in
+        the ball of radius 1/2 of that geometry, moved into the box's image
+        (:func:`~dpem_fast._preprocess.project_into_domain`), covariances ``I / (4 d)`` in
+        its units (``diag(s_i²) / (4 d)`` in the original units).
         """
         K, d = self.n_components, summary.n_features
         if not private and (self.means_init is None or self.precisions_init is None):
             lo, hi = summary.column_min, summary.column_max
             hi = np.where(hi > lo, hi, lo + 1.0)
-            box_center, box_radius = (lo + hi) / 2, float(np.linalg.norm((hi - lo) / 2))
+            init_dom = box_domain(lo, hi)
         else:
-            box_center, box_radius = domain.center, domain.radius
-        # maps original units -> working units
-        R = domain.radius / box_radius
+            init_dom = domain
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
         else:
             weights = np.full(K, 1.0 / K)
         if self.means_init is not None:
-            means = (np.asarray(self.means_init, dtype=np.float64) - domain.center) / domain.radius
+            means = domain.to_scaled(self.means_init)
         else:
-            means = (box_center - domain.center) / domain.radius + self._random_means(K, d, key) / R
+            means = project_into_domain(self._random_means(K, d, key), init_dom)
+            if init_dom is not domain:
+                means = domain.to_scaled(init_dom.to_original(means))
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
-            prec_chol = np.stack([linalg.cholesky(prec[k] * domain.radius**2, lower=True) for k in range(K)])
+            ss = np.outer(domain.scale, domain.scale)
+            prec_chol = np.stack([linalg.cholesky(prec[k] * ss, lower=True) for k in range(K)])
         else:
-            prec_chol = np.broadcast_to(np.eye(d) * (math.sqrt(4.0 * d) * R), (K, d, d)).copy()
+            ratio = domain.scale / init_dom.scale       # maps the init geometry -> working units
+            prec_chol = np.broadcast_to(np.diag(math.sqrt(4.0 * d) * ratio), (K, d, d)).copy()
         return weights, means, covariance_from_precision_cholesky(prec_chol), prec_chol
 
     @staticmethod
@@ -463,10 +484,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return 0.5 * g * u[:, None] ** (1.0 / d)
 
     # --------------------------------------------------------------- M-steps
-    def _private_m_step(self, nk, s1, s2, releases):
-        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`)."""
+    def _private_m_step(self, nk, s1, s2, releases, domain=None):
+        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`),
+        means moved into the image of ``domain`` (its box, else the unit ball)."""
         prior = map_prior(self.prior, s1.shape[1]) if self.estimator == "map" else None
-        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior)
+        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior, domain)
 
     def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""

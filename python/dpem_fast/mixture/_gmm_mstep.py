@@ -5,9 +5,13 @@ noise scales, ``reg_covar``, the MAP prior) to parameters and reads no data.
 
 - :func:`private_m_step`: weights, means and covariances from the noisy counts and moments
   (DP-EM Sec. 4.2), for all components at once: counts floored at the noise of their
-  release, means projected into the unit ball, covariances symmetrised and their eigenvalues
-  clipped to ``[floor, 1]`` by one batched ``eigh``, the floor at the noise level of the
-  released second moments (``_EIG_FLOOR_STD``).  The maximum-likelihood step, or with a
+  release, means moved into the image of the data domain (each coordinate clipped to the
+  declared box's image, else projected onto the unit ball), covariances symmetrised and
+  their eigenvalues clipped to ``[floor, 1]`` by one batched ``eigh``, the floor at the
+  noise level of the released second moments (``_EIG_FLOOR_STD``).  All of it lives in the
+  working units, where each feature was divided by its own scale (issue 23): a floor
+  ``f`` there is ``f s_i²`` in feature i's original units, so a narrow feature gets a
+  narrow floor.  The maximum-likelihood step, or with a
   ``prior`` (:func:`map_prior`: Dirichlet / Normal-inverse-Wishart, DP-EM footnotes 7-8)
   the posterior mode.
 - :func:`exact_m_step`: the non-private M-step, numerically as scikit-learn's.
@@ -21,13 +25,20 @@ import numpy as np
 from scipy import linalg
 
 from .._kernels.gmm import COUNTS, FIRST, SECOND
+from .._preprocess import project_into_domain
 from ._common import floored_counts, weights_from_counts
 
 __all__ = ["PRIOR_KEYS", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
-#: of the noisy covariance, sigma_S2 / N_k (post-processing of public quantities).  For a unit
+#: of the noisy covariance, sigma_S2 / N_k (post-processing of public quantities), in the
+#: working units (each feature divided by its own scale s_i; so in original units the floor
+#: is per feature, sigma_S2 / N_k * s_i² along feature i).  The floor is capped at the
+#: smallest per-feature variance the domain allows, min_i b_i² (b: the half-widths of the
+#: box's image, 1/sqrt(d) for a declared box; 1 without a box), so a component the release
+#: cannot resolve gets at most a feature's own width, not the ball's; ``reg_covar`` (at
+#: least 1e-6) stays the lowest floor, as before.  For a unit
 #: vector v, v^T E v has standard deviation between sigma_S2/N_k (v on an axis) and sqrt(2)
 #: times it (Analyze-Gauss noise E), so an eigenvalue within one standard deviation of zero is
 #: not resolved by the release.  (Before issue 9 this was 0.25 sqrt(d) standard deviations, a
@@ -103,13 +114,15 @@ def map_prior(prior, d):
     return p
 
 
-def private_m_step(nk, s1, s2, releases, reg_covar, prior=None):
+def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
     """Parameters from noisy statistics (post-processing, public constants only).
 
     ``nk``, ``s1``, ``s2``: the noisy counts (K,), first (K, d) and second (K, d, d) moments;
     ``releases``: the plan's releases (their public noise scales); ``prior``: None for the
     maximum-likelihood step, else the hyperparameters of :func:`map_prior` for the posterior
-    mode.  Returns ``(weights, means, covariances)``.
+    mode; ``domain``: the fit's :class:`~dpem_fast._preprocess.DataDomain` (public: declared
+    or released), whose box image the means are clipped to (None: the unit ball).  Returns
+    ``(weights, means, covariances)``.
     """
     K, d = s1.shape
     sigma_2 = releases[SECOND].noise_scale
@@ -122,17 +135,20 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None):
         means = (s1 + k0 * m0) / (nk_f + k0)[:, None]
     else:
         means = s1 / nk_f[:, None]
-    norms = np.sqrt(np.einsum("ki,ki->k", means, means))
-    over = norms > 1.0             # the data lie in the unit ball, so do their means
-    means[over] /= norms[over, None]
+    # the data lie in the image of the domain (a convex set), so do their means
+    means = project_into_domain(means, domain)
     outer = means[:, :, None] * means[:, None, :]
     if prior is not None:
         S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
         S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
     else:
         S = s2 / nk_f[:, None, None] - outer
-    # eigenvalues below the noise level of S are not identifiable: floor there
-    floor = np.minimum(1.0, np.maximum(max(reg_covar, 1e-6), _EIG_FLOOR_STD * sigma_2 / nk_f))
+    # eigenvalues below the noise level of S are not identifiable: floor there, at most the
+    # smallest per-feature variance the domain allows
+    box = None if domain is None else domain.box_image
+    cap = 1.0 if box is None else float(min(1.0, np.min(box))) ** 2
+    floor = np.maximum(max(reg_covar, 1e-6), np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f))
+    floor = np.minimum(floor, 1.0)
     covs = _project_psd(S, floor, 1.0)
     if prior is not None:
         # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
