@@ -129,6 +129,18 @@ def test_user_mistakes_print_one_line_and_exit_nonzero(data, capsys, monkeypatch
     assert err.count("\n") == 1 and cause in err and "Traceback" not in err
 
 
+def test_a_noise_dominated_fit_prints_one_warning_line(data, capsys):
+    """k-means' default 8 clusters on a small table at epsilon 1: most centres are dead; the fit
+    succeeds and says so in one line that names the remedies (no traceback, no source line)."""
+    d, X = data
+    np.save(d / "d.npy", X)
+    assert main(["fit", str(d / "d.npy"), "--model", "kmeans", "--epsilon", "1", "--data-norm", "5",
+                 "-o", str(d / "k8.npz")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: DPKMeans: ") and err.count("\n") == 1 and "raise epsilon" in err
+    assert dpem_fast.load(d / "k8.npz").n_clusters_ < 8
+
+
 def test_sample_refuses_models_without_sampling_and_errors_have_no_traceback(data):
     d, _ = data
     assert main(["fit", str(d / "d.csv"), "--model", "kmeans", "--epsilon", "1", "--data-norm", "5",
@@ -196,8 +208,9 @@ def _datasets(d, reuters):
                        "flights_bounds.csv", "--n-components", "3", "--max-iter", "4", *seed],
                       dpem_fast.DPGaussianMixture(3, max_iter=4, bounds=(lo, hi), random_state=7), F[:, :3],
                       dict(attr="means_", sample=(["dep_delay", "arr_delay", "air_time"], lo, hi)))
-    out["bernoulli"] = (["digits.npy", "--binarize", "7.5", "--n-components", "4", "--max-iter", "3", *seed],
-                        dpem_fast.DPBernoulliMixture(4, binarize=7.5, max_iter=3, random_state=7), digits,
+    # two components: 600 rows at epsilon 2 do not resolve more (more would warn, tested below)
+    out["bernoulli"] = (["digits.npy", "--binarize", "7.5", "--n-components", "2", "--max-iter", "3", *seed],
+                        dpem_fast.DPBernoulliMixture(2, binarize=7.5, max_iter=3, random_state=7), digits,
                         dict(attr="means_", sample=([f"x{i}" for i in range(64)], 0.0, 1.0), binary=True))
     try:
         import airportsdata

@@ -38,8 +38,11 @@ def test_frames_keep_feature_names_and_fit_like_arrays(model, tmp_path):
 
 @pytest.mark.parametrize("model", MODELS[:2], ids=lambda m: type(m).__name__)
 def test_sample_returns_a_shuffled_frame_when_fitted_on_one(model):
-    model.fit(pd.DataFrame(X, columns=COLS))
-    model.weights_ = np.array([0.5, 0.5])          # a noisy fit may put all weight on one component
+    rng = np.random.default_rng(2)
+    big = np.concatenate([rng.normal(-2, 0.5, (1000, 3)), rng.normal(2, 0.5, (1000, 3))])
+    model.fit(pd.DataFrame(big, columns=COLS))
+    assert model.n_components_ == 2                # both clusters resolved (160 rows would drop one)
+    model.weights_ = np.array([0.5, 0.5])          # a noisy fit may weigh one component far more
     S, y = model.sample(400, random_state=0)
     assert isinstance(S, pd.DataFrame) and list(S.columns) == COLS and len(S) == 400
     # rows are not grouped by component: the labels change many times along the rows

@@ -6,7 +6,7 @@ from . import accounting, cluster, decomposition, io, mixture, random  # noqa: E
 from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
-from .accounting import BudgetExceededError, PrivacyLeakWarning  # noqa: E402
+from .accounting import BudgetExceededError, NoiseDominatedWarning, PrivacyLeakWarning  # noqa: E402
 
 # every registered estimator by its class name (a model registers when its subpackage imports it)
 globals().update(_estimators())
@@ -29,6 +29,7 @@ __all__ = [
     *_estimators(),
     "decomposition",
     "PrivacyLeakWarning",
+    "NoiseDominatedWarning",
     "BudgetExceededError",
     "accounting",
     "cluster",

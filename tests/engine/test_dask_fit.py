@@ -133,7 +133,7 @@ def test_core_does_not_import_dask():
     import sys
 
     code = ("import sys, numpy as np; from dpem_fast.mixture import DPGaussianMixture; "
-            "DPGaussianMixture(n_components=2, max_iter=1, data_norm=5.0).fit(np.zeros((20, 2))); "
+            "DPGaussianMixture(n_components=2, max_iter=1, data_norm=5.0).fit(np.zeros((500, 2))); "
             "assert 'dask' not in sys.modules, 'dask imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

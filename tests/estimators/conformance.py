@@ -61,6 +61,11 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
     :class:`privacy_conformance.PrivacyConformance`; the tests below of the same name are the
     engine's stronger versions)."""
 
+    #: The suite checks the privacy mechanics on small fits (a few hundred rows, K up to 3 at
+    #: epsilon=1, zeroed or fixed releases) that are noise-dominated on purpose: the utility
+    #: warning is expected there, and each model's own tests check when it is raised.
+    pytestmark = [pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")]
+
     estimator_class: type = None
     #: keyword arguments of a private fit with a declared (or fixed) domain
     params: dict = {}
@@ -298,6 +303,8 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
 
         monkeypatch.setattr(self.estimator_class, "_statistics", zeros)
         monkeypatch.setattr(self.estimator_class, "_update", lambda est, noisy, params, ctx: params)
+        # thousands of rounds on 300 rows are hopeless on purpose: no refusal, only the noise
+        monkeypatch.setattr(self.estimator_class, "_check_plan", lambda est, plan, n, rounds: None)
         monkeypatch.setattr(ReleaseLayer, "release", capture)
         for f in range(math.ceil(J / per_fit)):
             est = self.make_estimator(max_iter=J, random_state=5 + f).fit(X)

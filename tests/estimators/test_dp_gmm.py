@@ -16,7 +16,7 @@ from dpem_fast import DPGaussianMixture
 from dpem_fast._engine import DOMAIN_SHARE, ReleaseLayer
 from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._rng import make_key
-from dpem_fast.accounting import PrivacyLeakWarning
+from dpem_fast.accounting import BudgetLedger, NoiseDominatedWarning, PrivacyLeakWarning
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
 
 from conformance import PrivateEstimatorConformance
@@ -111,6 +111,8 @@ def _gdp_delta(eps, mu):
     return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
 
 
+# an accounting test: 1000 rows in 3 components at epsilon 0.7 leave some counts in the noise
+@pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")
 @pytest.mark.parametrize("neighbouring, sens", [("replace", (math.sqrt(2), 2.0, math.sqrt(2))),
                                                 ("add_remove", (1.0, 1.0, 1.0))])
 def test_ggg_noise_meets_the_target_by_an_independent_computation(neighbouring, sens):
@@ -143,6 +145,7 @@ def test_every_accountant_spends_at_most_the_budget(accountant):
     assert np.all(np.isfinite(g.means_))
 
 
+@pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")    # an accounting test (the linear one is noisy)
 def test_tighter_accountants_add_less_noise():
     X, _ = _blobs(n=800)
     sig = {}
@@ -236,12 +239,21 @@ def test_large_budget_approaches_nonprivate_fit():
 
 
 def test_collapsed_components_never_give_nan():
+    """Hopeless noise: under add/remove (n private) the fit degenerates to one component with a
+    warning and finite parameters; under replace-one (n public) it is refused before the charge."""
     X, _ = _blobs(n=40, d=3)
-    g = DPGaussianMixture(6, epsilon=0.01, delta=1e-6, max_iter=10, data_norm=6.0, random_state=0).fit(X)
+    kw = dict(epsilon=0.01, delta=1e-6, max_iter=10, data_norm=6.0, random_state=0)
+    with pytest.warns(NoiseDominatedWarning, match="epsilon"):
+        g = DPGaussianMixture(6, neighbouring="add_remove", **kw).fit(X)
+    assert g.n_components_ == 1 and g.weights_.shape == (1,) and g.means_.shape == (1, 3)
     for a in (g.weights_, g.means_, g.covariances_, g.precisions_cholesky_):
         assert np.all(np.isfinite(a))
     assert np.all(np.isfinite(g.score_samples(X)))
     assert np.all(np.isfinite(g.predict_proba(X)))
+    ledger = BudgetLedger(10.0, 1e-3)
+    with pytest.raises(ValueError, match="n_samples=40 is too few rows"):
+        DPGaussianMixture(6, budget=ledger, **kw).fit(X)
+    assert ledger.entries == []
 
 
 def test_budget_ledger_refuses_before_fitting():
@@ -359,7 +371,8 @@ class TestConformance(PrivateEstimatorConformance):
     params = dict(n_components=3, epsilon=1.0, delta=1e-5, max_iter=4, bounds=(-6.0, 6.0))
     fitted_attributes = ("weights_", "means_", "covariances_", "precisions_cholesky_")
     ball_params = dict(bounds=None, data_norm=6.0)
-    sklearn_params = (dict(n_components=2, data_norm=50.0, bounds=None, max_iter=3, random_state=0),
+    # scikit-learn's checks fit 20-30 rows: epsilon=10 keeps them above the refusal threshold
+    sklearn_params = (dict(n_components=2, epsilon=10.0, data_norm=50.0, bounds=None, max_iter=3, random_state=0),
                       dict(n_components=2, epsilon=float("inf"), bounds=None, max_iter=3, random_state=0))
 
     def make_data(self, n, seed=0):

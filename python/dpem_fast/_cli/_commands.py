@@ -4,11 +4,29 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sys
+import warnings
 
 import numpy as np
 
 from ._parser import _estimator_class, _model_options
 from ._readers import UserError, _bounds_file, _key_file, _parse_float, read_documents, read_table, read_vocabulary
+
+
+def _fit_reporting_noise(model, X):
+    """``model.fit(X)``; a :class:`~dpem_fast.NoiseDominatedWarning` becomes one ``warning:``
+    line on stderr (its message holds no number of the data), other warnings pass through."""
+    from ..accounting import NoiseDominatedWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NoiseDominatedWarning)
+        model.fit(X)
+    for w in caught:
+        if issubclass(w.category, NoiseDominatedWarning):
+            print("warning: " + " ".join(str(w.message).split()), file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return model
 
 
 def cmd_fit(args, extra):
@@ -60,7 +78,7 @@ def cmd_fit(args, extra):
         kw["bounds"] = _bounds_file(args.bounds_file, names)
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
-    model = cls(**kw).fit(X)
+    model = _fit_reporting_noise(cls(**kw), X)
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
     _persist.save(model, args.output, info={"columns": names}, key=key)   # not the data file's name

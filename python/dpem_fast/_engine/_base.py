@@ -24,11 +24,13 @@ Order of a private fit (what touches the data, and when):
 
 1. arguments, the declared domain and user-supplied initial parameters are checked;
 2. the plan is calibrated from public quantities (d, the specs, J, ε, δ, the relation);
-3. the whole plan is charged to the ``budget`` ledger, if any — before any statistic of
+3. the model may refuse a fit that is hopeless from public quantities (``_check_plan``);
+   then the whole plan is charged to the ``budget`` ledger, if any — before any statistic of
    the data is computed (only input validation has read the data until here);
 4. if no domain was declared, it is estimated privately (two released histograms);
 5. the initialisation is data-independent (or the user's public parameters);
-6. J iterations: statistics → release → update; no data-dependent stopping.
+6. J iterations: statistics → release → update; no data-dependent stopping;
+7. ``_finish``: post-processing of the last update's released statistics.
 
 J is the number of release rounds, :meth:`PrivateEM._n_release_rounds` (default
 ``max_iter``): it sets the loop length, the plan's J (each iteration statistic is released
@@ -146,7 +148,9 @@ class PrivateEM(PrivateEstimator):
         ``summary`` is a :class:`~dpem_fast._engine._sources._memory.DataSummary`; in private mode it
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
-    Optional: _check_model_params(n_samples, n_features), _rows_task() (the row check or
+    Optional: _check_model_params(n_samples, n_features), _check_plan(plan, n_public, rounds)
+    (refuse a hopeless fit from public quantities, before the charge), _finish(params, noisy,
+    ctx) (post-processing after the last round, e.g. dropping dead components), _rows_task() (the row check or
     transform ``f(X) -> X``, or None; the public-values-only rule of ``_statistics_task``
     holds: it runs in every Dask task; :meth:`_prepare_rows` calls it), _mechanisms(),
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
@@ -231,6 +235,20 @@ class PrivateEM(PrivateEstimator):
         """How many final iterations update from the running mean of the noisy statistics
         (0 or 1: none)."""
         return 0
+
+    def _check_plan(self, plan, n_public, rounds):
+        """Refuse (``ValueError``) a fit that is hopeless from public quantities alone: the
+        calibrated ``plan`` (its releases' noise scales), the row count ``n_public`` where it is
+        public (replace-one; else None) and the rounds J.  Runs before the budget is charged
+        and before any statistic of the data is computed.  Default: nothing to refuse."""
+
+    def _finish(self, params, noisy, ctx):
+        """Post-processing after the last round of a private fit: ``params`` (the last
+        update's), ``noisy`` and ``ctx`` what that update saw (the released, possibly
+        tail-averaged, statistics and their public release records).  Returns the params
+        handed to ``_set_fitted``; e.g. a mixture drops components whose noisy counts are
+        indistinguishable from zero.  Default: ``params`` unchanged."""
+        return params
 
     # ---------------------------------------------------------------- checks
     def _check_privacy_params(self):
@@ -336,6 +354,7 @@ class PrivateEM(PrivateEstimator):
         )
         if source == "estimate":
             check_estimable(plan, d, n_public)     # public quantities: before the charge
+        self._check_plan(plan, n_public, rounds)        # public quantities only, before the charge
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
@@ -356,8 +375,10 @@ class PrivateEM(PrivateEstimator):
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
                 seen, releases = tail.add(it, noisy)
-                params = self._update(seen, params, Context(it, releases, n_public, domain))
+                ctx = Context(it, releases, n_public, domain)
+                params = self._update(seen, params, ctx)
                 progress.step()
+            params = self._finish(params, seen, ctx)
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
         record = PrivacyRecord(

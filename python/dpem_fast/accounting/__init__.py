@@ -27,7 +27,7 @@ from ._rdp_accountants import MomentsAccountant, RDPAccountant
 from ._registry import ACCOUNTANTS, get_accountant
 from ._table import (default_table_accountants, format_noise_table,
                      noise_table)
-from ._warnings import (BudgetExceededError, NeighbouringMismatchError,
+from ._warnings import (BudgetExceededError, NeighbouringMismatchError, NoiseDominatedWarning,
                         PrivacyLeakWarning, UnsupportedEventError)
 from ._zcdp import ZCDPAccountant
 
@@ -39,7 +39,7 @@ __all__ = [
     "ZCDPAccountant", "MomentsAccountant", "RDPAccountant", "GDPAccountant",
     "PLDAccountant", "ACCOUNTANTS", "get_accountant",
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
-    "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning",
+    "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning", "NoiseDominatedWarning",
     "UnsupportedEventError", "NeighbouringMismatchError",
     "noise_table", "format_noise_table",
     "default_table_accountants",

@@ -1,6 +1,6 @@
 """Warning and error classes of :mod:`dpem_fast.accounting`."""
 
-__all__ = ["PrivacyLeakWarning", "BudgetExceededError", "UnsupportedEventError",
+__all__ = ["PrivacyLeakWarning", "NoiseDominatedWarning", "BudgetExceededError", "UnsupportedEventError",
            "NeighbouringMismatchError"]
 
 
@@ -9,6 +9,17 @@ class PrivacyLeakWarning(UserWarning):
 
     Estimators emit it when, e.g., a data bound (clip norm, range) is taken
     from the private data itself; the privacy guarantee then does not hold.
+    """
+
+
+class NoiseDominatedWarning(UserWarning):
+    """The released statistics of a fit are dominated by their noise.
+
+    Estimators emit it after a private fit when what they released cannot support the
+    model that was asked for (e.g. most mixture components have noisy counts that are
+    indistinguishable from zero, so they were dropped).  The decision and the message use
+    released values and public quantities only.  The remedies: a larger ``epsilon``,
+    tighter declared bounds, fewer components, fewer iterations or more rows.
     """
 
 

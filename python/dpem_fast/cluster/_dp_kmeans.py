@@ -12,7 +12,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._preprocess import box_domain, project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
-from ..mixture._common import noise_std
+from ..mixture._common import check_counts_resolvable, live_components, noise_std
 from ..mixture._dp_gmm import DPGaussianMixture
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
@@ -101,8 +101,10 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     Attributes
     ----------
-    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
         Private centres in the original units (dtype of X).
+    n_clusters_ : int
+        Live centres: ``n_clusters`` less the dead ones a private fit dropped (see Privacy).
     n_iter_ : int
     n_features_in_ : int
     privacy_ : PrivacyRecord or None
@@ -167,6 +169,11 @@ class DPKMeans(TransformerMixin, PrivateEM):
     previous centre; otherwise ``c_k = S̃_k / Ñ_k`` with each coordinate clipped to the
     box's image [−1/√d, 1/√d] (then onto the ball; without a box: onto the ball): the data
     lie there, so do their means, and a released centre ends inside the declared box.  No data-dependent branch reads anything else.
+    After the last iteration the clusters whose noisy count is at most τ are dead (their
+    centre is a stale or noise point) and are dropped: ``cluster_centers_`` has
+    ``n_clusters_`` rows (if none is live the largest is kept, with a
+    ``NoiseDominatedWarning``, which also comes when fewer than half are live).  Under
+    replace-one, where n is public, a fit with n ≤ τ is refused before anything is charged.
 
     Initialisation is data-independent (or the user's public ``init``); the iteration count
     is fixed.  Every release goes through the engine's release layer.
@@ -309,6 +316,13 @@ class DPKMeans(TransformerMixin, PrivateEM):
             centers[keep] = project_into_domain(sums[keep] / nk[keep, None], ctx.domain)
         return centers
 
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
+
+    def _finish(self, params, noisy, ctx):
+        """Drop the centres whose last noisy counts are at most τ (see the class docstring)."""
+        return params[live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)]
+
     def _exact_update(self, stats, params):
         """Lloyd's update; an empty cluster keeps its centre."""
         nk, sums = stats[COUNTS], stats[SUMS]
@@ -316,6 +330,11 @@ class DPKMeans(TransformerMixin, PrivateEM):
         full = nk > 0
         centers[full] = sums[full] / nk[full, None]
         return centers
+
+    @property
+    def n_clusters_(self):
+        """Centres of the fitted model: ``n_clusters`` less the dead ones a private fit dropped."""
+        return int(np.shape(self.cluster_centers_)[0])
 
     def _set_fitted(self, params, domain, dtype):
         self._domain = domain

@@ -2,15 +2,28 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from sklearn.base import DensityMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["weights_from_counts", "floored_counts", "noise_std", "MixtureInferenceMixin"]
+from ..accounting import NoiseDominatedWarning
+
+__all__ = ["weights_from_counts", "floored_counts", "noise_std", "count_threshold", "live_components",
+           "check_counts_resolvable", "shrunk_means", "MixtureInferenceMixin"]
 
 #: Smallest mixing weight after renormalisation (keeps log π finite).
 WEIGHT_FLOOR = 1e-12
+
+#: A noisy count is indistinguishable from zero when it is at most this many noise standard
+#: deviations of its release (the same 3σ as the count floor of the M-steps): a component whose
+#: true count is 0 clears it with probability 0.13 % (one-sided normal tail).
+LIVE_Z = 3.0
+
+#: What the user can do about noise-dominated statistics (no number of the data in it).
+_REMEDY = ("raise epsilon, declare tighter bounds (where the model takes them), ask for fewer "
+           "components or fewer iterations (max_iter), or fit on more rows")
 
 
 def noise_std(release):
@@ -34,6 +47,105 @@ def floored_counts(nk, counts_release):
     return np.maximum(nk, max(1.0, 3.0 * noise_std(counts_release)))
 
 
+def count_threshold(counts_release):
+    """τ = max(1, :data:`LIVE_Z` σ_N): the public level at or below which a noisy count is
+    indistinguishable from zero (σ_N the standard deviation of one noisy count of
+    ``counts_release``: the plan's per-release scale, or a tail average's)."""
+    return max(1.0, LIVE_Z * noise_std(counts_release))
+
+
+def live_components(counts, counts_release, what="components"):
+    """Which components of a private fit are released as live (post-processing).
+
+    Rule: component k is live iff its noisy count (the last update's, tail-averaged where the
+    model averages) exceeds τ = :func:`count_threshold` of its release.  A dead component's
+    mean is noise over a count indistinguishable from zero, so it is dropped from the model.
+    If no component is live, the one with the largest noisy count is kept (the model degenerates
+    to the one-component model) and a :class:`~dpem_fast.NoiseDominatedWarning` is raised; it
+    is also raised when fewer than half of the K components are live (K ≥ 3), or when the
+    noisy total count is within τ√K of zero (its noise standard deviation is √K σ_N).
+
+    Reads only released values and the release's public noise scale; the warnings name K and
+    the live count (itself post-processing) and the remedies, nothing of the data.
+
+    Returns
+    -------
+    ndarray of bool, shape (K,), at least one True.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    K = counts.shape[0]
+    tau = count_threshold(counts_release)
+    live = counts > tau
+    if not live.any():
+        live = np.zeros(K, dtype=bool)
+        live[int(np.argmax(counts))] = True
+        warnings.warn(f"{what}: no noisy count of the {K} component(s) is distinguishable from its noise, "
+                      "so the released model keeps only the largest one (the one-component model) and it "
+                      f"is dominated by noise; {_REMEDY}", NoiseDominatedWarning, stacklevel=5)
+    elif 2 * int(live.sum()) < K:
+        warnings.warn(f"{what}: only {int(live.sum())} of the {K} components has a noisy count "
+                      "distinguishable from its noise; the others were dropped (n_components_ says how "
+                      f"many are left); {_REMEDY}", NoiseDominatedWarning, stacklevel=5)
+    elif counts.sum() <= tau * math.sqrt(K):
+        warnings.warn(f"{what}: the noisy total count is not distinguishable from its noise; {_REMEDY}",
+                      NoiseDominatedWarning, stacklevel=5)
+    return live
+
+
+def check_counts_resolvable(n_public, counts_release, n_averaged, what):
+    """Refuse, before anything is charged, a fit whose counts cannot be told from noise.
+
+    Under replace-one the row count ``n_public`` is public; ``counts_release`` is the plan's
+    (public) count release and ``n_averaged`` the number of final updates averaged (the last
+    update's count noise is σ_N/√m for m > 1).  Rule: if n ≤ τ = max(1, 3 σ_N/√m), even a
+    component holding every row would not have a noisy count above the live threshold τ in
+    expectation (:func:`live_components`), so the fit is hopeless whatever the data: a
+    ``ValueError`` naming the remedies.  Under add/remove (``n_public`` None) nothing is
+    decided here; the fit warns afterwards instead.  Public quantities only.
+    """
+    if n_public is None:
+        return
+    sd = noise_std(counts_release)
+    m = int(n_averaged)
+    if m > 1:
+        sd /= math.sqrt(m)
+    tau = max(1.0, LIVE_Z * sd)
+    if n_public <= tau:
+        raise ValueError(f"n_samples={n_public} is too few rows for this privacy budget: every released "
+                         f"count of {what} has noise of standard deviation {sd:.3g}, so even all rows in "
+                         f"one component could not be told from noise (needs more than {tau:.3g} rows); "
+                         f"{_REMEDY}")
+
+
+def shrunk_means(sums, counts, counts_release, sums_release, prior_mean, prior_var):
+    """Component means from noisy sums and counts, shrunk towards the pooled mean (post-processing).
+
+    ``sums`` (K, d) and ``counts`` (K,) are noisy (Gaussian noise of per-entry standard
+    deviations σ_S and σ_N, the releases' public scales).  The raw estimate S̃_k / Ñ_k has
+    noise σ_S / N_k per coordinate; a data-independent prior on a mean coordinate of variance
+    ``prior_var`` (public: the model's domain) then gives the pseudo-count that minimises
+    the mean squared error of (S̃_k + a m) / (Ñ_k + a) for a coordinate at prior distance:
+    a_k = σ_S² / (N_k · prior_var) (minimise (a²Δ² + σ²)/(N + a)² over a: a = σ²/(NΔ²)),
+    with N_k the count floored at max(1, 3σ_N).  The centre m is the pooled mean of all
+    components, ΣS̃ / ΣÑ (the one-component estimate from the same release: noise √K σ_S on
+    the sum), itself shrunk the same way towards ``prior_mean`` (the data-independent prior
+    mean) with a_0 = K σ_S² / (N · prior_var).  When the noise dominates a component's
+    statistics its mean moves to the pooled one, so a noise-dominated K-component fit
+    approaches the one-component model instead of falling below it; with small noise the
+    shrinkage vanishes (a_k → 0).  Everything here is a function of released values and public
+    constants.
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    K = sums.shape[0]
+    s2 = noise_std(sums_release) ** 2
+    nk = floored_counts(counts, counts_release)
+    n_tot = max(float(np.sum(counts)), max(1.0, 3.0 * math.sqrt(K) * noise_std(counts_release)))
+    a0 = K * s2 / (n_tot * prior_var)
+    pooled = (sums.sum(axis=0) + a0 * np.asarray(prior_mean, dtype=np.float64)) / (n_tot + a0)
+    a = s2 / (nk * prior_var)
+    return (sums + a[:, None] * pooled) / (nk + a)[:, None]
+
+
 def as_frame(estimator, X):
     """``X`` as a pandas DataFrame with the fitted ``feature_names_in_`` when the model was fitted
     on a data frame (and pandas is importable); else ``X`` unchanged."""
@@ -55,6 +167,12 @@ class MixtureInferenceMixin(DensityMixin):
         check_is_fitted(self, "means_")
         with np.errstate(over="ignore", invalid="ignore"):     # as in the engine's fit
             return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+
+    @property
+    def n_components_(self):
+        """Number of components of the fitted model: ``n_components`` less those a private fit
+        dropped because their noisy counts were indistinguishable from zero."""
+        return int(np.shape(self.weights_)[0])
 
     def score_samples(self, X):
         """Log density of each row under the fitted mixture, shape (n_samples,)."""

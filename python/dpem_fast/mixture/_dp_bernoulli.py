@@ -12,12 +12,15 @@ from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
-from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
+from ._common import (MixtureInferenceMixin, as_frame, check_counts_resolvable, floored_counts, live_components,
+                      shrunk_means, weights_from_counts)
 from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
 
 __all__ = ["DPBernoulliMixture"]
 
 MEAN_FLOOR = 1e-10  # success probabilities are kept in [MEAN_FLOOR, 1 - MEAN_FLOOR]
+#: variance of a success probability under the data-independent uniform prior (shrinkage)
+PRIOR_VAR = 1.0 / 12.0
 
 
 def _bernoulli_statistics(X, params, domain, n_threads):
@@ -59,8 +62,15 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
 
     Two Gaussian releases per iteration, calibrated like the Gaussian mixture's (exact
     GDP by default).  The M-step divides the noisy sums by the noisy counts floored at
-    max(1, 3σ_N), and keeps each μ_kj within one noise std σ_S/Ñ_k of 0 and 1 (at least
-    MEAN_FLOOR, at most 1/4): post-processing of released values and public constants.
+    max(1, 3σ_N), shrunk towards the pooled mean of all components by a pseudo-count
+    σ_S²/(Ñ_k/12) (the noise against a uniform prior on μ_kj, of variance 1/12; see
+    :func:`~dpem_fast.mixture._common.shrunk_means`), and keeps each μ_kj within one noise
+    std σ_S/Ñ_k of 0 and 1 (at least MEAN_FLOOR, at most 1/4): post-processing of released
+    values and public constants.  After the last iteration, components whose noisy count
+    is at most max(1, 3σ_N) are dropped (``n_components_`` holds the number left; see
+    :func:`~dpem_fast.mixture._common.live_components`: a ``NoiseDominatedWarning`` when
+    most or all are dead).  Under replace-one a fit with n ≤ max(1, 3σ_N) is refused before
+    anything is charged (n and σ_N are public there).
     Initialisation: uniform weights and μ_kj uniform in [1/4, 3/4] from the fit's own
     stream (data-independent), or the user's public parameters.
     """
@@ -126,10 +136,32 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
     def _statistics_task(self):
         return _bernoulli_statistics
 
+    def _shares(self):
+        """Counts and sums get shares ∝ √(noised coordinates), √K : √(Kd) (the split that
+        minimises the total noise variance in sensitivity units at a fixed privacy loss, as
+        the Gaussian mixture's ``budget_split="auto"``; public: K and d)."""
+        K, d = self.n_components, self.n_features_in_
+        return {"counts": math.sqrt(K), "first_moments": math.sqrt(K * d)}
+
+    def _n_averaged(self, n_iter):
+        """The last ``max_iter // 2`` updates see the running mean of the tail's releases
+        (post-processing; see :class:`~dpem_fast._engine._base.PrivateEM`)."""
+        return n_iter // 2
+
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases["counts"], self._n_averaged(rounds), type(self).__name__)
+
     def _update(self, noisy, params, ctx):
         nk_f = floored_counts(noisy["counts"], ctx.releases["counts"])
         lo = np.clip(ctx.releases["first_moments"].noise_scale / nk_f, MEAN_FLOOR, 0.25)[:, None]
-        return weights_from_counts(noisy["counts"]), np.clip(noisy["first_moments"] / nk_f[:, None], lo, 1 - lo)
+        means = shrunk_means(noisy["first_moments"], noisy["counts"], ctx.releases["counts"],
+                             ctx.releases["first_moments"], 0.5, PRIOR_VAR)
+        return weights_from_counts(noisy["counts"]), np.clip(means, lo, 1 - lo)
+
+    def _finish(self, params, noisy, ctx):
+        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__)
+        w, mu = params
+        return w[live] / w[live].sum(), mu[live]
 
     def _exact_update(self, stats, params):
         nk = stats["counts"] + 10 * np.finfo(np.float64).eps
@@ -149,6 +181,6 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
         is a pandas DataFrame with the fitted column names when the model was fitted on one."""
         check_is_fitted(self, "means_")
         rng = np.random.default_rng(random_state)
-        y = rng.choice(self.n_components, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
+        y = rng.choice(self.n_components_, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
         X = (rng.random((y.size, self.means_.shape[1])) < self.means_[y]).astype(self.means_.dtype)
         return as_frame(self, X), y

@@ -19,7 +19,7 @@ from .._engine._specs import moments_joint_bound, second_moments, soft_counts, w
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import MixtureInferenceMixin, as_frame
+from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
 from ._gmm_mstep import PRIOR_KEYS, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
@@ -157,11 +157,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_components,)
-    means_ : ndarray of shape (n_components, n_features)
+    weights_ : ndarray of shape (n_components_,)
+    means_ : ndarray of shape (n_components_, n_features)
     covariances_ : ndarray of shape (n_components, n_features, n_features)
     precisions_cholesky_ : ndarray of shape (n_components, n_features, n_features)
     precisions_ : ndarray of shape (n_components, n_features, n_features)
+    n_components_ : int
+        Components of the released model: ``n_components`` less those a private
+        fit dropped as dead (see Privacy); the arrays above have this length.
     n_iter_ : int
     converged_ : bool
         Always False in private mode (no convergence test is run on private data).
@@ -243,6 +246,16 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     Without a declared domain, two Gaussian histogram releases before the
     loop estimate it (ℓ2 sensitivity √d add/remove, √(2d) replace; one count
     per feature per row) on 10 % of the plan.
+
+    **Dead components** (post-processing).  After the last iteration, a
+    component whose (tail-averaged) noisy count is at most max(1, 3σ_N), σ_N
+    the public noise standard deviation of that count, is indistinguishable
+    from an empty one: its mean and covariance are noise, so it is dropped
+    from the released model (``n_components_`` components remain; if none
+    is live the largest is kept) with a ``NoiseDominatedWarning`` when most
+    or all are dead.  Under replace-one, where n is public, a fit with
+    n ≤ max(1, 3σ_N) (not even all rows in one component could be told from
+    noise) is refused before the budget is charged.
 
     Initialisation is data-independent (or the user's public parameters);
     the iteration count is fixed (no early stopping on private data).  What
@@ -386,6 +399,16 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                                                     ctx.domain)
         return weights, means, covs, _compute_precision_cholesky(covs)
 
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
+
+    def _finish(self, params, noisy, ctx):
+        """Drop the components whose noisy counts are indistinguishable from zero
+        (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
+        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
+        weights, means, covs, prec_chol = params
+        return weights[live] / weights[live].sum(), means[live], covs[live], prec_chol[live]
+
     def _exact_update(self, stats, params):
         weights, means, covs = self._exact_m_step(stats)
         return weights, means, covs, _compute_precision_cholesky(covs)
@@ -521,7 +544,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         X = np.vstack(
             [rng.multivariate_normal(m, c, size=int(k)) for m, c, k in zip(self.means_, self.covariances_, counts)]
         )
-        y = np.repeat(np.arange(self.n_components), counts)
+        y = np.repeat(np.arange(self.n_components_), counts)
         if shuffle:
             perm = rng.permutation(n_samples)
             X, y = X[perm], y[perm]

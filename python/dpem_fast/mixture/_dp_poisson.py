@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -12,7 +13,8 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
 from .._rng import derive_key
 from .._validation import check_positive_int, check_positive_real
-from ._common import MixtureInferenceMixin, as_frame, floored_counts, weights_from_counts
+from ._common import (MixtureInferenceMixin, as_frame, check_counts_resolvable, floored_counts, live_components,
+                      shrunk_means, weights_from_counts)
 
 __all__ = ["DPPoissonMixture"]
 
@@ -43,8 +45,14 @@ class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
     parameters only.  Per iteration two releases, whose sensitivities the engine declares
     once (:mod:`dpem_fast._engine._specs`): soft counts ``Σ γ`` (ℓ2 1 / √2 under
     add/remove / replace) and weighted sums ``Σ γ_k z`` (ℓ2 1 / 2).  The update
-    ``λ_k = (R S̃_k + c Ñ_k) / Ñ_k``, with Ñ_k floored at max(1, 3σ_N), clipped to
-    [M/1000, M], and weights from the noisy counts, is post-processing.  Initialisation
+    ``λ_k = c + R z̄_k``, where z̄_k is S̃_k / Ñ_k (Ñ_k floored at max(1, 3σ_N)) shrunk
+    towards the pooled mean of all components by the pseudo-count σ_S²/(Ñ_k/(3d)) (the
+    noise against a uniform prior on each rate in [0, M], whose z-variance is 1/(3d); see
+    :func:`~dpem_fast.mixture._common.shrunk_means`), clipped to [M/1000, M], and weights
+    from the noisy counts, is post-processing.  After the last iteration components whose
+    noisy count is at most max(1, 3σ_N) are dropped (``n_components_``; a
+    ``NoiseDominatedWarning`` when most or all are dead), and under replace-one a fit with
+    n ≤ max(1, 3σ_N) is refused before anything is charged.  Initialisation
     is data-independent (λ uniform in [M/4, 3M/4] from the fit's own stream).
     """
 
@@ -104,9 +112,33 @@ class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
         c, R = unit_map(M, d)
         return np.clip((R * sums + c * counts[:, None]) / counts[:, None], M / 1000.0, M)
 
+    def _shares(self):
+        """Counts and sums get shares ∝ √(noised coordinates), √K : √(Kd) (the split that
+        minimises the total noise variance in sensitivity units at a fixed privacy loss, as
+        the Gaussian mixture's ``budget_split="auto"``; public: K and d)."""
+        K, d = self.n_components, self.n_features_in_
+        return {"counts": math.sqrt(K), "sums": math.sqrt(K * d)}
+
+    def _n_averaged(self, n_iter):
+        """The last ``max_iter // 2`` updates see the running mean of the tail's releases
+        (post-processing; see :class:`~dpem_fast._engine._base.PrivateEM`)."""
+        return n_iter // 2
+
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases["counts"], self._n_averaged(rounds), type(self).__name__)
+
     def _update(self, noisy, params, ctx):
-        nk = floored_counts(noisy["counts"], ctx.releases["counts"])
-        return weights_from_counts(noisy["counts"]), self._rates(nk, noisy["sums"], noisy["sums"].shape[1])
+        d, M = noisy["sums"].shape[1], float(self.max_count)
+        c, R = unit_map(M, d)
+        # unit-ball units: a uniform rate on [0, M] has (λ - c)/R of variance (M²/12)/R² = 1/(3d)
+        z = shrunk_means(noisy["sums"], noisy["counts"], ctx.releases["counts"], ctx.releases["sums"], 0.0,
+                         1.0 / (3.0 * d))
+        return weights_from_counts(noisy["counts"]), np.clip(c + R * z, M / 1000.0, M)
+
+    def _finish(self, params, noisy, ctx):
+        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__)
+        w, lam = params
+        return w[live] / w[live].sum(), lam[live]
 
     def _exact_update(self, stats, params):
         nk = np.maximum(stats["counts"], 10 * np.finfo(np.float64).eps)
@@ -124,5 +156,5 @@ class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
         """Synthetic count rows (post-processing); returns (X, y), rows in random order."""
         check_is_fitted(self, "rates_")
         rng = np.random.default_rng(random_state)
-        y = rng.choice(self.n_components, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
+        y = rng.choice(self.n_components_, size=check_positive_int(n_samples, "n_samples"), p=self.weights_)
         return as_frame(self, rng.poisson(self.rates_[y]).astype(np.float64)), y
