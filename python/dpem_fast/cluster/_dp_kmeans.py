@@ -101,7 +101,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     Attributes
     ----------
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape ``(n_clusters_, n_features)``
         Private centres in the original units (dtype of X).
     n_clusters_ : int
         Live centres: ``n_clusters`` less the dead ones a private fit dropped (see Privacy).

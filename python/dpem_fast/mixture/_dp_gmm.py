@@ -157,8 +157,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_components_,)
-    means_ : ndarray of shape (n_components_, n_features)
+    weights_ : ndarray of shape ``(n_components_,)``
+    means_ : ndarray of shape ``(n_components_, n_features)``
     covariances_ : ndarray of shape (n_components, n_features, n_features)
     precisions_cholesky_ : ndarray of shape (n_components, n_features, n_features)
     precisions_ : ndarray of shape (n_components, n_features, n_features)
