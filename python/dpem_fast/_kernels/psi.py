@@ -13,8 +13,7 @@ import math
 import numpy as np
 from scipy.special import erfc
 
-__all__ = ["psi", "expected_psi", "expected_psi_sup", "symmetric_psi_bias", "PSI_MAX", "GL_NODES", "U_SATURATE",
-           "TAU_SWITCH", "GH_NODES"]
+__all__ = ["psi", "expected_psi", "expected_psi_sup", "PSI_MAX", "GL_NODES", "U_SATURATE", "TAU_SWITCH"]
 
 SQRT2 = math.sqrt(2.0)
 PSI_MAX = 2.0 * SQRT2 / 3.0
@@ -27,8 +26,6 @@ GL_NODES = 20
 #: ``sign(u) PSI_MAX erf(sqrt(beta_m / 2))``, which it equals to double precision there
 U_SATURATE = 2.0 ** 60
 _X, _W = np.polynomial.legendre.leggauss(GL_NODES)
-#: Gauss-Hermite nodes per dimension of the 2-d integral in ``symmetric_psi_bias``
-GH_NODES = 48
 
 
 def psi(x):
@@ -129,51 +126,3 @@ def expected_psi_sup(beta_m):
     limit = PSI_MAX * math.erf(math.sqrt(beta_m / 2.0))
     return max(best, limit), float((lo + hi) / 2.0) if best >= limit else math.inf
 
-
-@functools.lru_cache(maxsize=4)
-def _hermite(k):
-    x, w = np.polynomial.hermite_e.hermegauss(k)       # weight exp(-x^2/2)
-    return x, w / math.sqrt(2.0 * math.pi)
-
-
-def symmetric_psi_bias(beta, sigma2, scale, beta_m, nodes=GH_NODES):
-    """``h(beta) = E_{y ~ P_beta}[s E psi(g_beta(y) (1 + eps) / s)]`` per coordinate: the mean of
-    DG-EM's truncated gradient at ``beta`` when the data follow the symmetric model *at beta*
-    (``y = z beta + e``, ``z = +-1``, ``e ~ N(0, sigma2 I)``), where the true mean gradient
-    ``E g_beta(y) = E tanh(<beta, y>/sigma2) y - beta`` is 0 (self-consistency, BWY Sec. 3.1).
-
-    So ``h(beta)`` is the bias of the truncated estimator of the mean gradient at the model,
-    and ``beta + eta (G/n - h(beta))`` has the true ``beta*`` as a fixed point of its
-    population map, where the uncorrected update has one shrunk towards 0 (see
-    :class:`~dpem_fast.mixture.DPGradientEM`, Bias correction).  A function of public values
-    only (``beta`` released, ``sigma2``, ``s``, ``beta_m``): post-processing.
-
-    Computation: ``z = -1`` gives the same g as ``z = +1`` (g is even in (z, e)), so take
-    ``z = 1``.  With ``b = |beta|``, ``t = <beta, e>/b ~ N(0, sigma2)`` and, per coordinate j,
-    ``e_j = (beta_j/b) t + sigma sqrt(1 - beta_j^2/b^2) w`` (w ~ N(0, 1) independent of t)::
-
-        g_j = tanh(b (b + t) / sigma2) (beta_j + e_j) - beta_j
-
-    a two-dimensional Gaussian integral over (t, w), taken by ``nodes`` x ``nodes``
-    Gauss-Hermite quadrature of the smooth integrand (``expected_psi`` in closed form inside).
-    ``beta = 0``: g = -beta = 0 and h = 0.
-    """
-    beta = np.asarray(beta, dtype=np.float64).reshape(-1)
-    b = float(np.linalg.norm(beta))
-    if not b > 0.0 or not math.isfinite(b):
-        return np.zeros_like(beta)
-    sig = math.sqrt(float(sigma2))
-    x, w = _hermite(int(nodes))
-    t = sig * x[:, None]                                  # (k, 1)
-    wv = x[None, :]                                       # (1, k)
-    weight = w[:, None] * w[None, :]
-    th = np.tanh(b * (b + t) / float(sigma2))             # (k, 1)
-    out = np.empty_like(beta)
-    for j, bj in enumerate(beta):
-        c = bj / b
-        ej = c * t + sig * math.sqrt(max(0.0, 1.0 - c * c)) * wv
-        g = th * (bj + ej) - bj
-        with np.errstate(over="ignore", invalid="ignore"):
-            out[j] = float(scale) * float(np.sum(weight * expected_psi(g / float(scale), beta_m)))
-    # overflowing parameters (|beta| near 1e308): no correction rather than a NaN step
-    return np.where(np.isfinite(out), out, 0.0)
