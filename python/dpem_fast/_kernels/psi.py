@@ -125,4 +125,3 @@ def expected_psi_sup(beta_m):
     best = max(float(vals[i]), fc, fd)
     limit = PSI_MAX * math.erf(math.sqrt(beta_m / 2.0))
     return max(best, limit), float((lo + hi) / 2.0) if best >= limit else math.inf
-
