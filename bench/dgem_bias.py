@@ -16,7 +16,9 @@ e ~ N(0, I), beta* = (2 / sqrt d) 1 (SNR 2), d = 10.
     one-component fit, free), at small n and epsilon, 10 seeds; with and without the rule
     that returns beta = 0 (and warns) where one step's noise is at least the largest signal.
 
-Run: python bench/dgem_bias.py [--out bench/out] [--trivial-only]  -> tables on stdout, dgem_bias.png.
+(4) Which s once the bias is corrected: fixed s in {0.25, 0.5, 1, 2}, no tuning, 10 seeds.
+
+Run: python bench/dgem_bias.py [--out bench/out] [--trivial-only | --scale-only]  -> tables on stdout, dgem_bias.png.
 """
 from __future__ import annotations
 
@@ -148,19 +150,43 @@ def trivial():
     return res
 
 
+def default_scale():
+    """(4) Which s once the bias is corrected: fixed s (no tuning), the Sec. 4 protocol."""
+    import sys
+    sys.path.insert(0, os.path.dirname(__file__))
+    from dgem_figures import _problem
+    print("\n(4) DG-EM + bias correction at fixed s (sigma = 1; no tuning), Sec. 4 protocol "
+          "(public start in the basin, T = 20), 10 seeds: final |beta_T - beta*|, mean +- sd")
+    scales = (0.25, 0.5, 1.0, 2.0)
+    print(f"{'config':>22} " + " ".join(f"{'s=' + format(s, 'g'):>16}" for s in scales))
+    for eps, n, d in ((0.2, 10_000, 10), (0.5, 10_000, 10), (1.0, 10_000, 10), (0.5, 1000, 10), (0.5, 10_000, 50)):
+        cells = []
+        for s in scales:
+            errs = []
+            for seed in range(10):
+                X, beta, b0 = _problem(n, d, seed)
+                b = DPGradientEM(epsilon=eps, max_iter=20, means_init=b0, truncation_scale=s, random_state=seed,
+                                 n_threads=1).fit(X).beta_
+                errs.append(min(np.linalg.norm(b - beta), np.linalg.norm(b + beta)))
+            cells.append(f"{np.mean(errs):7.4f} +- {np.std(errs, ddof=1):6.4f}")
+        print(f"{'eps=%g n=%d d=%d' % (eps, n, d):>22} " + " ".join(f"{c:>16}" for c in cells))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out"))
     ap.add_argument("--trivial-only", action="store_true", help="only part (3)")
+    ap.add_argument("--scale-only", action="store_true", help="only part (4)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
-    if args.trivial_only:
-        trivial()
+    if args.trivial_only or args.scale_only:
+        trivial() if args.trivial_only else default_scale()
         return
     tab, mc = bias_table()
     fp, em_err = fixed_points()
     trivial()
+    default_scale()
     print(f"\n{time.perf_counter() - t0:.0f} s, 1 thread")
     try:
         import matplotlib
