@@ -12,7 +12,7 @@ e ~ N(0, I), beta* = (2 / sqrt d) 1 (SNR 2), d = 10.
 (2) What it does to the iterate: noise-free DG-EM (T = 40, started at beta*) on one sample of
     n = 10^5 rows, |beta_T - beta*| without and with the correction, next to gradient EM.
 (3) The trivial model: held-out log-likelihood per row of DG-EM (defaults: random
-    data-independent start, s = 1, bias correction) against N(0, I) (beta = 0, the model's
+    data-independent start, s = sigma/2, bias correction) against N(0, I) (beta = 0, the model's
     one-component fit, free), at small n and epsilon, 10 seeds; with and without the rule
     that returns beta = 0 (and warns) where one step's noise is at least the largest signal.
 
@@ -122,7 +122,7 @@ def _kappa(est, n):
 
 def trivial():
     print("\n(3) held-out log-likelihood per row (20,000 test rows) minus the trivial model N(0, I)'s, "
-          "DG-EM defaults (random public start, s = 1, bias correction); 10 seeds, mean +- sd; "
+          "DG-EM defaults (random public start, s = sigma/2, bias correction); 10 seeds, mean +- sd; "
           "'no rule': the same fits without the kappa >= 1 rule; kappa = one step's noise / largest signal")
     print(f"{'n':>6} {'eps':>5} {'kappa':>6} {'DG-EM (default)':>18} {'warned':>6} {'no rule':>20} "
           f"{'|beta_T| no rule':>17}")

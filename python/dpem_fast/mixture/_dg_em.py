@@ -182,9 +182,9 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     more than ``eta b`` per step, while the noise moves it by about ``tau sqrt(d)``.  Where
     ``kappa = tau sqrt(d) / b >= 1`` (one step's noise at least the largest signal any data
     could carry; public), the iterate is a noise-driven walk: measured in
-    ``bench/dgem_bias.py``, |beta| of 2-40 against a true 2 and held-out log-likelihoods
-    1-900 nats per row below the trivial model (n = 50-300 rows, epsilon = 0.3-1, d = 10; every
-    cell with kappa >= 1, and none with kappa < 1).  There the fit returns beta = 0 and
+    ``bench/dgem_bias.py`` (s = sigma/2), |beta| of 2.5-22 against a true 2 and held-out
+    log-likelihoods 0.6-240 nats per row below the trivial model on average (n = 50-300 rows,
+    epsilon = 0.3-1, d = 10: every cell with kappa >= 1, and none with kappa < 1).  There the fit returns beta = 0 and
     raises a UserWarning naming what to declare (a larger epsilon, more rows, or a larger
     truncation_scale / clip_norm relative to the noise — the signal bound grows with them
     only as fast as the noise, so in practice epsilon or rows).  Post-processing of public
