@@ -17,8 +17,8 @@ from .._validation import check_positive_int, check_positive_real
 from ._common import MixtureInferenceMixin
 from .._kernels.gradem import gradem_loglik, gradem_stats, symmetric_psi_bias
 
-__all__ = ["DPGradientEM", "DEFAULT_SCALE_RATIO", "SUP_MARGIN", "MAX_ABS_VALUE", "ROW_BOUND_RANGE", "MAX_COMPONENT_VARIANCE",
-           "MIN_MULTIPLIER_PRECISION"]
+__all__ = ["DPGradientEM", "DEFAULT_SCALE_RATIO", "SUP_MARGIN", "MAX_ABS_VALUE", "ROW_BOUND_RANGE",
+           "MAX_COMPONENT_VARIANCE", "MIN_MULTIPLIER_PRECISION"]
 
 #: the default truncation scale s over sigma = sqrt(component_variance) (see truncation_scale)
 DEFAULT_SCALE_RATIO = 0.5
@@ -202,7 +202,9 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     Domain: the truncation (or clipping) bounds each row's contribution whatever the row,
     so no data domain is needed for privacy and none is estimated (``_domain_kind =
     "fixed"``: the engine spends nothing on a domain estimate).  s, C, sigma^2 and eta
-    are public constants chosen without the data.  Rows with ``|value| > MAX_ABS_VALUE`` are
+    are public constants chosen without the data (the default s = sigma/2 is a function of
+    the public sigma^2 alone, so the sensitivities above hold with it under both relations:
+    add/remove ``(sigma/2) M sqrt(m)``, replace twice that).  Rows with ``|value| > MAX_ABS_VALUE`` are
     refused with a ValueError (input validation, before any charge).
     Initialisation: data-independent (or public ``means_init``); stopping: after
     ``max_iter`` iterations, always.
