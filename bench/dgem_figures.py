@@ -17,7 +17,13 @@ configuration over {0.5, 1, 2, 4} on 3 separate tuning seeds by the final error 
 beta*: non-private hyper-parameter selection, as in the paper's Figure 1 ("the optimal
 value of s ... is"), and the same for both methods.
 
-Run: python bench/dgem_figures.py [--seeds 20] [--out bench/results]  -> CSV + PNG.
+Methods: "DG-EM" is the paper's update (``bias_correction=False``); "DG-EM+bc" subtracts the
+truncation's bias at the released beta (``bias_correction=True``, the estimator's default: the
+population fixed point is then beta* instead of a point shrunk towards 0; see
+``bench/dgem_bias.py`` for the bias itself); "clipped" is the baseline; "EM" non-private.
+
+Run: python bench/dgem_figures.py [--seeds 20] [--out bench/out]  -> CSV + PNG; prints mean +- sd
+and mean +- s.e. over the seeds.
 """
 from __future__ import annotations
 
@@ -35,7 +41,8 @@ from dpem_fast import DPGradientEM
 SNR, T, DELTA = 2.0, 20, 1e-5
 GRID = (0.5, 1.0, 2.0, 4.0)
 METHODS = {
-    "DG-EM": dict(estimator="truncated", noise="discrete_gaussian"),
+    "DG-EM": dict(estimator="truncated", noise="discrete_gaussian", bias_correction=False),
+    "DG-EM+bc": dict(estimator="truncated", noise="discrete_gaussian", bias_correction=True),
     "clipped": dict(estimator="clipped", noise="gaussian"),
     "EM": dict(),
 }
@@ -92,7 +99,7 @@ def _tune(pool, method, eps, n, d):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "out"))
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -103,7 +110,7 @@ def main():
     with ProcessPoolExecutor(args.workers) as pool:
         tuned = {}
         for key, (e, n, d) in configs.items():
-            for method in ("DG-EM", "clipped"):
+            for method in ("DG-EM", "DG-EM+bc", "clipped"):
                 cfg = (method, e, n, d)
                 if cfg not in tuned:
                     tuned[cfg] = _tune(pool, method, e, n, d)
@@ -131,18 +138,19 @@ def main():
 
 def _stats(rows, method, e, n, d, t=T):
     v = np.array([r["error"] for r in rows if (r["method"], r["epsilon"], r["n"], r["d"], r["t"]) == (method, e, n, d, t)])
-    return v.mean(), v.std(ddof=1) / math.sqrt(v.size), v.size
+    return v.mean(), v.std(ddof=1) / math.sqrt(v.size), v.std(ddof=1)
 
 
 def _summarise_and_plot(rows, configs, out):
-    print(f"final error |beta_T - beta*| (T = {T}), mean +- s.e.; scale = tuned s / C")
+    nseed = len({r["seed"] for r in rows})
+    print(f"final error |beta_T - beta*| (T = {T}), mean +- sd over {nseed} seeds; scale = tuned s / C")
     print(f"{'config':>12} " + " ".join(f"{m:>24}" for m in METHODS))
     for key, (e, n, d) in configs.items():
         cells = []
         for m in METHODS:
-            mean, se, k = _stats(rows, m, e, n, d)
+            mean, se, sd = _stats(rows, m, e, n, d)
             sc = next(r["scale"] for r in rows if (r["method"], r["epsilon"], r["n"], r["d"]) == (m, e, n, d))
-            cells.append(f"{mean:8.4f} +- {se:6.4f}" + ("" if m == "EM" else f" ({sc:g})"))
+            cells.append(f"{mean:8.4f} +- {sd:6.4f}" + ("" if m == "EM" else f" ({sc:g})"))
         print(f"{key[0]}={key[1]:<10} " + " ".join(f"{c:>24}" for c in cells))
     try:
         import matplotlib
@@ -154,7 +162,7 @@ def _summarise_and_plot(rows, configs, out):
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ts = np.arange(1, T + 1)
     for e, ls in zip((0.2, 0.5, 1.0), (":", "--", "-")):
-        for m, c in zip(METHODS, ("C0", "C1", "k")):
+        for m, c in zip(METHODS, ("C0", "C2", "C1", "k")):
             if m == "EM" and e != 1.0:
                 continue
             st = [_stats(rows, m, e, 10_000, 10, t) for t in ts]
@@ -163,7 +171,7 @@ def _summarise_and_plot(rows, configs, out):
     axes[0].set(xlabel="iteration t", ylabel="|beta_t - beta*|", yscale="log", title="n=10,000, d=10")
     for ax, (name, vals, fix) in zip(axes[1:], (("n", (1000, 2000, 5000, 10_000), "d=10, eps=0.5"),
                                                 ("d", (2, 5, 10, 20, 50), "n=10,000, eps=0.5"))):
-        for m, c in zip(METHODS, ("C0", "C1", "k")):
+        for m, c in zip(METHODS, ("C0", "C2", "C1", "k")):
             st = [_stats(rows, m, *configs[(name, v)]) for v in vals]
             ax.errorbar(vals, [s[0] for s in st], yerr=[s[1] for s in st], color=c, marker="o", capsize=2, label=m)
         ax.set(xlabel=name, ylabel=f"|beta_T - beta*|, T={T}", xscale="log", yscale="log", title=fix)

@@ -138,6 +138,76 @@ def test_discrete_release_is_on_the_lattice(monkeypatch):
         assert_array_equal(v / gamma, np.rint(v / gamma))
 
 
+# ------------------------------------------------------- bias of the truncation
+def test_bias_correction_puts_the_fixed_point_at_beta_star():
+    """Nearly noise-free DG-EM (epsilon = 1e4) started at beta*: the paper's update settles
+    short of beta* by the truncation's bias (an n-independent shrinkage, ~0.07 here); with
+    the default correction it settles where plain gradient EM does, to within a small
+    fraction of that.  Fails on the code before the correction (its default was the
+    uncorrected update)."""
+    X, beta = _symmetric(n=20000, d=4, seed=8)
+    em = DPGradientEM(epsilon=float("inf"), max_iter=30, means_init=beta).fit(X).beta_
+    kw = dict(epsilon=1e4, max_iter=30, means_init=beta, random_state=0)
+    default = DPGradientEM(**kw).fit(X).beta_
+    paper = DPGradientEM(bias_correction=False, **kw).fit(X).beta_
+    gap_paper = np.linalg.norm(paper - em)
+    assert gap_paper > 0.04                                   # the bias is real
+    assert np.linalg.norm(paper) < np.linalg.norm(em)         # and shrinks beta
+    assert np.linalg.norm(default - em) < 0.2 * gap_paper
+    assert np.linalg.norm(default - beta) < 4 * math.sqrt(4 / 20000) * 3
+
+
+def test_the_new_default_beats_the_old_at_epsilon_one():
+    """The paper's Sec. 4 model (SNR 2, T = 20, a public start in the basin) at d = 4,
+    n = 5,000, eps = 1: the default (bias correction, s = sigma/2) has a smaller error than
+    the old default (the paper's update, s = 1) on each of 4 seeds (paired: same data, same
+    seed), and a mean error at most 0.8 of it; the correction alone at s = 1 also wins
+    (measured with s = 1 on both sides: 0.034 vs 0.056 over 6 seeds)."""
+    rows = []
+    for seed in range(4):
+        X, beta = _symmetric(n=5000, d=4, seed=100 + seed)
+        u = np.random.default_rng(seed).normal(size=4)
+        b0 = beta + 0.5 * np.linalg.norm(beta) * u / np.linalg.norm(u)
+        kw = dict(epsilon=1.0, max_iter=20, means_init=b0, random_state=seed)
+        rows.append((_err(DPGradientEM(**kw).fit(X).beta_, beta),
+                     _err(DPGradientEM(truncation_scale=1.0, **kw).fit(X).beta_, beta),
+                     _err(DPGradientEM(truncation_scale=1.0, bias_correction=False, **kw).fit(X).beta_, beta)))
+    new, corrected_s1, old = np.array(rows).T
+    assert np.all(new < old) and np.all(corrected_s1 < old), rows
+    assert new.mean() < 0.8 * old.mean(), rows
+
+
+@pytest.mark.parametrize("noise", ["discrete_gaussian", "gaussian"])
+def test_default_scale_is_equivariant(noise):
+    """The default s = sigma/2 follows the declared variance: fitting X/4 with sigma^2/16 gives
+    beta/4 (4 a power of two: the lattice and every product scale exactly).  Fails with the
+    old fixed default s = 1."""
+    X, beta = _symmetric(n=3000, d=3, seed=6)
+    kw = dict(epsilon=1.0, max_iter=10, noise=noise, random_state=3)
+    one = DPGradientEM(component_variance=1.0, means_init=beta + 0.3, **kw).fit(X).beta_
+    quarter = DPGradientEM(component_variance=1.0 / 16, means_init=(beta + 0.3) / 4, **kw).fit(X / 4).beta_
+    assert_allclose(quarter, one / 4, rtol=1e-9, atol=1e-12)
+
+
+def test_noise_driven_fit_returns_the_trivial_model_with_a_warning():
+    """n = 100, eps = 0.3, d = 10: one step's noise is several times the largest gradient any
+    data could give (kappa = 3.5); the fit warns, naming what to declare, and returns beta = 0,
+    whose held-out score is the trivial model's (the noise-driven beta had |beta| ~ 17 and
+    scored ~130 nats per row below it, bench/dgem_bias.py).  At n = 1,000, eps = 1 (kappa =
+    0.12) nothing is replaced and the fit beats the trivial model.  Fails on the code before
+    the rule (no warning; beta far from 0)."""
+    X, beta = _symmetric(n=100, d=10, seed=3)
+    with pytest.warns(UserWarning, match="larger epsilon or fit more rows"):
+        est = DPGradientEM(epsilon=0.3, random_state=0).fit(X)
+    assert_array_equal(est.beta_, 0.0)
+    Xt, _ = _symmetric(n=5000, d=10, seed=4)
+    trivial = float(np.mean(-0.5 * np.sum(Xt * Xt, 1) - 5 * math.log(2 * math.pi)))
+    assert est.score(Xt) == pytest.approx(trivial, rel=1e-12)
+    X, beta = _symmetric(n=1000, d=10, seed=5)
+    good = DPGradientEM(epsilon=1.0, random_state=0).fit(X)       # no warning (filterwarnings=error)
+    assert good.score(Xt) > trivial + 0.5
+
+
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize("kw, exc, match", [
     (dict(n_components=3), ValueError, "n_components"),
@@ -152,6 +222,8 @@ def test_discrete_release_is_on_the_lattice(monkeypatch):
     (dict(clip_norm=-2.0), ValueError, "clip_norm"),
     (dict(multiplier_precision=0.0), ValueError, "multiplier_precision"),
     (dict(symmetric="yes"), TypeError, "symmetric"),
+    (dict(bias_correction="yes"), TypeError, "bias_correction"),
+    (dict(bias_correction=True, n_components=3, symmetric=False), ValueError, "bias_correction"),
     (dict(means_init=np.ones(3)), ValueError, "means_init"),
     (dict(means_init=np.full(4, np.nan)), ValueError, "means_init"),
     (dict(n_components=5, symmetric=False, means_init=np.ones((4, 4))), ValueError, "means_init"),
