@@ -103,6 +103,7 @@ data-independent (factor means drawn from the prior with the fit's key; precisio
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -114,6 +115,7 @@ from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import Release
+from .._preprocess import _as_bounds
 from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
@@ -123,19 +125,99 @@ __all__ = ["DPStochasticEP", "sep_event"]
 
 #: steps per call of the compiled loop (bounds the bulk noise array's memory)
 _CHUNK = 1 << 16
+#: releases per epoch of the default batch size ceil(N / 4) (module docstring)
+_RELEASES_PER_EPOCH = 4
+#: noise margin of N Λ_f's eigenvalues, in units of sqrt(d) τ (``_margin``)
+_MARGIN = 3.0
+#: without bounds, the box the prior implies: prior means ± 3 (prior sd + component sd)
+_PRIOR_SPREAD = 3.0
 
 
-def sep_event(noise_multiplier, n_samples, n_epochs, sampling):
+def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
     """The accounting event of a DP-SEP run (replace-one relation; see the module docstring)."""
     g = acc.GaussianEvent(noise_multiplier)
+    n, B = int(n_samples), int(batch_size)
     if sampling == "shuffle":
         inner = acc.SelfComposedEvent(g, int(n_epochs))
     elif sampling == "uniform":
-        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(int(n_samples), 1, g),
-                                      int(n_samples) * int(n_epochs))
+        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(n, B, g), -(-n // B) * int(n_epochs))
     else:
         raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
     return acc.NeighbouringEvent("replace", inner)
+
+
+def default_clip_norm(n_features, component_variance):
+    """C = sqrt(d + 1) / s²: the norm of one fully responsible site ``[x / s², I / s²]`` for a row
+    with ``‖x‖ <= 1`` (all in the domain's units, where rows lie in the unit ball)."""
+    return math.sqrt(n_features + 1.0) / component_variance
+
+
+def _posterior_noise(sigma, sizes, gamma, n):
+    """Standard deviation of the noise in each entry of ``N θ_f`` after the last release: the
+    damped releases keep ``Σ_r Π_{r' > r} (1 - γ b_r'/N)² σ²`` (public)."""
+    var = 0.0
+    for b in sizes:
+        var = var * (1.0 - gamma * b / n) ** 2 + sigma * sigma
+    return n * math.sqrt(var)
+
+
+def _margin(d, tau):
+    """Eigenvalues of ``N Λ_f`` below this are treated as noise: 2 sqrt(d) τ (about twice the
+    spectral norm of a symmetric d x d noise matrix of entry sd τ)."""
+    return _MARGIN * math.sqrt(d) * tau
+
+
+def _posterior(theta0, m0u, data_part, q, d, tau, lo, hi):
+    """Means, covariances and precisions of the posterior over the J means (working units).
+
+    SEP: the released ``N θ_f`` per component; its precision's eigenvalues are soft-thresholded by
+    the public noise margin (a direction indistinguishable from noise carries no precision, and
+    its mean falls back to the prior's), the factor's own mean (already in the box) is kept,
+    ``Λ = Λ0 + Λ'``, ``m = Λ⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box.  EP: ``q`` as it is.
+    Returns (means, covs, precisions, components that fell back to the prior)."""
+    J = theta0.shape[0]
+    lam0 = theta0[:, d:].reshape(J, d, d)
+    means = np.empty((J, d))
+    lams = np.empty((J, d, d))
+    fell = []
+    for j in range(J):
+        if data_part is None:
+            lam = 0.5 * (q[j, d:].reshape(d, d) + q[j, d:].reshape(d, d).T)
+            m = np.linalg.solve(lam, q[j, :d])
+        else:
+            lf = data_part[j, d:].reshape(d, d)
+            wv, V = np.linalg.eigh(0.5 * (lf + lf.T))
+            wv = np.maximum(wv, 0.0)
+            c = V.T @ data_part[j, :d]
+            mf = np.clip(V @ np.where(wv > 0, c / np.where(wv > 0, wv, 1.0), 0.0), lo, hi)
+            wp = np.maximum(wv - _margin(d, tau), 0.0)
+            if tau > 0 and not wp.max() > 0:
+                fell.append(j)
+            lp = (V * wp) @ V.T
+            lam = lam0[j] + lp
+            lam = 0.5 * (lam + lam.T)
+            m = np.linalg.solve(lam, lam0[j] @ m0u[j] + lp @ mf)
+            if tau > 0:
+                # the privacy noise's own share of the uncertainty: m_f = Λ_f⁻¹ η_f moves by about
+                # Λ_f⁻¹ (e - E m_f) for noise e, E of entry sd τ (covariance τ² (1 + ‖m_f‖²) Λ_f⁻²),
+                # and reaches m through A = (Λ0 + Λ')⁻¹ Λ' Λ_f⁻¹
+                vi = np.linalg.inv(lam)
+                A = vi @ ((V * np.where(wv > 0, wp / np.where(wv > 0, wv, 1.0), 0.0)) @ V.T)
+                cov = vi + tau * tau * (1.0 + float(mf @ mf)) * (A @ A.T)
+                lam = np.linalg.inv(0.5 * (cov + cov.T))
+                lam = 0.5 * (lam + lam.T)
+        means[j] = np.clip(m, lo, hi)
+        lams[j] = lam
+    covs = np.linalg.inv(lams)
+    return means, 0.5 * (covs + np.swapaxes(covs, 1, 2)), lams, fell
+
+
+def _to_raw(theta_u, centre, R, d):
+    """Natural parameters in the working units -> raw units (Λ / R², η = (η_u + Λ_u c / R) / R)."""
+    J = theta_u.shape[0]
+    lam_u = theta_u[:, d:].reshape(J, d, d)
+    eta = (theta_u[:, :d] + np.einsum("jab,b->ja", lam_u, centre) / R) / R
+    return np.concatenate([eta, (lam_u / (R * R)).reshape(J, d * d)], axis=1)
 
 
 def _default_accountant(sampling):
@@ -232,16 +314,18 @@ class DPStochasticEP(PrivateEstimator):
     _not_saved = ("n_skipped_",)
     _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
 
-    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
-                 n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
-                 prior_covariance=None, component_variance=1.0, weights=None, accountant=None,
-                 budget=None, random_state=None, n_threads=None, verbose=0):
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
+                 damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
+                 prior_mean=None, prior_covariance=None, component_variance=1.0, weights=None,
+                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
+        self.bounds = bounds
         self.clip_norm = clip_norm
         self.damping = damping
         self.n_epochs = n_epochs
+        self.batch_size = batch_size
         self.sampling = sampling
         self.method = method
         self.prior_mean = prior_mean
@@ -263,13 +347,20 @@ class DPStochasticEP(PrivateEstimator):
         delta = _real(self.delta, "delta")
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        C = _real(self.clip_norm, "clip_norm")
-        if not (C > 0 and math.isfinite(C)):
-            raise ValueError(f"clip_norm must be finite and > 0, got {self.clip_norm!r}")
+        if isinstance(self.clip_norm, str) and self.clip_norm == "auto":
+            C = None
+        else:
+            C = _real(self.clip_norm, "clip_norm")
+            if not (C > 0 and math.isfinite(C)):
+                raise ValueError(f"clip_norm must be 'auto' or finite and > 0, got {self.clip_norm!r}")
         gamma = _real(self.damping, "damping")
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
         T = check_positive_int(self.n_epochs, "n_epochs")
+        if isinstance(self.batch_size, str) and self.batch_size == "auto":
+            B = None
+        else:
+            B = check_positive_int(self.batch_size, "batch_size")
         if self.sampling not in ("shuffle", "uniform"):
             raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {self.sampling!r}")
         if self.method not in ("sep", "ep"):
@@ -279,12 +370,19 @@ class DPStochasticEP(PrivateEstimator):
         s2 = _real(self.component_variance, "component_variance")
         if not (s2 > 0 and math.isfinite(s2)):
             raise ValueError(f"component_variance must be finite and > 0, got {self.component_variance!r}")
-        m0 = np.zeros((J, d)) if self.prior_mean is None else _finite(self.prior_mean, "prior_mean")
+        box = None if self.bounds is None else _as_bounds(self.bounds, d)
+        if self.prior_mean is None:
+            m0 = np.zeros((J, d)) if box is None else np.tile((box[0] + box[1]) / 2, (J, 1))
+        else:
+            m0 = _finite(self.prior_mean, "prior_mean")
         if m0.shape == (d,):
             m0 = np.tile(m0, (J, 1))
         if m0.shape != (J, d):
             raise ValueError(f"prior_mean must have shape ({d},) or ({J}, {d}), got {m0.shape}")
-        S0 = np.eye(d) if self.prior_covariance is None else _finite(self.prior_covariance, "prior_covariance")
+        if self.prior_covariance is None:
+            S0 = np.eye(d) if box is None else np.diag(((box[1] - box[0]) / 4) ** 2)
+        else:
+            S0 = _finite(self.prior_covariance, "prior_covariance")
         if S0.ndim == 0:
             S0 = float(S0) * np.eye(d)
         if S0.shape != (d, d) or not np.allclose(S0, S0.T):
@@ -296,7 +394,10 @@ class DPStochasticEP(PrivateEstimator):
             raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
         acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
         self._check_common()                  # the relation, the ledger, n_threads
-        return J, eps, delta, C, gamma, T, s2, m0, S0, w / w.sum(), acct
+        if box is None:                       # the box the prior implies (public, module docstring)
+            half = _PRIOR_SPREAD * (math.sqrt(float(np.linalg.eigvalsh(S0).max())) + math.sqrt(s2))
+            box = (m0.min(axis=0) - half, m0.max(axis=0) + half)
+        return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
@@ -308,100 +409,159 @@ class DPStochasticEP(PrivateEstimator):
                             "the workers; fit it on an in-memory array")
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
-        J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
+        J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
         if J > n:
             raise ValueError(f"n_components={J} must be <= n_samples={n}")
         private = math.isfinite(eps)
+        # working units: the box's centre at 0, its half-diagonal R at 1 (public: bounds or prior)
+        lo, hi = box
+        centre = (lo + hi) / 2
+        R = float(np.linalg.norm((hi - lo) / 2))
+        lo_u, hi_u = (lo - centre) / R, (hi - centre) / R
+        U = (np.clip(X, lo, hi) - centre) / R
+        s2u = s2 / R ** 2
+        m0u = (m0 - centre) / R
+        S0u = S0 / R ** 2
+        if C is None:
+            C = default_clip_norm(d, s2u)
+        if B is None:
+            B = -(-n // _RELEASES_PER_EPOCH)
+        B = min(B, n)
+        if gamma * B > n:
+            raise ValueError(f"damping * batch_size must be <= n_samples ({n}), got {gamma:g} * {B}")
         key = make_key(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         P = d + d * d
-        lam0 = np.linalg.inv(S0)
-        theta0 = np.concatenate([m0 @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
+        lam0 = np.linalg.inv(S0u)
+        theta0 = np.concatenate([m0u @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
         # data-independent initialisation: factor means drawn from the prior, precision Λ0/N
         z = np.empty(J * d)
         _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
-        mu0 = m0 + z.reshape(J, d) @ np.linalg.cholesky(S0).T
+        mu0 = m0u + z.reshape(J, d) @ np.linalg.cholesky(S0u).T
         theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
-        S = n * T
-        order = self._order(key, n, T)
+        sizes = self._batch_sizes(n, T, B)
+        order = self._order(key, n, T, B)
         log_w = np.log(w)
         self.privacy_ = None
+        tau = 0.0
         if self.method == "ep":
             sites = np.tile(theta_f, (n, 1, 1))
             q = theta0 + theta_f * n
-            skipped = _sep.ep_loop(X, order, sites, q, log_w, s2, gamma)
+            skipped = _sep.ep_loop(U, order, sites, q, log_w, s2u, gamma)
             self.factor_ = None
+            data_part = None
         else:
+            per_epoch = len(sizes) // T
             if private:
-                _sep.project_factor(theta_f, d, C)
-                layer = self._plan(key, n, T, J, P, eps, delta, C, gamma, acct, n_threads)
+                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads)
+                tau = _posterior_noise(sigma, sizes, gamma, n)
+            _sep.project_factor(theta_f, d, C if private else math.inf, lo_u, hi_u)
             skipped = 0
             progress = Progress(self.verbose, T, type(self).__name__,
-                                self._spent(n, T, delta, acct) if private else None, delta, unit="epoch")
+                                self._spent(n, T, B, delta, acct) if private else None, delta, unit="epoch")
+            chunk = max(1, _CHUNK // B)               # releases per call of the compiled loop
             with progress:
-                # epoch by epoch (for the progress bar) in chunks of at most _CHUNK steps: the
-                # loop is sequential and the noise is addressed by step, so the cut changes nothing
+                step0 = 0
                 for e in range(T):
-                    # the engine's sequential loop: one release per step, its noise in bulk
-                    blocks = (sequential_noise(layer, "factor", e * n, (e + 1) * n, _CHUNK) if private else
-                              ((a, min((e + 1) * n, a + _CHUNK), None) for a in range(e * n, (e + 1) * n, _CHUNK)))
+                    # the engine's sequential loop: one release per batch, its noise in bulk
+                    r0, r1 = e * per_epoch, (e + 1) * per_epoch
+                    blocks = (sequential_noise(layer, "factor", r0, r1, chunk) if private else
+                              ((a, min(r1, a + chunk), None) for a in range(r0, r1, chunk)))
                     for a, b, noise in blocks:
-                        skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
-                                                 C if private else math.inf, noise)
+                        steps = int(sum(sizes[a:b]))
+                        skipped += _sep.sep_loop(U, order[step0:step0 + steps], theta_f, theta0, log_w, s2u,
+                                                 float(n), gamma / n, C if private else math.inf, noise,
+                                                 B, lo_u, hi_u)
+                        step0 += steps
                     progress.step()
-            q = theta0 + n * theta_f
-            self.factor_ = theta_f
-        self.natural_parameters_ = q
-        lam = q[:, d:].reshape(J, d, d)
-        self.means_covariance_ = np.linalg.inv(lam)
-        self.means_ = np.einsum("jab,jb->ja", self.means_covariance_, q[:, :d])
+            q = None
+            data_part = n * theta_f
+            self.factor_ = _to_raw(theta_f, centre, R, d)
+        means, covs, lam_q, fell = _posterior(theta0, m0u, data_part, q, d, tau, lo_u, hi_u)
+        if private and 2 * len(fell) > J:
+            warnings.warn(
+                f"DPStochasticEP: the released factor of component(s) {fell} of {J} is indistinguishable from "
+                f"its noise (posterior noise scale {tau:.3g} in units of the declared domain), so those "
+                "means are the prior mean. Declare tighter `bounds` (a smaller domain), a larger "
+                "`epsilon`, fewer `n_epochs` or `n_components`, or fit more rows.", UserWarning, stacklevel=2)
+        self.means_ = centre + R * means
+        self.means_covariance_ = R * R * covs
+        lam_raw = lam_q / (R * R)
+        self.natural_parameters_ = np.concatenate(
+            [np.einsum("jab,jb->ja", lam_raw, self.means_), lam_raw.reshape(J, d * d)], axis=1)
         self.weights_ = w
         self.component_variance_ = s2
-        self.n_steps_ = S
+        self.n_steps_ = int(sum(sizes))
         self.n_skipped_ = int(skipped)
         self.n_features_in_ = d
         return self
 
-    def _order(self, key, n, T):
-        """Row of every step: a fresh permutation per epoch, or i.i.d. uniform rows."""
+    def _batch_sizes(self, n, T, B):
+        """Steps of every release, epoch after epoch (public: n, T, B): 'shuffle' cuts each
+        epoch's permutation into ceil(n / B) batches (the last one shorter); 'uniform' draws
+        ceil(n / B) batches of exactly B rows per epoch."""
+        k = -(-n // B)
         if self.sampling == "uniform":
-            out = np.empty(n * T, dtype=np.uint64)
-            _core_rng.fill_integers(derive_key(key, "order"), 0, n, out, 1)
-            return out.astype(np.int64)
+            return [B] * (k * T)
+        return ([B] * (k - 1) + [n - (k - 1) * B]) * T
+
+    def _order(self, key, n, T, B):
+        """Row of every step: a fresh permutation per epoch cut into batches ('shuffle'), or, per
+        batch, B distinct rows drawn uniformly ('uniform')."""
         u = np.empty(n)
+        if self.sampling == "uniform":
+            sizes = self._batch_sizes(n, T, B)
+            out = np.empty(int(sum(sizes)), dtype=np.int64)
+            pos = 0
+            for r, b in enumerate(sizes):
+                _core_rng.fill_uniform(derive_key(key, "order", r), 0, u, 1)
+                out[pos:pos + b] = np.argsort(u, kind="stable")[:b]
+                pos += b
+            return out
         order = np.empty(n * T, dtype=np.int64)
         for t in range(T):
             _core_rng.fill_uniform(derive_key(key, "order", t), 0, u, 1)
             order[t * n:(t + 1) * n] = np.argsort(u, kind="stable")
         return order
 
-    def _plan(self, key, n, T, J, P, eps, delta, C, gamma, acct, n_threads):
-        """Calibrate the noise multiplier for (ε, δ) and record the plan; the release layer."""
+    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads):
+        """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
+        record the plan; the release layer and the per-release noise σ."""
         sens = 2.0 * gamma * C / n
 
         def make_event(z):
-            return sep_event(z, n, T, self.sampling)
+            return sep_event(z, n, T, self.sampling, B)
 
         factory = acc.get_accountant(acct, "replace")
         z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
+        tau = _posterior_noise(sens * z, sizes, gamma, n)
+        margin = _margin(d, tau)
+        if n * C <= margin:                     # public: decided before the budget is charged
+            raise ValueError(
+                f"n_samples={n} is too small for epsilon={eps:g} with n_epochs={T} and batch_size={B}: "
+                f"the released factor's noise (threshold {margin:.3g}) exceeds the largest signal it can "
+                f"carry (n_samples * clip_norm = {n * C:.3g}), so the fit could only return the prior. "
+                "Raise epsilon, lower n_epochs, raise batch_size, or fit more rows.")
         event = make_event(z)
         spent = factory().compose(event).get_epsilon(delta)
-        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, n * T, None, J * P)
+        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
         plan = Plan({"factor": release}, event, acct, "replace", float(spent))
         self._charge(plan.event)              # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
-                  "each step one uniformly drawn row; N T steps of the Gaussian mechanism on a "
-                  "size-1 subsample without replacement (Wang et al. 2019)")
+                  "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
+                  "size-B subsample without replacement (Wang et al. 2019), composed")
         self.privacy_ = self._record(
-            plan, mechanism="gaussian", epsilon=eps, n_iter=n * T,
-            data_domain={"source": "none needed: the intermediate factor's natural parameters are "
-                                   f"clipped to norm {C:g}", "radius": None},
+            plan, mechanism="gaussian", epsilon=eps, n_iter=len(sizes),
+            data_domain={"source": "the intermediate factor's natural parameters are clipped to norm "
+                                   f"{C:.6g} in the domain's units (rows clipped to the box)",
+                         "radius": None},
             notes=(f"sampling={self.sampling!r}: {scheme}",
-                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1)"))
-        return ReleaseLayer(plan, key, n_threads)
+                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1), "
+                   f"batch_size={B}"))
+        return ReleaseLayer(plan, key, n_threads), sens * z
 
-    def _spent(self, n, T, delta, acct):
+    def _spent(self, n, T, B, delta, acct):
         """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
         factory = acc.get_accountant(acct, "replace")
         r = self.privacy_.releases["factor"]
@@ -410,7 +570,7 @@ class DPStochasticEP(PrivateEstimator):
         def spent(t):
             if t >= T:
                 return float(self.privacy_.epsilon_spent)
-            return float(factory().compose(sep_event(z, n, t, self.sampling)).get_epsilon(delta))
+            return float(factory().compose(sep_event(z, n, t, self.sampling, B)).get_epsilon(delta))
 
         return spent
 
