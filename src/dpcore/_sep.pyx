@@ -5,9 +5,10 @@ moments of the tilted distribution in closed form (derivation in
 :mod:`dpem_fast.mixture._dp_sep`) and returns the intermediate factor ``f_n``; SEP then
 damps the shared factor towards it, EP replaces the row's own site.  A step depends on the
 one before, so the loop is sequential: no threads, and the result is the same for every
-thread count by construction.  The private loop adds a precomputed noise row per step (the
-release layer draws them in bulk), projects each precision onto the PSD cone and clips the
-factor's norm.
+thread count by construction.  The steps come in batches that share one cavity (the last
+release); the private loop adds one precomputed noise row per batch (the release layer draws
+them in bulk), projects each precision onto the PSD cone, with a box clamps the factor's own
+mean into it (eta rebuilt from the clamped mean), and clips the factor's norm.
 
 Layout: a "site" is ``theta (J, P)``, ``P = d + d*d``, row j = ``[eta_j, Lambda_j.ravel()]``
 (precision-weighted mean, precision).  Twin: :mod:`dpem_fast._reference.sep`.

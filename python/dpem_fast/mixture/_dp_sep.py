@@ -49,56 +49,110 @@ update (Li et al. 2015, Alg. 2 with step γ/N)
 θ_0 + (N - γ/N) θ_f + (γ/N) θ_{f_n}) and step 9 takes ``f = (q_new/p0)^{1/N}``: together the
 factor moves by γ/N² per step, i.e. by 1 - e^{-Tγ/N} ≈ 9.5 % of the way in T = 100 epochs
 at N = 1,000, γ = 1 — too slow to produce the paper's own SEP results.  We use Li et
-al.'s damped SEP (every copy of f updated, step γ/N).  Every other step is Algorithm 3's:
-clip ``θ_{f_n}``, damped update, Gaussian noise on the new natural parameters, re-clip the
-factor, keep the precision PD (we floor each factor precision's eigenvalues at 0 before
-the clip; then the cavity precision ``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD).
+al.'s damped SEP (every copy of f updated, step γ/N).
+
+**Batches: one release per B rows (issue 23).**  Releasing after every step adds N T
+independent noises; the damped sum of them that the last factor keeps has, in ``N θ_f``,
+standard deviation ``z C sqrt(2 γ N)`` per entry against a signal ``N_j / s²`` — at the
+paper's N = 1,000 no released factor can rise above it (the estimator refuses such a plan,
+below).  So the steps are cut into batches of B rows: the B sites of a batch are computed
+against the cavity of the last release, and the factor is released once per batch,
+
+    θ_f ← (1 - γ b/N) θ_f + (γ/N) Σ_{n in batch} clip_C(θ_{f_n}) + N(0, σ² I)   (b ≤ B rows).
+
+``batch_size=1`` is the paper's per-step release.  The default ``B = ceil(N / 4)`` (four
+releases per epoch) keeps the noise of the last factor at ``Σ_k (3/4)^{2k} σ² ≈ 2.3 σ²``
+(one release per epoch would give σ², at the price of the full-batch fixed-point update,
+which stalls in local optima on mixtures; a public design constant, see
+``bench/sep_figure.py``).  After each release the factor is projected (post-processing):
+each precision's eigenvalues are floored at 0, the factor's own mean ``Λ_f⁺ η_f``
+(pseudo-inverse: a direction of precision 0 carries no mean) is clamped into the domain's
+box and ``η_f`` rebuilt from it — so a floored direction keeps no noise in η and the means
+``Λ⁻¹ η`` stay inside the box — and the norm is clipped to C.  Then the cavity precision
+``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD.
+
+Working units, defaults and scale
+---------------------------------
+Rows are clipped to the declared box ``bounds`` and mapped by ``u = (x - c) / R`` (c its
+centre, R its half-diagonal: every row in the unit ball); the component variance, the prior
+and the box follow (``s²/R²``, ``(m0 - c)/R``, ``S0/R²``), and the outputs are mapped back.
+Without ``bounds`` the box is the one the prior implies, prior means ± 3 (prior sd + s)
+per feature (public: the prior and s are declared).  Without a prior, ``bounds`` give the
+prior mean (the box's centre) and covariance (``diag(half-width / 2)²``).  The fit therefore
+depends on the data only through ``u``: fitting ``X / k`` with the box, s² and the prior
+scaled by k gives the same model up to k (scale equivariance).
+
+*Default clip norm.*  A row fully responsible for component j (r = 1) has the exact site
+``[u / s_u², I / s_u²]`` (the likelihood of one row, conjugate), of norm
+``sqrt(‖u‖² + d) / s_u² ≤ sqrt(d + 1) / s_u²`` for ``‖u‖ ≤ 1``: the default
+``C = sqrt(d + 1) R² / s²`` (working units) holds one site whole, with equality on the
+unit sphere — from d, the declared box and s² only.  (The former default C = 1 was five
+times below one site at d = 2, s² = 0.25 and R = 1, and shrank the signal.)
+
+Posterior and the utility floor (post-processing)
+-------------------------------------------------
+τ, the standard deviation of each entry of the noise that ``N θ_f`` keeps after the last
+release, is public: ``τ² = N² Σ_r Π_{r' > r} (1 - γ b_{r'}/N)² σ²``.  For each component the
+eigenvalues of ``N Λ_f`` are soft-thresholded by ``3 sqrt(d) τ`` (a direction whose
+precision cannot be told from the noise carries none, and its mean is the prior's), with
+``Λ'`` the result: ``Λ_q = Λ0 + Λ'``, ``m = Λ_q⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box,
+and the covariance of the means adds the noise's own share,
+``τ² (1 + ‖m_f‖²) A Aᵀ`` with ``A = Λ_q⁻¹ Λ' Λ_f⁻¹`` (first-order propagation of noise of
+entry sd τ in ``η_f`` and ``Λ_f`` through ``m_f = Λ_f⁻¹ η_f``).  A component whose factor is
+all noise is exactly the trivial model (the prior predictive); when more than half of them
+are, a ``UserWarning`` names what to declare (tighter bounds, a larger ε, fewer epochs or
+components, more rows).  If even ``N C`` (the largest eigenvalue ``N Λ_f`` can have after
+the norm clip) is below the threshold, every component would be the prior whatever the
+data: the fit raises ``ValueError`` before the budget is charged (public: N, ε, δ, T, B, d).
 
 Privacy (neighbouring relation: **replace one row**, N public)
 --------------------------------------------------------------
-Released quantity at step s: ``θ̃_f^{(s)} = (1 - γ/N) θ̂_f^{(s-1)} + (γ/N) clip_C(θ_{f_n}(x_{i_s};
-θ̂_f^{(s-1)})) + Z_s``, ``Z_s ~ N(0, σ² I)``, where ``θ̂_f^{(s-1)}`` is the projected previous
-release (post-processing of released values, public).
+Released quantity at release r (rows ``i ∈ batch_r``, b_r of them):
+``θ̃_f^{(r)} = (1 - γ b_r/N) θ̂_f^{(r-1)} + (γ/N) Σ_{i ∈ batch_r} clip_C(θ_{f_n}(u_i; θ̂_f^{(r-1)})) + Z_r``,
+``Z_r ~ N(0, σ² I)``, where ``θ̂_f^{(r-1)}`` is the projected previous release
+(post-processing of released values, public) — every site of the batch is computed against
+it, never against a value that saw another row of the batch.
 
-*Sensitivity (Prop. 1).*  Given the past releases, only ``x_{i_s}`` enters step s.  Two
-datasets differing in row i give, at a step with ``i_s = i``,
-``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}) - clip_C(θ'_{f_n})‖₂ ≤ (γ/N)(C + C) = 2γC/N``, and 0 at
-every other step.  So Prop. 1's ``2γC/N`` is exactly the sensitivity of the factor's
-natural parameters, which is what we noise.  The paper states it for the posterior's
-natural parameters θ_new; under the SEP update above ``θ_q = θ_0 + N θ_f`` has
-sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to θ_f is the same mechanism
-as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same; the paper's statement is
-right only for its own step-7 formula.  ℓ2 norm over the whole vector
+*Sensitivity (Prop. 1).*  Given the past releases, only the rows of batch r enter release r,
+each through its own clipped site.  Two datasets differing in row i (replace) give, at the
+release whose batch holds i, ``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}(u_i)) - clip_C(θ_{f_n}(u'_i))‖₂
+≤ (γ/N)(C + C) = 2γC/N``, attained by two rows whose sites point in opposite directions with
+norm ≥ C, and 0 at every other release.  The batch size does not enter (the other rows'
+sites are the same under both datasets); the clipping of the rows to the box and the map
+to ``u`` are fixed public maps applied row by row, so they change nothing either.  ``2γC/N``
+is exactly the sensitivity of the factor's natural parameters, which is what we noise.  The
+paper states it for the posterior's natural parameters θ_new; under the SEP update above
+``θ_q = θ_0 + N θ_f`` has sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to
+θ_f is the same mechanism as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same
+(the noise is multiplied by N in θ_q exactly as the sensitivity is); the paper's statement
+is right only for its own step-7 formula.  ℓ2 norm over the whole vector
 ``[η_1, vec Λ_1, …, η_J, vec Λ_J]`` (Frobenius for the precisions; noise on all d² entries
 of each Λ_j, then symmetrised — post-processing).
 
-*Under add/remove* the schedule itself (N T steps, the damping γ/N, the step → row map)
-depends on N, so steps of neighbouring datasets do not pair up: no per-step sensitivity
-exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated as public.
+*Under add/remove* the schedule itself (the batches, the damping γ/N, the step → row map)
+depends on N, so releases of neighbouring datasets do not pair up: no per-release
+sensitivity exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated
+as public (it sets B, the damping and the refusal check).
 
-*Composition, sampling='shuffle'* (each row once per epoch, a fresh secret permutation
-per epoch, T epochs, N T releases).  The releases are adaptive: step s is a Gaussian
-mechanism whose mean depends on the data and on the earlier releases.  Fix the
-permutations (they are independent of the data; the mixture over them can only help, by
-joint convexity of the hockey-stick divergence).  Conditionally on the past, a step not
-using row i has the same output distribution under both datasets (privacy loss 0); each of
-the exactly T steps using row i is a Gaussian mechanism with sensitivity ≤ Δ = 2γC/N and
-noise σ = zΔ.  By adaptive composition (the GDP composition theorem of Dong, Roth & Su
-2022, Cor. 3.3, which allows each mechanism to depend on earlier outputs), the whole run is
-``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``, accounted without
-amplification.  The other N - 1 rows' steps cost nothing for row i, and the secret order
-is not credited.
+*Composition, sampling='shuffle'* (each epoch a fresh secret permutation cut into
+ceil(N/B) batches, T epochs).  The releases are adaptive.  Fix the permutations (they are
+independent of the data; the mixture over them can only help, by joint convexity of the
+hockey-stick divergence).  Conditionally on the past, a release whose batch does not hold
+row i has the same output distribution under both datasets (privacy loss 0); each of the
+exactly T releases whose batch holds row i (one per epoch) is a Gaussian mechanism with
+sensitivity ≤ Δ = 2γC/N and noise σ = zΔ.  By adaptive composition (Dong, Roth & Su 2022,
+Cor. 3.3), the run is ``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``,
+without amplification, whatever B.
 
-*Composition, sampling='uniform'* (each step draws one row uniformly at random, with
-replacement across steps, N T steps).  Each step is the Gaussian mechanism applied to a
-subset of size 1 drawn uniformly without replacement from N rows:
-``SelfComposedEvent(SampledWithoutReplacementEvent(N, 1, GaussianEvent(z)), N T)``,
+*Composition, sampling='uniform'* (each release draws B distinct rows uniformly,
+ceil(N/B) releases per epoch).  Each release is the Gaussian mechanism applied to a
+subset of size B drawn uniformly without replacement from N rows:
+``SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(z)), T ceil(N/B))``,
 accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; replace-one).
 
-In both cases ``z`` is calibrated to the user's (ε, δ).  The data need no declared domain:
-the sensitivity comes from clipping θ_{f_n}, whatever the rows.  Initialisation is
+In both cases ``z`` is calibrated to the user's (ε, δ).  Initialisation is
 data-independent (factor means drawn from the prior with the fit's key; precision
-``Λ0 / N``); the number of steps is fixed.
+``Λ0 / N``); the number of releases is fixed.
 """
 from __future__ import annotations
 
@@ -162,8 +216,10 @@ def _posterior_noise(sigma, sizes, gamma, n):
 
 
 def _margin(d, tau):
-    """Eigenvalues of ``N Λ_f`` below this are treated as noise: 2 sqrt(d) τ (about twice the
-    spectral norm of a symmetric d x d noise matrix of entry sd τ)."""
+    """Eigenvalues of ``N Λ_f`` below this are treated as noise: ``3 sqrt(d) τ``.  The symmetrised
+    d x d noise (entry sd τ on the diagonal, τ/√2 off it) has spectral norm about ``sqrt(2d) τ``;
+    the factor 3 sqrt(d) puts a noise-only direction below the threshold with high probability
+    (a public constant: d and the plan's τ only)."""
     return _MARGIN * math.sqrt(d) * tau
 
 
@@ -234,22 +290,33 @@ class DPStochasticEP(PrivateEstimator):
     epsilon : float, default=1.0
         Target ε; ``float('inf')`` runs plain (non-private) SEP or EP.
     delta : float in (0, 1), default=1e-5
-    clip_norm : float, default=1.0
-        C: bound on the ℓ2 norm of the intermediate and of the shared factor's natural
-        parameters (private mode only).
+    bounds : tuple (lower, upper) or None, default=None
+        Declared per-feature box (scalars or arrays of shape (n_features,)): rows are clipped
+        to it, the fit runs in its units (centre 0, half-diagonal 1), means end inside it,
+        and it gives the default prior (centre, ``diag(half-width / 2)²``).  None: the box
+        the prior implies (prior means ± 3 (prior sd + s) per feature).
+    clip_norm : float or "auto", default="auto"
+        C, in the box's units: bound on the ℓ2 norm of the intermediate and of the shared
+        factor's natural parameters (private mode only).  "auto": ``sqrt(d + 1) R² / s²``
+        (R the box's half-diagonal), the norm of one fully responsible site of a row in the
+        box (module docstring).
     damping : float in (0, 1], default=1.0
-        γ; the factor moves by γ/N per step.
-    n_epochs : int, default=100
-        T: passes over the data (N T steps).
+        γ; each row's site enters the factor with weight γ/N.
+    n_epochs : int, default=10
+        T: passes over the data (each row in T releases).
+    batch_size : int or "auto", default="auto"
+        B: rows per release (their sites share one cavity).  "auto": ``ceil(N / 4)``, four
+        releases per epoch; 1 is the paper's one release per step.  ``damping * B <= N``.
     sampling : {"shuffle", "uniform"}, default="shuffle"
         ``"shuffle"``: a fresh random order each epoch; ``"uniform"``: every step draws a row
         uniformly at random.  The accounting follows (module docstring).
     method : {"sep", "ep"}, default="sep"
         ``"ep"``: full EP (one site per row, non-private only; for comparison).
-    prior_mean : array of shape (d,) or (J, d), default zeros
-    prior_covariance : float or array of shape (d, d), default identity
+    prior_mean : array of shape (d,) or (J, d), default the box's centre (zeros without bounds)
+    prior_covariance : float or array of shape (d, d), default ``diag(half-width / 2)²`` of the
+        box (identity without bounds)
     component_variance : float, default=1.0
-        s² of every component (known).
+        s² of every component (known), in the units of X.
     weights : array of shape (J,), default uniform
         Known mixing weights (positive, summing to 1).
     accountant : str, default "gdp" for shuffle, "rdp" for uniform
@@ -285,6 +352,7 @@ class DPStochasticEP(PrivateEstimator):
         SEP's shared factor (last released, projected value in private mode).
     privacy_ : PrivacyRecord or None
     n_steps_ : int
+        Site updates (rows read), ``N T`` for 'shuffle'.
     n_skipped_ : int
         Non-private: steps skipped for a non-PD cavity (diagnostic).  Private: steps whose
         f_n overflowed and was replaced by 0 (not private, do not publish).
@@ -292,18 +360,24 @@ class DPStochasticEP(PrivateEstimator):
     Privacy
     -------
     Neighbouring relation: **replace one row**, with N public (``neighbouring="add_remove"``
-    is refused: the schedule of N T steps depends on N, so the steps of neighbouring
-    datasets do not pair up).  Step s releases the shared factor's natural parameters
-    ``(1 - γ/N) θ̂_f + (γ/N) clip_C(θ_{f_n}(x_{i_s})) + N(0, σ² I)``, where ``θ̂_f`` is the
-    projected previous release; only the step's row enters it, so its ℓ2 sensitivity is
-    ``2γC/N`` (Prop. 1, which holds for the factor; the posterior's ``θ_0 + N θ_f`` has N
-    times that sensitivity under the same mechanism).  ``sampling="shuffle"``: each row
-    enters exactly T steps, composed adaptively as T Gaussian mechanisms
-    (``sqrt(T)/z``-GDP), without credit for the secret order.  ``sampling="uniform"``: N T
-    steps, each a Gaussian mechanism on one row drawn uniformly, accounted with the RDP
-    bound for sampling without replacement (Wang, Balle & Kasiviswanathan 2019, Thm 9).
-    No data domain is needed: the clipping bounds every row's contribution.  The full
-    derivation is in the module docstring of ``dpem_fast.mixture._dp_sep``.
+    is refused: the schedule depends on N, so the releases of neighbouring datasets do not
+    pair up).  Release r publishes the shared factor's natural parameters
+    ``(1 - γ b_r/N) θ̂_f + (γ/N) Σ_{i in batch r} clip_C(θ_{f_n}(u_i)) + N(0, σ² I)``, where
+    ``θ̂_f`` is the projected previous release and every site of the batch is computed
+    against it; replacing one row changes one clipped site of one release per epoch, so the
+    ℓ2 sensitivity is ``2γC/N`` whatever the batch size (Prop. 1, which holds for the
+    factor; the posterior's ``θ_0 + N θ_f`` has N times that sensitivity under the same
+    mechanism).  ``sampling="shuffle"``: each row enters exactly T releases, composed
+    adaptively as T Gaussian mechanisms (``sqrt(T)/z``-GDP), without credit for the secret
+    order.  ``sampling="uniform"``: T ceil(N/B) releases, each a Gaussian mechanism on B
+    rows drawn uniformly without replacement, accounted with the RDP bound of Wang, Balle &
+    Kasiviswanathan (2019, Thm 9).  The clipping bounds every row's contribution whatever
+    the rows; the box (declared or implied by the prior) sets the units, the default C and
+    where the means may land.  The posterior is post-processing: eigenvalues of ``N Λ_f``
+    below ``3 sqrt(d) τ`` (τ the public noise scale) are dropped, so a component with no
+    signal is the prior; a plan whose factor could never exceed that threshold is refused
+    before the budget is charged.  The full derivation is in the module docstring of
+    ``dpem_fast.mixture._dp_sep``.
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
