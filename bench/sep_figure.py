@@ -15,7 +15,7 @@ clip norm sqrt(d+1) R^2/s^2, gamma = 1, delta = 1e-5, shuffle sampling) with a d
 
 Baselines: the trivial model (every mean at the prior mean 0: what a fit that learns nothing
 returns) and the paper's table.  ``--paper-mode`` also runs the paper's own configuration
-(one release per step, C = 1, 100 epochs), which the estimator now refuses at epsilon 5.5 and 1
+(one release per step, C = 1 in the box's units, 100 epochs), which the estimator now refuses at epsilon 5.5 and 1
 (its released factor could not rise above its noise); ``--gmm`` adds DPGaussianMixture.
 
 Metrics (the paper's, made precise; its text does not say what "ground truth" is):

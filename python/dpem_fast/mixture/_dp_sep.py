@@ -306,7 +306,7 @@ class DPStochasticEP(PrivateEstimator):
         T: passes over the data (each row in T releases).
     batch_size : int or "auto", default="auto"
         B: rows per release (their sites share one cavity).  "auto": ``ceil(N / 4)``, four
-        releases per epoch; 1 is the paper's one release per step.  ``damping * B <= N``.
+        releases per epoch; 1 is the paper's one release per step; capped at N.
     sampling : {"shuffle", "uniform"}, default="shuffle"
         ``"shuffle"``: a fresh random order each epoch; ``"uniform"``: every step draws a row
         uniformly at random.  The accounting follows (module docstring).
@@ -500,9 +500,7 @@ class DPStochasticEP(PrivateEstimator):
             C = default_clip_norm(d, s2u)
         if B is None:
             B = -(-n // _RELEASES_PER_EPOCH)
-        B = min(B, n)
-        if gamma * B > n:
-            raise ValueError(f"damping * batch_size must be <= n_samples ({n}), got {gamma:g} * {B}")
+        B = min(B, n)                            # so gamma * B <= N: the damped update stays convex
         key = make_key(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         P = d + d * d
