@@ -15,7 +15,7 @@ MODELS = [
     dpem_fast.DPGaussianMixture(2, epsilon=1.0, max_iter=3, bounds=(-4, 4), random_state=0),
     dpem_fast.DPBernoulliMixture(2, epsilon=1.0, max_iter=3, binarize=0.0, random_state=0),
     dpem_fast.DPGradientEM(epsilon=1.0, max_iter=3, means_init=np.ones(3), random_state=0),
-    dpem_fast.DPStochasticEP(2, epsilon=1.0, n_epochs=2, random_state=0),
+    dpem_fast.DPStochasticEP(2, epsilon=10.0, n_epochs=2, bounds=(-4, 4), component_variance=0.25, random_state=0),
     dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=3, data_norm=5.0, random_state=0),
     dpem_fast.DPFactorAnalysis(1, epsilon=1.0, data_norm=5.0, random_state=0),
 ]

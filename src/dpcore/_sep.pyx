@@ -5,9 +5,10 @@ moments of the tilted distribution in closed form (derivation in
 :mod:`dpem_fast.mixture._dp_sep`) and returns the intermediate factor ``f_n``; SEP then
 damps the shared factor towards it, EP replaces the row's own site.  A step depends on the
 one before, so the loop is sequential: no threads, and the result is the same for every
-thread count by construction.  The private loop adds a precomputed noise row per step (the
-release layer draws them in bulk), projects each precision onto the PSD cone and clips the
-factor's norm.
+thread count by construction.  The steps come in batches that share one cavity (the last
+release); the private loop adds one precomputed noise row per batch (the release layer draws
+them in bulk), projects each precision onto the PSD cone, with a box clamps the factor's own
+mean into it (eta rebuilt from the clamped mean), and clips the factor's norm.
 
 Layout: a "site" is ``theta (J, P)``, ``P = d + d*d``, row j = ``[eta_j, Lambda_j.ravel()]``
 (precision-weighted mean, precision).  Twin: :mod:`dpem_fast._reference.sep`.
@@ -258,10 +259,52 @@ cdef void _psd_floor(double *A, Py_ssize_t d, double *W, double *U) noexcept nog
             A[j * d + i] = t
 
 
-cdef void _project(double *theta, Py_ssize_t J, Py_ssize_t d, double clip, double *W, double *U) noexcept nogil:
-    cdef Py_ssize_t j, P = d + d * d
+cdef void _eta_into_box(double *eta, const double *A, Py_ssize_t d, const double *W, const double *U,
+                        const double *lo, const double *hi, double *m) noexcept nogil:
+    """eta <- A clamp(A^+ eta, [lo, hi]) for the PSD precision A = U diag(W) U^T (W floored at 0).
+
+    The factor's own mean ``A^+ eta`` (pseudo-inverse: directions of eigenvalue 0 carry no
+    mean) is clamped into the box per coordinate, then eta is rebuilt from it, so a direction
+    whose precision is (near) 0 keeps no noise in eta and the mean ``A^-1 eta`` stays inside
+    the box.  Equivalent to ``_reference.sep.project_factor`` (the ``lo``/``hi`` branch)."""
+    cdef Py_ssize_t a, b, k
+    cdef double t, wk
+    for a in range(d):
+        m[a] = 0.0
+    for k in range(d):
+        wk = W[k * d + k]
+        if not wk > 0.0:
+            continue
+        t = 0.0
+        for a in range(d):
+            t += U[a * d + k] * eta[a]
+        t /= wk
+        for a in range(d):
+            m[a] += U[a * d + k] * t
+    for a in range(d):
+        if m[a] < lo[a]:
+            m[a] = lo[a]
+        elif m[a] > hi[a]:
+            m[a] = hi[a]
+    for a in range(d):
+        t = 0.0
+        for b in range(d):
+            t += A[a * d + b] * m[b]
+        eta[a] = t
+
+
+cdef void _project(double *theta, Py_ssize_t J, Py_ssize_t d, double clip, double *W, double *U,
+                   const double *lo, const double *hi, double *m) noexcept nogil:
+    """PSD floor of every precision; with a box (lo != NULL) eta made consistent with it (the
+    factor's mean clamped into the box); then the norm clipped to ``clip``."""
+    cdef Py_ssize_t j, k, P = d + d * d
     for j in range(J):
         _psd_floor(theta + j * P + d, d, W, U)
+        if lo != NULL:
+            for k in range(d):
+                if W[k * d + k] < 0.0:
+                    W[k * d + k] = 0.0
+            _eta_into_box(theta + j * P, theta + j * P + d, d, W, U, lo, hi, m)
     _clip(theta, J * P, clip)
 
 
@@ -271,73 +314,124 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
              const double[:, ::1] theta0,      # IN  (J, P) the prior
              const double[::1] log_w,          # IN  (J,) log mixing weights
              double s2, double n_copies, double step, double clip,
-             noise=None):                      # IN  (S, J, P) or None (non-private)
+             noise=None,                       # IN  (ceil(S / batch), J, P) or None (non-private)
+             Py_ssize_t batch=1,               # IN  steps per update (and per release)
+             lo=None, hi=None):                # IN  (d,) box of the factor's mean, or None
     """SEP over the steps ``order``; with ``noise``, DP-SEP (Algorithm 3). Returns skipped steps.
 
-    Per step: cavity ``theta0 + (n_copies - 1) theta_f``; ``f_n`` by moment matching, clipped to
-    norm ``clip``; ``theta_f <- (1 - step) theta_f + step f_n``; with noise: ``+ noise[s]``,
-    precisions floored at eigenvalue 0, norm clipped to ``clip``.  A non-private step whose
-    cavity is not PD (or whose f_n overflows) is skipped; a private one uses f_n = 0 instead
-    and still releases (its factor is PSD, so the cavity is PD; f_n = 0 only on overflow).
+    The steps are cut into consecutive batches of ``batch`` (the last may be shorter).  Per
+    batch of b steps: one cavity ``theta0 + (n_copies - 1) theta_f`` from the factor at the
+    batch's start; for each step, ``f_n`` by moment matching, clipped to norm ``clip``;
+    ``theta_f <- (1 - b step) theta_f + step sum f_n``; with noise: ``+ noise[batch index]``;
+    then (with noise, or with a box) the projection: precisions floored at eigenvalue 0, with
+    a box the factor's mean ``Lambda^+ eta`` clamped into ``[lo, hi]`` and eta rebuilt from it,
+    and the norm clipped to ``clip``.  ``batch = 1`` is the paper's one release per step.
+    A non-private step whose cavity is not PD (or whose f_n overflows) is skipped (b counts
+    the steps kept); a private one uses f_n = 0 instead and still counts (b is public; the
+    projected factor is PSD, so the cavity is PD; f_n = 0 only on overflow).
     Equivalent to: ``_reference.sep.sep_run``.
     """
     cdef Py_ssize_t J = theta_f.shape[0], d = X.shape[1], P = d + d * d
-    cdef Py_ssize_t S = order.shape[0], s, k, skipped = 0
+    cdef Py_ssize_t S = order.shape[0], s, k, skipped = 0, nb, bi, s_end, kept
     cdef const double[:, :, ::1] nz
+    cdef const double[::1] lov
+    cdef const double[::1] hiv
     cdef const double *noisep = NULL
+    cdef const double *lop = NULL
+    cdef const double *hip = NULL
+    cdef bint proj
     if theta_f.shape[1] != P or theta0.shape[0] != J or theta0.shape[1] != P or log_w.shape[0] != J:
         raise ValueError("theta_f, theta0 and log_w must have shapes (J, d + d*d) and (J,)")
+    if batch < 1:
+        raise ValueError("batch must be >= 1")
+    nb = (S + batch - 1) // batch
     if noise is not None:
         nz = noise
-        if nz.shape[0] != S or nz.shape[1] != J or nz.shape[2] != P:
-            raise ValueError("noise must have shape (len(order), J, d + d*d)")
+        if nz.shape[0] != nb or nz.shape[1] != J or nz.shape[2] != P:
+            raise ValueError("noise must have shape (ceil(len(order) / batch), J, d + d*d)")
         if S:
             noisep = &nz[0, 0, 0]
+    if (lo is None) != (hi is None):
+        raise ValueError("lo and hi must be given together")
+    if lo is not None:
+        lov = lo
+        hiv = hi
+        if lov.shape[0] != d or hiv.shape[0] != d:
+            raise ValueError("lo and hi must have shape (d,)")
+        lop = &lov[0]
+        hip = &hiv[0]
+    proj = noisep != NULL or lop != NULL
     for s in range(S):
         if not 0 <= order[s] < X.shape[0]:
             raise ValueError("order holds a row index outside X")
     if S == 0:
         return 0
     cdef double *work = <double *> malloc((J * (2 * d * d + 2 * d) + 2 * d * d + 3 * d + J
-                                           + 2 * J * P + 2 * d * d) * sizeof(double))
+                                           + 3 * J * P + 2 * d * d + d) * sizeof(double))
     if work == NULL:
         raise MemoryError()
     cdef double *fn = work + J * (2 * d * d + 2 * d) + 2 * d * d + 3 * d + J
     cdef double *cav = fn + J * P
-    cdef double *W = cav + J * P
+    cdef double *tot = cav + J * P
+    cdef double *W = tot + J * P
     cdef double *U = W + d * d
+    cdef double *mvec = U + d * d
     cdef double *tf = &theta_f[0, 0]
     cdef const double *t0 = &theta0[0, 0]
     cdef const double *xs = &X[0, 0]
     cdef const double *lw = &log_w[0]
     with nogil:
-        for s in range(S):
+        for bi in range(nb):
+            s_end = (bi + 1) * batch
+            if s_end > S:
+                s_end = S
             for k in range(J * P):
                 cav[k] = t0[k] + (n_copies - 1.0) * tf[k]
-            if _site_update(cav, xs + order[s] * d, lw, s2, J, d, fn, work):
-                skipped += 1
-                if noisep == NULL:
-                    continue
-                for k in range(J * P):            # private: the step still happens, f_n = 0
-                    fn[k] = 0.0
-            _clip(fn, J * P, clip)
+                tot[k] = 0.0
+            kept = 0
+            for s in range(bi * batch, s_end):
+                if _site_update(cav, xs + order[s] * d, lw, s2, J, d, fn, work):
+                    skipped += 1
+                    if noisep == NULL:
+                        continue
+                    for k in range(J * P):        # private: the step still happens, f_n = 0
+                        fn[k] = 0.0
+                _clip(fn, J * P, clip)
+                for k in range(J * P):
+                    tot[k] += fn[k]
+                kept += 1
+            if kept == 0:
+                continue
             for k in range(J * P):
-                tf[k] = (1.0 - step) * tf[k] + step * fn[k]
+                tf[k] = (1.0 - kept * step) * tf[k] + step * tot[k]
             if noisep != NULL:
                 for k in range(J * P):
-                    tf[k] += noisep[s * J * P + k]
-                _project(tf, J, d, clip, W, U)
+                    tf[k] += noisep[bi * J * P + k]
+            if proj:
+                _project(tf, J, d, clip, W, U, lop, hip, mvec)
     free(work)
     return skipped
 
 
-def project_factor(double[:, ::1] theta, Py_ssize_t d, double clip):
-    """In place: the private loop's projection (PSD precisions, then norm <= clip)."""
+def project_factor(double[:, ::1] theta, Py_ssize_t d, double clip, lo=None, hi=None):
+    """In place: the private loop's projection (PSD precisions, with a box the factor's mean
+    clamped into it, then norm <= clip)."""
     cdef Py_ssize_t J = theta.shape[0]
-    cdef double *W = <double *> malloc(2 * d * d * sizeof(double))
+    cdef const double[::1] lov
+    cdef const double[::1] hiv
+    cdef const double *lop = NULL
+    cdef const double *hip = NULL
+    if lo is not None:
+        lov = lo
+        hiv = hi
+        if lov.shape[0] != d or hiv.shape[0] != d:
+            raise ValueError("lo and hi must have shape (d,)")
+        lop = &lov[0]
+        hip = &hiv[0]
+    cdef double *W = <double *> malloc((2 * d * d + d) * sizeof(double))
     if W == NULL:
         raise MemoryError()
-    _project(&theta[0, 0], J, d, clip, W, W + d * d)
+    _project(&theta[0, 0], J, d, clip, W, W + d * d, lop, hip, W + 2 * d * d)
     free(W)
 
 

@@ -81,8 +81,10 @@ def _clip(v, c):
     return v * (c / n) if n > c else v
 
 
-def project_factor(theta, d, clip):
-    """Symmetrise each precision, floor its eigenvalues at 0, then clip the norm to ``clip``."""
+def project_factor(theta, d, clip, lo=None, hi=None):
+    """Symmetrise each precision, floor its eigenvalues at 0; with a box ``[lo, hi]``, clamp the
+    factor's own mean ``Lambda^+ eta`` into it and rebuild ``eta = Lambda m``; then clip the
+    norm to ``clip``."""
     eta, lam = split(theta.copy(), d)
     lam = 0.5 * (lam + np.swapaxes(lam, 1, 2))
     for j in range(lam.shape[0]):
@@ -90,35 +92,51 @@ def project_factor(theta, d, clip):
         if w.min() < 0:
             lam[j] = (U * np.maximum(w, 0.0)) @ U.T
             lam[j] = 0.5 * (lam[j] + lam[j].T)
+        if lo is not None:
+            w = np.maximum(w, 0.0)
+            c = U.T @ eta[j]
+            m = U @ np.where(w > 0, c / np.where(w > 0, w, 1.0), 0.0)
+            eta[j] = lam[j] @ np.clip(m, lo, hi)
     return _clip(join(eta, lam), clip)
 
 
-def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=None):
-    """SEP / DP-SEP (``noise`` given) over the steps ``order``; returns (theta_f, skipped)."""
+def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=None, batch=1, lo=None, hi=None):
+    """SEP / DP-SEP (``noise`` given, one row per batch) over the steps ``order``, in batches of
+    ``batch`` steps sharing one cavity; returns (theta_f, skipped)."""
     X = np.asarray(X, dtype=np.float64)
     d = X.shape[1]
     theta_f = np.array(theta_f, dtype=np.float64)
     skipped = 0
-    for s, i in enumerate(order):
+    order = np.asarray(order)
+    for bi, a in enumerate(range(0, len(order), batch)):
         theta_c = theta0 + (n - 1) * theta_f
-        fn = None
-        if all(_is_pd(lc) for lc in split(theta_c, d)[1]):
-            try:
-                with np.errstate(all="ignore"):
-                    fn = site_update(theta_c, X[i], log_w, s2, d)
-            except np.linalg.LinAlgError:
-                fn = None
-            if fn is not None and not np.all(np.isfinite(fn)):
-                fn = None
-        if fn is None:
-            skipped += 1
-            if noise is None:
-                continue
-            fn = np.zeros_like(theta_f)           # private: the step still releases
-        fn = _clip(fn, clip)
-        theta_f = (1 - step) * theta_f + step * fn
+        cav_pd = all(_is_pd(lc) for lc in split(theta_c, d)[1])
+        tot = np.zeros_like(theta_f)
+        kept = 0
+        for i in order[a:a + batch]:
+            fn = None
+            if cav_pd:
+                try:
+                    with np.errstate(all="ignore"):
+                        fn = site_update(theta_c, X[i], log_w, s2, d)
+                except np.linalg.LinAlgError:
+                    fn = None
+                if fn is not None and not np.all(np.isfinite(fn)):
+                    fn = None
+            if fn is None:
+                skipped += 1
+                if noise is None:
+                    continue
+                fn = np.zeros_like(theta_f)       # private: the step still releases
+            tot += _clip(fn, clip)
+            kept += 1
+        if kept == 0:
+            continue
+        theta_f = (1 - kept * step) * theta_f + step * tot
         if noise is not None:
-            theta_f = project_factor(theta_f + noise[s], d, clip)
+            theta_f = theta_f + noise[bi]
+        if noise is not None or lo is not None:
+            theta_f = project_factor(theta_f, d, clip, lo, hi)
     return theta_f, skipped
 
 

@@ -49,60 +49,115 @@ update (Li et al. 2015, Alg. 2 with step γ/N)
 θ_0 + (N - γ/N) θ_f + (γ/N) θ_{f_n}) and step 9 takes ``f = (q_new/p0)^{1/N}``: together the
 factor moves by γ/N² per step, i.e. by 1 - e^{-Tγ/N} ≈ 9.5 % of the way in T = 100 epochs
 at N = 1,000, γ = 1 — too slow to produce the paper's own SEP results.  We use Li et
-al.'s damped SEP (every copy of f updated, step γ/N).  Every other step is Algorithm 3's:
-clip ``θ_{f_n}``, damped update, Gaussian noise on the new natural parameters, re-clip the
-factor, keep the precision PD (we floor each factor precision's eigenvalues at 0 before
-the clip; then the cavity precision ``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD).
+al.'s damped SEP (every copy of f updated, step γ/N).
+
+**Batches: one release per B rows (issue 23).**  Releasing after every step adds N T
+independent noises; the damped sum of them that the last factor keeps has, in ``N θ_f``,
+standard deviation ``z C sqrt(2 γ N)`` per entry against a signal ``N_j / s²`` — at the
+paper's N = 1,000 no released factor can rise above it (the estimator refuses such a plan,
+below).  So the steps are cut into batches of B rows: the B sites of a batch are computed
+against the cavity of the last release, and the factor is released once per batch,
+
+    θ_f ← (1 - γ b/N) θ_f + (γ/N) Σ_{n in batch} clip_C(θ_{f_n}) + N(0, σ² I)   (b ≤ B rows).
+
+``batch_size=1`` is the paper's per-step release.  The default ``B = ceil(N / 4)`` (four
+releases per epoch) keeps the noise of the last factor at ``Σ_k (3/4)^{2k} σ² ≈ 2.3 σ²``
+(one release per epoch would give σ², at the price of the full-batch fixed-point update,
+which stalls in local optima on mixtures; a public design constant, see
+``bench/sep_figure.py``).  After each release the factor is projected (post-processing):
+each precision's eigenvalues are floored at 0, the factor's own mean ``Λ_f⁺ η_f``
+(pseudo-inverse: a direction of precision 0 carries no mean) is clamped into the domain's
+box and ``η_f`` rebuilt from it — so a floored direction keeps no noise in η and the means
+``Λ⁻¹ η`` stay inside the box — and the norm is clipped to C.  Then the cavity precision
+``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD.
+
+Working units, defaults and scale
+---------------------------------
+Rows are clipped to the declared box ``bounds`` and mapped by ``u = (x - c) / R`` (c its
+centre, R its half-diagonal: every row in the unit ball); the component variance, the prior
+and the box follow (``s²/R²``, ``(m0 - c)/R``, ``S0/R²``), and the outputs are mapped back.
+Without ``bounds`` the box is the one the prior implies, prior means ± 3 (prior sd + s)
+per feature (public: the prior and s are declared).  Without a prior, ``bounds`` give the
+prior mean (the box's centre) and covariance (``diag(half-width / 2)²``).  The fit therefore
+depends on the data only through ``u``: fitting ``X / k`` with the box, s² and the prior
+scaled by k gives the same model up to k (scale equivariance).
+
+*Default clip norm.*  A row fully responsible for component j (r = 1) has the exact site
+``[u / s_u², I / s_u²]`` (the likelihood of one row, conjugate), of norm
+``sqrt(‖u‖² + d) / s_u² ≤ sqrt(d + 1) / s_u²`` for ``‖u‖ ≤ 1``: the default
+``C = sqrt(d + 1) R² / s²`` (working units) holds one site whole, with equality on the
+unit sphere — from d, the declared box and s² only.  (The former default C = 1 was five
+times below one site at d = 2, s² = 0.25 and R = 1, and shrank the signal.)
+
+Posterior and the utility floor (post-processing)
+-------------------------------------------------
+τ, the standard deviation of each entry of the noise that ``N θ_f`` keeps after the last
+release, is public: ``τ² = N² Σ_r Π_{r' > r} (1 - γ b_{r'}/N)² σ²``.  For each component the
+eigenvalues of ``N Λ_f`` are soft-thresholded by ``3 sqrt(d) τ`` (a direction whose
+precision cannot be told from the noise carries none, and its mean is the prior's), with
+``Λ'`` the result: ``Λ_q = Λ0 + Λ'``, ``m = Λ_q⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box,
+and the covariance of the means adds the noise's own share,
+``τ² (1 + ‖m_f‖²) A Aᵀ`` with ``A = Λ_q⁻¹ Λ' Λ_f⁻¹`` (first-order propagation of noise of
+entry sd τ in ``η_f`` and ``Λ_f`` through ``m_f = Λ_f⁻¹ η_f``).  A component whose factor is
+all noise is exactly the trivial model (the prior predictive); when more than half of them
+are, a ``UserWarning`` names what to declare (tighter bounds, a larger ε, fewer epochs or
+components, more rows).  If even ``N C`` (the largest eigenvalue ``N Λ_f`` can have after
+the norm clip) is below the threshold, every component would be the prior whatever the
+data: the fit raises ``ValueError`` before the budget is charged (public: N, ε, δ, T, B, d).
 
 Privacy (neighbouring relation: **replace one row**, N public)
 --------------------------------------------------------------
-Released quantity at step s: ``θ̃_f^{(s)} = (1 - γ/N) θ̂_f^{(s-1)} + (γ/N) clip_C(θ_{f_n}(x_{i_s};
-θ̂_f^{(s-1)})) + Z_s``, ``Z_s ~ N(0, σ² I)``, where ``θ̂_f^{(s-1)}`` is the projected previous
-release (post-processing of released values, public).
+Released quantity at release r (rows ``i ∈ batch_r``, b_r of them):
+``θ̃_f^{(r)} = (1 - γ b_r/N) θ̂_f^{(r-1)} + (γ/N) Σ_{i ∈ batch_r} clip_C(θ_{f_n}(u_i; θ̂_f^{(r-1)})) + Z_r``,
+``Z_r ~ N(0, σ² I)``, where ``θ̂_f^{(r-1)}`` is the projected previous release
+(post-processing of released values, public) — every site of the batch is computed against
+it, never against a value that saw another row of the batch.
 
-*Sensitivity (Prop. 1).*  Given the past releases, only ``x_{i_s}`` enters step s.  Two
-datasets differing in row i give, at a step with ``i_s = i``,
-``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}) - clip_C(θ'_{f_n})‖₂ ≤ (γ/N)(C + C) = 2γC/N``, and 0 at
-every other step.  So Prop. 1's ``2γC/N`` is exactly the sensitivity of the factor's
-natural parameters, which is what we noise.  The paper states it for the posterior's
-natural parameters θ_new; under the SEP update above ``θ_q = θ_0 + N θ_f`` has
-sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to θ_f is the same mechanism
-as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same; the paper's statement is
-right only for its own step-7 formula.  ℓ2 norm over the whole vector
+*Sensitivity (Prop. 1).*  Given the past releases, only the rows of batch r enter release r,
+each through its own clipped site.  Two datasets differing in row i (replace) give, at the
+release whose batch holds i, ``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}(u_i)) - clip_C(θ_{f_n}(u'_i))‖₂
+≤ (γ/N)(C + C) = 2γC/N``, attained by two rows whose sites point in opposite directions with
+norm ≥ C, and 0 at every other release.  The batch size does not enter (the other rows'
+sites are the same under both datasets); the clipping of the rows to the box and the map
+to ``u`` are fixed public maps applied row by row, so they change nothing either.  ``2γC/N``
+is exactly the sensitivity of the factor's natural parameters, which is what we noise.  The
+paper states it for the posterior's natural parameters θ_new; under the SEP update above
+``θ_q = θ_0 + N θ_f`` has sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to
+θ_f is the same mechanism as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same
+(the noise is multiplied by N in θ_q exactly as the sensitivity is); the paper's statement
+is right only for its own step-7 formula.  ℓ2 norm over the whole vector
 ``[η_1, vec Λ_1, …, η_J, vec Λ_J]`` (Frobenius for the precisions; noise on all d² entries
 of each Λ_j, then symmetrised — post-processing).
 
-*Under add/remove* the schedule itself (N T steps, the damping γ/N, the step → row map)
-depends on N, so steps of neighbouring datasets do not pair up: no per-step sensitivity
-exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated as public.
+*Under add/remove* the schedule itself (the batches, the damping γ/N, the step → row map)
+depends on N, so releases of neighbouring datasets do not pair up: no per-release
+sensitivity exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated
+as public (it sets B, the damping and the refusal check).
 
-*Composition, sampling='shuffle'* (each row once per epoch, a fresh secret permutation
-per epoch, T epochs, N T releases).  The releases are adaptive: step s is a Gaussian
-mechanism whose mean depends on the data and on the earlier releases.  Fix the
-permutations (they are independent of the data; the mixture over them can only help, by
-joint convexity of the hockey-stick divergence).  Conditionally on the past, a step not
-using row i has the same output distribution under both datasets (privacy loss 0); each of
-the exactly T steps using row i is a Gaussian mechanism with sensitivity ≤ Δ = 2γC/N and
-noise σ = zΔ.  By adaptive composition (the GDP composition theorem of Dong, Roth & Su
-2022, Cor. 3.3, which allows each mechanism to depend on earlier outputs), the whole run is
-``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``, accounted without
-amplification.  The other N - 1 rows' steps cost nothing for row i, and the secret order
-is not credited.
+*Composition, sampling='shuffle'* (each epoch a fresh secret permutation cut into
+ceil(N/B) batches, T epochs).  The releases are adaptive.  Fix the permutations (they are
+independent of the data; the mixture over them can only help, by joint convexity of the
+hockey-stick divergence).  Conditionally on the past, a release whose batch does not hold
+row i has the same output distribution under both datasets (privacy loss 0); each of the
+exactly T releases whose batch holds row i (one per epoch) is a Gaussian mechanism with
+sensitivity ≤ Δ = 2γC/N and noise σ = zΔ.  By adaptive composition (Dong, Roth & Su 2022,
+Cor. 3.3), the run is ``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``,
+without amplification, whatever B.
 
-*Composition, sampling='uniform'* (each step draws one row uniformly at random, with
-replacement across steps, N T steps).  Each step is the Gaussian mechanism applied to a
-subset of size 1 drawn uniformly without replacement from N rows:
-``SelfComposedEvent(SampledWithoutReplacementEvent(N, 1, GaussianEvent(z)), N T)``,
+*Composition, sampling='uniform'* (each release draws B distinct rows uniformly,
+ceil(N/B) releases per epoch).  Each release is the Gaussian mechanism applied to a
+subset of size B drawn uniformly without replacement from N rows:
+``SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(z)), T ceil(N/B))``,
 accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; replace-one).
 
-In both cases ``z`` is calibrated to the user's (ε, δ).  The data need no declared domain:
-the sensitivity comes from clipping θ_{f_n}, whatever the rows.  Initialisation is
+In both cases ``z`` is calibrated to the user's (ε, δ).  Initialisation is
 data-independent (factor means drawn from the prior with the fit's key; precision
-``Λ0 / N``); the number of steps is fixed.
+``Λ0 / N``); the number of releases is fixed.
 """
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -114,6 +169,7 @@ from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import Release
+from .._preprocess import _as_bounds
 from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
@@ -123,19 +179,101 @@ __all__ = ["DPStochasticEP", "sep_event"]
 
 #: steps per call of the compiled loop (bounds the bulk noise array's memory)
 _CHUNK = 1 << 16
+#: releases per epoch of the default batch size ceil(N / 4) (module docstring)
+_RELEASES_PER_EPOCH = 4
+#: noise margin of N Λ_f's eigenvalues, in units of sqrt(d) τ (``_margin``)
+_MARGIN = 3.0
+#: without bounds, the box the prior implies: prior means ± 3 (prior sd + component sd)
+_PRIOR_SPREAD = 3.0
 
 
-def sep_event(noise_multiplier, n_samples, n_epochs, sampling):
+def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
     """The accounting event of a DP-SEP run (replace-one relation; see the module docstring)."""
     g = acc.GaussianEvent(noise_multiplier)
+    n, B = int(n_samples), int(batch_size)
     if sampling == "shuffle":
         inner = acc.SelfComposedEvent(g, int(n_epochs))
     elif sampling == "uniform":
-        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(int(n_samples), 1, g),
-                                      int(n_samples) * int(n_epochs))
+        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(n, B, g), -(-n // B) * int(n_epochs))
     else:
         raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
     return acc.NeighbouringEvent("replace", inner)
+
+
+def default_clip_norm(n_features, component_variance):
+    """C = sqrt(d + 1) / s²: the norm of one fully responsible site ``[x / s², I / s²]`` for a row
+    with ``‖x‖ <= 1`` (all in the domain's units, where rows lie in the unit ball)."""
+    return math.sqrt(n_features + 1.0) / component_variance
+
+
+def _posterior_noise(sigma, sizes, gamma, n):
+    """Standard deviation of the noise in each entry of ``N θ_f`` after the last release: the
+    damped releases keep ``Σ_r Π_{r' > r} (1 - γ b_r'/N)² σ²`` (public)."""
+    var = 0.0
+    for b in sizes:
+        var = var * (1.0 - gamma * b / n) ** 2 + sigma * sigma
+    return n * math.sqrt(var)
+
+
+def _margin(d, tau):
+    """Eigenvalues of ``N Λ_f`` below this are treated as noise: ``3 sqrt(d) τ``.  The symmetrised
+    d x d noise (entry sd τ on the diagonal, τ/√2 off it) has spectral norm about ``sqrt(2d) τ``;
+    the factor 3 sqrt(d) puts a noise-only direction below the threshold with high probability
+    (a public constant: d and the plan's τ only)."""
+    return _MARGIN * math.sqrt(d) * tau
+
+
+def _posterior(theta0, m0u, data_part, q, d, tau, lo, hi):
+    """Means, covariances and precisions of the posterior over the J means (working units).
+
+    SEP: the released ``N θ_f`` per component; its precision's eigenvalues are soft-thresholded by
+    the public noise margin (a direction indistinguishable from noise carries no precision, and
+    its mean falls back to the prior's), the factor's own mean (already in the box) is kept,
+    ``Λ = Λ0 + Λ'``, ``m = Λ⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box.  EP: ``q`` as it is.
+    Returns (means, covs, precisions, components that fell back to the prior)."""
+    J = theta0.shape[0]
+    lam0 = theta0[:, d:].reshape(J, d, d)
+    means = np.empty((J, d))
+    lams = np.empty((J, d, d))
+    fell = []
+    for j in range(J):
+        if data_part is None:
+            lam = 0.5 * (q[j, d:].reshape(d, d) + q[j, d:].reshape(d, d).T)
+            m = np.linalg.solve(lam, q[j, :d])
+        else:
+            lf = data_part[j, d:].reshape(d, d)
+            wv, V = np.linalg.eigh(0.5 * (lf + lf.T))
+            wv = np.maximum(wv, 0.0)
+            c = V.T @ data_part[j, :d]
+            mf = np.clip(V @ np.where(wv > 0, c / np.where(wv > 0, wv, 1.0), 0.0), lo, hi)
+            wp = np.maximum(wv - _margin(d, tau), 0.0)
+            if tau > 0 and not wp.max() > 0:
+                fell.append(j)
+            lp = (V * wp) @ V.T
+            lam = lam0[j] + lp
+            lam = 0.5 * (lam + lam.T)
+            m = np.linalg.solve(lam, lam0[j] @ m0u[j] + lp @ mf)
+            if tau > 0:
+                # the privacy noise's own share of the uncertainty: m_f = Λ_f⁻¹ η_f moves by about
+                # Λ_f⁻¹ (e - E m_f) for noise e, E of entry sd τ (covariance τ² (1 + ‖m_f‖²) Λ_f⁻²),
+                # and reaches m through A = (Λ0 + Λ')⁻¹ Λ' Λ_f⁻¹
+                vi = np.linalg.inv(lam)
+                A = vi @ ((V * np.where(wv > 0, wp / np.where(wv > 0, wv, 1.0), 0.0)) @ V.T)
+                cov = vi + tau * tau * (1.0 + float(mf @ mf)) * (A @ A.T)
+                lam = np.linalg.inv(0.5 * (cov + cov.T))
+                lam = 0.5 * (lam + lam.T)
+        means[j] = np.clip(m, lo, hi)
+        lams[j] = lam
+    covs = np.linalg.inv(lams)
+    return means, 0.5 * (covs + np.swapaxes(covs, 1, 2)), lams, fell
+
+
+def _to_raw(theta_u, centre, R, d):
+    """Natural parameters in the working units -> raw units (Λ / R², η = (η_u + Λ_u c / R) / R)."""
+    J = theta_u.shape[0]
+    lam_u = theta_u[:, d:].reshape(J, d, d)
+    eta = (theta_u[:, :d] + np.einsum("jab,b->ja", lam_u, centre) / R) / R
+    return np.concatenate([eta, (lam_u / (R * R)).reshape(J, d * d)], axis=1)
 
 
 def _default_accountant(sampling):
@@ -152,22 +290,33 @@ class DPStochasticEP(PrivateEstimator):
     epsilon : float, default=1.0
         Target ε; ``float('inf')`` runs plain (non-private) SEP or EP.
     delta : float in (0, 1), default=1e-5
-    clip_norm : float, default=1.0
-        C: bound on the ℓ2 norm of the intermediate and of the shared factor's natural
-        parameters (private mode only).
+    bounds : tuple (lower, upper) or None, default=None
+        Declared per-feature box (scalars or arrays of shape (n_features,)): rows are clipped
+        to it, the fit runs in its units (centre 0, half-diagonal 1), means end inside it,
+        and it gives the default prior (centre, ``diag(half-width / 2)²``).  None: the box
+        the prior implies (prior means ± 3 (prior sd + s) per feature).
+    clip_norm : float or "auto", default="auto"
+        C, in the box's units: bound on the ℓ2 norm of the intermediate and of the shared
+        factor's natural parameters (private mode only).  "auto": ``sqrt(d + 1) R² / s²``
+        (R the box's half-diagonal), the norm of one fully responsible site of a row in the
+        box (module docstring).
     damping : float in (0, 1], default=1.0
-        γ; the factor moves by γ/N per step.
-    n_epochs : int, default=100
-        T: passes over the data (N T steps).
+        γ; each row's site enters the factor with weight γ/N.
+    n_epochs : int, default=10
+        T: passes over the data (each row in T releases).
+    batch_size : int or "auto", default="auto"
+        B: rows per release (their sites share one cavity).  "auto": ``ceil(N / 4)``, four
+        releases per epoch; 1 is the paper's one release per step; capped at N.
     sampling : {"shuffle", "uniform"}, default="shuffle"
         ``"shuffle"``: a fresh random order each epoch; ``"uniform"``: every step draws a row
         uniformly at random.  The accounting follows (module docstring).
     method : {"sep", "ep"}, default="sep"
         ``"ep"``: full EP (one site per row, non-private only; for comparison).
-    prior_mean : array of shape (d,) or (J, d), default zeros
-    prior_covariance : float or array of shape (d, d), default identity
+    prior_mean : array of shape (d,) or (J, d), default the box's centre (zeros without bounds)
+    prior_covariance : float or array of shape (d, d), default ``diag(half-width / 2)²`` of the
+        box (identity without bounds)
     component_variance : float, default=1.0
-        s² of every component (known).
+        s² of every component (known), in the units of X.
     weights : array of shape (J,), default uniform
         Known mixing weights (positive, summing to 1).
     accountant : str, default "gdp" for shuffle, "rdp" for uniform
@@ -203,6 +352,7 @@ class DPStochasticEP(PrivateEstimator):
         SEP's shared factor (last released, projected value in private mode).
     privacy_ : PrivacyRecord or None
     n_steps_ : int
+        Site updates (rows read), ``N T`` for 'shuffle'.
     n_skipped_ : int
         Non-private: steps skipped for a non-PD cavity (diagnostic).  Private: steps whose
         f_n overflowed and was replaced by 0 (not private, do not publish).
@@ -210,18 +360,24 @@ class DPStochasticEP(PrivateEstimator):
     Privacy
     -------
     Neighbouring relation: **replace one row**, with N public (``neighbouring="add_remove"``
-    is refused: the schedule of N T steps depends on N, so the steps of neighbouring
-    datasets do not pair up).  Step s releases the shared factor's natural parameters
-    ``(1 - γ/N) θ̂_f + (γ/N) clip_C(θ_{f_n}(x_{i_s})) + N(0, σ² I)``, where ``θ̂_f`` is the
-    projected previous release; only the step's row enters it, so its ℓ2 sensitivity is
-    ``2γC/N`` (Prop. 1, which holds for the factor; the posterior's ``θ_0 + N θ_f`` has N
-    times that sensitivity under the same mechanism).  ``sampling="shuffle"``: each row
-    enters exactly T steps, composed adaptively as T Gaussian mechanisms
-    (``sqrt(T)/z``-GDP), without credit for the secret order.  ``sampling="uniform"``: N T
-    steps, each a Gaussian mechanism on one row drawn uniformly, accounted with the RDP
-    bound for sampling without replacement (Wang, Balle & Kasiviswanathan 2019, Thm 9).
-    No data domain is needed: the clipping bounds every row's contribution.  The full
-    derivation is in the module docstring of ``dpem_fast.mixture._dp_sep``.
+    is refused: the schedule depends on N, so the releases of neighbouring datasets do not
+    pair up).  Release r publishes the shared factor's natural parameters
+    ``(1 - γ b_r/N) θ̂_f + (γ/N) Σ_{i in batch r} clip_C(θ_{f_n}(u_i)) + N(0, σ² I)``, where
+    ``θ̂_f`` is the projected previous release and every site of the batch is computed
+    against it; replacing one row changes one clipped site of one release per epoch, so the
+    ℓ2 sensitivity is ``2γC/N`` whatever the batch size (Prop. 1, which holds for the
+    factor; the posterior's ``θ_0 + N θ_f`` has N times that sensitivity under the same
+    mechanism).  ``sampling="shuffle"``: each row enters exactly T releases, composed
+    adaptively as T Gaussian mechanisms (``sqrt(T)/z``-GDP), without credit for the secret
+    order.  ``sampling="uniform"``: T ceil(N/B) releases, each a Gaussian mechanism on B
+    rows drawn uniformly without replacement, accounted with the RDP bound of Wang, Balle &
+    Kasiviswanathan (2019, Thm 9).  The clipping bounds every row's contribution whatever
+    the rows; the box (declared or implied by the prior) sets the units, the default C and
+    where the means may land.  The posterior is post-processing: eigenvalues of ``N Λ_f``
+    below ``3 sqrt(d) τ`` (τ the public noise scale) are dropped, so a component with no
+    signal is the prior; a plan whose factor could never exceed that threshold is refused
+    before the budget is charged.  The full derivation is in the module docstring of
+    ``dpem_fast.mixture._dp_sep``.
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
@@ -232,16 +388,18 @@ class DPStochasticEP(PrivateEstimator):
     _not_saved = ("n_skipped_",)
     _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
 
-    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, clip_norm=1.0, damping=1.0,
-                 n_epochs=100, sampling="shuffle", method="sep", prior_mean=None,
-                 prior_covariance=None, component_variance=1.0, weights=None, accountant=None,
-                 budget=None, random_state=None, n_threads=None, verbose=0):
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
+                 damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
+                 prior_mean=None, prior_covariance=None, component_variance=1.0, weights=None,
+                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
+        self.bounds = bounds
         self.clip_norm = clip_norm
         self.damping = damping
         self.n_epochs = n_epochs
+        self.batch_size = batch_size
         self.sampling = sampling
         self.method = method
         self.prior_mean = prior_mean
@@ -263,13 +421,20 @@ class DPStochasticEP(PrivateEstimator):
         delta = _real(self.delta, "delta")
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        C = _real(self.clip_norm, "clip_norm")
-        if not (C > 0 and math.isfinite(C)):
-            raise ValueError(f"clip_norm must be finite and > 0, got {self.clip_norm!r}")
+        if isinstance(self.clip_norm, str) and self.clip_norm == "auto":
+            C = None
+        else:
+            C = _real(self.clip_norm, "clip_norm")
+            if not (C > 0 and math.isfinite(C)):
+                raise ValueError(f"clip_norm must be 'auto' or finite and > 0, got {self.clip_norm!r}")
         gamma = _real(self.damping, "damping")
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
         T = check_positive_int(self.n_epochs, "n_epochs")
+        if isinstance(self.batch_size, str) and self.batch_size == "auto":
+            B = None
+        else:
+            B = check_positive_int(self.batch_size, "batch_size")
         if self.sampling not in ("shuffle", "uniform"):
             raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {self.sampling!r}")
         if self.method not in ("sep", "ep"):
@@ -279,12 +444,19 @@ class DPStochasticEP(PrivateEstimator):
         s2 = _real(self.component_variance, "component_variance")
         if not (s2 > 0 and math.isfinite(s2)):
             raise ValueError(f"component_variance must be finite and > 0, got {self.component_variance!r}")
-        m0 = np.zeros((J, d)) if self.prior_mean is None else _finite(self.prior_mean, "prior_mean")
+        box = None if self.bounds is None else _as_bounds(self.bounds, d)
+        if self.prior_mean is None:
+            m0 = np.zeros((J, d)) if box is None else np.tile((box[0] + box[1]) / 2, (J, 1))
+        else:
+            m0 = _finite(self.prior_mean, "prior_mean")
         if m0.shape == (d,):
             m0 = np.tile(m0, (J, 1))
         if m0.shape != (J, d):
             raise ValueError(f"prior_mean must have shape ({d},) or ({J}, {d}), got {m0.shape}")
-        S0 = np.eye(d) if self.prior_covariance is None else _finite(self.prior_covariance, "prior_covariance")
+        if self.prior_covariance is None:
+            S0 = np.eye(d) if box is None else np.diag(((box[1] - box[0]) / 4) ** 2)
+        else:
+            S0 = _finite(self.prior_covariance, "prior_covariance")
         if S0.ndim == 0:
             S0 = float(S0) * np.eye(d)
         if S0.shape != (d, d) or not np.allclose(S0, S0.T):
@@ -296,7 +468,10 @@ class DPStochasticEP(PrivateEstimator):
             raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
         acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
         self._check_common()                  # the relation, the ledger, n_threads
-        return J, eps, delta, C, gamma, T, s2, m0, S0, w / w.sum(), acct
+        if box is None:                       # the box the prior implies (public, module docstring)
+            half = _PRIOR_SPREAD * (math.sqrt(float(np.linalg.eigvalsh(S0).max())) + math.sqrt(s2))
+            box = (m0.min(axis=0) - half, m0.max(axis=0) + half)
+        return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None):
@@ -308,100 +483,157 @@ class DPStochasticEP(PrivateEstimator):
                             "the workers; fit it on an in-memory array")
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
-        J, eps, delta, C, gamma, T, s2, m0, S0, w, acct = self._check_params(d)
+        J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
         if J > n:
             raise ValueError(f"n_components={J} must be <= n_samples={n}")
         private = math.isfinite(eps)
+        # working units: the box's centre at 0, its half-diagonal R at 1 (public: bounds or prior)
+        lo, hi = box
+        centre = (lo + hi) / 2
+        R = float(np.linalg.norm((hi - lo) / 2))
+        lo_u, hi_u = (lo - centre) / R, (hi - centre) / R
+        U = (np.clip(X, lo, hi) - centre) / R
+        s2u = s2 / R ** 2
+        m0u = (m0 - centre) / R
+        S0u = S0 / R ** 2
+        if C is None:
+            C = default_clip_norm(d, s2u)
+        if B is None:
+            B = -(-n // _RELEASES_PER_EPOCH)
+        B = min(B, n)                            # so gamma * B <= N: the damped update stays convex
         key = make_key(self.random_state)
         n_threads = effective_n_threads(self.n_threads)
         P = d + d * d
-        lam0 = np.linalg.inv(S0)
-        theta0 = np.concatenate([m0 @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
+        lam0 = np.linalg.inv(S0u)
+        theta0 = np.concatenate([m0u @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
         # data-independent initialisation: factor means drawn from the prior, precision Λ0/N
         z = np.empty(J * d)
         _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
-        mu0 = m0 + z.reshape(J, d) @ np.linalg.cholesky(S0).T
+        mu0 = m0u + z.reshape(J, d) @ np.linalg.cholesky(S0u).T
         theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
-        S = n * T
-        order = self._order(key, n, T)
+        sizes = self._batch_sizes(n, T, B)
+        order = self._order(key, n, T, B)
         log_w = np.log(w)
         self.privacy_ = None
+        tau = 0.0
         if self.method == "ep":
             sites = np.tile(theta_f, (n, 1, 1))
             q = theta0 + theta_f * n
-            skipped = _sep.ep_loop(X, order, sites, q, log_w, s2, gamma)
+            skipped = _sep.ep_loop(U, order, sites, q, log_w, s2u, gamma)
             self.factor_ = None
+            data_part = None
         else:
+            per_epoch = len(sizes) // T
             if private:
-                _sep.project_factor(theta_f, d, C)
-                layer = self._plan(key, n, T, J, P, eps, delta, C, gamma, acct, n_threads)
+                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads)
+                tau = _posterior_noise(sigma, sizes, gamma, n)
+            _sep.project_factor(theta_f, d, C if private else math.inf, lo_u, hi_u)
             skipped = 0
             progress = Progress(self.verbose, T, type(self).__name__,
-                                self._spent(n, T, delta, acct) if private else None, delta, unit="epoch")
+                                self._spent(n, T, B, delta, acct) if private else None, delta, unit="epoch")
+            chunk = max(1, _CHUNK // B)               # releases per call of the compiled loop
             with progress:
-                # epoch by epoch (for the progress bar) in chunks of at most _CHUNK steps: the
-                # loop is sequential and the noise is addressed by step, so the cut changes nothing
+                step0 = 0
                 for e in range(T):
-                    # the engine's sequential loop: one release per step, its noise in bulk
-                    blocks = (sequential_noise(layer, "factor", e * n, (e + 1) * n, _CHUNK) if private else
-                              ((a, min((e + 1) * n, a + _CHUNK), None) for a in range(e * n, (e + 1) * n, _CHUNK)))
+                    # the engine's sequential loop: one release per batch, its noise in bulk
+                    r0, r1 = e * per_epoch, (e + 1) * per_epoch
+                    blocks = (sequential_noise(layer, "factor", r0, r1, chunk) if private else
+                              ((a, min(r1, a + chunk), None) for a in range(r0, r1, chunk)))
                     for a, b, noise in blocks:
-                        skipped += _sep.sep_loop(X, order[a:b], theta_f, theta0, log_w, s2, float(n), gamma / n,
-                                                 C if private else math.inf, noise)
+                        steps = int(sum(sizes[a:b]))
+                        skipped += _sep.sep_loop(U, order[step0:step0 + steps], theta_f, theta0, log_w, s2u,
+                                                 float(n), gamma / n, C if private else math.inf, noise,
+                                                 B, lo_u, hi_u)
+                        step0 += steps
                     progress.step()
-            q = theta0 + n * theta_f
-            self.factor_ = theta_f
-        self.natural_parameters_ = q
-        lam = q[:, d:].reshape(J, d, d)
-        self.means_covariance_ = np.linalg.inv(lam)
-        self.means_ = np.einsum("jab,jb->ja", self.means_covariance_, q[:, :d])
+            q = None
+            data_part = n * theta_f
+            self.factor_ = _to_raw(theta_f, centre, R, d)
+        means, covs, lam_q, fell = _posterior(theta0, m0u, data_part, q, d, tau, lo_u, hi_u)
+        if private and 2 * len(fell) > J:
+            warnings.warn(
+                f"DPStochasticEP: the released factor of component(s) {fell} of {J} is indistinguishable from "
+                f"its noise (posterior noise scale {tau:.3g} in units of the declared domain), so those "
+                "means are the prior mean. Declare tighter `bounds` (a smaller domain), a larger "
+                "`epsilon`, fewer `n_epochs` or `n_components`, or fit more rows.", UserWarning, stacklevel=2)
+        self.means_ = centre + R * means
+        self.means_covariance_ = R * R * covs
+        lam_raw = lam_q / (R * R)
+        self.natural_parameters_ = np.concatenate(
+            [np.einsum("jab,jb->ja", lam_raw, self.means_), lam_raw.reshape(J, d * d)], axis=1)
         self.weights_ = w
         self.component_variance_ = s2
-        self.n_steps_ = S
+        self.n_steps_ = int(sum(sizes))
         self.n_skipped_ = int(skipped)
         self.n_features_in_ = d
         return self
 
-    def _order(self, key, n, T):
-        """Row of every step: a fresh permutation per epoch, or i.i.d. uniform rows."""
+    def _batch_sizes(self, n, T, B):
+        """Steps of every release, epoch after epoch (public: n, T, B): 'shuffle' cuts each
+        epoch's permutation into ceil(n / B) batches (the last one shorter); 'uniform' draws
+        ceil(n / B) batches of exactly B rows per epoch."""
+        k = -(-n // B)
         if self.sampling == "uniform":
-            out = np.empty(n * T, dtype=np.uint64)
-            _core_rng.fill_integers(derive_key(key, "order"), 0, n, out, 1)
-            return out.astype(np.int64)
+            return [B] * (k * T)
+        return ([B] * (k - 1) + [n - (k - 1) * B]) * T
+
+    def _order(self, key, n, T, B):
+        """Row of every step: a fresh permutation per epoch cut into batches ('shuffle'), or, per
+        batch, B distinct rows drawn uniformly ('uniform')."""
         u = np.empty(n)
+        if self.sampling == "uniform":
+            sizes = self._batch_sizes(n, T, B)
+            out = np.empty(int(sum(sizes)), dtype=np.int64)
+            pos = 0
+            for r, b in enumerate(sizes):
+                _core_rng.fill_uniform(derive_key(key, "order", r), 0, u, 1)
+                out[pos:pos + b] = np.argsort(u, kind="stable")[:b]
+                pos += b
+            return out
         order = np.empty(n * T, dtype=np.int64)
         for t in range(T):
             _core_rng.fill_uniform(derive_key(key, "order", t), 0, u, 1)
             order[t * n:(t + 1) * n] = np.argsort(u, kind="stable")
         return order
 
-    def _plan(self, key, n, T, J, P, eps, delta, C, gamma, acct, n_threads):
-        """Calibrate the noise multiplier for (ε, δ) and record the plan; the release layer."""
+    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads):
+        """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
+        record the plan; the release layer and the per-release noise σ."""
         sens = 2.0 * gamma * C / n
 
         def make_event(z):
-            return sep_event(z, n, T, self.sampling)
+            return sep_event(z, n, T, self.sampling, B)
 
         factory = acc.get_accountant(acct, "replace")
         z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
+        tau = _posterior_noise(sens * z, sizes, gamma, n)
+        margin = _margin(d, tau)
+        if n * C <= margin:                     # public: decided before the budget is charged
+            raise ValueError(
+                f"n_samples={n} is too small for epsilon={eps:g} with n_epochs={T} and batch_size={B}: "
+                f"the released factor's noise (threshold {margin:.3g}) exceeds the largest signal it can "
+                f"carry (n_samples * clip_norm = {n * C:.3g}), so the fit could only return the prior. "
+                "Raise epsilon, lower n_epochs, raise batch_size, or fit more rows.")
         event = make_event(z)
         spent = factory().compose(event).get_epsilon(delta)
-        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, n * T, None, J * P)
+        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
         plan = Plan({"factor": release}, event, acct, "replace", float(spent))
         self._charge(plan.event)              # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
-                  "each step one uniformly drawn row; N T steps of the Gaussian mechanism on a "
-                  "size-1 subsample without replacement (Wang et al. 2019)")
+                  "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
+                  "size-B subsample without replacement (Wang et al. 2019), composed")
         self.privacy_ = self._record(
-            plan, mechanism="gaussian", epsilon=eps, n_iter=n * T,
-            data_domain={"source": "none needed: the intermediate factor's natural parameters are "
-                                   f"clipped to norm {C:g}", "radius": None},
+            plan, mechanism="gaussian", epsilon=eps, n_iter=len(sizes),
+            data_domain={"source": "the intermediate factor's natural parameters are clipped to norm "
+                                   f"{C:.6g} in the domain's units (rows clipped to the box)",
+                         "radius": None},
             notes=(f"sampling={self.sampling!r}: {scheme}",
-                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1)"))
-        return ReleaseLayer(plan, key, n_threads)
+                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1), "
+                   f"batch_size={B}"))
+        return ReleaseLayer(plan, key, n_threads), sens * z
 
-    def _spent(self, n, T, delta, acct):
+    def _spent(self, n, T, B, delta, acct):
         """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
         factory = acc.get_accountant(acct, "replace")
         r = self.privacy_.releases["factor"]
@@ -410,7 +642,7 @@ class DPStochasticEP(PrivateEstimator):
         def spent(t):
             if t >= T:
                 return float(self.privacy_.epsilon_spent)
-            return float(factory().compose(sep_event(z, n, t, self.sampling)).get_epsilon(delta))
+            return float(factory().compose(sep_event(z, n, t, self.sampling, B)).get_epsilon(delta))
 
         return spent
 
