@@ -13,6 +13,10 @@ from dpem_fast.decomposition import _fa_em
 from dpem_fast._kernels.moments import COUNT, SECOND, SUM
 
 
+#: the warning of a fit whose release noise hides every loading (the suite's small, noisy fits)
+UNRESOLVED = "ignore:DPFactorAnalysis. no loading direction is resolved:UserWarning"
+
+
 def _factor_data(n=3000, d=6, k=2, seed=0, shift=1.0):
     rng = np.random.default_rng(seed)
     W = rng.normal(size=(k, d))
@@ -81,9 +85,10 @@ def test_privacy_record_sensitivities_and_one_release():
     ar = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, neighbouring="add_remove", random_state=0).fit(X)
     assert list(ar.privacy_.releases) == [COUNT, SUM, SECOND]
     assert [r.sensitivity for r in ar.privacy_.releases.values()] == [1.0, 1.0, 1.0]
-    # the EM's iterations are post-processing: more of them costs nothing
+    # the iterations are post-processing: more of them costs nothing (tol=0 stops only at an
+    # exact fixed point)
     more = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, tol=0.0, max_iter=300, random_state=0).fit(X)
-    assert more.n_iter_ == 300 and more.privacy_.epsilon_spent == rec.epsilon_spent
+    assert 1 <= more.n_iter_ <= 300 and more.privacy_.epsilon_spent == rec.epsilon_spent
     assert more.privacy_.releases == rec.releases
 
 
@@ -109,7 +114,8 @@ def test_private_fit_approaches_the_exact_covariance_with_more_rows():
 
 def test_heavy_noise_gives_finite_output():
     X, _, _ = _factor_data(50, 30, 3)
-    est = DPFactorAnalysis(3, epsilon=1e-3, data_norm=1.0, random_state=0).fit(X)
+    with pytest.warns(UserWarning, match="no loading direction is resolved"):
+        est = DPFactorAnalysis(3, epsilon=1e-3, data_norm=1.0, random_state=0).fit(X)
     for v in (est.components_, est.noise_variance_, est.mean_, est.transform(X), est.score_samples(X)):
         assert np.all(np.isfinite(v))
     assert np.all(est.noise_variance_ > 0)
@@ -145,6 +151,7 @@ def test_bad_model_parameters(kw, match):
         DPFactorAnalysis(**{"n_components": 2, **kw}).fit(X)
 
 
+@pytest.mark.filterwarnings(UNRESOLVED)
 def test_api():
     X, _, _ = _factor_data(500, 6)
     est = DPFactorAnalysis(2, data_norm=8.0, random_state=0)
@@ -159,6 +166,7 @@ def test_api():
 
 
 # ---------------------------------------------------------------- conformance
+@pytest.mark.filterwarnings(UNRESOLVED)
 class TestConformance(PrivateEstimatorConformance):
     estimator_class = DPFactorAnalysis
     params = dict(n_components=2, epsilon=1.0, delta=1e-5, data_norm=8.0)

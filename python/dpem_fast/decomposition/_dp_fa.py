@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy import linalg
@@ -13,7 +14,7 @@ from .._engine import PrivateEM
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._validation import check_nonnegative_real, check_positive_int
-from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fix_signs, orthomax
+from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fa_noisy, fix_signs, noise_edge, orthomax
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
 
 __all__ = ["DPFactorAnalysis"]
@@ -48,9 +49,11 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         the budget (accounted); ``bounds="from_data"`` is an explicit, non-private opt-in.
     neighbouring : {"replace", "add_remove"}, default="replace"
     max_iter : int, default=1000
-        Most EM iterations on the released matrix (post-processing).
+        Most iterations on the released matrix (post-processing).
     tol : float, default=1e-2
-        Stop when the log-likelihood (of N rows, as scikit-learn) gains less than ``tol``.
+        ``epsilon=inf``: stop when the log-likelihood (of N rows, as scikit-learn) gains
+        less than ``tol``.  Private fits: stop when no noise variance moves by more than
+        ``tol`` noise standard deviations of a released covariance entry.
     rotation : {None, "varimax", "quartimax"}
     noise : {"gaussian", "discrete_gaussian"}
     accountant, random_state, n_threads, budget, verbose : as the other estimators.
@@ -61,10 +64,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     noise_variance_ : ndarray of shape (n_features,)
     mean_ : ndarray of shape (n_features,)
     n_iter_ : int
-        EM iterations run on the released matrix (``privacy_.n_iter`` is the number of
+        Iterations run on the released matrix (``privacy_.n_iter`` is the number of
         release rounds: 1).
+    n_resolved_ : int
+        Rows of ``components_`` that are not zero: the loading directions resolved above
+        the release noise (a private fit sets the others to 0).
     loglike_ : list of float
-        Log-likelihood of each EM iteration, computed from the released statistics.
+        Log-likelihood of the released covariance under the model after each iteration.
     privacy_ : PrivacyRecord or None
     diagnostics_ : dict  (not private)
 
@@ -100,15 +106,45 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
     (``noise="discrete_gaussian"``) releases are composed separately.
 
-    The budget is split between the releases ∝ √(noised coordinates) (1, d, d(d+1)/2), the
-    split that minimises the total noise variance in units of each sensitivity.
+    The budget is split equally between the sum and the second moment (``a_1 = a_2``; the
+    count, under add/remove, gets ``1/d`` of a share).  Why: the released mean's error ``e``
+    enters the covariance through ``m̃ m̃ᵀ`` with spectral size about ``‖m‖ σ_1 √d / N``
+    (``‖m‖ ≤ 1``), beside the second moment's own noise edge ``2 σ_2 √d / N``; with the joint
+    cost ``a_1/2 + a_2 + a_1²/(16 a_2)`` the sum of the two, ``√f (√2 Δ_2-part + Δ_1-part)``,
+    is smallest near ``a_1 = a_2`` for ``‖m‖`` near its public bound 1 (the split the
+    previous versions used, ∝ √(coordinates), left the mean so noisy that its error alone
+    was larger than the second moment's noise edge).  The count only rescales the
+    covariance (relative error ``σ_N/N``); ``1/d`` of a share keeps ``σ_N ≈ √d σ_2``.  The
+    sensitivities above are unchanged; only the split of the budget between them is a
+    choice, made from public quantities.
 
-    Post-processing: the mean ``S̃1/N`` is projected into the unit ball; the covariance
-    ``S̃2/N − m mᵀ``; each noise variance is kept in ``[σ₂/N, 1]`` (one noise std of an
-    entry of the released covariance; every variance of a row in the unit ball is ≤ 1);
-    under add/remove N is the noisy count floored at max(1, 3σ_N).  Initialisation is
-    data-independent (ψ = 1; the subspace basis for d > 1024 is drawn from the fit's key);
-    the EM's stopping rule reads only released values.
+    Post-processing (every step reads released values and public constants only:
+    ``σ_m = σ_1/N`` and ``σ_C = σ_2/N``, the noise sd of a coordinate of the released mean
+    and of an entry of the released covariance; under add/remove N is the noisy count
+    floored at max(1, 3σ_N)):
+
+    1. the mean ``m̃ = S̃1/N``, projected into the unit ball; the covariance
+       ``C̃ = S̃2/N − m̃ m̃ᵀ + σ_m² I`` (the last term removes the plug-in's bias
+       ``E[m̃ m̃ᵀ] = m mᵀ + σ_m² I``);
+    2. the variances ``v``: the posterior mean of each ``C̃_jj`` given its release noise
+       N(0, σ_C²) under a flat prior on ``v_j ≥ 0`` (:func:`~._fa_em.variance_posterior_mean`;
+       ≈ ``C̃_jj`` when it is well above σ_C, 0.8 σ_C at 0), at most 1 (every variance of a
+       row in the unit ball is ≤ 1);
+    3. the noise edge ``τ`` (:func:`~._fa_em.noise_edge`): the semicircle edge ``2 σ_C √d``
+       of the Analyze-Gauss noise, moved by the released mean's error where that is large
+       enough to show (the BBP transition);
+    4. iterated principal factors (:func:`~._fa_em.fa_noisy`): the ``k`` leading eigenpairs of
+       ``C̃ − diag(ψ)`` — the loadings plus Wigner noise — each eigenvalue above ``τ``
+       shrunk to the Frobenius-optimal size of the spike behind it, each below it dropped
+       (its loading row is 0), then ``ψ = max(v − Σ W², min(v, σ_C))``, until ψ settles
+       (moves by ≤ ``tol · σ_C``) or ``max_iter``;
+    5. when no direction clears ``τ`` the model is the diagonal Gaussian (``W = 0``,
+       ``ψ = v``), the trivial model of the same release, and a ``UserWarning`` says so;
+    6. ``noise_variance_`` adds ``σ_m²``: a new row's distance to the released mean carries
+       the mean's noise, so the model's density is the predictive one.
+
+    Initialisation is data-independent (the subspace basis for d > 1024 is drawn from the
+    fit's key).
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
@@ -160,9 +196,16 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _shares(self):
         d = self.n_features_in_
-        shares = {SUM: math.sqrt(d), SECOND: math.sqrt(d * (d + 1) / 2)}
+        # equal shares for the sum and the second moment: the released mean's error enters
+        # the covariance through m̃ m̃ᵀ (spectral norm ≈ ‖m‖ σ_1 √d/N, ‖m‖ ≤ 1) beside the
+        # second moment's own 2 σ_2 √d/N; with the joint bound's cost a_1/2 + a_2 + φ the sum
+        # of the two is smallest near a_1 = a_2 (class docstring).  The count (add/remove)
+        # only scales the covariance (relative error σ_N/N): 1/d of a share keeps
+        # σ_N ≈ √d σ_2, below the second moment's noise edge.
+        d = self.n_features_in_
+        shares = {SUM: 1.0, SECOND: 1.0}
         if self.neighbouring == "add_remove":
-            shares[COUNT] = 1.0
+            shares[COUNT] = 1.0 / d
         return shares
 
     def _joint_sensitivity(self, a, neighbouring):
@@ -191,16 +234,35 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return _fa_statistics
 
     def _update(self, noisy, params, ctx):
-        """EM on the released statistics (post-processing of public values)."""
+        """Factor analysis of the released statistics (post-processing of public values;
+        the class docstring's "Post-processing")."""
         n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
+        d = noisy[SUM].shape[0]
+        k = self._k(d)
+        sigma_mean = ctx.releases[SUM].noise_scale / n        # sd of a coordinate of S̃1/N
+        sigma_cov = ctx.releases[SECOND].noise_scale / n      # sd of an entry of S̃2/N
         mean = noisy[SUM] / n
         norm = np.linalg.norm(mean)
         if norm > 1.0:
             mean /= norm
+            norm = 1.0
         C = noisy[SECOND] / n - np.outer(mean, mean)
         C = (C + C.T) / 2
-        floor = max(SMALL, ctx.releases[SECOND].noise_scale / n)
-        return self._em(C, n, params, mean, floor=min(floor, 1.0), ceiling=1.0)
+        C.flat[:: d + 1] += sigma_mean * sigma_mean           # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I
+        edge = noise_edge(sigma_cov, sigma_mean, norm, d)
+        W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
+                                               tol=self.tol, ceiling=1.0, start=params["start"])
+        if n_resolved == 0:
+            warnings.warn(
+                f"{type(self).__name__}: no loading direction is resolved above the release noise (the noise "
+                f"edge of the released covariance is {edge:.3g} in unit-ball units): the fitted model is the "
+                "diagonal Gaussian (components_ are zero).  Declare a tighter domain (data_norm or bounds), "
+                "raise epsilon, or fit more rows.", UserWarning, stacklevel=4)
+        # the predictive density of a new row: its distance to the released mean also carries
+        # the mean's noise, σ_m² per coordinate (a public constant)
+        psi = psi + sigma_mean * sigma_mean
+        return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it,
+                "n_resolved": n_resolved}
 
     def _exact_update(self, stats, params):
         n = float(stats[COUNT][0])
@@ -273,6 +335,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def score(self, X, y=None):
         """Mean log-likelihood per row."""
         return float(np.mean(self.score_samples(X)))
+
+    @property
+    def n_resolved_(self):
+        """Rows of ``components_`` that are not zero: the loading directions resolved above
+        the release noise (post-processing of ``components_``)."""
+        check_is_fitted(self, "components_")
+        return int(np.count_nonzero(np.any(np.asarray(self.components_) != 0, axis=1)))
 
     @property
     def _n_features_out(self):
