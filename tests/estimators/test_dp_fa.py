@@ -161,6 +161,24 @@ def test_variance_posterior_mean_is_the_truncated_normal_mean():
     assert_allclose(_fa_em.variance_posterior_mean(v, sd), expect, rtol=1e-9)
 
 
+def test_noisy_fit_subspace_path_equals_dense_path(monkeypatch):
+    """d > DENSE_MAX_D: the noise-aware fit's subspace iteration (on the shifted residual)
+    gives the dense path's loadings and variances (patched threshold, small d)."""
+    rng = np.random.default_rng(5)
+    d = 40
+    W0 = rng.normal(size=(3, d)) * np.array([[1.0], [0.7], [0.5]])
+    E = rng.normal(scale=0.01, size=(d, d))
+    C = W0.T @ W0 / d + np.diag(rng.uniform(0.05, 0.1, d)) + (E + E.T) / 2
+    kw = dict(sigma_cov=0.01, edge=_fa_em.noise_edge(0.01, 0.0, 0.0, d), max_iter=300, tol=1e-6)
+    Wd, psid, rd, _, _ = _fa_em.fa_noisy(C, 4, 1000, **kw)
+    monkeypatch.setattr(_fa_em, "DENSE_MAX_D", 10)
+    start = np.linalg.qr(rng.normal(size=(d, 14)))[0]
+    Ws, psis, rs, _, _ = _fa_em.fa_noisy(C, 4, 1000, start=start, **kw)
+    assert rd == rs == 3
+    assert_allclose(Ws.T @ Ws, Wd.T @ Wd, atol=1e-6)
+    assert_allclose(psis, psid, atol=1e-6)
+
+
 def test_a_noise_dominated_fit_warns_and_is_the_diagonal_model():
     """Independent features: no loading exists, so none may be reported (the old fit
     returned noise eigenvectors as loadings, silently)."""
