@@ -87,6 +87,10 @@ def test_privacy_record_sensitivities_and_one_release():
     ar = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, neighbouring="add_remove", random_state=0).fit(X)
     assert list(ar.privacy_.releases) == [COUNT, SUM, SECOND]
     assert [r.sensitivity for r in ar.privacy_.releases.values()] == [1.0, 1.0, 1.0]
+    # the split that minimises the covariance's noise edge (class docstring): a_1 = a_2 under
+    # replace (Δ_1/Δ_2 = √2), a_1 = a_2/2 under add/remove (Δ_1 = Δ_2); σ_1/σ_2 = √2 in both
+    for fit in (rec, ar.privacy_):
+        assert fit.releases[SUM].noise_scale / fit.releases[SECOND].noise_scale == pytest.approx(math.sqrt(2.0))
     # the iterations are post-processing: more of them costs nothing (tol=0 stops only at an
     # exact fixed point)
     more = DPFactorAnalysis(2, epsilon=1.0, data_norm=8.0, tol=0.0, max_iter=300, random_state=0).fit(X)

@@ -106,17 +106,19 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
     (``noise="discrete_gaussian"``) releases are composed separately.
 
-    The budget is split equally between the sum and the second moment (``a_1 = a_2``; the
-    count, under add/remove, gets ``1/d`` of a share).  Why: the released mean's error ``e``
-    enters the covariance through ``m̃ m̃ᵀ`` with spectral size about ``‖m‖ σ_1 √d / N``
-    (``‖m‖ ≤ 1``), beside the second moment's own noise edge ``2 σ_2 √d / N``; with the joint
-    cost ``a_1/2 + a_2 + a_1²/(16 a_2)`` the sum of the two, ``√f (√2 Δ_2-part + Δ_1-part)``,
-    is smallest near ``a_1 = a_2`` for ``‖m‖`` near its public bound 1 (the split the
-    previous versions used, ∝ √(coordinates), left the mean so noisy that its error alone
-    was larger than the second moment's noise edge).  The count only rescales the
-    covariance (relative error ``σ_N/N``); ``1/d`` of a share keeps ``σ_N ≈ √d σ_2``.  The
-    sensitivities above are unchanged; only the split of the budget between them is a
-    choice, made from public quantities.
+    The budget split between the sum and the second moment, ``r = a_1/a_2``, minimises the
+    noise edge of the released covariance (step 3 below) with ``‖m‖`` at its public bound 1.
+    The released mean's error ``e`` enters the covariance through ``m̃ m̃ᵀ`` as a spike of
+    size ``θ ≈ ‖m‖ σ_1 √d / N`` beside the second moment's semicircle edge
+    ``τ = 2 σ_2 √d / N``; the edge is ``τ`` while ``θ ≤ τ/2`` and ``θ + τ²/(4θ)`` beyond.
+    With ``σ_r = Δ_r/√a_r`` and the joint cost ``f(r) a_2 = μ²``: under replace-one
+    (``Δ_1 = 2``, ``Δ_2 = √2``, ``f = 1 + r/2 + r²/16``) the minimum is at ``r ≈ 0.91``
+    (within 0.2 % of ``r = 1``, which is used); under add/remove (``Δ_1 = Δ_2 = 1``,
+    ``f = 1 + r``) at ``r ≈ 0.5`` (8 % below the edge at ``r = 1``), used.  The count
+    (add/remove) only rescales the covariance (relative error ``σ_N/N``) and gets ``1/d`` of
+    the second moment's share, which keeps ``σ_N ≈ √d σ_2``.  (Earlier versions split ∝
+    √(coordinates), which left the mean so noisy that its error alone exceeded ``τ``.)
+    The sensitivities above are unchanged; the split is a function of public quantities.
 
     Post-processing (every step reads released values and public constants only:
     ``σ_m = σ_1/N`` and ``σ_C = σ_2/N``, the noise sd of a coordinate of the released mean
@@ -195,18 +197,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return specs
 
     def _shares(self):
+        # a_1 : a_2 = the split that minimises the noise edge of the released covariance
+        # (step 3 of the class docstring's post-processing) with ‖m‖ at its public bound 1:
+        # about 1 : 1 under replace-one, 1 : 2 under add/remove (class docstring).  The count
+        # (add/remove) only rescales the covariance (relative error σ_N/N): 1/d of a share
+        # keeps σ_N ≈ √d σ_2, below the second moment's noise edge.
         d = self.n_features_in_
-        # equal shares for the sum and the second moment: the released mean's error enters
-        # the covariance through m̃ m̃ᵀ (spectral norm ≈ ‖m‖ σ_1 √d/N, ‖m‖ ≤ 1) beside the
-        # second moment's own 2 σ_2 √d/N; with the joint bound's cost a_1/2 + a_2 + φ the sum
-        # of the two is smallest near a_1 = a_2 (class docstring).  The count (add/remove)
-        # only scales the covariance (relative error σ_N/N): 1/d of a share keeps
-        # σ_N ≈ √d σ_2, below the second moment's noise edge.
-        d = self.n_features_in_
-        shares = {SUM: 1.0, SECOND: 1.0}
         if self.neighbouring == "add_remove":
-            shares[COUNT] = 1.0 / d
-        return shares
+            return {COUNT: 1.0 / d, SUM: 0.5, SECOND: 1.0}
+        return {SUM: 1.0, SECOND: 1.0}
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
