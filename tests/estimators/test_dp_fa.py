@@ -163,6 +163,10 @@ def test_variance_posterior_mean_is_the_truncated_normal_mean():
     v = np.array([-2.0, -0.5, 0.0, 0.3, 4.0])
     expect = [stats.truncnorm(-x / sd, np.inf, loc=x, scale=sd).mean() for x in v]
     assert_allclose(_fa_em.variance_posterior_mean(v, sd), expect, rtol=1e-9)
+    # far below zero (a tiny noise scale): positive, ≈ sd²/|v|, no cancellation
+    far = _fa_em.variance_posterior_mean(np.array([-10.5, -1e6, -1e12]), 1.0)
+    assert np.all(far > 0) and far[2] == pytest.approx(1e-12, rel=1e-9)
+    assert far[0] == pytest.approx(stats.truncnorm(10.5, np.inf, loc=-10.5).mean(), rel=1e-4)
 
 
 def test_noisy_fit_subspace_path_equals_dense_path(monkeypatch):

@@ -167,8 +167,13 @@ def variance_posterior_mean(v, sd):
     if sd <= 0.0:
         return v.copy()
     z = v / sd
-    mills = np.exp(-0.5 * z * z - 0.5 * math.log(2.0 * math.pi) - special.log_ndtr(z))
-    return v + sd * mills
+    out = np.empty_like(z)
+    far = z < -10.0                 # z + φ(z)/Φ(z) cancels there: its asymptotic series
+    zf = z[far]
+    out[far] = sd * (-1.0 / zf + 2.0 / zf ** 3 - 10.0 / zf ** 5)
+    zn = z[~far]
+    out[~far] = v[~far] + sd * np.exp(-0.5 * zn * zn - 0.5 * math.log(2.0 * math.pi) - special.log_ndtr(zn))
+    return out
 
 
 def _top_shifted(R, k, shift, Q):
