@@ -185,14 +185,18 @@ def part3(seeds, delta, k=10, size=10, per_image=20_000):
     imgs = [im.astype(np.float64).mean(axis=2) for im in load_sample_images().images]
     d = size * size
     norm = 127.5 * size                     # the half-diagonal of the public box [0, 255]^d
+    n_train = 3 * per_image // 2
     print(f"\nPart 3: {size}x{size} grey patches of scikit-learn's two sample images ({per_image:,} per image, "
-          f"seeded), train on china.jpg, held out on flower.jpg; k = {k}, centre 127.5, data_norm {norm:g} "
-          f"(the box [0, 255]^{d}: nothing clipped), δ = {delta}, replace-one; held-out log-likelihood per row")
+          f"seeded), pooled and split at random: {n_train:,} train, {2 * per_image - n_train:,} held out; k = {k}, "
+          f"centre 127.5, data_norm {norm:g} (the box [0, 255]^{d}: nothing clipped), δ = {delta}, replace-one; "
+          "held-out log-likelihood per row")
     for eps in (0.3, 1.0):
         fa, dg, res = [], [], []
         for seed in seeds:
-            tr, te = (extract_patches_2d(im, (size, size), max_patches=per_image, random_state=seed).reshape(-1, d)
-                      - 127.5 for im in imgs)
+            P = np.concatenate([extract_patches_2d(im, (size, size), max_patches=per_image,
+                                                   random_state=seed).reshape(-1, d) for im in imgs]) - 127.5
+            idx = np.random.default_rng(seed).permutation(len(P))
+            tr, te = P[idx[:n_train]], P[idx[n_train:]]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 est = DPFactorAnalysis(k, epsilon=eps, delta=delta, data_norm=norm, random_state=seed).fit(tr)

@@ -137,7 +137,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
        enough to show (the BBP transition);
     4. iterated principal factors (:func:`~._fa_em.fa_noisy`): the ``k`` leading eigenpairs of
        ``C̃ − diag(ψ)`` — the loadings plus Wigner noise — each eigenvalue above ``τ``
-       shrunk to the Frobenius-optimal size of the spike behind it, each below it dropped
+       shrunk to the size of the spike behind it (the noise bias removed), each below it dropped
        (its loading row is 0), then ``ψ = max(v − Σ W², min(v, σ_C))``, until ψ settles
        (moves by ≤ ``tol · σ_C``) or ``max_iter``;
     5. when no direction clears ``τ`` the model is the diagonal Gaussian (``W = 0``,

