@@ -24,6 +24,9 @@ def main():
     ap.add_argument("--out", default="docs/figures/fa_mnist.png")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    import warnings
+
+    warnings.simplefilter("ignore", UserWarning)   # an unresolved fit warns; the figure shows it
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,14 +49,16 @@ def main():
         if ref is None:
             ref = W
         # match each private loading to the non-private one it is most aligned with (display only)
-        Wn = W / np.linalg.norm(W, axis=1, keepdims=True)
+        # a loading not resolved above the release noise is 0: shown blank, |cos| 0
+        Wn = W / np.maximum(np.linalg.norm(W, axis=1, keepdims=True), np.finfo(float).tiny)
         Rn = ref / np.linalg.norm(ref, axis=1, keepdims=True)
         cos = np.abs(Rn @ Wn.T).max(axis=1)
         print(f"{label:>12}: {time.perf_counter() - t:.2f} s, {est.n_iter_} EM iterations, "
               f"rows clipped {est.diagnostics_['n_rows_clipped']} (not private), "
-              f"score {est.score(X):.1f}, best |cos| to non-private loadings: {np.round(cos, 2)}")
+              f"{est.n_resolved_} loadings resolved, score {est.score(X):.1f}, "
+              f"best |cos| to non-private loadings: {np.round(cos, 2)}")
         for j in range(k):
-            w = W[j] / np.abs(W[j]).max()
+            w = W[j] / max(np.abs(W[j]).max(), np.finfo(float).tiny)
             ax = axes[i, j]
             ax.imshow(w.reshape(28, 28), cmap="RdBu_r", vmin=-1, vmax=1)
             ax.set_xticks([])

@@ -58,6 +58,7 @@ def test_fit_report_sample_load_score_end_to_end(data):
     assert model.score(X) == ref.score(X)
 
 
+@pytest.mark.filterwarnings("ignore:DPFactorAnalysis. no loading direction:UserWarning")   # 300 rows, ε = 1
 def test_private_default_domain_and_other_models(data, capsys):
     d, X = data
     np.save(d / "d.npy", X)

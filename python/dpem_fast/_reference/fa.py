@@ -4,11 +4,20 @@ Test oracles and benchmark baselines of :mod:`dpem_fast.decomposition`.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .._preprocess import scale_and_clip
+from .._engine._plan import make_plan
+from .._engine._release import ReleaseLayer
+from .._engine._specs import moments_joint_bound
+from .._engine._statistics import StatSpec
+from .._preprocess import DataDomain, scale_and_clip
+from .._rng import make_key
+from ..decomposition._fa_em import variance_posterior_mean
 
-__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference"]
+__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "private_diagonal_gaussian",
+           "diagonal_gaussian_loglik"]
 
 
 def second_moment_reference(X, domain=None):
@@ -84,3 +93,43 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
         old = ll
         psi = np.maximum(var - np.sum(W ** 2, axis=0), floor)
     return fix_signs(W), psi, it
+
+
+def private_diagonal_gaussian(X, *, epsilon, delta, data_norm, random_state=0):
+    """The trivial private model: one Gaussian with a diagonal covariance.
+
+    Rows are mapped into the unit ball by the declared ``data_norm`` (centre 0) and
+    clipped, as the factor model's rows are.  Released once, jointly (one Gaussian
+    mechanism), through the engine's release layer: the sum ``Σ x`` (ℓ2 sensitivity 2
+    replace, 1 add/remove) and the per-feature sum of squares ``Σ x∘x`` (a vector with
+    ``‖x∘x‖₂ ≤ ‖x‖² ≤ 1``; replace ``‖x∘x − x'∘x'‖² ≤ ‖x∘x‖² + ‖x'∘x'‖² ≤ 2`` since both
+    are nonnegative: √2), under replace-one, where the row count is public.  Equal shares and the joint bound of the factor model
+    (``‖x∘x − x'∘x'‖ ≤ ‖xxᵀ − x'x'ᵀ‖_F``, so :func:`moments_joint_bound` holds).
+    Post-processing as :class:`DPFactorAnalysis`'s diagonal: the plug-in bias ``σ_m²`` added
+    back, the posterior mean of each variance given its release noise, and ``σ_m²`` added
+    for the predictive density.  Returns ``(mean, var)`` in the original units.
+    """
+    n, d = X.shape
+    Z, _ = scale_and_clip(np.asarray(X, dtype=np.float64), DataDomain(np.zeros(d), float(data_norm), None, False))
+    specs = (StatSpec("sum", (d,), l2={"add_remove": 1.0, "replace": 2.0}),
+             StatSpec("sumsq", (d,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}))
+    neighbouring = "replace"
+    plan = make_plan(specs, 1, epsilon=epsilon, delta=delta, neighbouring=neighbouring, accountant="gdp",
+                     mechanisms=None, shares={"sum": 1.0, "sumsq": 1.0},
+                     joint=lambda a: moments_joint_bound(a["sum"], a["sumsq"], neighbouring=neighbouring))
+    layer = ReleaseLayer(plan, make_key(random_state))
+    noisy = layer.release({"sum": Z.sum(0), "sumsq": np.sum(Z * Z, axis=0)}, 0)
+    sig1, sig2 = plan.releases["sum"].noise_scale, plan.releases["sumsq"].noise_scale
+    mean = noisy["sum"] / n
+    norm = np.linalg.norm(mean)
+    if norm > 1.0:
+        mean /= norm
+    mean_var = (sig1 / n) ** 2
+    var = np.minimum(variance_posterior_mean(noisy["sumsq"] / n - mean * mean + mean_var, sig2 / n), 1.0) + mean_var
+    return mean * data_norm, var * data_norm ** 2
+
+
+def diagonal_gaussian_loglik(X, mean, var):
+    """Mean log-likelihood per row of X under N(mean, diag(var))."""
+    X = np.asarray(X, dtype=np.float64)
+    return float(np.mean(-0.5 * np.sum((X - mean) ** 2 / var + np.log(2 * np.pi * var), axis=1)))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy import linalg
@@ -10,11 +11,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
+from ..accounting import NoiseDominatedWarning
 from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._validation import check_nonnegative_real, check_positive_int
-from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fix_signs, orthomax
+from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fa_noisy, fix_signs, noise_edge, orthomax
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
 
 __all__ = ["DPFactorAnalysis"]
@@ -49,9 +51,11 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         the budget (accounted); ``bounds="from_data"`` is an explicit, non-private opt-in.
     neighbouring : {"replace", "add_remove"}, default="replace"
     max_iter : int, default=1000
-        Most EM iterations on the released matrix (post-processing).
+        Most iterations on the released matrix (post-processing).
     tol : float, default=1e-2
-        Stop when the log-likelihood (of N rows, as scikit-learn) gains less than ``tol``.
+        ``epsilon=inf``: stop when the log-likelihood (of N rows, as scikit-learn) gains
+        less than ``tol``.  Private fits: stop when no noise variance moves by more than
+        ``tol`` noise standard deviations of a released covariance entry.
     rotation : {None, "varimax", "quartimax"}
     noise : {"gaussian", "discrete_gaussian"}
     accountant, random_state, n_threads, budget, verbose : as the other estimators.
@@ -66,10 +70,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     noise_variance_ : ndarray of shape (n_features,)
     mean_ : ndarray of shape (n_features,)
     n_iter_ : int
-        EM iterations run on the released matrix (``privacy_.n_iter`` is the number of
+        Iterations run on the released matrix (``privacy_.n_iter`` is the number of
         release rounds: 1).
+    n_resolved_ : int
+        Rows of ``components_`` that are not zero: the loading directions resolved above
+        the release noise (a private fit sets the others to 0).
     loglike_ : list of float
-        Log-likelihood of each EM iteration, computed from the released statistics.
+        Log-likelihood of the released covariance under the model after each iteration.
     privacy_ : PrivacyRecord or None
     diagnostics_ : dict  (not private)
 
@@ -108,19 +115,50 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
     (``noise="discrete_gaussian"``) releases are composed separately.
 
-    The budget is split between the releases ∝ √(noised coordinates) (1, d, d(d+1)/2), the
-    split that minimises the total noise variance in units of each sensitivity.
+    The budget split between the sum and the second moment, ``r = a_1/a_2``, minimises the
+    noise edge of the released covariance (step 3 below) with ``‖m‖`` at its public bound 1.
+    The released mean's error ``e`` enters the covariance through ``m̃ m̃ᵀ`` as a spike of
+    size ``θ ≈ ‖m‖ σ_1 √d / N`` beside the second moment's semicircle edge
+    ``τ = 2 σ_2 √d / N``; the edge is ``τ`` while ``θ ≤ τ/2`` and ``θ + τ²/(4θ)`` beyond.
+    With ``σ_r = Δ_r/√a_r`` and the joint cost ``f(r) a_2 = μ²``: under replace-one
+    (``Δ_1 = 2``, ``Δ_2 = √2``, ``f = 1 + r/2 + r²/16``) the minimum is at ``r ≈ 0.91``
+    (within 0.2 % of ``r = 1``, which is used); under add/remove (``Δ_1 = Δ_2 = 1``,
+    ``f = 1 + r``) at ``r ≈ 0.5`` (8 % below the edge at ``r = 1``), used.  The count
+    (add/remove) only rescales the covariance (relative error ``σ_N/N``) and gets ``1/d`` of
+    the second moment's share, which keeps ``σ_N ≈ √d σ_2``.  (Earlier versions split ∝
+    √(coordinates), which left the mean so noisy that its error alone exceeded ``τ``.)
+    The sensitivities above are unchanged; the split is a function of public quantities.
 
-    Post-processing: the mean ``S̃1/N`` is clipped into the box's image (each coordinate to
-    [−b_i, b_i], b_i = 1/√d for a declared box), else projected into the unit ball; the
-    covariance ``S̃2/N − m mᵀ``; each noise variance ψ_i is kept in ``[min(σ₂/N, c_i), c_i]``
-    with ``c_i = min(max(b_i², SMALL), 1)`` (σ₂/N: one noise std of an entry of the released
-    covariance; a feature in [−b_i, b_i] has variance ≤ b_i², a row in the unit ball ≤ 1).
-    These bounds are in the working units, so in original units the ψ floor of feature i is
-    ``s_i² σ₂/N``: each feature's floor is on its own scale, not the widest feature's;
-    under add/remove N is the noisy count floored at max(1, 3σ_N).  Initialisation is
-    data-independent (ψ = 1; the subspace basis for d > 1024 is drawn from the fit's key);
-    the EM's stopping rule reads only released values.
+    Post-processing (every step reads released values and public constants only:
+    ``σ_m = σ_1/N`` and ``σ_C = σ_2/N``, the noise sd of a coordinate of the released mean
+    and of an entry of the released covariance; under add/remove N is the noisy count
+    floored at max(1, 3σ_N)):
+
+    1. the mean ``m̃ = S̃1/N``, clipped into the box's image (each coordinate to [−b_i, b_i],
+       b_i = 1/√d for a declared box; so ‖m̃‖ ≤ 1), else projected into the unit ball; the covariance
+       ``C̃ = S̃2/N − m̃ m̃ᵀ + σ_m² I`` (the last term removes the plug-in's bias
+       ``E[m̃ m̃ᵀ] = m mᵀ + σ_m² I``);
+    2. the variances ``v``: the posterior mean of each ``C̃_jj`` given its release noise
+       N(0, σ_C²) under a flat prior on ``v_j ≥ 0`` (:func:`~._fa_em.variance_posterior_mean`;
+       ≈ ``C̃_jj`` when it is well above σ_C, 0.8 σ_C at 0), at most ``c_i = min(max(b_i²,
+       SMALL), 1)`` (a feature in [−b_i, b_i] has variance ≤ b_i², a row in the unit ball ≤ 1);
+       these bounds are in the working units, so in original units each feature's floor and
+       ceiling are on its own scale (``s_i²`` times them), not the widest feature's;
+    3. the noise edge ``τ`` (:func:`~._fa_em.noise_edge`): the semicircle edge ``2 σ_C √d``
+       of the Analyze-Gauss noise, moved by the released mean's error where that is large
+       enough to show (the BBP transition);
+    4. iterated principal factors (:func:`~._fa_em.fa_noisy`): the ``k`` leading eigenpairs of
+       ``C̃ − diag(ψ)`` — the loadings plus Wigner noise — each eigenvalue above ``τ``
+       shrunk to the size of the spike behind it (the noise bias removed), each below it dropped
+       (its loading row is 0), then ``ψ = max(v − Σ W², min(v, σ_C))``, until ψ settles
+       (moves by ≤ ``tol · σ_C``) or ``max_iter``;
+    5. when no direction clears ``τ`` the model is the diagonal Gaussian (``W = 0``,
+       ``ψ = v``), the trivial model of the same release, and a ``UserWarning`` says so;
+    6. ``noise_variance_`` adds ``σ_m²``: a new row's distance to the released mean carries
+       the mean's noise, so the model's density is the predictive one.
+
+    Initialisation is data-independent (the subspace basis for d > 1024 is drawn from the
+    fit's key).
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
@@ -171,11 +209,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return specs
 
     def _shares(self):
+        # a_1 : a_2 = the split that minimises the noise edge of the released covariance
+        # (step 3 of the class docstring's post-processing) with ‖m‖ at its public bound 1:
+        # about 1 : 1 under replace-one, 1 : 2 under add/remove (class docstring).  The count
+        # (add/remove) only rescales the covariance (relative error σ_N/N): 1/d of a share
+        # keeps σ_N ≈ √d σ_2, below the second moment's noise edge.
         d = self.n_features_in_
-        shares = {SUM: math.sqrt(d), SECOND: math.sqrt(d * (d + 1) / 2)}
         if self.neighbouring == "add_remove":
-            shares[COUNT] = 1.0
-        return shares
+            return {COUNT: 1.0 / d, SUM: 0.5, SECOND: 1.0}
+        return {SUM: 1.0, SECOND: 1.0}
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
@@ -203,17 +245,36 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return _fa_statistics
 
     def _update(self, noisy, params, ctx):
-        """EM on the released statistics (post-processing of public values)."""
+        """Factor analysis of the released statistics (post-processing of public values;
+        the class docstring's "Post-processing")."""
         n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
+        d = noisy[SUM].shape[0]
+        k = self._k(d)
+        sigma_mean = ctx.releases[SUM].noise_scale / n        # sd of a coordinate of S̃1/N
+        sigma_cov = ctx.releases[SECOND].noise_scale / n      # sd of an entry of S̃2/N
         # the data lie in the image of the domain (its box, else the unit ball): so does the mean
         mean = project_into_domain(noisy[SUM] / n, ctx.domain)
-        C = noisy[SECOND] / n - np.outer(mean, mean)
-        C = (C + C.T) / 2
+        norm = min(float(np.linalg.norm(mean)), 1.0)
         # a feature's variance is at most b_i² (b: the box image's half-widths), at most 1
         box = None if ctx.domain is None else ctx.domain.box_image
-        ceiling = np.ones(C.shape[0]) if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
-        floor = np.minimum(max(SMALL, ctx.releases[SECOND].noise_scale / n), ceiling)
-        return self._em(C, n, params, mean, floor=floor, ceiling=ceiling)
+        ceiling = 1.0 if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
+        C = noisy[SECOND] / n - np.outer(mean, mean)
+        C = (C + C.T) / 2
+        C.flat[:: d + 1] += sigma_mean * sigma_mean           # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I
+        edge = noise_edge(sigma_cov, sigma_mean, norm, d)
+        W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
+                                               tol=self.tol, ceiling=ceiling, start=params["start"])
+        if n_resolved == 0:
+            warnings.warn(
+                f"{type(self).__name__}: no loading direction is resolved above the release noise (the noise "
+                f"edge of the released covariance is {edge:.3g} in unit-ball units): the fitted model is the "
+                "diagonal Gaussian (components_ are zero).  Declare a tighter domain (data_norm or bounds), "
+                "raise epsilon, or fit more rows.", NoiseDominatedWarning, stacklevel=4)
+        # the predictive density of a new row: its distance to the released mean also carries
+        # the mean's noise, σ_m² per coordinate (a public constant)
+        psi = psi + sigma_mean * sigma_mean
+        return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it,
+                "n_resolved": n_resolved}
 
     def _exact_update(self, stats, params):
         n = float(stats[COUNT][0])
@@ -290,6 +351,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def score(self, X, y=None):
         """Mean log-likelihood per row."""
         return float(np.mean(self.score_samples(X)))
+
+    @property
+    def n_resolved_(self):
+        """Rows of ``components_`` that are not zero: the loading directions resolved above
+        the release noise (post-processing of ``components_``)."""
+        check_is_fitted(self, "components_")
+        return int(np.count_nonzero(np.any(np.asarray(self.components_) != 0, axis=1)))
 
     @property
     def _n_features_out(self):

@@ -24,9 +24,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, special
 
-__all__ = ["fa_em", "orthomax", "fix_signs", "DENSE_MAX_D", "SMALL"]
+__all__ = ["fa_em", "fa_noisy", "gaussian_loglik", "noise_edge", "spike_shrink", "variance_posterior_mean", "orthomax", "fix_signs",
+           "DENSE_MAX_D", "SMALL"]
 
 #: sklearn's guard for tiny variances (a public constant)
 SMALL = 1e-12
@@ -115,6 +116,138 @@ def fa_em(C, n_components, n_rows, *, max_iter, tol, floor=SMALL, ceiling=np.inf
         old = ll
         psi = np.clip(var - np.sum(W * W, axis=0), floor, ceiling)
     return W, psi, lls, it
+
+
+def noise_edge(sigma_cov, sigma_mean, mean_norm, d):
+    """Where the release noise of a covariance ``S̃2/N − m̃ m̃ᵀ + σ_m² I`` ends in its spectrum.
+
+    ``sigma_cov``: sd of each entry of ``S̃2/N`` (Analyze-Gauss: a symmetric matrix with
+    i.i.d. N(0, sigma_cov²) entries on and above the diagonal, whose spectrum fills the
+    semicircle ``[-τ, τ]``, ``τ = 2 sigma_cov √d``); ``sigma_mean``: sd of each coordinate of
+    the released mean ``m̃ = m + e`` (``‖e‖ ≈ sigma_mean √d``), which enters through
+    ``m̃ m̃ᵀ = m mᵀ + m eᵀ + e mᵀ + e eᵀ``: a low-rank term of size at most
+    ``θ = ‖m‖ ‖e‖ + ‖e‖²``.  A spike θ on Wigner noise of edge τ leaves the edge where it is
+    when ``θ ≤ τ/2`` and else shows at ``θ + τ²/(4θ)`` (the BBP transition, Benaych-Georges &
+    Nadakuditi 2011).  Every input is public (the plan's noise scales, N where public or
+    the released count, d, the released mean's norm).
+    """
+    rd = math.sqrt(d)
+    tau = 2.0 * sigma_cov * rd
+    theta = mean_norm * sigma_mean * rd + sigma_mean * sigma_mean * d
+    if theta <= tau / 2.0:
+        return tau
+    return theta + tau * tau / (4.0 * theta)
+
+
+def spike_shrink(lam, edge):
+    """Eigenvalues of a noisy symmetric matrix, cleaned of additive Wigner noise.
+
+    For ``A = ℓ u uᵀ + Z`` with Z Wigner of semicircle edge ``τ`` (``edge``), an eigenvalue
+    ``λ > τ`` comes from a spike ``ℓ = (λ + √(λ² − τ²))/2`` (the inverse of
+    ``λ = ℓ + τ²/(4ℓ)``, Benaych-Georges & Nadakuditi 2011): the noise's upward bias is
+    removed and ``ℓ`` is returned.  (The Frobenius-optimal ``ℓ cos²``, ``cos² = 1 − τ²/(4ℓ²)``,
+    shrinks further; on held-out likelihood — natural-image patches, synthetic factors — it
+    was 0–2 nats per row worse, so the likelihood model keeps ``ℓ``.)  Eigenvalues ``≤ τ``
+    are not resolved: 0.  Equivalent to: ``where(lam > edge, (lam + sqrt(lam**2 - edge**2)) / 2, 0)``.
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    out = np.zeros_like(lam)
+    ok = lam > edge
+    if edge <= 0.0:
+        return np.where(ok, lam, 0.0)
+    ell = (lam[ok] + np.sqrt(lam[ok] ** 2 - edge * edge)) / 2.0
+    out[ok] = ell
+    return out
+
+
+def variance_posterior_mean(v, sd):
+    """Posterior mean of a variance ``v ≥ 0`` from its release ``v̂ = v + N(0, sd²)`` under
+    a flat prior on ``v ≥ 0``: ``v̂ + sd φ(z)/Φ(z)``, ``z = v̂/sd`` (a truncated normal's
+    mean).  Always positive; ≈ ``v̂`` when ``v̂ ≫ sd``; ``0.8 sd`` at ``v̂ = 0``."""
+    v = np.asarray(v, dtype=np.float64)
+    if sd <= 0.0:
+        return v.copy()
+    z = v / sd
+    out = np.empty_like(z)
+    far = z < -10.0                 # z + φ(z)/Φ(z) cancels there: its asymptotic series
+    zf = z[far]
+    out[far] = sd * (-1.0 / zf + 2.0 / zf ** 3 - 10.0 / zf ** 5)
+    zn = z[~far]
+    out[~far] = v[~far] + sd * np.exp(-0.5 * zn * zn - 0.5 * math.log(2.0 * math.pi) - special.log_ndtr(zn))
+    return out
+
+
+def _top_shifted(R, k, shift, Q):
+    """k leading eigenpairs of R: dense, or subspace iteration on ``R + shift I`` (PSD up to
+    the noise, so the leading magnitudes are the leading values)."""
+    d = R.shape[0]
+    if Q is None:
+        return _top_dense(R, k) + (None,)
+    lam, V, Q = _top_subspace(R + shift * np.eye(d), k, Q)
+    return lam - shift, V, Q
+
+
+def fa_noisy(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling=1.0, start=None):
+    """Factor analysis of a covariance released with Analyze-Gauss noise (post-processing).
+
+    Iterated principal factors with the release noise removed from the spectrum: with
+    ``v`` the variances (:func:`variance_posterior_mean` of ``diag C``, kept ≤ ``ceiling``)
+    and ψ the current noise variances (first ``v``), the residual ``R = C − diag(ψ)`` is
+    ``W Wᵀ`` plus the release noise, which is homoscedastic Wigner noise in these
+    (unwhitened) coordinates; its ``k`` leading eigenvalues are cleaned by
+    :func:`spike_shrink` with the public ``edge`` (:func:`noise_edge`), giving
+    ``W_j = √η_j u_jᵀ`` (0 for an unresolved direction), and then
+    ``ψ = max(v − Σ_j W_j², min(v, sigma_cov))`` (ψ ≤ v, and never below one noise sd unless
+    the variance itself is).  Stops when no ψ moves by more than ``tol · sigma_cov``.  When
+    no direction is resolved the result is the diagonal model ``W = 0, ψ = v``.
+
+    Returns
+    -------
+    W : ndarray (k, d)
+    psi : ndarray (d,)
+    n_resolved : int
+        Directions whose eigenvalue cleared the edge (in the last iteration).
+    loglik : list of float
+        :func:`gaussian_loglik` of ``C`` (N = ``n_rows``) after each iteration.
+    n_iter : int
+    """
+    C = np.asarray(C, dtype=np.float64)
+    d = C.shape[0]
+    k = int(n_components)
+    v = np.minimum(variance_posterior_mean(np.diag(C), sigma_cov), ceiling)
+    low = np.minimum(v, sigma_cov)
+    psi = low.copy()
+    Q = None if d <= DENSE_MAX_D else start
+    if d > DENSE_MAX_D and Q is None:
+        raise ValueError("start basis required for the subspace iteration")
+    W, n_resolved, it, lls = np.zeros((k, d)), 0, 0, []
+    for it in range(1, int(max_iter) + 1):
+        R = C.copy()
+        R.flat[:: d + 1] -= psi
+        lam, V, Q = _top_shifted(R, k, edge, Q)
+        eta = spike_shrink(lam, edge)
+        n_resolved = int(np.count_nonzero(eta))
+        W = np.sqrt(eta)[:, None] * V.T
+        new = np.maximum(v - np.sum(W * W, axis=0), low)
+        moved = float(np.max(np.abs(new - psi)))
+        psi = new
+        lls.append(gaussian_loglik(C, W, psi, n_rows))
+        if moved <= tol * sigma_cov:
+            break
+    return W, psi, n_resolved, lls, it
+
+
+def gaussian_loglik(C, W, psi, n_rows):
+    """``-N/2 (d log 2π + log det Σ + tr(Σ⁻¹ C))`` with ``Σ = WᵀW + diag(ψ)`` (matrix
+    determinant and inversion lemmas: O(k d²))."""
+    d = C.shape[0]
+    Wp = W / psi
+    B = np.eye(W.shape[0]) + Wp @ W.T
+    cB = linalg.cho_factor(B, check_finite=False)
+    logdet = float(np.sum(np.log(psi))) + 2.0 * float(np.sum(np.log(np.diag(cB[0]))))
+    G = Wp @ C @ Wp.T
+    tr = float(np.sum(np.diag(C) / psi)) - float(np.trace(linalg.cho_solve(cB, G, check_finite=False)))
+    return -0.5 * n_rows * (d * math.log(2.0 * math.pi) + logdet + tr)
 
 
 def orthomax(L, gamma, max_iter=100, tol=1e-6):
