@@ -20,8 +20,8 @@ Each corpus is counted over a public vocabulary (the V most frequent English wor
 wordfreq minus stop words, never built from the corpus) and split 80/20 at random (seed 0);
 test documents with no in-vocabulary token are dropped.  The declared public quantities:
 ``total_samples`` = the training split's size (a published collection's size), the token
-cap ``max_doc_length`` (64 for the short-text corpora, declared a priori for "short texts";
-the default 500 for news), ``batch_size`` = total_samples / 20 (q = 0.05, 20 steps per epoch),
+cap ``max_doc_length`` (16 in-vocabulary tokens for the short-text corpora, declared a
+priori for "short texts", ``--short-cap``; the default 500 for news), ``batch_size`` = total_samples / 20 (q = 0.05, 20 steps per epoch),
 one epoch, K topics.  Perplexity: per-token plug-in held-out perplexity (``perplexity()``;
 for the unigram model ``exp(-mean log p)``), the same definition on both sides.
 
@@ -134,6 +134,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=4000)
     ap.add_argument("--eps", default="1,3")
     ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--short-cap", type=int, default=16,
+                    help="max_doc_length declared for the short-text corpora (in-vocabulary tokens)")
     ap.add_argument("--trend-eps", type=float, default=1.0)
     ap.add_argument("--trend-sizes", default="10000,25000,50000,100000,175000")
     args = ap.parse_args()
@@ -143,11 +145,11 @@ def main():
     vocab = public_vocabulary(args.vocab)
     for name in args.corpora.split(","):
         if name == "gcide":
-            Xtr, Xte = run_corpus("gcide", load_gcide(args.root), vocab, args, 64)
+            Xtr, Xte = run_corpus("gcide", load_gcide(args.root), vocab, args, args.short_cap)
             if args.trend_sizes:
-                trend(Xtr, Xte, vocab, args, 64)
+                trend(Xtr, Xte, vocab, args, args.short_cap)
         elif name == "fortunes":
-            run_corpus("fortunes", load_fortunes(args.root), vocab, args, 64)
+            run_corpus("fortunes", load_fortunes(args.root), vocab, args, args.short_cap)
         elif name == "news":
             run_corpus("news", load_news_articles(), vocab, args, 500)
 

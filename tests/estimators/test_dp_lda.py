@@ -20,7 +20,7 @@ from dpem_fast import accounting as acc
 from dpem_fast._engine import StatSpec, make_plan
 from dpem_fast._reference import lda as ref
 from dpem_fast._rng import derive_key, make_key
-from dpem_fast.decomposition import _dp_lda, _lda_math
+from dpem_fast.decomposition import _dp_lda, _dp_unigram, _lda_math
 
 from privacy_conformance import PrivacyConformance
 from dpem_fast._kernels import lda as _klda
@@ -574,3 +574,146 @@ def test_partial_fit_continues_a_fit():
     assert set(p.releases) == {"unigram", "topic_word", "topic_word_partial"}
     again = acc.get_accountant(p.accountant, "add_remove")().compose(p.event).get_epsilon(p.delta)
     assert again == pytest.approx(p.epsilon_spent, rel=1e-12) and p.epsilon_spent > fitted.epsilon_spent
+
+
+# ------------------------------------------------ issue 23: the utility floor and its pieces
+def _split_corpus(n_train, n_test, seed=0, **kw):
+    X = make_corpus(n_train + n_test, seed=seed, **kw)
+    return X[:n_train], X[n_train:]
+
+
+def test_default_clip_follows_the_token_cap_and_vocabulary():
+    """C = N / sqrt(min(N, V)) by default (public); an N-token document of distinct terms is never
+    clipped, one term N times is; the release's sensitivity is C under add/remove."""
+    m = est(clip_fraction=None, max_doc_length=16)
+    assert m._clip_norm(V) == pytest.approx(4.0)
+    assert est(clip_fraction=None, max_doc_length=240)._clip_norm(V) == pytest.approx(240 / math.sqrt(V))
+    spec = m._spec(K, V)
+    assert spec.sensitivity("l2", "add_remove") == pytest.approx(4.0)
+    assert spec.sensitivity("l2", "replace") == pytest.approx(4.0 * math.sqrt(2))
+    spread = np.zeros((1, V))
+    spread[0, :16] = 1                           # 16 distinct terms: norm <= 4 for any phi
+    lump = np.zeros((1, V))
+    lump[0, 0] = 16                              # one term 16 times: norm 16 / sqrt(K) at least
+    eb = ref.exp_dirichlet_expectation(np.random.default_rng(0).gamma(1.0, 1.0, (K, V)))
+    for doc, clipped in ((spread, 0), (lump, 1)):
+        _, s, n = m._estep(m._check_X(doc), eb, np.ones((1, K)), 0.25, 4.0, 1)
+        assert n == clipped and np.linalg.norm(s) <= 4.0 * (1 + 1e-12)
+
+
+def test_no_topic_gets_mass_on_words_the_corpus_never_uses():
+    """Contract item 1: noise alone puts no mass on a word.  Half the vocabulary never occurs;
+    the topics' expected mass there stays at the prior's level (the paper's clamp-then-scale
+    put ~0.4 σC/q on every entry: most of each topic)."""
+    X = make_corpus(3000, seed=4, mean_len=20, V=30)
+    X = sp.hstack([X, sp.csr_matrix((X.shape[0], 30))]).tocsr()
+    m = est(noise_multiplier=None, epsilon=3.0, batch_size=500, total_samples=3000, max_doc_length=30,
+            clip_fraction=None, n_epochs=1).fit(X)
+    beta = m.components_ / m.components_.sum(axis=1, keepdims=True)
+    assert np.all(beta[:, 30:].sum(axis=1) < 0.02)
+    assert m.unigram_distribution_[30:].sum() < 0.02
+    assert np.all(np.isfinite(m.components_)) and np.all(m.components_ > 0)
+
+
+@pytest.mark.parametrize("eps", [0.5, 3.0])
+def test_fit_is_never_worse_than_the_private_unigram_model(eps):
+    """Contract item 2: held-out perplexity at most the unigram model released with the same
+    (ε, δ) and relation, up to the comparison's noise (10 %), and never above V."""
+    Xtr, Xte = _split_corpus(2000, 500, seed=2, mean_len=20)
+    kw = dict(max_doc_length=30, random_state=0)
+    m = est(noise_multiplier=None, epsilon=eps, batch_size=200, total_samples=2000, clip_fraction=None,
+            n_epochs=1, **kw).fit(Xtr)
+    u = _dp_unigram.private_unigram(Xtr, epsilon=eps, **kw)
+    assert m.perplexity(Xte) <= 1.1 * u.perplexity(Xte)
+    assert m.perplexity(Xte) < V and u.perplexity(Xte) < V
+
+
+def test_perplexity_does_not_grow_as_the_test_set_shrinks():
+    """Per-token plug-in perplexity: 5 documents and 500 give the same value up to sampling;
+    scikit-learn's bound adds a global topic-word term divided by the test set's token count."""
+    Xtr, Xte = _split_corpus(1000, 500, seed=3, mean_len=20)
+    m = est(noise_multiplier=None, epsilon=1.0, batch_size=200, total_samples=1000, clip_fraction=None).fit(Xtr)
+    full = m.perplexity(Xte)
+    small = [m.perplexity(Xte[i:i + 5]) for i in range(0, 500, 50)]
+    assert 0.8 < np.exp(np.mean(np.log(small))) / full < 1.25
+    assert np.isfinite(full) and full < V
+
+
+def test_perplexity_closed_forms():
+    """One topic: the unigram perplexity of E[β] exactly.  Two topics, a tiny case: the
+    plug-in formula by hand, with θ̂ from the E-step's γ."""
+    X = make_corpus(200, seed=5)
+    m = DPLatentDirichletAllocation(1, epsilon=np.inf, batch_size=200, n_epochs=2, random_state=0).fit(X)
+    p = m.components_[0] / m.components_[0].sum()
+    Xc = m._check_X(X)
+    assert m.perplexity(X) == pytest.approx(np.exp(-(Xc.data @ np.log(p[Xc.indices])) / Xc.data.sum()), rel=1e-12)
+    lam = np.array([[3.0, 1.0, 0.5], [0.2, 2.0, 4.0]])
+    doc = sp.csr_matrix(np.array([[2.0, 0.0, 1.0]]))
+    gamma = np.array([[1.5, 0.5]])
+    beta, theta = lam / lam.sum(axis=1, keepdims=True), gamma / gamma.sum()
+    by_hand = 2 * np.log(theta[0] @ beta[:, 0]) + np.log(theta[0] @ beta[:, 2])
+    assert _lda_math.plugin_log_likelihood(doc, gamma, lam)[0] == pytest.approx(by_hand, rel=1e-14)
+    with pytest.raises(ValueError, match="no tokens"):
+        m.perplexity(np.zeros((2, V)))
+
+
+def test_shrink_to_fallback_is_the_identity_without_noise_and_removes_pure_noise():
+    rng = np.random.default_rng(0)
+    M = rng.gamma(1.0, 5.0, (4, 500))
+    fallback = np.full(500, 1 / 500)
+    P, kept = _lda_math.shrink_to_fallback(M, 0.0, fallback)
+    assert_array_equal(P, M) and kept == 1.0
+    noise = rng.normal(0, 3.0, (4, 500))
+    P, kept = _lda_math.shrink_to_fallback(noise, 3.0, fallback)
+    assert kept < 0.01                           # pure noise: nothing clears the threshold
+    assert np.all(P >= 0) and np.all(np.abs(P.sum(axis=1) - np.maximum(noise.sum(axis=1), 0)) < 1e-9 + 3.0)
+    signal = np.zeros((4, 500))
+    signal[:, :5] = 500.0                        # 5 strong words per topic, plus noise
+    P, kept = _lda_math.shrink_to_fallback(signal + noise, 3.0, fallback)
+    assert kept > 0.9 and np.all(P[:, :5] > 400) and np.all(P[:, 5:] < 5)
+
+
+def test_noise_dominated_fit_warns_and_names_what_to_raise():
+    X = make_corpus(200)
+    with pytest.warns(UserWarning, match="noise-dominated.*epsilon.*max_doc_length"):
+        m = est(noise_multiplier=None, epsilon=0.1).fit(X)
+    assert m.noise_dominance_ > 0.9
+    beta = m.components_ / m.components_.sum(axis=1, keepdims=True)
+    # the topics are (almost) the released unigram distribution
+    assert np.max(np.abs(beta - m.unigram_distribution_)) < 0.05
+
+
+def test_private_unigram_release():
+    """Δ₂ = C (add/remove), √2 C (replace); noise sd zC recorded and drawn; ε = inf: the
+    (capped) word frequencies plus the pseudo-count; the budget is charged before the count."""
+    X = make_corpus(300, seed=6)
+    exact = _dp_unigram.private_unigram(X, epsilon=np.inf, max_doc_length=10 ** 6)
+    counts = np.asarray(X.sum(axis=0)).ravel() + 0.5
+    assert_allclose(exact.distribution_, counts / counts.sum(), rtol=1e-12)
+    assert exact.privacy_ is None
+    ledger = acc.BudgetLedger(1.0, 1e-5, neighbouring="add_remove")
+    u = _dp_unigram.private_unigram(X, epsilon=1.0, max_doc_length=30, budget=ledger, random_state=0)
+    r = u.privacy_.releases["unigram"]
+    assert r.sensitivity == pytest.approx(30 / math.sqrt(30)) and len(ledger.entries) == 1
+    assert u.privacy_.epsilon_spent <= 1.0 + 1e-9
+    z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z)), 1.0,
+                                       1e-5, accountant=acc.get_accountant("rdp", "add_remove"))
+    assert r.noise_scale == pytest.approx(z * r.sensitivity, rel=1e-9)
+    rr = _dp_unigram.private_unigram(X, epsilon=1.0, neighbouring="replace", max_doc_length=30).privacy_
+    assert rr.releases["unigram"].sensitivity == pytest.approx(math.sqrt(2) * r.sensitivity)
+    assert np.all(u.distribution_ > 0) and u.distribution_.sum() == pytest.approx(1.0)
+    with pytest.raises(acc.BudgetExceededError):
+        _dp_unigram.private_unigram(X, epsilon=1.0, max_doc_length=30, budget=ledger)
+    for kw, match in (({"epsilon": 0.0}, "epsilon"), ({"epsilon": 1.0, "max_doc_length": 0}, "max_doc_length"),
+                      ({"epsilon": 1.0, "neighbouring": "x"}, "neighbouring"),
+                      ({"epsilon": 1.0, "delta": 2.0}, "delta")):
+        with pytest.raises(ValueError, match=match):
+            _dp_unigram.private_unigram(X, **kw)
+
+
+def test_unigram_share_validation_and_zero_share_plan():
+    with pytest.raises(ValueError, match="unigram_share"):
+        est(unigram_share=1.0).fit(make_corpus(100))
+    m = est(unigram_share=0.0).fit(make_corpus(200))
+    assert set(m.privacy_.releases) == {"topic_word"}
+    assert_allclose(m.unigram_distribution_, np.full(V, 1 / V))
