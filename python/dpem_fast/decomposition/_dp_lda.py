@@ -223,10 +223,11 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     ``a_t = Π_{s ≤ t} (1 − ρ_s)`` and ``M_t`` an unbiased weighted sum of the releases whose
     per-entry noise sd ``τ_t`` follows from the plan (``τ_t² = (1 − ρ_t)² τ_{t−1}² +
     (ρ_t σ C / q)²``).  The topics the E-step uses and the fit returns are
-    ``λ_t = a_t Λ_0 + (1 − a_t) η + shrink(M_t)``, where ``shrink`` soft-thresholds each
+    ``λ_t = a_t Λ_0 + (1 − a_t) η + shrink(M_t)``, where ``shrink`` hard-thresholds each
     entry at ``sqrt(2 ln(K V)) τ_t`` (the universal threshold: noise alone clears it with
-    probability ``≤ 1 / sqrt(4π ln(KV))`` over all entries) and gives the mass the
-    threshold removed from topic k, ``max(Σ_v M_kv − Σ_v shrink, 0)``, back in the shape of
+    probability ``≤ 1 / sqrt(4π ln(KV))`` over all entries, with an expected mass of
+    ``τ_t / sqrt(2π)`` in all) and gives the mass the threshold removed from topic k,
+    ``max(Σ_v M_kv − Σ_v shrink, 0)``, back in the shape of
     the private unigram distribution (:func:`_lda_math.shrink_to_fallback`).  So a word
     gets topic-specific mass only where the releases show it above their own noise, and a
     topic the noise swamps becomes the unigram model: the fit's floor is the trivial

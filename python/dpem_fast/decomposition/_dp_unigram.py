@@ -113,7 +113,7 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     by ``clip(c) − clip(c')`` with both non-negative, so ``‖·‖² ≤ ‖clip(c)‖² + ‖clip(c')‖² ≤
     2C²``: **Δ₂ = √2 C under replace** (tight for disjoint documents).  Noise N(0, (zC)²) per
     word with z calibrated to (ε, δ) for one Gaussian release.  Post-processing (public
-    constants only): soft threshold at ``sqrt(2 ln V)`` noise sds, the mass removed spread
+    constants only): hard threshold at ``sqrt(2 ln V)`` noise sds, the mass removed spread
     uniformly, plus ``pseudo_count``, normalised
     (:func:`~dpem_fast.decomposition._lda_math.unigram_distribution`).
     """

@@ -66,25 +66,26 @@ def default_clip_norm(N, V):
 
 
 def noise_threshold(n_entries):
-    """``sqrt(2 ln n)``: the universal threshold (Donoho & Johnstone 1994) in noise standard
-    deviations for ``n`` i.i.d. Gaussian entries; the largest of n pure-noise entries exceeds
-    it with probability below ``n φ(c) / c = 1 / sqrt(4π ln n)`` and, after soft thresholding, pure noise
-    leaves an expected mass of ``n E[(Z - c)+] ≤ φ(c) / c² · n = 1 / (c² sqrt(2π))`` noise sds
-    in all: noise alone puts (almost) no mass on any word."""
+    """``c = sqrt(2 ln n)``: the universal threshold (Donoho & Johnstone 1994) in noise standard
+    deviations for ``n`` i.i.d. Gaussian entries.  The largest of n pure-noise entries exceeds
+    it with probability below ``n φ(c) / c = 1 / sqrt(4π ln n)``, and the pure-noise entries
+    that do clear it carry an expected mass of ``n E[Z 1(Z > c)] = n φ(c) = 1 / sqrt(2π)`` noise
+    sds *in all n entries together*: noise alone puts (almost) no mass on any word."""
     return math.sqrt(2.0 * math.log(max(float(n_entries), 2.0)))
 
 
 def shrink_to_fallback(M, tau, fallback):
-    """Post-processing of noisy non-negative count rows: ``soft(M, c τ) + L · fallback``.
+    """Post-processing of noisy non-negative count rows: ``hard(M, c τ) + L · fallback``.
 
     ``M`` (K, V): noisy counts, unbiased (signed noise, nothing clamped), each entry with noise
-    standard deviation ``tau`` (public, from the plan).  Every entry is soft-thresholded at
-    ``c τ`` with ``c = noise_threshold(K V)``, so a word gets topic-specific mass only where
-    the released statistic shows it above the noise.  The mass the threshold removes,
-    ``L_k = max(Σ_v M_kv − Σ_v soft(M)_kv, 0)`` (Σ_v M_kv is an unbiased estimate of the row's
-    total), goes back spread as ``fallback`` (a distribution over the V words): a row that is
-    all noise becomes ``L_k · fallback``, i.e. the fallback itself.  With ``tau = 0`` (no
-    noise) and ``M >= 0`` this is the identity.
+    standard deviation ``tau`` (public, from the plan).  Every entry below ``c τ``, with
+    ``c = noise_threshold(K V)``, is set to 0 and every entry above it is kept whole (hard
+    thresholding: no shrinkage bias on the words the release does show), so a word gets
+    topic-specific mass only where the released statistic shows it above the noise.  The
+    mass the threshold removes, ``L_k = max(Σ_v M_kv − Σ_v hard(M)_kv, 0)`` (Σ_v M_kv is an
+    unbiased estimate of the row's total), goes back spread as ``fallback`` (a distribution
+    over the V words): a row that is all noise becomes ``L_k · fallback``, i.e. the fallback
+    itself.  With ``tau = 0`` (no noise) and ``M >= 0`` this is the identity.
 
     Returns ``(P, retained)``: the (K, V) shrunk rows and the fraction of the noisy total
     mass that cleared the threshold (a public function of the release; near 0 means the
@@ -96,7 +97,7 @@ def shrink_to_fallback(M, tau, fallback):
     if tau <= 0:
         P = np.maximum(M, 0.0)
         return P, 1.0
-    soft = np.maximum(M - noise_threshold(K * V) * tau, 0.0)
+    soft = np.where(M > noise_threshold(K * V) * tau, M, 0.0)
     kept = soft.sum(axis=1)
     lost = np.maximum(M.sum(axis=1) - kept, 0.0)
     total = kept.sum() + lost.sum()
