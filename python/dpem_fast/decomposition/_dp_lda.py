@@ -273,7 +273,9 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     _cli_name = "lda"
     _input = "documents"
     _relations = ("add_remove",)          # Poisson amplification is stated for add/remove
-    _saved = ("components_", "exp_dirichlet_component_", "n_batch_iter_", "n_iter_", "n_features_in_")
+    _saved = ("components_", "exp_dirichlet_component_", "unigram_distribution_", "n_batch_iter_", "n_iter_",
+              "n_features_in_")
+    _not_saved = ("noise_dominance_",)    # a diagnostic of the fit (public, but not part of the model)
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
                  max_doc_length=500, clip_fraction=None, unigram_share=0.75, doc_topic_prior=None,
@@ -561,9 +563,10 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             warnings.warn(
                 f"{type(self).__name__}: the released topic-word statistics are noise-dominated: only "
                 f"{state.retained:.1%} of their mass clears the noise threshold, so the topics are mostly the "
-                f"private unigram distribution.  Raise epsilon, declare a larger total_samples-backed batch_size "
-                f"(now {S}), or declare max_doc_length near your documents' length (now {int(self.max_doc_length)}; "
-                f"the clip norm C = {clip:.3g} follows it)", UserWarning, stacklevel=2)
+                f"fallback distribution (unigram_distribution_).  Raise epsilon, raise batch_size (now {S}: the "
+                f"sampling rate is batch_size / total_samples), use fewer n_components, or declare max_doc_length "
+                f"near your documents' length (now {int(self.max_doc_length)}; the clip norm C = {clip:.3g} "
+                f"follows it)", UserWarning, stacklevel=3)
         r = plan.releases["topic_word"]
         self.privacy_ = self._record(
             plan, mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
@@ -571,7 +574,9 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
             notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
                    "document count; the true count is never read)",
-                   f"noise multiplier sigma = {r.noise_multiplier:.6g}"))
+                   f"noise multiplier sigma = {r.noise_multiplier:.6g}, clip norm C = {clip:.6g}",
+                   *((f"unigram floor: one release at multiplier {plan.releases['unigram'].noise_multiplier:.6g} "
+                      f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))
         return lam
 
     def _svi_step(self, state, noisy, eta, ctx):
@@ -637,7 +642,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
                                        n_threads)
             noisy = ReleaseLayer(plan, call_key, n_threads).release({"topic_word": sstats}, 0)["topic_word"]
             del call_key, base
-            # no clamp-then-scale bias: the call's noise (sd σC, public) is soft-thresholded at the
+            # no clamp-then-scale bias: the call's noise (sd σC, public) is thresholded at the
             # universal threshold and the removed mass spread uniformly (the data-independent prior)
             noisy, _ = shrink_to_fallback(noisy, plan.releases["topic_word"].noise_scale, np.full(V, 1.0 / V))
             lam = (1.0 - rho) * lam + rho * (eta + float(self.total_samples) / int(self.batch_size) * noisy)

@@ -178,14 +178,17 @@ class _DaskDocs:
     def unigram(self, clip):
         """The clipped unigram statistic: one worker task per chunk, summed in chunk order."""
         cfg = (self._cap_key, self._cfg[0], float(clip))
-        args = [(np.arange(self._offsets[i + 1] - self._offsets[i]),
+        args = [None if self._offsets[i + 1] == self._offsets[i] else
+                (np.arange(self._offsets[i + 1] - self._offsets[i]),
                  np.arange(self._offsets[i], self._offsets[i + 1]), cfg) for i in range(len(self._offsets) - 1)]
         parts = self.rows.map_chunks(_chunk_unigram, args)
-        total = None
+        total = np.zeros(self.rows.n_features)
         for i, part in enumerate(parts):                     # chunk order
+            if args[i] is None:
+                continue
             n_docs, u = part
             if n_docs != len(args[i][0]) or np.ndim(u) != 1:
                 raise RuntimeError(f"X: dask chunk {i} returned a unigram statistic of {n_docs} documents; "
                                    f"expected {len(args[i][0])}")
-            total = np.array(u, dtype=np.float64) if total is None else total + u
+            total = total + u
         return total
