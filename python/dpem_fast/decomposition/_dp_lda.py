@@ -597,8 +597,13 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         one call spends ``epsilon``), charged to ``budget`` before any statistic is computed;
         ``privacy_`` composes every release so far (after a ``fit``, the fit's plan and then
         each call: ``partial_fit`` continues a fitted model).  The step is
-        ``λ ← (1 − ρ) λ + ρ (η + total_samples / batch_size · S̃)``, with the declared public
-        ``total_samples`` (required for a private call).
+        ``λ ← (1 − ρ) λ + ρ (η + total_samples / batch_size · shrink(S̃))``, with the declared
+        public ``total_samples`` (required for a private call); ``shrink`` soft-thresholds the
+        call's release at the universal threshold times its noise sd (each call's result stays
+        in λ for good, so an entry noise pushes over the threshold keeps only its excess) and
+        spreads each
+        topic's remaining mass as the current topic (no clamp-then-scale bias; see the class
+        docstring's "Post-processing").
 
         Keys: each call draws its noise from a key made for that call and then forgotten —
         fresh OS entropy with ``random_state=None``, or derived from the seed and the public
@@ -643,8 +648,10 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             noisy = ReleaseLayer(plan, call_key, n_threads).release({"topic_word": sstats}, 0)["topic_word"]
             del call_key, base
             # no clamp-then-scale bias: the call's noise (sd σC, public) is thresholded at the
-            # universal threshold and the removed mass spread uniformly (the data-independent prior)
-            noisy, _ = shrink_to_fallback(noisy, plan.releases["topic_word"].noise_scale, np.full(V, 1.0 / V))
+            # universal threshold and each topic's removed mass spread as the current (released)
+            # topic: post-processing of earlier releases and the data-independent initialisation
+            noisy, _ = shrink_to_fallback(noisy, plan.releases["topic_word"].noise_scale,
+                                          lam / lam.sum(axis=1, keepdims=True), soft=True)
             lam = (1.0 - rho) * lam + rho * (eta + float(self.total_samples) / int(self.batch_size) * noisy)
             self.privacy_ = self._partial_record(plan)
         self._set_components(lam)

@@ -74,7 +74,7 @@ def noise_threshold(n_entries):
     return math.sqrt(2.0 * math.log(max(float(n_entries), 2.0)))
 
 
-def shrink_to_fallback(M, tau, fallback):
+def shrink_to_fallback(M, tau, fallback, soft=False):
     """Post-processing of noisy non-negative count rows: ``hard(M, c τ) + L · fallback``.
 
     ``M`` (K, V): noisy counts, unbiased (signed noise, nothing clamped), each entry with noise
@@ -84,8 +84,12 @@ def shrink_to_fallback(M, tau, fallback):
     topic-specific mass only where the released statistic shows it above the noise.  The
     mass the threshold removes, ``L_k = max(Σ_v M_kv − Σ_v hard(M)_kv, 0)`` (Σ_v M_kv is an
     unbiased estimate of the row's total), goes back spread as ``fallback`` (a distribution
-    over the V words): a row that is all noise becomes ``L_k · fallback``, i.e. the fallback
-    itself.  With ``tau = 0`` (no noise) and ``M >= 0`` this is the identity.
+    over the V words, or (K, V) rows: one per topic): a row that is all noise becomes
+    ``L_k · fallback``, i.e. the fallback itself.  With ``tau = 0`` (no noise) and ``M >= 0``
+    this is the identity.  ``soft=True`` subtracts ``c τ`` from the kept entries too (soft
+    thresholding): a pure-noise entry that clears the threshold keeps only its excess,
+    ``n E[(Z − c)+] ≤ 1 / (c² sqrt(2π))`` sds in all; for releases whose result is never
+    revisited (``partial_fit``).
 
     Returns ``(P, retained)``: the (K, V) shrunk rows and the fraction of the noisy total
     mass that cleared the threshold (a public function of the release; near 0 means the
@@ -97,12 +101,14 @@ def shrink_to_fallback(M, tau, fallback):
     if tau <= 0:
         P = np.maximum(M, 0.0)
         return P, 1.0
-    soft = np.where(M > noise_threshold(K * V) * tau, M, 0.0)
-    kept = soft.sum(axis=1)
+    cut = noise_threshold(K * V) * tau
+    kept_part = np.maximum(M - cut, 0.0) if soft else np.where(M > cut, M, 0.0)
+    kept = kept_part.sum(axis=1)
     lost = np.maximum(M.sum(axis=1) - kept, 0.0)
     total = kept.sum() + lost.sum()
     retained = float(kept.sum() / total) if total > 0 else 0.0
-    return soft + lost[:, None] * np.asarray(fallback, dtype=np.float64)[None, :], retained
+    fallback = np.asarray(fallback, dtype=np.float64)
+    return kept_part + lost[:, None] * (fallback if fallback.ndim == 2 else fallback[None, :]), retained
 
 
 def unigram_distribution(counts, tau, eta):
