@@ -102,8 +102,9 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         statistic has K V entries that each get the full noise, so on a corpus too small for
         the SVI to show more than the most frequent words the fit *is* the unigram model, and
         its gap to the unigram released with the whole budget is the cost of the share given
-        away (about 3-4 % perplexity at 0.75 on 3,000-15,000 documents, 6-9 % at 0.5; on
-        175,000 short texts 0.5 and 0.75 gave the same fit: ``bench/lda_floor.py``).
+        away (a few per cent of perplexity at 0.75 on 3,000-15,000 documents, about twice
+        that at 0.5; on 175,000 short texts the two shares gave fits within 3 % of each
+        other: ``bench/lda_floor.py``).
     doc_topic_prior, topic_word_prior : float or None, default=None
         α and η (``None``: 1 / n_components, as scikit-learn).
     learning_offset, learning_decay : float, default=10.0, 0.7
