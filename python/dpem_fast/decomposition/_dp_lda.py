@@ -602,9 +602,9 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         public ``total_samples`` (required for a private call); ``shrink`` soft-thresholds the
         call's release at the universal threshold times its noise sd (each call's result stays
         in λ for good, so an entry noise pushes over the threshold keeps only its excess) and
-        spreads each
-        topic's remaining mass as the current topic (no clamp-then-scale bias; see the class
-        docstring's "Post-processing").
+        spreads each topic's remaining mass as the current topic (no clamp-then-scale bias;
+        see the class docstring's "Post-processing").  ``partial_fit`` makes no unigram
+        release (``unigram_share`` applies to ``fit``).
 
         Keys: each call draws its noise from a key made for that call and then forgotten —
         fresh OS entropy with ``random_state=None``, or derived from the seed and the public
