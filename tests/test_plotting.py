@@ -133,6 +133,7 @@ def test_loadings_grid_on_factor_analysis_of_digits(tmp_path):
         plotting.loadings_grid(np.ones(64), (8, 8))
 
 
+@pytest.mark.filterwarnings("ignore:.*noise-dominated:UserWarning")   # 200 documents: the fit says so
 def test_top_words_in_the_order_of_components(tmp_path, reuters):
     counts, vocab = reuters
     counts = counts[:200]

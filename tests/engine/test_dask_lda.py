@@ -89,9 +89,10 @@ def test_lda_dask_fit_equals_in_memory_fit_without_gathering(corpus, reference, 
         assert model.privacy_ is not None
         # the token cap and the per-document clip ran on the workers and did bite
         assert model.diagnostics_["n_capped_documents"] > 0 and sum(model.diagnostics_["n_clipped"]) > 0
-    # only per-chunk statistics came back: K x V sums and counts, never rows of a chunk
+    # only per-chunk statistics came back: K x V sums, the clipped word-count sums (V,) of the
+    # unigram release (issue 23) and counts, never rows of a chunk
     shapes = {a.shape for a in guarded.arrays()}
-    assert (K, V) in shapes and shapes <= {(K, V), (2,)}
+    assert (K, V) in shapes and (V,) in shapes and shapes <= {(K, V), (V,), (2,)}
     # nothing of the data is kept on the model
     for value in vars(model).values():
         assert not isinstance(value, (da.Array, DaskRows))

@@ -77,7 +77,8 @@ class Plan:
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
               mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,
-              noise="gaussian", joint=None, sampling_rate=None, noise_multiplier=None) -> Plan:
+              noise="gaussian", joint=None, sampling_rate=None, noise_multiplier=None,
+              one_off_multipliers=None) -> Plan:
     """Calibrate the noise of every release for the total (ε, δ).
 
     Parameters
@@ -99,6 +100,12 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         Gaussian releases made once before the loop; together they take a fraction
         ``one_off_share`` of the whole plan, split equally.
     one_off_share : float in [0, 1)
+    one_off_multipliers : dict of str to float, optional
+        Fixed noise multipliers of the one-off releases (every one-off named), chosen by the
+        estimator from public quantities; the iteration releases are then calibrated to the
+        rest of the budget (the accountant composes both exactly) and ``one_off_share`` is
+        ignored.  This is how a subsampled plan carries one-offs: a share in Gaussian units
+        means little once amplification bends each iteration's loss.
     noise : {"gaussian", "discrete_gaussian"}
         ``"discrete_gaussian"``: every (Gaussian) release is exact discrete Gaussian noise on
         an integer lattice (:mod:`dpem_fast._engine._lattice`), accounted as
@@ -110,7 +117,8 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         independently with this probability): each iteration's event is wrapped in
         :class:`~dpem_fast.accounting.PoissonSampledEvent`, so that the accountant can
         amplify it.  Requires ``neighbouring="add_remove"`` (the amplification theorems
-        are stated for it), continuous Gaussian noise and no one-off releases.
+        are stated for it), continuous Gaussian noise, and one-off releases (on the whole
+        data, not subsampled) only with ``one_off_multipliers``.
     noise_multiplier : float, optional
         Skip the calibration: use this common scale (the multiplier z of every iteration
         release with equal shares) and record the ε it spends at ``delta``;
@@ -143,11 +151,22 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         if neighbouring != "add_remove":
             raise ValueError("sampling_rate: Poisson subsampling is accounted under neighbouring='add_remove' "
                              f"only, got {neighbouring!r}")
-        if discrete or one_off_specs or any(m != "gaussian" for m in mechanisms.values()):
+        if discrete or (one_off_specs and one_off_multipliers is None) or any(
+                m != "gaussian" for m in mechanisms.values()):
             raise ValueError("sampling_rate: a subsampled plan has continuous Gaussian iteration releases "
-                             "and no one-off releases")
+                             "and one-off releases only at fixed one_off_multipliers")
+    fixed = None
+    if one_off_multipliers is not None:
+        fixed = {str(k): float(v) for k, v in dict(one_off_multipliers).items()}
+        if set(fixed) != {s.name for s in one_off_specs}:
+            raise ValueError(f"one_off_multipliers must name exactly the one-off statistics "
+                             f"{[s.name for s in one_off_specs]}, got {sorted(fixed)}")
+        if discrete or any(m == "laplace" for m in mechanisms.values()) or not all(
+                z > 0 and math.isfinite(z) for z in fixed.values()):
+            raise ValueError(f"one_off_multipliers must be finite and > 0, in an all-Gaussian continuous "
+                             f"plan, got {fixed}")
     lattices = {s.name: lattice(s, neighbouring) for s in (*one_off_specs, *specs)} if discrete else {}
-    if one_off_specs and not 0.0 < one_off_share < 1.0:
+    if one_off_specs and fixed is None and not 0.0 < one_off_share < 1.0:
         raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
     factory = acc.get_accountant(accountant, neighbouring)
     J = int(n_iter)
@@ -168,7 +187,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
                              "supremum is positive and never exceeds the separate composition")
     # each one-off release's weight, in the same units as w
     f = float(one_off_share) / max(len(one_off_specs), 1)
-    if not one_off_specs:
+    if not one_off_specs or fixed is not None:
         w_one = 0.0
     elif specs:
         w_one = J * (math.fsum(w) if joint_w is None else joint_w) * f / (1.0 - float(one_off_share))
@@ -179,7 +198,11 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     # sigma is Delta * a / b), a Laplace epsilon a * b
     if not laplace:
         def noise(p):
-            """Every release Gaussian with z = p / sqrt(w) for the common scale p = s."""
+            """Every release Gaussian with z = p / sqrt(w) for the common scale p = s (fixed
+            one-offs: their own z)."""
+            if fixed is not None:
+                return ([("gaussian", fixed[s.name], 1.0) for s in one_off_specs],
+                        [("gaussian", p, math.sqrt(wr)) for wr in w])
             return ([("gaussian", p, math.sqrt(w_one)) for _ in one_off_specs],
                     [("gaussian", p, math.sqrt(wr)) for wr in w])
         calibrate = acc.calibrate_noise_multiplier

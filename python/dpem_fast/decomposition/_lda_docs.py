@@ -82,6 +82,28 @@ def _chunk_minibatch(X, local, doc_ids, gamma0, eb_t, cfg):
     return docs.shape[0], sstats, int(clipped)
 
 
+def _clipped_count_sum(X, clip):
+    """``Σ_d c_d · min(1, clip (1 - 1e-12) / ‖c_d‖₂)`` over the rows ``c_d`` of the CSR ``X``: the
+    unigram statistic, each document's count vector clipped to L2 norm ``clip`` (V,)."""
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
+    scale = np.ones_like(norms)
+    big = norms > clip
+    scale[big] = clip * (1 - 1e-12) / norms[big]
+    return np.asarray(X.T @ scale, dtype=np.float64).ravel()
+
+
+def _chunk_unigram(X, local, doc_ids, cfg):
+    """Worker: the clipped unigram statistic of one dense chunk's documents (capped with their
+    corpus rows' streams); ``cfg = (cap_key or None, N, clip)``.  Returns ``(number of
+    documents, (V,) sum)``, never a row."""
+    cap_key, N, clip = cfg
+    docs = sp.csr_matrix(np.asarray(X[local], dtype=np.float64))
+    docs.sort_indices()
+    if cap_key is not None:
+        docs, _ = _cap_documents(docs, cap_key, N, doc_ids)
+    return docs.shape[0], _clipped_count_sum(docs, float(clip))
+
+
 class _MemoryDocs:
     """The documents of an in-memory fit (a validated CSR matrix)."""
 
@@ -102,6 +124,10 @@ class _MemoryDocs:
         _, alpha, max_iter, tol, n_threads = self._cfg
         _, sstats, clipped = _estep_csr(self.X[idx], eb_t, gamma0, alpha, max_iter, tol, clip, n_threads)
         return sstats, clipped
+
+    def unigram(self, clip):
+        """Σ over all (capped) documents of the count vector clipped to L2 norm ``clip``."""
+        return _clipped_count_sum(self.X, float(clip))
 
 
 class _DaskDocs:
@@ -148,3 +174,21 @@ class _DaskDocs:
             total += sstats
             clipped += n_clip
         return total, clipped
+
+    def unigram(self, clip):
+        """The clipped unigram statistic: one worker task per chunk, summed in chunk order."""
+        cfg = (self._cap_key, self._cfg[0], float(clip))
+        args = [None if self._offsets[i + 1] == self._offsets[i] else
+                (np.arange(self._offsets[i + 1] - self._offsets[i]),
+                 np.arange(self._offsets[i], self._offsets[i + 1]), cfg) for i in range(len(self._offsets) - 1)]
+        parts = self.rows.map_chunks(_chunk_unigram, args)
+        total = np.zeros(self.rows.n_features)
+        for i, part in enumerate(parts):                     # chunk order
+            if args[i] is None:
+                continue
+            n_docs, u = part
+            if n_docs != len(args[i][0]) or np.ndim(u) != 1:
+                raise RuntimeError(f"X: dask chunk {i} returned a unigram statistic of {n_docs} documents; "
+                                   f"expected {len(args[i][0])}")
+            total = total + u
+        return total

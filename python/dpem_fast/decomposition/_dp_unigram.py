@@ -1,0 +1,160 @@
+"""The trivial private topic model: the unigram word distribution, released once.
+
+It is the utility floor of :class:`~dpem_fast.decomposition.DPLatentDirichletAllocation`
+(issue 23): a private topic model that is worse than the word distribution the same
+(ε, δ) buys in one release has paid for nothing.  The LDA fit spends a share of its own
+budget on this release and shrinks its topics towards it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import accounting as acc
+from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._rng import derive_key, make_key
+from .._threads import effective_n_threads
+from .._validation import check_positive_int, check_positive_real, check_probability
+from ._lda_docs import _cap_documents, _check_counts, _clipped_count_sum
+from ._lda_math import default_clip_norm, unigram_distribution
+
+__all__ = ["PrivateUnigram", "private_unigram", "unigram_spec"]
+
+
+def unigram_spec(V, clip):
+    """The released statistic ``u = Σ_d clip(c_d)``, (V,): Δ₂ = C under add/remove, √2 C under
+    replace (derivation in :func:`private_unigram`)."""
+    C = float(clip)
+    return StatSpec("unigram", (int(V),), {"add_remove": C, "replace": math.sqrt(2.0) * C})
+
+
+@dataclass(frozen=True)
+class PrivateUnigram:
+    """A released unigram model.
+
+    Attributes
+    ----------
+    distribution_ : ndarray of shape (n_features,)
+        The word distribution (strictly positive, sums to 1): post-processing of the noisy
+        clipped word counts.
+    privacy_ : PrivacyRecord or None
+        None for ``epsilon=inf``.
+    """
+
+    distribution_: np.ndarray
+    privacy_: PrivacyRecord | None
+
+    def score(self, X):
+        """Total log-likelihood ``Σ_d Σ_v c_dv log p_v`` of the count matrix X."""
+        X = _as_counts(X, self.distribution_.size)
+        return float(X.data @ np.log(self.distribution_[X.indices]))
+
+    def perplexity(self, X):
+        """Per-token perplexity ``exp(-score(X) / number of tokens)``."""
+        X = _as_counts(X, self.distribution_.size)
+        n = X.data.sum()
+        if n <= 0:
+            raise ValueError("X: no tokens (perplexity is per token)")
+        return float(np.exp(-self.score(X) / n))
+
+
+def _as_counts(X, V=None):
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if V is not None and X.shape[1] != V:
+        raise ValueError(f"X has {X.shape[1]} columns, the model has {V} words")
+    if not np.all(np.isfinite(X.data)):
+        raise ValueError("X: counts must be finite (found NaN or inf)")
+    _check_counts(X.data)
+    X.eliminate_zeros()
+    X.sort_indices()
+    return X
+
+
+def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_doc_length=500, clip_norm=None,
+                    pseudo_count=0.5, accountant="rdp", budget=None, random_state=None, n_threads=None):
+    """Release the word distribution of a corpus with one Gaussian release.
+
+    Parameters
+    ----------
+    X : sparse matrix or array-like of shape (n_documents, n_terms)
+        Term counts over a public vocabulary.
+    epsilon : float
+        ``numpy.inf``: the exact (capped, clipped) word frequencies, no privacy.
+    delta : float, default=1e-5
+    neighbouring : {"add_remove", "replace"}, default="add_remove"
+        LDA's relation is add/remove; "replace" is offered for comparisons.
+    max_doc_length : int, default=500
+        N: documents longer than N tokens are cut to N tokens drawn without replacement
+        (data-independent randomness), as in the LDA fit.
+    clip_norm : float or None, default=None
+        C: each document's count vector is scaled to L2 norm at most C.  Default
+        ``N / sqrt(min(N, V))`` (:func:`~dpem_fast.decomposition._lda_math.default_clip_norm`):
+        a document of N distinct terms is never clipped.
+    pseudo_count : float, default=0.5
+        Added to every word after the noise is thresholded (Jeffreys' prior).
+    accountant : str, default="rdp"
+    budget : BudgetLedger or None
+        Charged before the statistic is computed.
+    random_state : int, Generator or None
+    n_threads : int or None
+
+    Returns
+    -------
+    PrivateUnigram
+
+    Notes
+    -----
+    Released statistic: ``u = Σ_d clip(c_d)`` with ``c_d`` the capped count vector and
+    ``clip(c) = c min(1, C / ‖c‖₂)``.  Adding or removing one document changes u by
+    ``clip(c_d)``, of norm at most C: **Δ₂ = C under add/remove**.  Replacing one changes it
+    by ``clip(c) − clip(c')`` with both non-negative, so ``‖·‖² ≤ ‖clip(c)‖² + ‖clip(c')‖² ≤
+    2C²``: **Δ₂ = √2 C under replace** (tight for disjoint documents).  Noise N(0, (zC)²) per
+    word with z calibrated to (ε, δ) for one Gaussian release.  Post-processing (public
+    constants only): hard threshold at ``sqrt(2 ln V)`` noise sds, the mass removed spread
+    uniformly, plus ``pseudo_count``, normalised
+    (:func:`~dpem_fast.decomposition._lda_math.unigram_distribution`).
+    """
+    N = check_positive_int(max_doc_length, "max_doc_length")
+    eps = check_positive_real(epsilon, "epsilon", allow_inf=True)
+    private = not math.isinf(eps)
+    if private:
+        check_probability(delta, "delta")
+    if neighbouring not in ("add_remove", "replace"):
+        raise ValueError(f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}")
+    pseudo = check_positive_real(pseudo_count, "pseudo_count")
+    n_threads = effective_n_threads(n_threads)
+    if budget is not None:
+        if not isinstance(budget, acc.BudgetLedger):
+            raise TypeError(f"budget must be a BudgetLedger or None, got {type(budget).__name__}")
+        if not private:
+            raise ValueError("budget: epsilon=inf releases without privacy and cannot be charged to a ledger")
+        if budget.neighbouring != neighbouring:
+            raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
+                             f"this release under neighbouring={neighbouring!r}")
+    X = _as_counts(X)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X: need at least one document and one term, got shape {X.shape}")
+    V = X.shape[1]
+    C = default_clip_norm(N, V) if clip_norm is None else check_positive_real(clip_norm, "clip_norm")
+    key = make_key(random_state)
+    if not private:
+        Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
+        return PrivateUnigram(unigram_distribution(_clipped_count_sum(Xc, C), 0.0, pseudo), None)
+    spec = unigram_spec(V, C)
+    plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant)
+    if budget is not None:
+        budget.spend(plan.event, label="private_unigram")
+    Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
+    layer = ReleaseLayer(plan, derive_key(key, "unigram"), n_threads)
+    noisy = layer.release({"unigram": _clipped_count_sum(Xc, C)}, 0)["unigram"]
+    r = plan.releases["unigram"]
+    record = PrivacyRecord(
+        mechanism="unigram word distribution, one Gaussian release of per-document clipped counts",
+        neighbouring=neighbouring, accountant=plan.accountant, epsilon=float(eps), delta=float(delta),
+        epsilon_spent=float(plan.epsilon_spent), n_iter=1, releases=dict(plan.releases), event=plan.event,
+        data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
+        notes=(f"clip norm C = {C:.6g}, token cap N = {N}",))
+    return PrivateUnigram(unigram_distribution(noisy, r.noise_scale, pseudo), record)
