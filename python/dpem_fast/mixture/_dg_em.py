@@ -167,7 +167,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     (self-consistency), so ``h`` is the truncation's bias; ``psi(x) = x - x^3/6`` near 0 and the
     integrated multiplicative noise make it shrink beta (about ``-(1 + 3/beta_m) E g^3/(6 s^2)``
     per coordinate), and without the correction the population fixed point sits short of
-    ``beta*`` by an amount that no n removes (0.071 at s = 1, beta_m = 1, |beta*| = 2, d = 10,
+    ``beta*`` by an amount that no n removes (0.071 at s = 1, beta_m = 1, ‖beta*‖ = 2, d = 10,
     sigma = 1: the whole final error of DG-EM in the paper's protocol; ``bench/dgem_bias.py``).
     With it, ``beta*`` is a fixed point of the population map (``H(beta*; beta*) = h(beta*)``).
     ``h`` reads only the released ``beta_t`` and the public ``sigma^2``, ``s``, ``beta_m``:
@@ -182,7 +182,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     more than ``eta b`` per step, while the noise moves it by about ``tau sqrt(d)``.  Where
     ``kappa = tau sqrt(d) / b >= 1`` (one step's noise at least the largest signal any data
     could carry; public), the iterate is a noise-driven walk: measured in
-    ``bench/dgem_bias.py`` (s = sigma/2), |beta| of 2.5-22 against a true 2 and held-out
+    ``bench/dgem_bias.py`` (s = sigma/2), ‖beta‖ of 2.5-22 against a true 2 and held-out
     log-likelihoods 0.6-240 nats per row below the trivial model on average (n = 50-300 rows,
     epsilon = 0.3-1, d = 10: every cell with kappa >= 1, and none with kappa < 1).  There the fit returns beta = 0 and
     raises a UserWarning naming what to declare (a larger epsilon, more rows, or a larger
