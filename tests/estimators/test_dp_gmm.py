@@ -355,7 +355,7 @@ def test_bad_initial_parameters(init, match):
 
 
 def test_bad_data_specific_to_the_mixture():
-    g = DPGaussianMixture(2, data_norm=6.0, max_iter=2)
+    g = DPGaussianMixture(2, epsilon=10.0, data_norm=6.0, max_iter=2, random_state=0)   # 100 rows: no noise warning
     X, _ = _blobs(n=100)
     with pytest.raises(ValueError, match="n_components"):
         DPGaussianMixture(5, data_norm=6.0).fit(X[:3])

@@ -28,7 +28,7 @@ from .._kernels.gmm import COUNTS, FIRST, SECOND
 from .._preprocess import project_into_domain
 from ._common import floored_counts, weights_from_counts
 
-__all__ = ["PRIOR_KEYS", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+__all__ = ["PRIOR_KEYS", "cap_feature_variances", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
@@ -102,6 +102,19 @@ def _project_psd(S, floor, ceiling):
     return (V * w[..., None, :]) @ np.swapaxes(V, -1, -2)
 
 
+def cap_feature_variances(covs, box):
+    """Covariances whose feature variances respect the box: a feature in [−b_i, b_i] has
+    variance at most b_i² (``box``: the box image's half-widths b, in working units).  Row and
+    column i of each matrix are scaled by ``min(1, b_i / sqrt(Σ_ii))``: ``D Σ D`` with D
+    diagonal and positive stays positive definite.  Post-processing with public constants;
+    without it a noisy covariance (eigenvalues up to 1 = the ball's) gave a feature a standard
+    deviation up to √d times its half-width, a density worse than uniform on the box."""
+    b2 = np.minimum(np.asarray(box, dtype=np.float64), 1.0) ** 2
+    diag = np.diagonal(covs, axis1=-2, axis2=-1)
+    f = np.sqrt(np.minimum(1.0, b2 / diag))
+    return covs * f[..., :, None] * f[..., None, :]
+
+
 def map_prior(prior, d):
     """The MAP hyperparameters for ``d`` features: the defaults updated by ``prior`` (a dict
     with keys in :data:`PRIOR_KEYS`, or None), ``mean0`` a (d,) vector, ``psi0`` a (d, d)
@@ -150,6 +163,8 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
     floor = np.maximum(max(reg_covar, 1e-6), np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f))
     floor = np.minimum(floor, 1.0)
     covs = _project_psd(S, floor, 1.0)
+    if box is not None:
+        covs = cap_feature_variances(covs, box)
     if prior is not None:
         # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
         weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
