@@ -153,7 +153,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
        (its loading row is 0), then ``ψ = max(v − Σ W², min(v, σ_C))``, until ψ settles
        (moves by ≤ ``tol · σ_C``) or ``max_iter``;
     5. when no direction clears ``τ`` the model is the diagonal Gaussian (``W = 0``,
-       ``ψ = v``), the trivial model of the same release, and a ``UserWarning`` says so;
+       ``ψ = v``), the trivial model of the same release, and a ``NoiseDominatedWarning`` says so;
     6. ``noise_variance_`` adds ``σ_m²``: a new row's distance to the released mean carries
        the mean's noise, so the model's density is the predictive one.
 

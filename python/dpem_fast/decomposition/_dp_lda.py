@@ -15,6 +15,7 @@ from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
+from ..accounting import NoiseDominatedWarning
 from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
                        make_plan, poisson_minibatches)
 from .._engine._sources._dask import is_dask_array
@@ -234,7 +235,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     topic the noise swamps becomes the unigram model: the fit's floor is the trivial
     private model, bought with ``unigram_share`` of the budget.  With no noise the
     projection is the identity (the non-private SVI).  When less than 10 % of the topic
-    mass clears the threshold a ``UserWarning`` says so and names what to raise or
+    mass clears the threshold a ``NoiseDominatedWarning`` (a ``UserWarning``) says so and names what to raise or
     declare.  The number of
     documents D is private under add/remove (a neighbour has one more or one fewer), so
     nothing of the fit depends on it except through the releases: q, T, the step's
@@ -567,7 +568,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
                 f"fallback distribution (unigram_distribution_).  Raise epsilon, raise batch_size (now {S}: the "
                 f"sampling rate is batch_size / total_samples), use fewer n_components, or declare max_doc_length "
                 f"near your documents' length (now {int(self.max_doc_length)}; the clip norm C = {clip:.3g} "
-                f"follows it)", UserWarning, stacklevel=3)
+                f"follows it)", NoiseDominatedWarning, stacklevel=3)
         r = plan.releases["topic_word"]
         self.privacy_ = self._record(
             plan, mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",

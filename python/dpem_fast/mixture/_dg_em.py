@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from .._dpcore import _rng as _core_rng
+from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEM, StatSpec
 from .._engine._specs import count_for_update, row_count
 from .._kernels.psi import PSI_MAX, expected_psi_sup
@@ -185,7 +186,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     ``bench/dgem_bias.py`` (s = sigma/2), ‖beta‖ of 2.5-22 against a true 2 and held-out
     log-likelihoods 0.6-240 nats per row below the trivial model on average (n = 50-300 rows,
     epsilon = 0.3-1, d = 10: every cell with kappa >= 1, and none with kappa < 1).  There the fit returns beta = 0 and
-    raises a UserWarning naming what to declare (a larger epsilon, more rows, or a larger
+    raises a NoiseDominatedWarning (a UserWarning) naming what to declare (a larger epsilon, more rows, or a larger
     truncation_scale / clip_norm relative to the noise — the signal bound grows with them
     only as fast as the noise, so in practice epsilon or rows).  Post-processing of public
     values; the budget is still spent (under add/remove n is not public before the fit).
@@ -419,7 +420,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         return out
 
     def _trivial_if_noise_driven(self, means, tau):
-        """beta = 0 and a UserWarning where one step's noise is at least the largest signal
+        """beta = 0 and a NoiseDominatedWarning where one step's noise is at least the largest signal
         (``kappa >= 1``, see Trivial model; public values only)."""
         d = means.shape[1]
         kappa = tau * math.sqrt(d) / (float(self.step_size) * self._row_bound(d))
@@ -429,7 +430,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
             f"{type(self).__name__}: the noise of one step ({tau * math.sqrt(d):.3g} in norm) is at least the largest "
             f"gradient any data could give ({float(self.step_size) * self._row_bound(d):.3g}; ratio {kappa:.3g}), so the "
             "fit cannot beat the trivial model; returning beta = 0. Declare a larger epsilon or fit more rows.",
-            UserWarning, stacklevel=2)
+            NoiseDominatedWarning, stacklevel=2)
         return np.zeros_like(means)
 
     def _exact_update(self, stats, params):

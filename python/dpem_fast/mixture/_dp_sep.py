@@ -100,7 +100,7 @@ and the covariance of the means adds the noise's own share,
 ``τ² (1 + ‖m_f‖²) A Aᵀ`` with ``A = Λ_q⁻¹ Λ' Λ_f⁻¹`` (first-order propagation of noise of
 entry sd τ in ``η_f`` and ``Λ_f`` through ``m_f = Λ_f⁻¹ η_f``).  A component whose factor is
 all noise is exactly the trivial model (the prior predictive); when more than half of them
-are, a ``UserWarning`` names what to declare (tighter bounds, a larger ε, fewer epochs or
+are, a ``NoiseDominatedWarning`` (a ``UserWarning``) names what to declare (tighter bounds, a larger ε, fewer epochs or
 components, more rows).  If even ``N C`` (the largest eigenvalue ``N Λ_f`` can have after
 the norm clip) is below the threshold, every component would be the prior whatever the
 data: the fit raises ``ValueError`` before the budget is charged (public: N, ε, δ, T, B, d).
@@ -165,6 +165,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
+from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
@@ -555,7 +556,7 @@ class DPStochasticEP(PrivateEstimator):
                 f"DPStochasticEP: the released factor of component(s) {fell} of {J} is indistinguishable from "
                 f"its noise (posterior noise scale {tau:.3g} in units of the declared domain), so those "
                 "means are the prior mean. Declare tighter `bounds` (a smaller domain), a larger "
-                "`epsilon`, fewer `n_epochs` or `n_components`, or fit more rows.", UserWarning, stacklevel=2)
+                "`epsilon`, fewer `n_epochs` or `n_components`, or fit more rows.", NoiseDominatedWarning, stacklevel=2)
         self.means_ = centre + R * means
         self.means_covariance_ = R * R * covs
         lam_raw = lam_q / (R * R)
