@@ -12,7 +12,7 @@ from .._engine._plan import make_plan
 from .._engine._release import ReleaseLayer
 from .._engine._specs import moments_joint_bound
 from .._engine._statistics import StatSpec
-from .._preprocess import DataDomain, scale_and_clip
+from .._preprocess import project_into_domain, resolve_domain, scale_and_clip
 from .._rng import make_key
 from ..decomposition._fa_em import variance_posterior_mean
 
@@ -95,7 +95,7 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
     return fix_signs(W), psi, it
 
 
-def private_diagonal_gaussian(X, *, epsilon, delta, data_norm, random_state=0):
+def private_diagonal_gaussian(X, *, epsilon, delta, data_norm=None, bounds=None, random_state=0):
     """The trivial private model: one Gaussian with a diagonal covariance.
 
     Rows are mapped into the unit ball by the declared ``data_norm`` (centre 0) and
@@ -108,9 +108,14 @@ def private_diagonal_gaussian(X, *, epsilon, delta, data_norm, random_state=0):
     Post-processing as :class:`DPFactorAnalysis`'s diagonal: the plug-in bias ``σ_m²`` added
     back, the posterior mean of each variance given its release noise, and ``σ_m²`` added
     for the predictive density.  Returns ``(mean, var)`` in the original units.
+
+    With ``bounds`` (and no ``data_norm``) rows are mapped as the factor model maps them, each
+    feature by its own declared range (:func:`~dpem_fast._preprocess.resolve_domain`); the
+    mean is clipped into the box's image and each variance capped at ``b_i²``.
     """
     n, d = X.shape
-    Z, _ = scale_and_clip(np.asarray(X, dtype=np.float64), DataDomain(np.zeros(d), float(data_norm), None, False))
+    domain = resolve_domain(d, data_norm, bounds)
+    Z, _ = scale_and_clip(np.asarray(X, dtype=np.float64), domain)
     specs = (StatSpec("sum", (d,), l2={"add_remove": 1.0, "replace": 2.0}),
              StatSpec("sumsq", (d,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}))
     neighbouring = "replace"
@@ -120,13 +125,12 @@ def private_diagonal_gaussian(X, *, epsilon, delta, data_norm, random_state=0):
     layer = ReleaseLayer(plan, make_key(random_state))
     noisy = layer.release({"sum": Z.sum(0), "sumsq": np.sum(Z * Z, axis=0)}, 0)
     sig1, sig2 = plan.releases["sum"].noise_scale, plan.releases["sumsq"].noise_scale
-    mean = noisy["sum"] / n
-    norm = np.linalg.norm(mean)
-    if norm > 1.0:
-        mean /= norm
+    mean = project_into_domain(noisy["sum"] / n, domain)
     mean_var = (sig1 / n) ** 2
-    var = np.minimum(variance_posterior_mean(noisy["sumsq"] / n - mean * mean + mean_var, sig2 / n), 1.0) + mean_var
-    return mean * data_norm, var * data_norm ** 2
+    box = domain.box_image
+    ceiling = 1.0 if box is None else np.minimum(box, 1.0) ** 2
+    var = np.minimum(variance_posterior_mean(noisy["sumsq"] / n - mean * mean + mean_var, sig2 / n), ceiling) + mean_var
+    return domain.to_original(mean), var * domain.scale ** 2
 
 
 def diagonal_gaussian_loglik(X, mean, var):
