@@ -465,3 +465,44 @@ def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
 class TestConformanceDiscreteNoise(TestConformance):
     """The whole suite again with exact discrete Gaussian releases."""
     params = {**TestConformance.params, "noise": "discrete_gaussian"}
+
+
+# ------------------------------------------------------------- issue 23: M-step floors
+def test_james_stein_shrinkage_lowers_the_mean_error_and_vanishes_with_the_noise():
+    """shrink_means is the positive-part James–Stein estimator: over noisy means of any true
+    mean it has a smaller mean squared error than the noisy mean itself (d >= 3), it leaves
+    d < 3 alone, and its factor tends to 1 as the noise vanishes."""
+    from dpem_fast.mixture._gmm_mstep import shrink_means
+    rng = np.random.default_rng(0)
+    d, sd = 8, 0.05
+    for true in (np.zeros(d), np.full(d, 0.02), rng.uniform(-0.3, 0.3, d)):
+        noisy = true + sd * rng.normal(size=(4000, d))
+        shrunk = shrink_means(noisy, np.full(4000, sd))
+        assert np.mean((shrunk - true) ** 2) < np.mean((noisy - true) ** 2)
+    assert np.array_equal(shrink_means(noisy[:, :2], np.full(4000, sd)), noisy[:, :2])
+    big = rng.uniform(-0.3, 0.3, (5, d))
+    assert np.allclose(shrink_means(big, np.full(5, 1e-9)), big, rtol=1e-12)
+
+
+def test_fitted_feature_variances_stay_within_the_declared_box():
+    """Each feature's fitted variance is at most its declared half-width squared, however noisy
+    the release (before issue 23 it could reach d half-widths squared: a density worse than
+    uniform on the box)."""
+    from dpem_fast.mixture._gmm_mstep import cap_feature_variances
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(3, 5, 5))
+    covs = A @ np.swapaxes(A, 1, 2) + 0.1 * np.eye(5)
+    box = np.array([0.1, 0.2, 0.3, 5.0, 0.05])
+    capped = cap_feature_variances(covs, box)
+    assert np.all(np.diagonal(capped, axis1=1, axis2=2) <= np.minimum(box, 1.0) ** 2 * (1 + 1e-12))
+    assert np.all(np.linalg.eigvalsh(capped) > 0)
+    X, _ = _blobs(n=400, d=4, K=3, seed=2)
+    lo, hi = X.min(axis=0) - 1.0, X.max(axis=0) + 1.0
+    for seed in range(3):
+        g = DPGaussianMixture(3, epsilon=0.5, max_iter=5, bounds=(lo, hi), neighbouring="add_remove",
+                              random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoiseDominatedWarning)
+            g.fit(X)
+        var = np.diagonal(g.covariances_, axis1=1, axis2=2)
+        assert np.all(var <= ((hi - lo) / 2) ** 2 * (1 + 1e-9)), var

@@ -5,13 +5,16 @@ noise scales, ``reg_covar``, the MAP prior) to parameters and reads no data.
 
 - :func:`private_m_step`: weights, means and covariances from the noisy counts and moments
   (DP-EM Sec. 4.2), for all components at once: counts floored at the noise of their
-  release, means moved into the image of the data domain (each coordinate clipped to the
+  release, means shrunk towards the domain's centre by the positive-part James–Stein factor
+  of their public noise (:func:`shrink_means`; maximum-likelihood step) and moved into the
+  image of the data domain (each coordinate clipped to the
   declared box's image, else projected onto the unit ball), covariances symmetrised and
   their eigenvalues clipped to ``[floor, 1]`` by one batched ``eigh``, the floor at the
   noise level of the released second moments (``_EIG_FLOOR_STD``).  All of it lives in the
   working units, where each feature was divided by its own scale (issue 23): a floor
   ``f`` there is ``f s_i²`` in feature i's original units, so a narrow feature gets a
-  narrow floor.  The maximum-likelihood step, or with a
+  narrow floor; each feature's variance is then capped at the box's ``b_i²``
+  (:func:`cap_feature_variances`).  The maximum-likelihood step, or with a
   ``prior`` (:func:`map_prior`: Dirichlet / Normal-inverse-Wishart, DP-EM footnotes 7-8)
   the posterior mode.
 - :func:`exact_m_step`: the non-private M-step, numerically as scikit-learn's.
@@ -26,9 +29,9 @@ from scipy import linalg
 
 from .._kernels.gmm import COUNTS, FIRST, SECOND
 from .._preprocess import project_into_domain
-from ._common import floored_counts, weights_from_counts
+from ._common import floored_counts, noise_std, weights_from_counts
 
-__all__ = ["PRIOR_KEYS", "cap_feature_variances", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+__all__ = ["PRIOR_KEYS", "cap_feature_variances", "shrink_means", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
@@ -102,6 +105,23 @@ def _project_psd(S, floor, ceiling):
     return (V * w[..., None, :]) @ np.swapaxes(V, -1, -2)
 
 
+def shrink_means(means, sd):
+    """Positive-part James–Stein shrinkage of each noisy mean towards the domain's centre.
+
+    ``means`` (K, d) in working units, ``sd`` (K,) the public noise standard deviation of each
+    coordinate (``σ₁ / Ñ_k``).  ``μ ← max(0, 1 − (d − 2) sd² / ‖μ‖²) μ`` for d ≥ 3 (James and
+    Stein 1961: it lowers the mean squared error of a d-variate Gaussian estimate for every true
+    mean, the more the larger the noise); d < 3 unchanged.  The centre is data-independent and
+    the noise scale public: post-processing.  At a large count the factor is ≈ 1."""
+    K, d = means.shape
+    if d < 3:
+        return means
+    sq = np.einsum("ki,ki->k", means, means)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(sq > 0, np.maximum(0.0, 1.0 - (d - 2) * np.asarray(sd) ** 2 / sq), 0.0)
+    return means * f[:, None]
+
+
 def cap_feature_variances(covs, box):
     """Covariances whose feature variances respect the box: a feature in [−b_i, b_i] has
     variance at most b_i² (``box``: the box image's half-widths b, in working units).  Row and
@@ -147,7 +167,7 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
         m0, k0 = prior["mean0"], prior["kappa0"]
         means = (s1 + k0 * m0) / (nk_f + k0)[:, None]
     else:
-        means = s1 / nk_f[:, None]
+        means = shrink_means(s1 / nk_f[:, None], noise_std(releases[FIRST]) / nk_f)
     # the data lie in the image of the domain (a convex set), so do their means
     means = project_into_domain(means, domain)
     outer = means[:, :, None] * means[:, None, :]
