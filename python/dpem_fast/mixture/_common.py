@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..accounting import NoiseDominatedWarning
 
-__all__ = ["weights_from_counts", "floored_counts", "noise_std", "count_threshold", "live_components",
+__all__ = ["CountAndSumMixture", "weights_from_counts", "floored_counts", "noise_std", "count_threshold", "live_components",
            "check_counts_resolvable", "shrunk_means", "MixtureInferenceMixin"]
 
 #: Smallest mixing weight after renormalisation (keeps log π finite).
@@ -193,3 +193,27 @@ class MixtureInferenceMixin(DensityMixin):
     def fit_predict(self, X, y=None):
         """Fit, then predict the component of each row of X."""
         return self.fit(X).predict(X)
+
+
+class CountAndSumMixture:
+    """The budget, tail and refusal hooks of a mixture that releases soft counts ("counts")
+    and per-component sums (``_sums``) each iteration (Bernoulli, Poisson): put before
+    :class:`~dpem_fast._engine.PrivateEM` in the bases."""
+
+    #: the name of the sums release
+    _sums = "sums"
+
+    def _shares(self):
+        """Counts and sums get shares ∝ √(noised coordinates), √K : √(Kd) (the split that
+        minimises the total noise variance in sensitivity units at a fixed privacy loss, as
+        the Gaussian mixture's ``budget_split="auto"``; public: K and d)."""
+        K, d = self.n_components, self.n_features_in_
+        return {"counts": math.sqrt(K), self._sums: math.sqrt(K * d)}
+
+    def _n_averaged(self, n_iter):
+        """The last ``max_iter // 2`` updates see the running mean of the tail's releases
+        (post-processing; see :class:`~dpem_fast._engine._base.PrivateEM`)."""
+        return n_iter // 2
+
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases["counts"], self._n_averaged(rounds), type(self).__name__)

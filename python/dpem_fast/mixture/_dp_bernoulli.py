@@ -12,7 +12,7 @@ from .._engine import PrivateEM, StatSpec
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
-from ._common import (MixtureInferenceMixin, as_frame, check_counts_resolvable, floored_counts, live_components,
+from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, floored_counts, live_components,
                       shrunk_means, weights_from_counts)
 from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
 
@@ -37,7 +37,7 @@ def _binary_rows(X, binarize=None):
     return X
 
 
-class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
+class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     """Mixture of independent Bernoullis over binary features, fitted by private EM.
 
     ``p(x) = Σ_k π_k Π_j μ_kj^x_j (1 − μ_kj)^(1 − x_j)`` for rows ``x ∈ {0, 1}^d``.
@@ -79,6 +79,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
     _cli_name = "bernoulli"
+    _sums = "first_moments"      # the sums release (CountAndSumMixture)
     _saved = ("weights_", "means_", "n_iter_", "n_features_in_")
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
@@ -135,21 +136,6 @@ class DPBernoulliMixture(MixtureInferenceMixin, PrivateEM):
 
     def _statistics_task(self):
         return _bernoulli_statistics
-
-    def _shares(self):
-        """Counts and sums get shares ∝ √(noised coordinates), √K : √(Kd) (the split that
-        minimises the total noise variance in sensitivity units at a fixed privacy loss, as
-        the Gaussian mixture's ``budget_split="auto"``; public: K and d)."""
-        K, d = self.n_components, self.n_features_in_
-        return {"counts": math.sqrt(K), "first_moments": math.sqrt(K * d)}
-
-    def _n_averaged(self, n_iter):
-        """The last ``max_iter // 2`` updates see the running mean of the tail's releases
-        (post-processing; see :class:`~dpem_fast._engine._base.PrivateEM`)."""
-        return n_iter // 2
-
-    def _check_plan(self, plan, n_public, rounds):
-        check_counts_resolvable(n_public, plan.releases["counts"], self._n_averaged(rounds), type(self).__name__)
 
     def _update(self, noisy, params, ctx):
         nk_f = floored_counts(noisy["counts"], ctx.releases["counts"])

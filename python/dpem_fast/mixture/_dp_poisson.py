@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
@@ -13,7 +12,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
 from .._rng import derive_key
 from .._validation import check_positive_int, check_positive_real
-from ._common import (MixtureInferenceMixin, as_frame, check_counts_resolvable, floored_counts, live_components,
+from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, live_components,
                       shrunk_means, weights_from_counts)
 
 __all__ = ["DPPoissonMixture"]
@@ -31,7 +30,7 @@ def _count_rows(X):
     return X
 
 
-class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
+class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     """Mixture of independent Poissons over count features, fitted by private EM.
 
     ``p(x) = Σ_k w_k Π_j Poisson(x_j; λ_kj)``.  ``max_count`` M is the public bound of a
@@ -111,21 +110,6 @@ class DPPoissonMixture(MixtureInferenceMixin, PrivateEM):
         M = float(self.max_count)
         c, R = unit_map(M, d)
         return np.clip((R * sums + c * counts[:, None]) / counts[:, None], M / 1000.0, M)
-
-    def _shares(self):
-        """Counts and sums get shares ∝ √(noised coordinates), √K : √(Kd) (the split that
-        minimises the total noise variance in sensitivity units at a fixed privacy loss, as
-        the Gaussian mixture's ``budget_split="auto"``; public: K and d)."""
-        K, d = self.n_components, self.n_features_in_
-        return {"counts": math.sqrt(K), "sums": math.sqrt(K * d)}
-
-    def _n_averaged(self, n_iter):
-        """The last ``max_iter // 2`` updates see the running mean of the tail's releases
-        (post-processing; see :class:`~dpem_fast._engine._base.PrivateEM`)."""
-        return n_iter // 2
-
-    def _check_plan(self, plan, n_public, rounds):
-        check_counts_resolvable(n_public, plan.releases["counts"], self._n_averaged(rounds), type(self).__name__)
 
     def _update(self, noisy, params, ctx):
         d, M = noisy["sums"].shape[1], float(self.max_count)
