@@ -6,6 +6,8 @@ from numpy.testing import assert_array_equal
 import dpem_fast
 
 pd = pytest.importorskip("pandas")
+# small fits, about frames, not utility: their noise warnings are not the point here
+pytestmark = pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")
 
 RNG = np.random.default_rng(1)
 X = np.concatenate([RNG.normal(-2, 0.5, (80, 3)), RNG.normal(2, 0.5, (80, 3))])

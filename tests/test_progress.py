@@ -27,7 +27,7 @@ def docs():
 
 def _fits(X, docs, verbose):
     return {
-        "gmm": dpem_fast.DPGaussianMixture(2, epsilon=1.0, bounds=(-4, 4), max_iter=5, random_state=3,
+        "gmm": dpem_fast.DPGaussianMixture(2, epsilon=20.0, bounds=(-4, 4), max_iter=5, random_state=3,
                                            verbose=verbose).fit(X),
         "kmeans": dpem_fast.DPKMeans(2, epsilon=50.0, max_iter=4, random_state=3, verbose=verbose).fit(X),
         "sep": dpem_fast.DPStochasticEP(2, epsilon=1.0, n_epochs=3, random_state=3, verbose=verbose).fit(X),
@@ -79,7 +79,7 @@ def test_progress_shows_nothing_computed_from_the_data(X, capsys, monkeypatch):
     monkeypatch.setattr(_progress, "EPSILON_OVERHEAD", 1e12)        # epsilon recomputed every time
     texts = []
     for data in (X, 3.0 * X[::-1] + 1.0):
-        dpem_fast.DPGaussianMixture(2, epsilon=1.0, bounds=(-8, 8), max_iter=3, random_state=3,
+        dpem_fast.DPGaussianMixture(2, epsilon=20.0, bounds=(-8, 8), max_iter=3, random_state=3,
                                     verbose=1).fit(data)
         texts.append(re.sub(r"last [0-9.e+-]+s", "last Ts", capsys.readouterr().err))
     assert texts[0] == texts[1] and texts[0].count("\n") == 3

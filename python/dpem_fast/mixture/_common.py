@@ -22,7 +22,7 @@ WEIGHT_FLOOR = 1e-12
 LIVE_Z = 3.0
 
 #: What the user can do about noise-dominated statistics (no number of the data in it).
-_REMEDY = ("raise epsilon, declare tighter bounds (where the model takes them), ask for fewer "
+REMEDY = ("raise epsilon, declare tighter bounds (where the model takes them), ask for fewer "
            "components or fewer iterations (max_iter), or fit on more rows")
 
 
@@ -81,13 +81,13 @@ def live_components(counts, counts_release, what="components"):
         live[int(np.argmax(counts))] = True
         warnings.warn(f"{what}: no noisy count of the {K} component(s) is distinguishable from its noise, "
                       "so the released model keeps only the largest one (the one-component model) and it "
-                      f"is dominated by noise; {_REMEDY}", NoiseDominatedWarning, stacklevel=5)
+                      f"is dominated by noise; {REMEDY}", NoiseDominatedWarning, stacklevel=5)
     elif 2 * int(live.sum()) < K:
         warnings.warn(f"{what}: only {int(live.sum())} of the {K} components has a noisy count "
                       "distinguishable from its noise; the others were dropped (n_components_ says how "
-                      f"many are left); {_REMEDY}", NoiseDominatedWarning, stacklevel=5)
+                      f"many are left); {REMEDY}", NoiseDominatedWarning, stacklevel=5)
     elif counts.sum() <= tau * math.sqrt(K):
-        warnings.warn(f"{what}: the noisy total count is not distinguishable from its noise; {_REMEDY}",
+        warnings.warn(f"{what}: the noisy total count is not distinguishable from its noise; {REMEDY}",
                       NoiseDominatedWarning, stacklevel=5)
     return live
 
@@ -114,7 +114,7 @@ def check_counts_resolvable(n_public, counts_release, n_averaged, what):
         raise ValueError(f"n_samples={n_public} is too few rows for this privacy budget: every released "
                          f"count of {what} has noise of standard deviation {sd:.3g}, so even all rows in "
                          f"one component could not be told from noise (needs more than {tau:.3g} rows); "
-                         f"{_REMEDY}")
+                         f"{REMEDY}")
 
 
 def shrunk_means(sums, counts, counts_release, sums_release, prior_mean, prior_var):

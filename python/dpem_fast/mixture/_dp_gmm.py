@@ -20,7 +20,7 @@ from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
-from ._gmm_mstep import PRIOR_KEYS, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
+from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
 
@@ -406,6 +406,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
+        warn_if_covariances_unresolved(noisy[COUNTS][live], ctx.releases, ctx.domain, type(self).__name__)
         weights, means, covs, prec_chol = params
         return weights[live] / weights[live].sum(), means[live], covs[live], prec_chol[live]
 

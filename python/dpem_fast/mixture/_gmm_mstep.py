@@ -24,14 +24,17 @@ noise scales, ``reg_covar``, the MAP prior) to parameters and reads no data.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import linalg
 
 from .._kernels.gmm import COUNTS, FIRST, SECOND
 from .._preprocess import project_into_domain
-from ._common import floored_counts, noise_std, weights_from_counts
+from ..accounting import NoiseDominatedWarning
+from ._common import REMEDY, floored_counts, noise_std, weights_from_counts
 
-__all__ = ["PRIOR_KEYS", "cap_feature_variances", "shrink_means", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+__all__ = ["PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
@@ -120,6 +123,29 @@ def shrink_means(means, sd):
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(sq > 0, np.maximum(0.0, 1.0 - (d - 2) * np.asarray(sd) ** 2 / sq), 0.0)
     return means * f[:, None]
+
+
+def warn_if_covariances_unresolved(nk, releases, domain, what):
+    """A :class:`~dpem_fast.NoiseDominatedWarning` when a live component's released second
+    moments cannot tell its covariance from that of the uniform distribution on the domain.
+
+    The noise of an entry of component k's covariance has standard deviation ``σ₂ / Ñ_k``
+    (``releases``: the last update's, tail-averaged where the model averages; Ñ_k the floored
+    noisy count); the uniform distribution on the box image has feature variance ``b_i² / 3``
+    (on the unit ball without a box, ``1 / (d + 2)``).  Where the noise is at least the
+    smallest of these, every covariance entry the release shows is within one noise standard
+    deviation of the uniform's, and the fitted density is about as good as a uniform one or
+    worse.  Released values and public constants only; the message holds none of them.
+    """
+    nk_f = floored_counts(nk, releases[COUNTS])
+    d = releases[FIRST].shape[-1]
+    box = None if domain is None else domain.box_image
+    uniform_var = 1.0 / (d + 2) if box is None else float(np.min(np.minimum(box, 1.0))) ** 2 / 3.0
+    if np.any(noise_std(releases[SECOND]) / nk_f >= uniform_var):
+        warnings.warn(f"{what}: the released second moments cannot resolve the covariances (their noise is "
+                      "at least the variance of a uniform distribution on the declared domain), so the "
+                      f"fitted density may be no better than a uniform one; {REMEDY}",
+                      NoiseDominatedWarning, stacklevel=5)
 
 
 def cap_feature_variances(covs, box):
