@@ -9,7 +9,9 @@ each cell is classified as
   ``sample()``, or a held-out density worse than the uniform density on the table's reference
   box (below);
 * ``refused`` — a clear ``ValueError`` naming what to declare (the contract allows it);
-* ``warned``  — fitted with a ``UserWarning`` (the noise-dominated warning);
+* ``warned``  — fitted with a :class:`~dpem_fast.NoiseDominatedWarning` (a fit worse than the
+  uniform density that said so is ``warned``, not ``broken``: the user was told; the table's
+  last column says where);
 * ``below``   — silently below the trivial private model (one component / one centre / one
   Gaussian with a diagonal covariance — factor analysis with no factor — for FA, fitted at
   the same ε; with no declared domain the FA trivial model gets the FA fit's released box) by
@@ -148,12 +150,12 @@ def run_cell(model, table, domain, eps, seeds):
                 continue
         box = (lo, hi) if domain == "declared" else m.privacy_.data_domain["bounds"]
         why = _absurd(m, X_te, box[0], box[1], -float(np.sum(np.log(hi - lo))))
-        if why:
+        warned = any(issubclass(w.category, dpem_fast.NoiseDominatedWarning) for w in caught)
+        if why and not (warned and why == "worse than uniform"):
             kinds.append(f"broken ({why})")
             continue
-        if any(issubclass(w.category, UserWarning) and not issubclass(w.category, DeprecationWarning)
-               for w in caught):
-            kinds.append("warned")
+        if warned:
+            kinds.append("warned (below uniform)" if why else "warned")
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -170,7 +172,7 @@ def run_cell(model, table, domain, eps, seeds):
         se = d.std(ddof=1) / math.sqrt(d.size)
         label = "below" if d.mean() < -3 * se else "ok"
     label = label or ("warned" if cell["warned"] else "ok")
-    detail = "; ".join(sorted(set(k for k in kinds if k.startswith("broken"))))
+    detail = "; ".join(sorted(set(k for k in kinds if k.startswith("broken") or "(" in k)))
     mean_diff = f"{np.mean(diffs):+.3g}" if diffs else "–"
     return label, mean_diff, detail
 
