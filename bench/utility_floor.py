@@ -13,7 +13,8 @@ each cell is classified as
   uniform density that said so is ``warned``, not ``broken``: the user was told; the table's
   last column says where);
 * ``below``   — silently below the trivial private model (one component / one centre / one
-  Gaussian with a diagonal covariance — factor analysis with no factor — for FA, fitted at
+  Gaussian with a diagonal covariance — factor analysis with no factor,
+  :class:`~dpem_fast._reference.fa.PrivateDiagonalGaussian` — for FA, fitted at
   the same ε; with no declared domain the FA trivial model gets the FA fit's released box) by
   more than 3 standard errors over the seeds;
 * ``ok``.
@@ -40,6 +41,7 @@ import warnings
 import numpy as np
 
 import dpem_fast
+from dpem_fast._reference.fa import PrivateDiagonalGaussian
 from dpem_fast.datasets import (AIRPORTS_BOUNDS, NYCFLIGHTS_BOUNDS, SHUTTLE_BOUNDS, load_airports,
                                 load_nycflights, load_shuttle)
 
@@ -67,32 +69,13 @@ TABLES = {
     "airports": (load_airports, AIRPORTS_BOUNDS),
 }
 
-class _Diagonal:
-    """The trivial private model of factor analysis: one Gaussian with a diagonal covariance
-    (factor analysis with no factor), released once at the same (ε, δ) under replace-one
-    (:func:`dpem_fast._reference.fa.private_diagonal_gaussian`)."""
-
-    def __init__(self, epsilon, random_state, bounds=None):
-        self.epsilon, self.random_state, self.bounds = epsilon, random_state, bounds
-
-    def fit(self, X):
-        from dpem_fast._reference.fa import private_diagonal_gaussian
-        self.mean_, self.var_ = private_diagonal_gaussian(X, epsilon=self.epsilon, delta=1e-5, bounds=self.bounds,
-                                                          random_state=self.random_state)
-        return self
-
-    def score(self, X):
-        from dpem_fast._reference.fa import diagonal_gaussian_loglik
-        return diagonal_gaussian_loglik(X, self.mean_, self.var_)
-
-
 MODELS = {
     "gmm": (lambda eps, s, **dom: dpem_fast.DPGaussianMixture(3, epsilon=eps, max_iter=10, random_state=s, **dom),
             lambda eps, s, **dom: dpem_fast.DPGaussianMixture(1, epsilon=eps, max_iter=10, random_state=s, **dom)),
     "kmeans": (lambda eps, s, **dom: dpem_fast.DPKMeans(3, epsilon=eps, max_iter=5, random_state=s, **dom),
                lambda eps, s, **dom: dpem_fast.DPKMeans(1, epsilon=eps, max_iter=5, random_state=s, **dom)),
     "fa": (lambda eps, s, **dom: dpem_fast.DPFactorAnalysis(2, epsilon=eps, random_state=s, **dom),
-           lambda eps, s, **dom: _Diagonal(eps, s, **dom)),
+           lambda eps, s, **dom: PrivateDiagonalGaussian(eps, random_state=s, **dom)),
 }
 
 

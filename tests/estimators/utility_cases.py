@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 import dpem_fast
+from dpem_fast._reference.fa import PrivateDiagonalGaussian
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,20 +120,6 @@ def _low_rank(n, seed, d=6, k=2):
     return (rng.normal(size=(n, k)) @ W.T + 0.5 * rng.normal(size=(n, d))).clip(-6, 6)
 
 
-class _DiagonalGaussian:
-    """Factor analysis's trivial private model: no factor, one Gaussian with a diagonal
-    covariance, released once at the same (ε, δ) in the same per-feature geometry."""
-
-    def __init__(self, epsilon, seed, X):
-        from dpem_fast._reference.fa import private_diagonal_gaussian
-        self.mean_, self.var_ = private_diagonal_gaussian(X, epsilon=epsilon, delta=1e-5, bounds=(-6, 6),
-                                                          random_state=seed)
-
-    def score(self, X):
-        from dpem_fast._reference.fa import diagonal_gaussian_loglik
-        return diagonal_gaussian_loglik(X, self.mean_, self.var_)
-
-
 CASES = {
     "gmm": Case(
         data=_split(_blobs),
@@ -163,7 +150,8 @@ CASES = {
     "fa": Case(
         data=_split(_low_rank),
         model=lambda eps, seed: dpem_fast.DPFactorAnalysis(2, epsilon=eps, bounds=(-6, 6), random_state=seed),
-        trivial=lambda eps, seed, fitted, X: _DiagonalGaussian(eps, seed + 1000, X),
+        trivial=lambda eps, seed, fitted, X: PrivateDiagonalGaussian(eps, bounds=(-6, 6),
+                                                                     random_state=seed + 1000).fit(X),
         sane=lambda m, X: (_inside(m.mean_, -6, 6, "mean_"),
                            _inside(m.noise_variance_, 0, 144, "noise_variance_"))),
 }
@@ -202,10 +190,9 @@ class _LDAModel:
 def _sane_lda(m, X):
     c = np.asarray(m.components_, dtype=np.float64)
     assert np.all(np.isfinite(c)) and np.all(c > 0), "topic-word parameters not finite and positive"
-    p = c / c.sum(axis=1, keepdims=True)
-    assert np.all(np.isfinite(m.perplexity(X))) and m.perplexity(X) <= X.shape[1], \
+    perplexity = m.perplexity(X)
+    assert np.isfinite(perplexity) and perplexity <= X.shape[1], \
         "perplexity above the vocabulary size (worse than uniform)"
-    del p
 
 
 CASES["lda"] = Case(

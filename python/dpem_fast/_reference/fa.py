@@ -16,7 +16,7 @@ from .._preprocess import project_into_domain, resolve_domain, scale_and_clip
 from .._rng import make_key
 from ..decomposition._fa_em import variance_posterior_mean
 
-__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "private_diagonal_gaussian",
+__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "private_diagonal_gaussian", "PrivateDiagonalGaussian",
            "diagonal_gaussian_loglik"]
 
 
@@ -137,3 +137,22 @@ def diagonal_gaussian_loglik(X, mean, var):
     """Mean log-likelihood per row of X under N(mean, diag(var))."""
     X = np.asarray(X, dtype=np.float64)
     return float(np.mean(-0.5 * np.sum((X - mean) ** 2 / var + np.log(2 * np.pi * var), axis=1)))
+
+
+class PrivateDiagonalGaussian:
+    """:func:`private_diagonal_gaussian` as a model with ``fit`` / ``score`` (held-out mean
+    log-likelihood per row): the trivial model that the utility tests and benchmarks compare
+    factor analysis with."""
+
+    def __init__(self, epsilon, *, delta=1e-5, data_norm=None, bounds=None, random_state=0):
+        self.epsilon, self.delta, self.data_norm, self.bounds = epsilon, delta, data_norm, bounds
+        self.random_state = random_state
+
+    def fit(self, X):
+        self.mean_, self.var_ = private_diagonal_gaussian(X, epsilon=self.epsilon, delta=self.delta,
+                                                          data_norm=self.data_norm, bounds=self.bounds,
+                                                          random_state=self.random_state)
+        return self
+
+    def score(self, X):
+        return diagonal_gaussian_loglik(X, self.mean_, self.var_)
