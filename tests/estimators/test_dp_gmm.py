@@ -57,6 +57,34 @@ def test_nonprivate_matches_sklearn(K, d, n_iter):
     assert ours.privacy_ is None
 
 
+def _precisions_of_type(p0, covariance_type):
+    """scikit-learn's precisions_init of a type from (K, d, d) precision matrices."""
+    diag = np.diagonal(p0, axis1=1, axis2=2)
+    return {"full": p0, "tied": p0[0], "diag": diag, "spherical": diag.mean(axis=1)}[covariance_type]
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
+@pytest.mark.parametrize("K, d, n_iter", [(1, 2, 3), (3, 3, 5), (4, 10, 4)])
+def test_nonprivate_matches_sklearn_for_every_covariance_type(covariance_type, K, d, n_iter):
+    X, _ = _blobs(n=2000, d=d, K=max(K, 2), seed=K + d)
+    w0, m0, p0 = _init(X, K)
+    p0 = _precisions_of_type(p0, covariance_type)
+    ours = DPGaussianMixture(K, covariance_type=covariance_type, epsilon=float("inf"), max_iter=n_iter,
+                             weights_init=w0, means_init=m0, precisions_init=p0, reg_covar=1e-6).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ref = GaussianMixture(K, covariance_type=covariance_type, max_iter=n_iter, tol=0.0, reg_covar=1e-6,
+                              weights_init=w0, means_init=m0, precisions_init=p0,
+                              init_params="random_from_data", random_state=0).fit(X)
+    for name in ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"):
+        assert getattr(ours, name).shape == getattr(ref, name).shape, name
+        assert_allclose(getattr(ours, name), getattr(ref, name), rtol=1e-8, atol=1e-12, err_msg=name)
+    assert_allclose(ours.score_samples(X), ref.score_samples(X), rtol=1e-9)
+    assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-8)
+    assert ours.bic(X) == pytest.approx(ref.bic(X), rel=1e-9)
+    assert ours._n_parameters() == ref._n_parameters()
+
+
 def test_dtype_preserved_and_float32_close_to_float64():
     X, _ = _blobs(n=2000)
     kw = dict(epsilon=2.0, delta=1e-5, data_norm=6.0, max_iter=5, random_state=0)
