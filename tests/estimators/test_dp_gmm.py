@@ -397,6 +397,7 @@ def test_bad_data_specific_to_the_mixture():
 
 class TestConformance(PrivateEstimatorConformance):
     estimator_class = DPGaussianMixture
+    covariance_type = "full"
     params = dict(n_components=3, epsilon=1.0, delta=1e-5, max_iter=4, bounds=(-6.0, 6.0))
     fitted_attributes = ("weights_", "means_", "covariances_", "precisions_cholesky_")
     ball_params = dict(bounds=None, data_norm=6.0)
@@ -420,8 +421,9 @@ class TestConformance(PrivateEstimatorConformance):
                                                 make_key(est.random_state), False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            ref = GaussianMixture(K, covariance_type="full", max_iter=est.max_iter, tol=0.0, reg_covar=est.reg_covar,
-                                  weights_init=w0, means_init=m0, precisions_init=p0 @ np.swapaxes(p0, 1, 2),
+            ref = GaussianMixture(K, covariance_type=est.covariance_type, max_iter=est.max_iter, tol=0.0,
+                                  reg_covar=est.reg_covar, weights_init=w0, means_init=m0,
+                                  precisions_init=_precisions_of_type(p0 @ np.swapaxes(p0, 1, 2), est.covariance_type),
                                   random_state=0).fit(X)
         return {"weights_": ref.weights_, "means_": ref.means_, "covariances_": ref.covariances_}
 
@@ -465,13 +467,24 @@ class TestConformance(PrivateEstimatorConformance):
         sharp = params([e1, -e1] + [far] * (K - 2), [1e-6] * K)      # gamma = e_1 at x, e_2 at -x
         broad = params([np.zeros(d)] + [far] * (K - 1), [10.0] + [1e-6] * (K - 1))   # gamma = e_1 everywhere
         axes = params([e1, e2] + [far] * (K - 2), [1e-6] * K)        # orthogonal rows, distinct components
-        return [(sharp, c + R * e1, c - R * e1), (broad, c + R * e1, c - R * e1), (axes, c + R * e1, c + R * e2)]
+        # diag's same-component maximiser: x = (a, b), x' = (-b, -a), x^T x' = -2ab (the _specs docstring)
+        swapped = [(broad, c + R * (a * e1 + b * e2), c - R * (b * e1 + a * e2))
+                   for a, b in ((np.cos(t), np.sin(t)) for t in (0.06, 0.13, 0.26))]
+        return [(sharp, c + R * e1, c - R * e1), (broad, c + R * e1, c - R * e1), (axes, c + R * e1, c + R * e2)] + swapped
 
     def check_statistics_bounded(self, stats, n_rows):
         nk, s1, s2 = stats["counts"], stats["first_moments"], stats["second_moments"]
         assert abs(nk.sum() - n_rows) <= 1e-9 * n_rows
         assert np.all(np.linalg.norm(s1, axis=1) <= nk * (1 + 1e-12))
-        assert np.trace(s2, axis1=1, axis2=2).sum() <= n_rows * (1 + 1e-12)
+        ct = self.covariance_type
+        # sum of the squared norms of the rows: the traces (full, tied) or sums (diag, spherical)
+        total = {"full": lambda: np.trace(s2, axis1=1, axis2=2).sum(), "tied": lambda: np.trace(s2),
+                 "diag": lambda: s2.sum(), "spherical": lambda: s2.sum()}[ct]()
+        assert s2.shape == {"full": (len(nk), s1.shape[1], s1.shape[1]), "tied": (s1.shape[1],) * 2,
+                            "diag": s1.shape, "spherical": nk.shape}[ct]
+        assert total <= n_rows * (1 + 1e-12)
+        if ct in ("diag", "spherical"):
+            assert np.all(s2 >= 0) and np.all(s2 <= nk * (1 + 1e-12) if ct == "spherical" else True)
 
 
 def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
@@ -494,6 +507,38 @@ def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
 class TestConformanceDiscreteNoise(TestConformance):
     """The whole suite again with exact discrete Gaussian releases."""
     params = {**TestConformance.params, "noise": "discrete_gaussian"}
+
+
+class TestConformanceDiag(TestConformance):
+    """The whole suite for diagonal covariances (K x d diagonal second moments)."""
+    covariance_type = "diag"
+    params = {**TestConformance.params, "covariance_type": "diag"}
+    scale_transforms = {"covariances_": "variance", "precisions_": "inverse_variance",
+                        "precisions_cholesky_": "inverse_sd"}
+    sklearn_params = tuple({**p, "covariance_type": "diag"} for p in TestConformance.sklearn_params)
+
+
+class TestConformanceTied(TestConformance):
+    """The whole suite for one tied covariance (one pooled d x d second moment)."""
+    covariance_type = "tied"
+    params = {**TestConformance.params, "covariance_type": "tied"}
+    sklearn_params = tuple({**p, "covariance_type": "tied"} for p in TestConformance.sklearn_params)
+
+
+class TestConformanceSpherical(TestConformance):
+    """The whole suite for spherical covariances (K traces of the second moments)."""
+    covariance_type = "spherical"
+    params = {**TestConformance.params, "covariance_type": "spherical"}
+    scale_transforms = {"covariances_": "isotropic_variance", "precisions_": "isotropic_precision",
+                        "precisions_cholesky_": "isotropic_inverse_sd"}
+    # one variance for all features: equivariant under a common factor (the working map uses
+    # the largest per-feature scale, _working_domain), not under per-feature ones
+    equivariance_factors = np.array([30.0])
+    sklearn_params = tuple({**p, "covariance_type": "spherical"} for p in TestConformance.sklearn_params)
+    # a_1 > 2 a_2 + 2 a_c: the same-component antipodal case (a_1) is on top of a_c + a_1/2 + a_2;
+    # a_1 = 2 a_2, a_c small: the full bound (1.125) is 12 % above spherical's (1.001), so a
+    # search that cannot come within 5 % of the declared bound catches a loose one
+    joint_splits = ((0.01, 4.0, 0.5), (0.001, 1.0, 0.5))
 
 
 # ------------------------------------------------------------- issue 23: M-step floors
