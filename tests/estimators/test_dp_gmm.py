@@ -595,3 +595,116 @@ def test_covariances_the_release_cannot_resolve_are_announced():
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoiseDominatedWarning)
         DPGaussianMixture(3, epsilon=5.0, max_iter=10, bounds=box, random_state=0).fit(X.clip(*box))
+
+
+# ------------------------------------------------------------- issue 24: covariance types
+_TYPE_SHAPES = {"full": lambda K, d: (K, d, d), "diag": lambda K, d: (K, d), "tied": lambda K, d: (d, d),
+                "spherical": lambda K, d: (K,)}
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
+@pytest.mark.parametrize("kw", [dict(), dict(scenario="LLG"), dict(noise="discrete_gaussian"),
+                                dict(neighbouring="add_remove")])
+def test_private_fit_of_every_type_has_sklearns_shapes_and_releases_only_its_moments(covariance_type, kw):
+    X, _ = _blobs(n=4000, d=4, K=2)
+    g = DPGaussianMixture(2, covariance_type=covariance_type, epsilon=2.0, max_iter=4, bounds=(-6, 6),
+                          random_state=0, **kw).fit(X)
+    K, d = g.n_components_, X.shape[1]
+    shape = _TYPE_SHAPES[covariance_type](K, d)
+    for name in ("covariances_", "precisions_", "precisions_cholesky_"):
+        assert getattr(g, name).shape == shape, name
+        assert np.all(np.isfinite(getattr(g, name))), name
+    # the released second moment is the type's own: (K, d, d), (K, d), (d, d) or (K,) coordinates
+    assert g.privacy_.releases["second_moments"].shape == _TYPE_SHAPES[covariance_type](2, d)
+    # precisions_ and covariances_ are inverses of each other, in the type's shape
+    if covariance_type in ("diag", "spherical"):
+        assert_allclose(g.precisions_ * g.covariances_, 1.0, rtol=1e-10)
+    else:
+        c = g.covariances_.reshape(-1, d, d)
+        p = g.precisions_.reshape(-1, d, d)
+        assert_allclose(c @ p, np.broadcast_to(np.eye(d), c.shape), atol=1e-8)
+    Xs, ys = g.sample(500, random_state=0)
+    assert Xs.shape == (500, d) and np.all(np.isfinite(Xs))
+    assert np.all(np.isfinite(g.score_samples(X[:50])))
+
+
+def test_fewer_released_coordinates_get_less_total_noise_at_the_same_budget():
+    # the auto split gives the second moments a share ∝ sqrt(m): the total noise variance in units
+    # of each sensitivity, sum_r m_r sigma_r^2 / Delta_r^2, falls with m (d = 10, K = 3)
+    X, _ = _blobs(n=3000, d=10, K=3)
+    total = {}
+    for ct in ("full", "diag", "tied", "spherical"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoiseDominatedWarning)    # the plan is what is tested here
+            g = DPGaussianMixture(3, covariance_type=ct, epsilon=1.0, max_iter=5, bounds=(-6, 6),
+                                  random_state=0).fit(X)
+        rel = g.privacy_.releases
+        total[ct] = sum(int(np.prod(r.shape)) * (r.noise_scale / r.sensitivity) ** 2 for r in rel.values())
+        m2 = {"full": 3 * 55, "diag": 30, "tied": 55, "spherical": 3}[ct]
+        shares = np.sqrt([3, 30, m2])
+        s1 = rel["first_moments"].noise_scale / rel["first_moments"].sensitivity
+        s2 = rel["second_moments"].noise_scale / rel["second_moments"].sensitivity
+        # sigma_r / Delta_r ∝ 1 / sqrt(share_r)
+        assert (s2 / s1) ** 2 == pytest.approx(shares[1] / shares[2], rel=1e-6)
+    assert total["spherical"] < total["diag"] < total["tied"] < total["full"]
+
+
+@pytest.mark.parametrize("covariance_type", ["tied", "spherical"])
+def test_map_is_refused_where_no_prior_is_derived(covariance_type):
+    X, _ = _blobs(n=500)
+    with pytest.raises(ValueError, match="estimator='map' supports covariance_type 'full' and 'diag'"):
+        DPGaussianMixture(2, covariance_type=covariance_type, estimator="map", data_norm=6.0).fit(X)
+
+
+def test_map_diag_is_the_diagonal_of_the_full_posterior_mode():
+    from dpem_fast.mixture._gmm_mstep import map_prior, private_m_step
+
+    rng = np.random.default_rng(0)
+    K, d = 2, 3
+    g = DPGaussianMixture(2, epsilon=1.0, max_iter=2, data_norm=6.0, random_state=0).fit(_blobs(n=2000, d=d)[0])
+    rel = g.privacy_.releases
+    nk = np.array([900.0, 1100.0])
+    s1 = rng.normal(size=(K, d)) * 10
+    x = rng.normal(size=(K, 50, d)) * 0.1
+    s2 = np.einsum("kni,knj->kij", x, x) * 30
+    prior = map_prior({"psi0": np.diag([0.01, 0.02, 0.03])}, d)
+    _, m_full, c_full = private_m_step(nk, s1, s2, rel, 1e-6, prior, None, "full")
+    _, m_diag, c_diag = private_m_step(nk, s1, np.diagonal(s2, axis1=1, axis2=2).copy(), rel, 1e-6, prior, None,
+                                       "diag")
+    assert_allclose(m_diag, m_full)
+    # without floors binding, the diag MAP variance is the full MAP covariance's diagonal
+    S = (prior["psi0"] + s2 - (nk + 1.0)[:, None, None] * m_full[:, :, None] * m_full[:, None, :])
+    S /= (nk + prior["nu0"] + d + 2)[:, None, None]
+    expected = np.clip(np.diagonal(S, axis1=1, axis2=2), 0, 1)
+    floor = np.maximum(1e-6, np.minimum(1.0, rel["second_moments"].noise_scale / nk))
+    assert_allclose(c_diag, np.maximum(expected, floor[:, None]))
+    m = DPGaussianMixture(3, covariance_type="diag", epsilon=2.0, estimator="map", max_iter=5, data_norm=6.0,
+                          random_state=0).fit(_blobs(n=3000)[0])
+    assert m.covariances_.shape == (m.n_components_, 3) and np.all(m.covariances_ > 0)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(covariance_type="banana"), "covariance_type must be one of"),
+    (dict(covariance_type=None), "covariance_type must be one of"),
+    (dict(covariance_type="diag", precisions_init=np.ones((2, 3, 3))), r"precisions_init must have shape \(2, 3\)"),
+    (dict(covariance_type="spherical", precisions_init=-np.ones(2)), "precisions_init must be finite and > 0"),
+    (dict(covariance_type="tied", precisions_init=-np.eye(3)), "precisions_init is not positive definite"),
+    (dict(covariance_type="tied", precisions_init=np.ones((2, 3))), r"precisions_init must have shape \(3, 3\)"),
+])
+def test_bad_covariance_type_parameters(kw, match):
+    X, _ = _blobs(n=500)
+    with pytest.raises(ValueError, match=match):
+        DPGaussianMixture(2, epsilon=1.0, data_norm=6.0, max_iter=2, **kw).fit(X)
+
+
+def test_spherical_works_on_one_scale_for_every_feature():
+    # per-feature boxes of different widths: spherical covariances are spherical in the original
+    # units because the working map uses the largest scale for every feature
+    X, _ = _blobs(n=3000, d=3)
+    X[:, 0] *= 10
+    lo, hi = np.array([-60.0, -6, -6]), np.array([60.0, 6, 6])
+    g = DPGaussianMixture(2, covariance_type="spherical", epsilon=5.0, max_iter=5, bounds=(lo, hi),
+                          random_state=0).fit(X.clip(lo, hi))
+    scale = g.privacy_.data_domain["scale"]
+    assert np.all(scale == scale.max())
+    assert g.covariances_.shape == (g.n_components_,)

@@ -138,7 +138,8 @@ def warn_if_covariances_unresolved(nk, releases, domain, what, covariance_type="
     worse.  Released values and public constants only; the message holds none of them.
     Per ``covariance_type`` the noise of a covariance entry is that of :func:`private_m_step`:
     ``σ₂ / Ñ_k`` (full, diag), ``σ₂ / (d Ñ_k)`` (spherical), ``σ₂ / N`` (tied; N the public row
-    count ``n_public`` or the sum of the floored noisy counts ``nk``).
+    count ``n_public`` or the sum of the floored noisy counts ``nk``); spherical compares its
+    one variance with the uniform's mean feature variance ``mean_i b_i² / 3``.
     """
     nk_f = floored_counts(nk, releases[COUNTS])
     d = releases[FIRST].shape[-1]
@@ -148,6 +149,8 @@ def warn_if_covariances_unresolved(nk, releases, domain, what, covariance_type="
         nk_f = np.asarray([float(n_public) if n_public is not None else float(nk_f.sum())])
     box = None if domain is None else domain.box_image
     uniform_var = 1.0 / (d + 2) if box is None else float(np.min(np.minimum(box, 1.0))) ** 2 / 3.0
+    if covariance_type == "spherical" and box is not None:    # one variance: the features' mean
+        uniform_var = float(np.mean(np.minimum(box, 1.0) ** 2)) / 3.0
     if np.any(noise_std(releases[SECOND]) / nk_f >= uniform_var):
         warnings.warn(f"{what}: the released second moments cannot resolve the covariances (their noise is "
                       "at least the variance of a uniform distribution on the declared domain), so the "
