@@ -58,6 +58,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     ----------
     n_components : int, default=1
         Number of mixture components K.
+    covariance_type : {"full", "diag", "tied", "spherical"}, default="full"
+        scikit-learn's covariance structures: one full matrix per component, one diagonal per
+        component, one full matrix shared by all components, or one variance per component.
+        Each type releases only the second moments it needs (see Privacy); ``covariances_``,
+        ``precisions_`` and ``precisions_cholesky_`` take scikit-learn's shapes.  ``"spherical"``
+        maps every feature with one scale (the largest of the domain's, a public coarsening),
+        so that its covariances are spherical in the original units.
+
+        .. versionadded:: 0.1 (issue 24)
     epsilon : float, default=1.0
         Total privacy budget ε of the whole fit (all iterations).  ``inf``
         fits the non-private EM (no clipping, no noise), which reproduces
@@ -121,7 +130,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         first moments and second moments (shares of ρ = 1/(2 z²) for Gaussian
         releases; of ε for Laplace releases).  ``"auto"`` gives the three
         releases shares ∝ √m_r, with m_r = K, Kd and Kd(d+1)/2 noised
-        coordinates: the split that minimises the total noise variance in
+        coordinates (second moments: Kd(d+1)/2 full, Kd diag, K spherical,
+        d(d+1)/2 tied): the split that minimises the total noise variance in
         units of each statistic's sensitivity, Σ_r m_r (σ_r/Δ_r)², at a fixed
         privacy loss (σ_r/Δ_r = s/√w_r, so minimise Σ_r m_r/w_r subject to
         Σ_r w_r = 1: w_r ∝ √m_r, Lagrange).  Public quantities only (K, d).
@@ -171,9 +181,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     ----------
     weights_ : ndarray of shape ``(n_components_,)``
     means_ : ndarray of shape ``(n_components_, n_features)``
-    covariances_ : ndarray of shape (n_components, n_features, n_features)
-    precisions_cholesky_ : ndarray of shape (n_components, n_features, n_features)
-    precisions_ : ndarray of shape (n_components, n_features, n_features)
+    covariances_ : ndarray
+        Shape (n_components_, n_features, n_features) for full, (n_components_, n_features)
+        for diag, (n_features, n_features) for tied, (n_components_,) for spherical.
+    precisions_cholesky_ : ndarray of the shape of ``covariances_``
+    precisions_ : ndarray of the shape of ``covariances_``
     n_components_ : int
         Components of the released model: ``n_components`` less those a private
         fit dropped as dead (see Privacy); the arrays above have this length.
@@ -221,6 +233,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
       ‖x‖² ≤ 1 (add/remove); for replace, Σ_k‖γ_k A − γ'_k B‖²_F ≤ Σγ_k² +
       Σγ'_k² ≤ 2 since ⟨A, B⟩ ≥ 0 for PSD A, B, so √2 (the paper: 2/Ñ_k per
       component on the normalised covariance, K releases).
+    - the other covariance types release less (declared once in
+      :mod:`dpem_fast._engine._specs`, derived there): ``"diag"`` the diagonals
+      ``Σ_i γ_ik x_i²`` (K×d), ``"spherical"`` the traces ``Σ_i γ_ik ‖x_i‖²`` (K),
+      ``"tied"`` the one pooled ``Σ_i x_i x_iᵀ`` (d×d; ``Σ_k γ_ik = 1``, so the tied
+      covariance is ``(S2 − Σ_k S1_k S1_kᵀ/N_k)/N``).  add/remove: ``‖γ‖₂‖x²‖₂ ≤ ‖x‖² ≤ 1``,
+      ``‖γ‖₂‖x‖² ≤ 1`` and ``‖xxᵀ‖_F ≤ 1``; replace-one: √2 for each (every entry of
+      ``γ x²`` and ``γ‖x‖²`` is nonnegative, so the cross term of ``‖A − B‖²`` is ≥ 0;
+      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2``).  The kernel computes the full
+      moments and keeps only the type's before the release.
 
     **Joint accounting** (GGG with continuous noise).  The three releases of
     an iteration are one Gaussian mechanism on the stacked statistic; its
@@ -243,7 +264,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     2.5a instead of 3a: the same (ε, δ) with 9 % less noise.  (The released
     upper triangle has ‖upper(δ₂)‖ ≤ ‖δ₂‖_F, so the bound holds for it.)
     Under add/remove the sum is Σ_k γ_k²‖u‖² ≤ ‖u‖² = Σ_r a_r (γ one-hot,
-    ‖x‖ = 1): no gain, and the plan composes separately.  Laplace and lattice
+    ‖x‖ = 1): no gain, and the plan composes separately.  Per covariance type
+    (:func:`~dpem_fast._engine._specs.moments_joint_bound`, derived in its module):
+    diag and tied have the same bound (diag: ``‖diag M‖ ≤ ‖M‖_F``, attained by
+    ``x = (a, b)``, ``x' = (−b, −a)``; tied: the vertex argument without the
+    per-component split), spherical ``max(a_c + a_1/2 + a_2, a_1)``; all attained,
+    and checked by the conformance suite's adversarial search for every type.  Laplace and lattice
     releases are always composed separately.
 
     Per iteration there are 3 releases (GGG: 3 Gaussian; LLG: 2 Laplace + 1
