@@ -441,7 +441,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         init = ("user-supplied public parameters" if self.means_init is not None
                 else "data-independent (random draw in the domain from the fit's own stream)")
         return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
-                f"{self.estimator.upper()} M-step, covariance_type={self.covariance_type!r}",
+                f"{self.estimator.upper()} M-step"
+                + ("" if self.covariance_type == "full" else f", covariance_type={self.covariance_type!r}"),
                 ("initialisation: " + init,))
 
     def _statistics_task(self):
