@@ -388,3 +388,17 @@ def test_key_file_signs_and_verifies_model_files(data, capsys):
         assert err.count("\n") == 1 and cause in err and "Traceback" not in err, err
     assert not (d / "x.csv").exists() and not (d / "e.npz").exists()
     assert main(["sample", str(d / "s.npz"), "-n", "3", "-o", str(d / "x.csv"), "--key-file", str(d / "k.key")]) == 0
+
+
+def test_covariance_type_is_a_gmm_option(data, capsys):
+    d, X = data
+    np.save(d / "d.npy", X)
+    assert main(["fit", str(d / "d.npy"), "--model", "gmm", "--covariance-type", "diag", "--n-components", "2",
+                 "--max-iter", "3", "--bounds", "-3,3", "--epsilon", "1", "--random-state", "0", "-o",
+                 str(d / "g.npz")]) == 0, capsys.readouterr().err
+    m = dpem_fast.load(d / "g.npz")
+    assert m.covariance_type == "diag" and m.covariances_.shape == (m.n_components_, 2)
+    assert main(["sample", str(d / "g.npz"), "-n", "20", "-o", str(d / "s.csv"), "--random-state", "0"]) == 0
+    assert main(["fit", str(d / "d.npy"), "--model", "gmm", "--covariance-type", "banana", "--bounds", "-3,3",
+                 "--epsilon", "1", "-o", str(d / "b.npz")]) == 2
+    assert "covariance_type must be one of" in capsys.readouterr().err

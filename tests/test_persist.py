@@ -26,6 +26,10 @@ def _fits():
          X_GAUSS, ("predict", "predict_proba", "score_samples", "score")),
         ("gmm_estimated_domain", dpem_fast.DPGaussianMixture(2, epsilon=50.0, max_iter=3, random_state=0),
          X_GAUSS, ("predict", "score_samples")),
+        *[(f"gmm_{ct}", dpem_fast.DPGaussianMixture(2, covariance_type=ct, epsilon=1.0, max_iter=3, bounds=(-4, 4),
+                                                     random_state=0),
+           X_GAUSS, ("predict", "predict_proba", "score_samples", "score", "bic"))
+          for ct in ("diag", "tied", "spherical")],
         ("bernoulli", dpem_fast.DPBernoulliMixture(2, epsilon=1.0, max_iter=3, noise="discrete_gaussian",
                                                    random_state=0),
          X_BIN, ("predict", "predict_proba", "score_samples", "score")),

@@ -48,6 +48,15 @@ def _undo(kind, v, c):
         return v / c
     if kind == "variance":
         return v / (c * c)
+    if kind == "inverse_variance":          # diagonal precisions 1 / variance
+        return v * c * c
+    if kind == "inverse_sd":                # diagonal precision Cholesky factors 1 / sd
+        return v * c
+    # one value for all features (spherical covariances): needs one factor for all features
+    if kind in ("isotropic_variance", "isotropic_precision", "isotropic_inverse_sd"):
+        assert np.all(c == c[0]), "an isotropic attribute is equivariant under one common factor only"
+        return {"isotropic_variance": v / c[0] ** 2, "isotropic_precision": v * c[0] ** 2,
+                "isotropic_inverse_sd": v * c[0]}[kind]
     return v
 
 
@@ -63,6 +72,9 @@ class GeometryConformance:
 
     #: extra or overriding entries of :data:`SCALE_TRANSFORMS`
     scale_transforms: dict = {}
+    #: per-feature factors of the equivariance test (one value: a model equivariant under a
+    #: common factor only, e.g. spherical covariances)
+    equivariance_factors = FACTORS
 
     def _transforms(self):
         table = {**SCALE_TRANSFORMS, **self.scale_transforms}
@@ -83,7 +95,7 @@ class GeometryConformance:
         self._ball_model_or_skip()
         X = np.asarray(self.make_data(600, seed=4), dtype=np.float64)
         d = X.shape[1]
-        c = np.resize(FACTORS, d)
+        c = np.resize(self.equivariance_factors, d)
         lo, hi = _box(X)
         a = self._boxed((lo, hi), epsilon=1.0, random_state=7).fit(X)
         b = self._boxed((lo * c, hi * c), epsilon=1.0, random_state=7).fit(X * c)

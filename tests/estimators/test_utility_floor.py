@@ -22,7 +22,7 @@ import pytest
 
 from dpem_fast import _registry
 
-from utility_cases import CASES
+from utility_cases import CASES, GMM_TYPE_CASES
 
 GRID = [(size, eps) for size in (0, 1) for eps in (0.3, 1.0, 10.0)]    # size: index into Case.sizes
 SEEDS = (0, 1, 2)
@@ -49,7 +49,17 @@ def _fit(case, eps, seed, X):
 @pytest.mark.parametrize("size, eps", GRID, ids=[f"{('small', 'large')[s]}-eps{e}" for s, e in GRID])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_never_absurd_and_never_below_the_trivial_model(name, size, eps):
-    case = CASES[name]
+    _check_floor(CASES[name], size, eps)
+
+
+@pytest.mark.parametrize("size", [0, 1], ids=["small", "large"])
+@pytest.mark.parametrize("covariance_type", sorted(GMM_TYPE_CASES))
+def test_every_gmm_covariance_type_meets_the_floor_at_epsilon_1(covariance_type, size):
+    """Issue 24: each covariance type beats one component of its own type at eps = 1 (or says so)."""
+    _check_floor(GMM_TYPE_CASES[covariance_type], size, 1.0)
+
+
+def _check_floor(case, size, eps):
     n = case.sizes[size]
     diffs = []
     for seed in SEEDS:

@@ -24,6 +24,7 @@ import numpy as np
 
 import dpem_fast
 from dpem_fast._reference.fa import PrivateDiagonalGaussian
+from dpem_fast.mixture._gmm_mstep import full_covariances
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +67,8 @@ def _inside(a, lo, hi, what):
 
 def _sane_gmm(m, X):
     _inside(m.means_, -6, 6, "means_")
-    eig = np.linalg.eigvalsh(np.asarray(m.covariances_, dtype=np.float64))
+    covs = full_covariances(np.asarray(m.covariances_, dtype=np.float64), m.covariance_type, *m.means_.shape)
+    eig = np.linalg.eigvalsh(covs)
     assert np.all(eig > 0) and np.all(eig <= 3 * 12.0 ** 2), "covariances not PSD or beyond the box"
     assert np.all(np.isfinite(m.sample(50)[0]))
 
@@ -202,3 +204,16 @@ CASES["lda"] = Case(
     sane=_sane_lda,
     score=lambda m, X: -math.log(m.perplexity(X)),
     sizes=(300, 1500))
+
+
+def _gmm_of_type(covariance_type):
+    return Case(
+        data=_split(_blobs),
+        model=lambda eps, seed: dpem_fast.DPGaussianMixture(3, covariance_type=covariance_type, epsilon=eps,
+                                                            max_iter=10, bounds=(-6, 6), random_state=seed),
+        trivial=_refit(n_components=1), sane=_sane_gmm)
+
+
+#: the GMM case for each covariance type other than "full" (CASES["gmm"]): the trivial model is
+#: one component of the same type
+GMM_TYPE_CASES = {ct: _gmm_of_type(ct) for ct in ("diag", "tied", "spherical")}

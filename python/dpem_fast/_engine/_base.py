@@ -156,7 +156,7 @@ class PrivateEM(PrivateEstimator):
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
     releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
-    _n_release_rounds() (J, the number of statistics → release → update rounds; default
+    _working_domain(domain) (a public coarsening of the domain map), _n_release_rounds() (J, the number of statistics → release → update rounds; default
     ``max_iter``; public parameters only).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
@@ -241,6 +241,13 @@ class PrivateEM(PrivateEstimator):
         calibrated ``plan`` (its releases' noise scales), the row count ``n_public`` where it is
         public (replace-one; else None) and the rounds J.  Runs before the budget is charged
         and before any statistic of the data is computed.  Default: nothing to refuse."""
+
+    def _working_domain(self, domain):
+        """The domain the fit works in, from the declared / estimated / data-derived one
+        (ball models, private fits).  A model may only make the map coarser from public
+        quantities (e.g. one scale for every feature: ``scale`` raised to its maximum keeps every
+        clipped row in the unit ball, so every sensitivity still holds).  Default: unchanged."""
+        return domain
 
     def _finish(self, params, noisy, ctx):
         """Post-processing after the last round of a private fit: ``params`` (the last
@@ -363,6 +370,8 @@ class PrivateEM(PrivateEstimator):
             domain = estimate_domain(rows, layer, n_threads)
         elif source == "data":
             domain = domain_from_data(rows)
+        if domain is not None:
+            domain = self._working_domain(domain)
         params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
         tail = TailAverage(plan.releases, rounds, self._n_averaged(rounds))

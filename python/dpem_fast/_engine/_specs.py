@@ -16,7 +16,19 @@ replace-one a row ``(x, γ)`` becomes ``(x', γ')``.
 * :func:`second_moments` ``Σ_i γ_ik x_i x_iᵀ`` (symmetric; Analyze-Gauss noise on the upper
   triangle): add/remove ``‖γ‖₂ ‖x‖² ≤ 1``; replace
   ``‖A − B‖²_F = ‖A‖² + ‖B‖² − 2⟨A, B⟩ ≤ 2`` since ``⟨γ_k x xᵀ, γ'_k x' x'ᵀ⟩ = γ_k γ'_k (xᵀx')² ≥ 0``:
-  ``√2``.  (The released upper triangle has ``‖upper(δ)‖ ≤ ‖δ‖_F``.)
+  ``√2``.  (The released upper triangle has ``‖upper(δ)‖ ≤ ‖δ‖_F``.)  With one weight
+  (``K = 1``, ``γ = 1``: the pooled ``Σ_i x_i x_iᵀ`` of a tied covariance) the same values hold:
+  ``‖x xᵀ‖_F = ‖x‖² ≤ 1`` and ``‖x xᵀ − x' x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2 (xᵀx')² ≤ 2``, attained by
+  orthogonal unit rows (d ≥ 2).
+* :func:`diagonal_second_moments` ``Σ_i γ_ik x_i²`` (squares per coordinate; shape ``(K, d)``):
+  the diagonals of the second moments.  add/remove ``‖γ‖₂ ‖x²‖₂ ≤ ‖x‖² ≤ 1``
+  (``‖x²‖₂² = Σ_j x_j⁴ ≤ (Σ_j x_j²)²``); replace
+  ``‖γ x² − γ' x'²‖² = ‖γ‖²‖x²‖² + ‖γ'‖²‖x'²‖² − 2 Σ_k γ_k γ'_k ⟨x², x'²⟩ ≤ 2``: every entry is
+  nonnegative, so the cross term is ``≥ 0``: ``√2``, attained by ``x = e_1`` in component 1 and
+  ``x' = e_2`` in component 2.
+* :func:`squared_norms` ``Σ_i γ_ik ‖x_i‖²`` (shape ``(K,)``; the traces of the second moments):
+  add/remove ``‖γ‖₂ ‖x‖² ≤ 1``; replace ``‖γ ‖x‖² − γ' ‖x'‖²‖² ≤ 2`` (nonnegative entries again),
+  ``√2``, attained by two unit rows in two components.
 * :func:`row_count` ``n`` (released under add/remove only; under replace-one it is public and
   never released): ℓ2 = ℓ1 = 1, an integer.
 
@@ -32,6 +44,29 @@ is ``‖u‖² + ‖u'‖² ≤ a_c + a_1/2 + a_2``; for ``i = j`` it is
 ``sup = a_1/2 + a_2 + max(a_c, φ)`` (``a_c = 0`` without counts: the sum and second moment of
 factor analysis).  Under add/remove the sum is at most ``Σ_r a_r``: no gain.
 
+The same bound holds, and is attained for d ≥ 2, with the per-component second moments replaced
+by (``second=``):
+
+* ``"diag"`` (:func:`diagonal_second_moments`): the released ``x²`` is the diagonal of ``xxᵀ``,
+  and ``‖diag M‖ ≤ ‖M‖_F``, so every term is at most the full one and the bound holds.  It is
+  attained: the ``i ≠ j`` case by ``x = e_1``, ``x' = e_2``; the ``i = j`` case by
+  ``x = (a, b, 0, …)``, ``x' = (−b, −a, 0, …)`` (``a² + b² = 1``), where ``xxᵀ − x'x'ᵀ`` is
+  diagonal (its off-diagonal entries are ``ab − ab``) and ``xᵀx' = −2ab`` takes every value in
+  ``[−1, 0]``, so the diagonal term equals the full one at the maximising angle.
+* ``"tied"`` (one pooled :func:`second_moments` ``Σ_i x_i x_iᵀ``, no weights): the row's
+  contribution ``a_c‖γ − γ'‖²/2 + a_1‖γ⊗x − γ'⊗x'‖²/4 + a_2‖xxᵀ − x'x'ᵀ‖²/2`` is jointly convex in
+  (γ, γ'), so maximal at vertices; ``i ≠ j``: ``a_c + a_1 (‖x‖² + ‖x'‖²)/4 + a_2 (‖x‖⁴ + ‖x'‖⁴ −
+  2 (xᵀx')²)/2 ≤ a_c + a_1/2 + a_2`` (orthogonal unit rows); ``i = j``: the full case's
+  expression exactly.  Same bound; add/remove ``≤ Σ_r a_r``.
+* ``"spherical"`` (:func:`squared_norms`): vertices again; ``i ≠ j`` gives
+  ``a_c + a_1/2 + a_2`` (two unit rows); ``i = j`` gives ``a_1‖x − x'‖²/4 + a_2 (r² − s²)²/2``
+  with ``r = ‖x‖ ≥ s = ‖x'‖``, largest at ``x' = −(s/r) x`` and ``r = 1`` (both terms grow with
+  r): ``f(s) = a_1(1 + s)²/4 + a_2(1 − s²)²/2``.  ``f(1) = a_1``; ``f'(s) = (1 + s)(a_1/2 −
+  2 a_2 s(1 − s))`` has an interior maximum only when ``a_1 < a_2``, and there
+  ``f(s) ≤ a_1/2 + a_2`` (``a_1((1 + s)²/4 − 1/2) ≤ a_2/2 ≤ a_2 (1 − (1 − s²)²/2)``).  Hence
+  ``sup = max(a_c + a_1/2 + a_2, a_1)``, attained (the first by two unit rows in two components,
+  the second by ``x' = −x`` in one), at most the full bound (``φ ≥ a_1/2 − a_2``).
+
 The row count an update divides by (:func:`count_for_update`).  Under replace-one the count
 is public: it is used.  Under add/remove only the released noisy count may be used, floored
 at ``max(1, 3 sd)`` where ``sd`` is its noise's standard deviation (σ for Gaussian noise,
@@ -44,8 +79,8 @@ import math
 
 from ._statistics import StatSpec
 
-__all__ = ["soft_counts", "weighted_sums", "second_moments", "row_count", "moments_joint_bound",
-           "count_for_update"]
+__all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
+           "row_count", "moments_joint_bound", "count_for_update"]
 
 
 def soft_counts(name, K, *, integer=False):
@@ -66,17 +101,32 @@ def second_moments(name, shape):
     return StatSpec(name, tuple(shape), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}, symmetric=True)
 
 
+def diagonal_second_moments(name, shape):
+    """``Σ_i γ_ik x_i²`` (per coordinate; shape ``(K, d)``): ℓ2 1 / √2 (module docstring)."""
+    return StatSpec(name, tuple(shape), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)})
+
+
+def squared_norms(name, K):
+    """``Σ_i γ_ik ‖x_i‖²`` (shape ``(K,)``): ℓ2 1 / √2 (module docstring)."""
+    return StatSpec(name, (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)})
+
+
 def row_count(name):
     """``n``, shape ``(1,)``, an integer: ℓ2 = ℓ1 = 1 (released under add/remove only; the
     replace value is a bound of the true 0, for completeness)."""
     return StatSpec(name, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True)
 
 
-def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring):
+def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring, second="full"):
     """``sup Σ_r ‖δ_r‖²/σ_r²`` of one iteration's (counts,) weighted sums and second moments,
-    given ``a_r = Δ_r²/σ_r²`` (module docstring)."""
+    given ``a_r = Δ_r²/σ_r²`` (module docstring); ``second``: which second moments are released
+    (``"full"``, ``"diag"``, ``"tied"`` or ``"spherical"``, as a mixture's covariance type)."""
+    if second not in ("full", "diag", "tied", "spherical"):
+        raise ValueError(f"second must be 'full', 'diag', 'tied' or 'spherical', got {second!r}")
     if neighbouring == "add_remove":
         return a_count + a_first + a_second
+    if second == "spherical":
+        return max(a_count + a_first / 2.0 + a_second, a_first)
     phi = a_first * a_first / (16.0 * a_second) if a_first <= 4.0 * a_second else a_first / 2.0 - a_second
     return a_first / 2.0 + a_second + max(a_count, phi)
 

@@ -17,7 +17,7 @@ from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 
-__all__ = ["COUNTS", "FIRST", "SECOND", "gmm_statistics", "compute_stats", "predict_log_resp", "log_normalizers"]
+__all__ = ["COUNTS", "FIRST", "SECOND", "COVARIANCE_TYPES", "gmm_statistics", "second_moments_of_type", "compute_stats", "predict_log_resp", "log_normalizers"]
 
 
 #: Names of the mixture's statistics, in the engine's :class:`Statistics`.
@@ -27,6 +27,32 @@ COUNTS, FIRST, SECOND = "counts", "first_moments", "second_moments"
 def gmm_statistics(n_rows, nk, s1, s2, loglik=0.0, n_clipped=0) -> Statistics:
     """Pack ``N_k``, ``S1_k``, ``S2_k`` (and diagnostics) as named engine statistics."""
     return Statistics({COUNTS: nk, FIRST: s1, SECOND: s2}, int(n_rows), float(loglik), int(n_clipped))
+
+
+#: scikit-learn's covariance types and the second moments each one releases
+COVARIANCE_TYPES = ("full", "diag", "tied", "spherical")
+
+
+def second_moments_of_type(s2, covariance_type):
+    """The second moments a covariance type needs, from the full ``S2_k`` (K, d, d).
+
+    ``"full"``: ``S2_k`` itself; ``"diag"``: its diagonals ``Σ_i γ_ik x_i²`` (K, d);
+    ``"spherical"``: its traces ``Σ_i γ_ik ‖x_i‖²`` (K,); ``"tied"``: the pooled
+    ``Σ_k S2_k = Σ_i x_i x_iᵀ`` (d, d) (``Σ_k γ_ik = 1``).  Summed in a fixed order (over k, then
+    as numpy reduces a fixed shape): the result does not depend on the thread count.
+    """
+    if covariance_type == "full":
+        return s2
+    if covariance_type == "diag":
+        return np.ascontiguousarray(np.diagonal(s2, axis1=1, axis2=2))
+    if covariance_type == "spherical":
+        return np.trace(s2, axis1=1, axis2=2)
+    if covariance_type == "tied":
+        out = s2[0].copy()
+        for k in range(1, s2.shape[0]):
+            out += s2[k]
+        return out
+    raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
 
 
 _TRIL_CACHE: dict = {}

@@ -6,6 +6,8 @@ The estimator: its parameters, privacy analysis, statistic specs and engine hook
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -15,22 +17,32 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._preprocess import box_domain, project_into_domain
-from .._engine._specs import moments_joint_bound, second_moments, soft_counts, weighted_sums
+from .._engine._specs import (diagonal_second_moments, moments_joint_bound, second_moments, soft_counts,
+                               squared_norms, weighted_sums)
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
+from ._gmm_mstep import full_covariances, precision_cholesky_full
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
-from .._kernels.gmm import COUNTS, FIRST, SECOND, compute_stats, predict_log_resp
+from .._kernels.gmm import COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, predict_log_resp, second_moments_of_type
 
 __all__ = ["DPGaussianMixture"]
 
 
-def _gmm_statistics(X, params, domain, n_threads):
-    """The E-step statistics kernel (a Dask task's: the current parameters only)."""
+def _gmm_statistics(X, params, domain, n_threads, covariance_type="full"):
+    """The E-step statistics kernel (a Dask task's: the current parameters and the public
+    covariance type only).  The kernel computes the full second moments; a type that needs less
+    keeps only its own (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before anything
+    is released."""
     weights, means, _, prec_chol = params
-    return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+    stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+    if covariance_type == "full":
+        return stats
+    arrays = dict(stats.arrays)
+    arrays[SECOND] = second_moments_of_type(arrays[SECOND], covariance_type)
+    return dataclasses.replace(stats, arrays=arrays)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
@@ -46,6 +58,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     ----------
     n_components : int, default=1
         Number of mixture components K.
+    covariance_type : {"full", "diag", "tied", "spherical"}, default="full"
+        scikit-learn's covariance structures: one full matrix per component, one diagonal per
+        component, one full matrix shared by all components, or one variance per component.
+        Each type releases only the second moments it needs (see Privacy); ``covariances_``,
+        ``precisions_`` and ``precisions_cholesky_`` take scikit-learn's shapes.  ``"spherical"``
+        maps every feature with one scale (the largest of the domain's, a public coarsening),
+        so that its covariances are spherical in the original units.
+
+        .. versionadded:: 0.1 (issue 24)
     epsilon : float, default=1.0
         Total privacy budget ε of the whole fit (all iterations).  ``inf``
         fits the non-private EM (no clipping, no noise), which reproduces
@@ -109,7 +130,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         first moments and second moments (shares of ρ = 1/(2 z²) for Gaussian
         releases; of ε for Laplace releases).  ``"auto"`` gives the three
         releases shares ∝ √m_r, with m_r = K, Kd and Kd(d+1)/2 noised
-        coordinates: the split that minimises the total noise variance in
+        coordinates (second moments: Kd(d+1)/2 full, Kd diag, K spherical,
+        d(d+1)/2 tied): the split that minimises the total noise variance in
         units of each statistic's sensitivity, Σ_r m_r (σ_r/Δ_r)², at a fixed
         privacy loss (σ_r/Δ_r = s/√w_r, so minimise Σ_r m_r/w_r subject to
         Σ_r w_r = 1: w_r ∝ √m_r, Lagrange).  Public quantities only (K, d).
@@ -159,9 +181,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     ----------
     weights_ : ndarray of shape ``(n_components_,)``
     means_ : ndarray of shape ``(n_components_, n_features)``
-    covariances_ : ndarray of shape (n_components, n_features, n_features)
-    precisions_cholesky_ : ndarray of shape (n_components, n_features, n_features)
-    precisions_ : ndarray of shape (n_components, n_features, n_features)
+    covariances_ : ndarray
+        Shape (n_components_, n_features, n_features) for full, (n_components_, n_features)
+        for diag, (n_features, n_features) for tied, (n_components_,) for spherical.
+    precisions_cholesky_ : ndarray of the shape of ``covariances_``
+    precisions_ : ndarray of the shape of ``covariances_``
     n_components_ : int
         Components of the released model: ``n_components`` less those a private
         fit dropped as dead (see Privacy); the arrays above have this length.
@@ -209,6 +233,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
       ‖x‖² ≤ 1 (add/remove); for replace, Σ_k‖γ_k A − γ'_k B‖²_F ≤ Σγ_k² +
       Σγ'_k² ≤ 2 since ⟨A, B⟩ ≥ 0 for PSD A, B, so √2 (the paper: 2/Ñ_k per
       component on the normalised covariance, K releases).
+    - the other covariance types release less (declared once in
+      :mod:`dpem_fast._engine._specs`, derived there): ``"diag"`` the diagonals
+      ``Σ_i γ_ik x_i²`` (K×d), ``"spherical"`` the traces ``Σ_i γ_ik ‖x_i‖²`` (K),
+      ``"tied"`` the one pooled ``Σ_i x_i x_iᵀ`` (d×d; ``Σ_k γ_ik = 1``, so the tied
+      covariance is ``(S2 − Σ_k S1_k S1_kᵀ/N_k)/N``).  add/remove: ``‖γ‖₂‖x²‖₂ ≤ ‖x‖² ≤ 1``,
+      ``‖γ‖₂‖x‖² ≤ 1`` and ``‖xxᵀ‖_F ≤ 1``; replace-one: √2 for each (every entry of
+      ``γ x²`` and ``γ‖x‖²`` is nonnegative, so the cross term of ``‖A − B‖²`` is ≥ 0;
+      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2``).  The kernel computes the full
+      moments and keeps only the type's before the release.
 
     **Joint accounting** (GGG with continuous noise).  The three releases of
     an iteration are one Gaussian mechanism on the stacked statistic; its
@@ -231,7 +264,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     2.5a instead of 3a: the same (ε, δ) with 9 % less noise.  (The released
     upper triangle has ‖upper(δ₂)‖ ≤ ‖δ₂‖_F, so the bound holds for it.)
     Under add/remove the sum is Σ_k γ_k²‖u‖² ≤ ‖u‖² = Σ_r a_r (γ one-hot,
-    ‖x‖ = 1): no gain, and the plan composes separately.  Laplace and lattice
+    ‖x‖ = 1): no gain, and the plan composes separately.  Per covariance type
+    (:func:`~dpem_fast._engine._specs.moments_joint_bound`, derived in its module):
+    diag and tied have the same bound (diag: ``‖diag M‖ ≤ ‖M‖_F``, attained by
+    ``x = (a, b)``, ``x' = (−b, −a)``; tied: the vertex argument without the
+    per-component split), spherical ``max(a_c + a_1/2 + a_2, a_1)``; all attained,
+    and checked by the conformance suite's adversarial search for every type.  Laplace and lattice
     releases are always composed separately.
 
     Per iteration there are 3 releases (GGG: 3 Gaussian; LLG: 2 Laplace + 1
@@ -288,6 +326,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self,
         n_components=1,
         *,
+        covariance_type="full",
         epsilon=1.0,
         delta=1e-5,
         max_iter=20,
@@ -311,6 +350,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         verbose=0,
     ):
         self.n_components = n_components
+        self.covariance_type = covariance_type
         self.epsilon = epsilon
         self.delta = delta
         self.max_iter = max_iter
@@ -336,6 +376,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
         K, d = check_positive_int(self.n_components, "n_components"), n_features
+        if not isinstance(self.covariance_type, str) or self.covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
         if n_samples < K:
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.scenario not in ("GGG", "LLG"):
@@ -344,6 +386,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             raise ValueError(f"averaging must be 'tail' or 'none', got {self.averaging!r}")
         if self.estimator not in ("mle", "map"):
             raise ValueError(f"estimator must be 'mle' or 'map', got {self.estimator!r}")
+        if self.estimator == "map" and self.covariance_type not in ("full", "diag"):
+            raise ValueError(f"estimator='map' supports covariance_type 'full' and 'diag' only (no prior is "
+                             f"derived for {self.covariance_type!r}); use estimator='mle'")
         check_nonnegative_real(self.reg_covar, "reg_covar")
         if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
             split = np.asarray(self.budget_split, dtype=np.float64) if not isinstance(self.budget_split, str) else None
@@ -356,9 +401,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self._check_initial_parameters(K, d)
 
     def _statistic_specs(self, n_features):
-        """Counts, first and second moments with the sensitivities of the class docstring."""
+        """Counts, first moments and the covariance type's second moments, with the
+        sensitivities of the class docstring."""
         K, d = self.n_components, n_features
-        return (soft_counts(COUNTS, K), weighted_sums(FIRST, (K, d), d), second_moments(SECOND, (K, d, d)))
+        second = {"full": lambda: second_moments(SECOND, (K, d, d)),
+                  "diag": lambda: diagonal_second_moments(SECOND, (K, d)),
+                  "spherical": lambda: squared_norms(SECOND, K),
+                  "tied": lambda: second_moments(SECOND, (d, d))}[self.covariance_type]()
+        return (soft_counts(COUNTS, K), weighted_sums(FIRST, (K, d), d), second)
 
     def _mechanisms(self):
         if self.scenario == "GGG":
@@ -374,7 +424,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             return (1.0, 1.0, 1.0)
         if isinstance(self.budget_split, str):
             K, d = self.n_components, self.n_features_in_
-            return (math.sqrt(K), math.sqrt(K * d), math.sqrt(K * d * (d + 1) / 2))
+            m2 = {"full": K * d * (d + 1) / 2, "diag": K * d, "spherical": K, "tied": d * (d + 1) / 2}
+            return (math.sqrt(K), math.sqrt(K * d), math.sqrt(m2[self.covariance_type]))
         return tuple(self.budget_split)
 
     def _n_averaged(self, n_iter):
@@ -383,21 +434,38 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for one iteration's three releases, given
         ``a[r] = Δ_r²/σ_r²`` (derivation in the class docstring, "Joint accounting")."""
-        return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring)
+        return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
+                                   second=self.covariance_type)
 
     def _describe(self):
         init = ("user-supplied public parameters" if self.means_init is not None
                 else "data-independent (random draw in the domain from the fit's own stream)")
         return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
-                f"{self.estimator.upper()} M-step", ("initialisation: " + init,))
+                f"{self.estimator.upper()} M-step"
+                + ("" if self.covariance_type == "full" else f", covariance_type={self.covariance_type!r}"),
+                ("initialisation: " + init,))
 
     def _statistics_task(self):
-        return _gmm_statistics
+        if self.covariance_type == "full":
+            return _gmm_statistics
+        return functools.partial(_gmm_statistics, covariance_type=str(self.covariance_type))
+
+    def _working_domain(self, domain):
+        """Spherical covariances need one scale for every feature (a spherical covariance in
+        per-feature working units is not spherical in the original ones): the largest scale,
+        public post-processing of the domain (every clipped row stays in the unit ball, a box's
+        image shrinks to ``half-width / max scale``).  Other types: unchanged."""
+        if self.covariance_type != "spherical":
+            return domain
+        return dataclasses.replace(domain, scale=np.full(domain.scale.shape, float(np.max(domain.scale))))
 
     def _update(self, noisy, params, ctx):
         weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases,
-                                                    ctx.domain)
-        return weights, means, covs, _compute_precision_cholesky(covs)
+                                                    ctx.domain, ctx.n_public)
+        return weights, means, covs, self._precision_cholesky(covs, means.shape)
+
+    def _precision_cholesky(self, covs, shape):
+        return precision_cholesky_full(covs, self.covariance_type, *shape)
 
     def _check_plan(self, plan, n_public, rounds):
         check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
@@ -406,13 +474,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
-        warn_if_covariances_unresolved(noisy[COUNTS][live], ctx.releases, ctx.domain, type(self).__name__)
+        tied = self.covariance_type == "tied"     # one covariance for all K: estimated from all counts
+        warn_if_covariances_unresolved(noisy[COUNTS] if tied else noisy[COUNTS][live], ctx.releases, ctx.domain,
+                                       type(self).__name__, self.covariance_type, ctx.n_public)
         weights, means, covs, prec_chol = params
-        return weights[live] / weights[live].sum(), means[live], covs[live], prec_chol[live]
+        return weights[live] / weights[live].sum(), means[live], covs if tied else covs[live], prec_chol[live]
 
     def _exact_update(self, stats, params):
         weights, means, covs = self._exact_m_step(stats)
-        return weights, means, covs, _compute_precision_cholesky(covs)
+        return weights, means, covs, self._precision_cholesky(covs, means.shape)
 
     def _set_fitted(self, params, domain, dtype):
         """Parameters back to the original units (post-processing): x = c + diag(s) z, so means
@@ -422,11 +492,25 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         s = domain.scale
         self.weights_ = weights
         self.means_ = domain.to_original(means).astype(dtype, copy=False)
+        ct = self.covariance_type
         # a huge or tiny (privately estimated) scale saturates to inf, as the one radius did
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
-            self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
-            self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if ct == "full":
+                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
+                self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+            elif ct == "tied":
+                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (prec_chol[0] / s[:, None]).astype(dtype, copy=False)
+                self.precisions_ = self.precisions_cholesky_ @ self.precisions_cholesky_.T
+            elif ct == "diag":
+                self.covariances_ = (covs * s * s).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (np.diagonal(prec_chol, axis1=1, axis2=2) / s).astype(dtype, copy=False)
+                self.precisions_ = self.precisions_cholesky_ ** 2
+            else:   # spherical: one scale for every feature (_working_domain)
+                self.covariances_ = (covs * s[0] * s[0]).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (prec_chol[:, 0, 0] / s[0]).astype(dtype, copy=False)
+                self.precisions_ = self.precisions_cholesky_ ** 2
         self.converged_ = False
 
     # -------------------------------------------------------- initialisation
@@ -445,13 +529,20 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 raise ValueError("means_init must be finite")
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
-            if prec.shape != (K, d, d):
-                raise ValueError(f"precisions_init must have shape ({K}, {d}, {d}), got {prec.shape}")
-            if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, 1, 2)):
+            shape = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}[self.covariance_type]
+            if prec.shape != shape:
+                raise ValueError(f"precisions_init must have shape {shape} for covariance_type="
+                                 f"{self.covariance_type!r}, got {prec.shape}")
+            if self.covariance_type in ("diag", "spherical"):
+                if not np.all(np.isfinite(prec)) or np.any(prec <= 0):
+                    raise ValueError("precisions_init must be finite and > 0")
+                return
+            if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, -1, -2)):
                 raise ValueError("precisions_init must be finite symmetric positive-definite matrices")
-            for k in range(K):
-                if np.linalg.eigvalsh(prec[k]).min() <= 0:
-                    raise ValueError(f"precisions_init[{k}] is not positive definite")
+            for k, p in enumerate(prec.reshape(-1, d, d)):
+                if np.linalg.eigvalsh(p).min() <= 0:
+                    raise ValueError(f"precisions_init[{k}] is not positive definite" if prec.ndim == 3
+                                     else "precisions_init is not positive definite")
 
     def _initial_parameters(self, summary, domain, key, private):
         """Initial (weights, means, covariances, precision Cholesky factors) in working units.
@@ -482,14 +573,31 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             means = project_into_domain(self._random_means(K, d, key), init_dom)
             if init_dom is not domain:
                 means = domain.to_scaled(init_dom.to_original(means))
+        ct = self.covariance_type
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
-            ss = np.outer(domain.scale, domain.scale)
-            prec_chol = np.stack([linalg.cholesky(prec[k] * ss, lower=True) for k in range(K)])
+            s = domain.scale
+            if ct in ("full", "tied"):
+                ss = np.outer(s, s)
+                prec = np.broadcast_to(prec, (K, d, d))
+                prec_chol = np.stack([linalg.cholesky(prec[k] * ss, lower=True) for k in range(K)])
+            else:   # scikit-learn's diag / spherical precisions: 1 / variances
+                var_inv = prec * s * s if ct == "diag" else prec * s[0] * s[0]
+                prec_chol = full_covariances(np.sqrt(var_inv), ct, K, d)
         else:
             ratio = domain.scale / init_dom.scale       # maps the init geometry -> working units
-            prec_chol = np.broadcast_to(np.diag(math.sqrt(4.0 * d) * ratio), (K, d, d)).copy()
-        return weights, means, covariance_from_precision_cholesky(prec_chol), prec_chol
+            diag = math.sqrt(4.0 * d) * ratio
+            if ct == "spherical":      # one variance: the mean of the per-feature ones
+                diag = np.full(d, 1.0 / math.sqrt(np.mean(1.0 / diag ** 2)))
+            prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
+        covs = covariance_from_precision_cholesky(prec_chol)
+        if ct == "diag":
+            covs = np.diagonal(covs, axis1=1, axis2=2).copy()
+        elif ct == "spherical":
+            covs = np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
+        elif ct == "tied":
+            covs = covs[0]
+        return weights, means, covs, prec_chol
 
     @staticmethod
     def _random_means(K, d, key):
@@ -508,26 +616,24 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return 0.5 * g * u[:, None] ** (1.0 / d)
 
     # --------------------------------------------------------------- M-steps
-    def _private_m_step(self, nk, s1, s2, releases, domain=None):
+    def _private_m_step(self, nk, s1, s2, releases, domain=None, n_public=None):
         """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`),
         means moved into the image of ``domain`` (its box, else the unit ball)."""
         prior = map_prior(self.prior, s1.shape[1]) if self.estimator == "map" else None
-        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior, domain)
+        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior, domain, self.covariance_type, n_public)
 
     def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""
-        return exact_m_step(stats, self.reg_covar)
+        return exact_m_step(stats, self.reg_covar, self.covariance_type)
 
     # ------------------------------------------------------------- inference
     def _log_resp(self, X):
         X = self._check_X(X)
-        return predict_log_resp(
-            X,
-            self.weights_,
-            np.asarray(self.means_, dtype=np.float64),
-            np.asarray(self.precisions_cholesky_, dtype=np.float64),
-            n_threads=effective_n_threads(self.n_threads),
-        )
+        means = np.asarray(self.means_, dtype=np.float64)
+        # the kernel takes (K, d, d) factors: a diag / spherical / tied factor expanded (inference only)
+        prec_chol = full_covariances(np.asarray(self.precisions_cholesky_, dtype=np.float64),
+                                     getattr(self, "covariance_type", "full"), *means.shape)
+        return predict_log_resp(X, self.weights_, means, prec_chol, n_threads=effective_n_threads(self.n_threads))
 
     def sample(self, n_samples=1, *, shuffle=True, random_state=None):
         """Synthetic data from the fitted (private) model: post-processing, no extra privacy cost.
@@ -542,9 +648,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(random_state)
         counts = rng.multinomial(n_samples, self.weights_)
-        X = np.vstack(
-            [rng.multivariate_normal(m, c, size=int(k)) for m, c, k in zip(self.means_, self.covariances_, counts)]
-        )
+        ct = getattr(self, "covariance_type", "full")
+        if ct in ("full", "tied"):
+            covs = self.covariances_ if ct == "full" else [self.covariances_] * len(counts)
+            X = np.vstack([rng.multivariate_normal(m, c, size=int(k)) for m, c, k in zip(self.means_, covs, counts)])
+        else:   # independent coordinates (scikit-learn's sampling for diag / spherical)
+            sd = np.sqrt(self.covariances_)
+            X = np.vstack([m + rng.standard_normal((int(k), m.size)) * s
+                           for m, s, k in zip(self.means_, sd, counts)])
         y = np.repeat(np.arange(self.n_components_), counts)
         if shuffle:
             perm = rng.permutation(n_samples)
@@ -553,7 +664,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _n_parameters(self):
         K, d = self.means_.shape
-        return int(K * d * (d + 1) / 2 + K * d + K - 1)
+        cov = {"full": K * d * (d + 1) / 2, "diag": K * d, "tied": d * (d + 1) / 2,
+               "spherical": K}[getattr(self, "covariance_type", "full")]
+        return int(cov + K * d + K - 1)
 
     def bic(self, X):
         """Bayesian information criterion on X (lower is better)."""

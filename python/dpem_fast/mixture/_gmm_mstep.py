@@ -34,7 +34,7 @@ from .._preprocess import project_into_domain
 from ..accounting import NoiseDominatedWarning
 from ._common import REMEDY, floored_counts, noise_std, weights_from_counts
 
-__all__ = ["PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+__all__ = ["full_covariances", "precision_cholesky_full", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
@@ -125,7 +125,7 @@ def shrink_means(means, sd):
     return means * f[:, None]
 
 
-def warn_if_covariances_unresolved(nk, releases, domain, what):
+def warn_if_covariances_unresolved(nk, releases, domain, what, covariance_type="full", n_public=None):
     """A :class:`~dpem_fast.NoiseDominatedWarning` when a live component's released second
     moments cannot tell its covariance from that of the uniform distribution on the domain.
 
@@ -136,11 +136,21 @@ def warn_if_covariances_unresolved(nk, releases, domain, what):
     smallest of these, every covariance entry the release shows is within one noise standard
     deviation of the uniform's, and the fitted density is about as good as a uniform one or
     worse.  Released values and public constants only; the message holds none of them.
+    Per ``covariance_type`` the noise of a covariance entry is that of :func:`private_m_step`:
+    ``σ₂ / Ñ_k`` (full, diag), ``σ₂ / (d Ñ_k)`` (spherical), ``σ₂ / N`` (tied; N the public row
+    count ``n_public`` or the sum of the floored noisy counts ``nk``); spherical compares its
+    one variance with the uniform's mean feature variance ``mean_i b_i² / 3``.
     """
     nk_f = floored_counts(nk, releases[COUNTS])
     d = releases[FIRST].shape[-1]
+    if covariance_type == "spherical":
+        nk_f = nk_f * d
+    elif covariance_type == "tied":
+        nk_f = np.asarray([float(n_public) if n_public is not None else float(nk_f.sum())])
     box = None if domain is None else domain.box_image
     uniform_var = 1.0 / (d + 2) if box is None else float(np.min(np.minimum(box, 1.0))) ** 2 / 3.0
+    if covariance_type == "spherical" and box is not None:    # one variance: the features' mean
+        uniform_var = float(np.mean(np.minimum(box, 1.0) ** 2)) / 3.0
     if np.any(noise_std(releases[SECOND]) / nk_f >= uniform_var):
         warnings.warn(f"{what}: the released second moments cannot resolve the covariances (their noise is "
                       "at least the variance of a uniform distribution on the declared domain), so the "
@@ -173,15 +183,28 @@ def map_prior(prior, d):
     return p
 
 
-def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
+def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None, covariance_type="full",
+                   n_public=None):
     """Parameters from noisy statistics (post-processing, public constants only).
 
-    ``nk``, ``s1``, ``s2``: the noisy counts (K,), first (K, d) and second (K, d, d) moments;
-    ``releases``: the plan's releases (their public noise scales); ``prior``: None for the
-    maximum-likelihood step, else the hyperparameters of :func:`map_prior` for the posterior
-    mode; ``domain``: the fit's :class:`~dpem_fast._preprocess.DataDomain` (public: declared
-    or released), whose box image the means are clipped to (None: the unit ball).  Returns
-    ``(weights, means, covariances)``.
+    ``nk``, ``s1``, ``s2``: the noisy counts (K,), first (K, d) and second moments (the
+    ``covariance_type``'s: (K, d, d) full, (K, d) diagonals, (K,) traces, or one pooled (d, d)
+    for tied, see :func:`~dpem_fast._kernels.gmm.second_moments_of_type`); ``releases``: the
+    plan's releases (their public noise scales); ``prior``: None for the maximum-likelihood
+    step, else the hyperparameters of :func:`map_prior` for the posterior mode (full and diag);
+    ``domain``: the fit's :class:`~dpem_fast._preprocess.DataDomain` (public: declared or
+    released), whose box image the means are clipped to (None: the unit ball); ``n_public``:
+    the row count where it is public (replace-one; the tied covariance divides by it, else by
+    the sum of the floored noisy counts).  Returns ``(weights, means, covariances)``, the
+    covariances in the type's shape (scikit-learn's: (K, d, d), (K, d), (K,), (d, d)).
+
+    Floors and caps per type, in the working units (σ₂ the noise of one released entry):
+    full and tied clip eigenvalues to ``[floor, 1]`` with ``floor`` one noise standard
+    deviation of an entry (σ₂/Ñ_k, tied σ₂/N) and cap each feature's variance at ``b_i²``;
+    diag clips each variance to ``[σ₂/Ñ_k, min(1, b_i²)]``; spherical's variance is the trace
+    over d, its noise σ₂/(d Ñ_k), clipped to ``[σ₂/(d Ñ_k), mean_i min(1, b_i²)]`` (a row of
+    the box has ``E‖x − μ‖²/d ≤ Σ_i b_i²/d``; without a box ``1/d``, the ball's).  Every floor
+    is at least ``max(reg_covar, 1e-6)`` and at most the cap.
     """
     K, d = s1.shape
     sigma_2 = releases[SECOND].noise_scale
@@ -196,39 +219,106 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None):
         means = shrink_means(s1 / nk_f[:, None], noise_std(releases[FIRST]) / nk_f)
     # the data lie in the image of the domain (a convex set), so do their means
     means = project_into_domain(means, domain)
-    outer = means[:, :, None] * means[:, None, :]
-    if prior is not None:
-        S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
-        S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
-    else:
-        S = s2 / nk_f[:, None, None] - outer
-    # eigenvalues below the noise level of S are not identifiable: floor there, at most the
-    # smallest per-feature variance the domain allows
     box = None if domain is None else domain.box_image
-    cap = 1.0 if box is None else float(min(1.0, np.min(box))) ** 2
-    floor = np.maximum(max(reg_covar, 1e-6), np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f))
-    floor = np.minimum(floor, 1.0)
-    covs = _project_psd(S, floor, 1.0)
-    if box is not None:
-        covs = cap_feature_variances(covs, box)
+    b2 = None if box is None else np.minimum(np.asarray(box, dtype=np.float64), 1.0) ** 2
+    cap = 1.0 if box is None else float(b2.min())
+    low = max(reg_covar, 1e-6)
+    if covariance_type == "diag":
+        if prior is not None:
+            S = (np.diagonal(prior["psi0"]) + s2 + k0 * m0 * m0 - (nk_f + k0)[:, None] * means * means)
+            S /= (nk_f + prior["nu0"] + d + 2)[:, None]
+        else:
+            S = s2 / nk_f[:, None] - means * means
+        floor = np.minimum(np.maximum(low, np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f)), 1.0)
+        covs = np.clip(S, floor[:, None], 1.0 if b2 is None else b2[None, :])
+    elif covariance_type == "spherical":
+        S = (s2 / nk_f - np.einsum("ki,ki->k", means, means)) / d
+        top = 1.0 / d if b2 is None else float(b2.mean())
+        floor = np.minimum(np.maximum(low, np.minimum(top, _EIG_FLOOR_STD * sigma_2 / (d * nk_f))), top)
+        covs = np.clip(S, floor, top)
+    elif covariance_type == "tied":
+        n_tot = float(n_public) if n_public is not None else float(nk_f.sum())
+        S = (s2 - np.einsum("k,ki,kj->ij", nk_f, means, means)) / n_tot
+        floor = min(max(low, min(cap, _EIG_FLOOR_STD * sigma_2 / n_tot)), 1.0)
+        covs = _project_psd(S, floor, 1.0)
+        if box is not None:
+            covs = cap_feature_variances(covs, box)
+    else:
+        outer = means[:, :, None] * means[:, None, :]
+        if prior is not None:
+            S = (prior["psi0"] + s2 + k0 * np.outer(m0, m0) - (nk_f + k0)[:, None, None] * outer)
+            S /= (nk_f + prior["nu0"] + d + 2)[:, None, None]
+        else:
+            S = s2 / nk_f[:, None, None] - outer
+        # eigenvalues below the noise level of S are not identifiable: floor there, at most the
+        # smallest per-feature variance the domain allows
+        floor = np.maximum(low, np.minimum(cap, _EIG_FLOOR_STD * sigma_2 / nk_f))
+        floor = np.minimum(floor, 1.0)
+        covs = _project_psd(S, floor, 1.0)
+        if box is not None:
+            covs = cap_feature_variances(covs, box)
     if prior is not None:
         # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
         weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
     return weights, means, covs
 
 
-def exact_m_step(stats, reg_covar):
+def exact_m_step(stats, reg_covar, covariance_type="full"):
     """Non-private M-step, numerically as scikit-learn's (Eq. 11): ``(weights, means,
-    covariances)`` from the exact statistics, ``reg_covar`` added to the diagonals."""
+    covariances)`` from the exact statistics, ``reg_covar`` added to the variances, the
+    covariances in the type's shape (``stats[SECOND]`` is the type's second moment)."""
     s1, s2 = stats[FIRST], stats[SECOND]
     K, d = s1.shape
     nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
     means = s1 / nk[:, None]
+    weights = nk / stats.n_rows
+    weights /= weights.sum()
+    if covariance_type in ("diag", "spherical"):
+        # scikit-learn: avg_X2 - 2 avg_X_means + avg_means2 + reg (spherical: its mean over features)
+        diag = s2 / nk[:, None] if covariance_type == "diag" else None
+        if covariance_type == "diag":
+            covs = diag - 2 * (means * s1 / nk[:, None]) + means ** 2 + reg_covar
+        else:
+            # the trace of the diag form, as scikit-learn's mean over features of it
+            covs = (s2 / nk - 2 * np.einsum("ki,ki->k", means, s1 / nk[:, None])
+                    + np.einsum("ki,ki->k", means, means)) / d + reg_covar
+        return weights, means, covs
+    if covariance_type == "tied":
+        covs = (s2 - (nk[:, None] * means).T @ means) / nk.sum()
+        covs = (covs + covs.T) / 2
+        covs.flat[:: d + 1] += reg_covar
+        return weights, means, covs
     # outer products as a broadcast multiply (== einsum("ki,kj->kij"), no sum involved)
     covs = s2 / nk[:, None, None] - means[:, :, None] * means[:, None, :]
     covs += np.swapaxes(covs, 1, 2)  # (c + c.T) / 2; numpy buffers the overlapping operand
     covs /= 2
     covs.reshape(K, d * d)[:, :: d + 1] += reg_covar
-    weights = nk / stats.n_rows
-    weights /= weights.sum()
     return weights, means, covs
+
+
+def full_covariances(covs, covariance_type, K, d):
+    """The (K, d, d) covariance matrices of covariances in a type's shape."""
+    if covariance_type == "full":
+        return covs
+    if covariance_type == "tied":
+        return np.broadcast_to(covs, (K, d, d)).copy()
+    var = np.broadcast_to(np.asarray(covs)[:, None] if covariance_type == "spherical" else covs, (K, d))
+    out = np.zeros((K, d, d))
+    out.reshape(K, d * d)[:, :: d + 1] = var
+    return out
+
+
+def precision_cholesky_full(covs, covariance_type, K, d):
+    """Precision Cholesky factors (K, d, d), upper triangular, of covariances in a type's shape:
+    what the E-step and inference kernels take (scikit-learn's convention per type, expanded:
+    diag / spherical ``1/√var`` on the diagonal, tied one factor for all K)."""
+    if covariance_type == "full":
+        return compute_precision_cholesky(covs)
+    if covariance_type == "tied":
+        return np.broadcast_to(compute_precision_cholesky(np.asarray(covs)[None]), (K, d, d)).copy()
+    covs = np.asarray(covs)
+    if not np.isfinite(covs).all():
+        raise ValueError("array must not contain infs or NaNs")
+    if np.any(covs <= 0):
+        raise linalg.LinAlgError("a variance is not positive")
+    return full_covariances(1.0 / np.sqrt(covs), covariance_type, K, d)
