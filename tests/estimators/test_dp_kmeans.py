@@ -282,3 +282,15 @@ def test_l1_sensitivities_of_the_laplace_releases_hold_and_are_attained(rel):
         top = max(w[n] for w in worst)
         assert top <= spec.sensitivity("l1", rel) * (1 + 1e-12)
         assert top >= spec.sensitivity("l1", rel) * (1 - 1e-9)
+
+
+class TestConformancePrivateStart(TestConformance):
+    """The whole suite again with the private start (two more one-off releases in the plan)."""
+
+    params = {**TestConformance.params, "init": "private"}
+    sklearn_params = (dict(n_clusters=2, epsilon=10.0, data_norm=50.0, bounds=None, max_iter=3, random_state=0,
+                           init="private"),)
+
+    def statistic_sites(self):
+        from dpem_fast._engine import _start
+        return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
