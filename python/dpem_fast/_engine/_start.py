@@ -7,11 +7,11 @@ merge clusters, whatever their noise.  This start spends a stated share of the f
 fit's one plan (its event, its budget charge before any statistic, its record):
 
 1. **Bucket counts** (``start_counts``, shape ``(B,)``, ``B = 2^m``).  ``m`` random hyperplanes
-   ``{z : u_j·z = b_j}`` (``u_j`` uniform on the sphere, each through a point uniform in the
-   ball of radius 1/2, so ``b_j = u_j·q_j``), drawn from the fit's key and nothing else, cut the
-   unit ball into ``B`` cells; a row (mapped into the ball by the domain and clipped, as in
-   every statistic) falls in exactly one cell, the bits ``[u_j·z > b_j]``.  The histogram of the
-   cells is released with Gaussian noise σ_c.
+   through the domain's centre, ``{z : u_j·z = 0}`` with ``u_j`` uniform on the sphere, drawn from
+   the fit's key and nothing else, cut the unit ball into ``B`` cones (angular LSH, Charikar
+   2002); a row (mapped into the ball by the domain and clipped, as in every statistic) falls
+   in exactly one cell, the bits ``[u_j·z > 0]``.  The histogram of the cells is released with
+   Gaussian noise σ_c.
 2. **Cell sums** (``start_sums``, shape ``(M, d)``).  The ``M`` cells with the largest noisy
    counts above ``τ = σ_c Φ⁻¹(1 − p/B)`` (p = 0.1: with probability ≥ 0.9 no empty cell
    passes; post-processing of release 1) get the sums of their rows, released with Gaussian
@@ -20,8 +20,8 @@ fit's one plan (its event, its budget charge before any statistic, its record):
 Candidate ``i`` is ``S̃_i / Ñ_i`` (a private average, moved into the image of the domain),
 with weight ``Ñ_i``.  The K initial centres are chosen among the candidates by weighted
 k-means on them alone (:func:`choose_centres`: k-means++ seeding and Lloyd iterations,
-weighted by ``Ñ_i``, the best of a few restarts by weighted cost).  If fewer than K candidates pass, the rest are the model's data-independent
-points.  All of this is post-processing of the two releases and public constants.
+weighted by ``Ñ_i``, the best of a few restarts by weighted cost).  If fewer than K
+candidates pass, the rest are the model's data-independent points.  All of this is post-processing of the two releases and public constants.
 
 Sensitivities (rows in the unit ball, working units).  The cell of a row depends on that row
 and on public hyperplanes only.
@@ -31,18 +31,21 @@ and on public hyperplanes only.
   one-hot weights.)
 * sums: the selection is fixed by release 1 (adaptive composition: both releases are in the
   plan).  Add/remove: one row adds ``x`` to one selected cell or nothing: ℓ2 ‖x‖ ≤ 1
-  (ℓ1 ≤ √d).  Replace: ``x' e_jᵀ − x e_iᵀ``; for i ≠ j ℓ2 ≤ √2, for i = j ‖x' − x‖ ≤ 2
-  (``x' = −x`` cannot share a cell with ``x`` for hyperplanes through the centre, but one
-  off the centre can hold both; 2 is the bound stated): ℓ2 2, ℓ1 2√d.
+  (ℓ1 ≤ √d).  Replace: ``x' e_jᵀ − x e_iᵀ``; for i ≠ j ℓ2 ≤ √2, for i = j ‖x' − x‖ < 2 (a cell
+  lies in a half-space through the centre; x and x' on either side of its boundary's normal,
+  near the boundary, approach 2): ℓ2 2, ℓ1 2√d.
   (:func:`~dpem_fast._engine._specs.weighted_sums`.)
 
-Constants, all public and fixed before any data is read: ``m = min(16, max(4, 2⌈log₂ K⌉ + 2))``
-bits (K well separated clusters fall in distinct cells of ``B ≥ 4K²`` random cells with
-probability about ``1 − K²/(2B) ≥ 7/8``, the birthday bound), ``M = min(B, max(16, 8K))``
-candidate cells, p = 0.1, the share :data:`START_SHARE` (split equally between the two
-releases in Gaussian units), :data:`START_LLOYD` weighted iterations and :data:`START_RESTARTS`
-restarts on the candidates.
-None was tuned on a data set.
+Constants, all public and fixed before any data is read: ``m = min(16, max(4, 2⌈log₂ K⌉ + 4))``
+bits (K well separated clusters fall in distinct cells of ``B ≥ 16K²`` uniformly random cells
+with probability about ``1 − K²/(2B) ≥ 31/32``, the birthday bound; capped at 2^16 cells),
+``M = min(B, max(16, 8K))`` candidate cells, p = 0.1, the share :data:`START_SHARE` (split
+equally between the two releases in Gaussian units), :data:`START_LLOYD` weighted iterations
+and :data:`START_RESTARTS` restarts on the candidates.  They are functions of K and d only and
+the same for every data set; two design choices were compared on several data sets before
+they were fixed (bench/kmeans_start.py, docs in its docstring): 16K² rather than 4K² cells,
+and hyperplanes through the centre rather than through random points of the ball of radius
+1/2 (cells of biased bits collided more often).
 
 The passes are numpy/BLAS (a ``(rows, m)`` matrix product and a sparse sum per superblock),
 single-threaded BLAS in the fit: results do not depend on the thread count.
@@ -76,9 +79,9 @@ START_LLOYD, START_RESTARTS = 10, 10
 
 
 def start_bits(n_centres):
-    """Hyperplanes m (public: from K only): ``min(16, max(4, 2⌈log₂ K⌉ + 2))``."""
+    """Hyperplanes m (public: from K only): ``min(16, max(4, 2⌈log₂ K⌉ + 4))``."""
     K = max(int(n_centres), 1)
-    return int(min(16, max(4, 2 * math.ceil(math.log2(K)) + 2))) if K > 1 else 4
+    return int(min(16, max(4, 2 * math.ceil(math.log2(K)) + 4))) if K > 1 else 4
 
 
 def start_candidates(n_centres):
@@ -94,20 +97,14 @@ def start_specs(n_centres, n_features):
 
 
 def hyperplanes(key, n_bits, n_features):
-    """``(U, b)``: m unit normals (shape (m, d)) and offsets ``b_j = u_j·q_j``, ``q_j`` uniform in
-    the ball of radius 1/2 — from the fit's key alone (data-independent)."""
+    """``(U, b)``: m unit normals (shape (m, d)) from the fit's key alone (data-independent),
+    and their offsets ``b = 0``: every hyperplane passes through the domain's centre."""
     m, d = int(n_bits), int(n_features)
     g = np.empty(m * d)
     _core_rng.fill_normal(derive_key(key, "start", "normals"), 0, 1.0, g, 1)
     U = g.reshape(m, d)
     U /= np.linalg.norm(U, axis=1, keepdims=True)
-    q = np.empty(m * d)
-    _core_rng.fill_normal(derive_key(key, "start", "points"), 0, 1.0, q, 1)
-    q = q.reshape(m, d)
-    r = np.empty(m)
-    _core_rng.fill_uniform(derive_key(key, "start", "radii"), 0, r, 1)
-    q *= (0.5 * r ** (1.0 / d) / np.linalg.norm(q, axis=1))[:, None]
-    return U, np.einsum("ij,ij->i", U, q)
+    return U, np.zeros(m)
 
 
 def _rows_and_cells(domain, U, b, block):
