@@ -7,7 +7,8 @@ add/remove neighbours; "normalised k-means loss" = mean squared distance of a ro
 nearest centre.  This script regenerates that data set from the description (our generator,
 not theirs: equal-probability cluster labels, seed per run) and prints, per k:
 
-* ``DPKMeans`` (init=None: the data-independent start; init="private": the private start),
+* ``DPKMeans`` (init=None: the data-independent start; init="private": the private start, the
+  default of ``method="dpem"`` since issue 24),
 * non-private ``sklearn.cluster.KMeans`` (k-means++, n_init=1, the same seeds),
 * Google's reported numbers (0.658 / 0.561 / 0.384 / 0.086 at k = 8 / 16 / 32 / 64),
 
@@ -58,7 +59,7 @@ def loss(X, C):
 def fit_dp(X, k, seed, init, max_iter, epsilon=EPSILON):
     import dpem_fast
 
-    kw = {} if init == "none" else {"init": init}
+    kw = {"init": None if init == "none" else init}
     m = dpem_fast.DPKMeans(k, epsilon=epsilon, delta=DELTA, neighbouring="add_remove", data_norm=DATA_NORM,
                            max_iter=max_iter, random_state=seed, n_threads=1, **kw)
     with warnings.catch_warnings():

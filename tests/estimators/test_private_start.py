@@ -168,8 +168,8 @@ def test_the_start_lands_inside_the_declared_domain(monkeypatch):
     assert np.all((km.cluster_centers_ >= lo - 1e-12) & (km.cluster_centers_ <= hi + 1e-12))
 
 
-@pytest.mark.parametrize("init, match", [("kmeans++", "init must be None, 'private'"),
-                                         ("Private", "init must be None, 'private'"),
+@pytest.mark.parametrize("init, match", [("kmeans++", "init must be 'auto', 'private'"),
+                                         ("Private", "init must be 'auto', 'private'"),
                                          (np.zeros((2, 3)), r"init must have shape \(3, 3\)")])
 def test_bad_init_is_refused_naming_init(init, match):
     X, _ = _blobs(500, 3, 3, 0)
@@ -188,7 +188,7 @@ def test_private_start_finds_clusters_the_data_independent_start_merges():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NoiseDominatedWarning)
             ours = _loss(X, DPKMeans(24, init="private", **kw).fit(X).cluster_centers_)
-            old = _loss(X, DPKMeans(24, **kw).fit(X).cluster_centers_)
+            old = _loss(X, DPKMeans(24, init=None, **kw).fit(X).cluster_centers_)
         assert ours <= 2.5 * opt < old, (ours, opt, old)
 
 
