@@ -42,8 +42,8 @@ def _mu2(r):
 @pytest.mark.parametrize("declared", [True, False])
 def test_the_start_holds_its_stated_share_of_the_plan(rel, declared):
     """In Gaussian units (μ² under the exact GDP accountant) the two start releases hold
-    START_SHARE of the whole plan, half each; the domain estimate its DOMAIN_SHARE; the event
-    re-accounts to the recorded spend."""
+    START_SHARE of the whole plan, split Δ_c : √d Δ_s; the domain estimate its DOMAIN_SHARE;
+    the event re-accounts to the recorded spend."""
     X, _ = _blobs(6000, 3, 4, 0)
     kw = dict(data_norm=1.5) if declared else {}
     km = DPKMeans(4, epsilon=1.0, delta=1e-6, init="private", neighbouring=rel, max_iter=5,
@@ -55,8 +55,9 @@ def test_the_start_holds_its_stated_share_of_the_plan(rel, declared):
     per_iter = rec.joint_multiplier ** -2 if rec.joint_multiplier is not None else sum(map(_mu2, it))
     one_off = {n: _mu2(r) for n, r in rs.items() if r.count == 1}
     total = rec.n_iter * per_iter + sum(one_off.values())
-    assert one_off[START[0]] / total == pytest.approx(_start.START_SHARE / 2, rel=1e-9)
-    assert one_off[START[1]] / total == pytest.approx(_start.START_SHARE / 2, rel=1e-9)
+    ratio = 1.0 / math.sqrt(3) if rel == "add_remove" else 1.0 / math.sqrt(6)      # 1 : sqrt(d), 1 : sqrt(2 d)
+    assert one_off[START[0]] / total == pytest.approx(_start.START_SHARE * ratio / (1 + ratio), rel=1e-9)
+    assert one_off[START[1]] / total == pytest.approx(_start.START_SHARE / (1 + ratio), rel=1e-9)
     if not declared:
         assert (one_off["domain_scale"] + one_off["domain_refine"]) / total == pytest.approx(DOMAIN_SHARE, rel=1e-9)
     # the sensitivities the records carry are the derived ones

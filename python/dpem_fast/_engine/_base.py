@@ -60,7 +60,7 @@ from ._sources import validated_rows
 from ._estimator import Context, PrivateEstimator
 from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
-from ._start import START_SHARE
+from ._start import start_shares
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
 
@@ -359,7 +359,12 @@ class PrivateEM(PrivateEstimator):
         start = tuple(self._start_specs(d))         # a private start's one-off releases, or ()
         one_off = (domain_specs(d) if source == "estimate" else ()) + start
         shares = {s.name: DOMAIN_SHARE / 2.0 for s in one_off[:len(one_off) - len(start)]}
-        shares.update({s.name: START_SHARE / len(start) for s in start})
+        if start:
+            split = start_shares(d, self.neighbouring)
+            if set(split) != {s.name for s in start}:
+                raise ValueError(f"{type(self).__name__}: a private start releases {sorted(split)}, the model "
+                                 f"declares {[s.name for s in start]}")
+            shares.update(split)
         mechanisms = self._mechanisms()
         accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():

@@ -39,9 +39,10 @@ and on public hyperplanes only.
 Constants, all public and fixed before any data is read: ``m = min(16, max(4, 2⌈log₂ K⌉ + 4))``
 bits (K well separated clusters fall in distinct cells of ``B ≥ 16K²`` uniformly random cells
 with probability about ``1 − K²/(2B) ≥ 31/32``, the birthday bound; capped at 2^16 cells),
-``M = min(B, max(16, 8K))`` candidate cells, p = 0.1, the share :data:`START_SHARE` (split
-equally between the two releases in Gaussian units), :data:`START_LLOYD` weighted iterations
-and :data:`START_RESTARTS` restarts on the candidates.  They are functions of K and d only and
+``M = min(B, max(16, 8K))`` candidate cells, p = 0.1, the share :data:`START_SHARE` (in
+Gaussian units, μ²), :data:`START_LLOYD` weighted iterations
+and :data:`START_RESTARTS` restarts on the candidates, and the split of the share between
+the two releases (:func:`start_shares`: 1 : √d under add/remove).  They are functions of K and d only and
 the same for every data set; two design choices were compared on several data sets before
 they were fixed (bench/kmeans_start.py, docs in its docstring): 16K² rather than 4K² cells,
 and hyperplanes through the centre rather than through random points of the ball of radius
@@ -65,7 +66,7 @@ from .._rng import derive_key
 from ._specs import soft_counts, weighted_sums
 from ._statistics import Statistics
 
-__all__ = ["START_SHARE", "START_COUNTS", "START_SUMS", "start_bits", "start_candidates", "start_specs",
+__all__ = ["START_SHARE", "START_COUNTS", "START_SUMS", "start_bits", "start_candidates", "start_specs", "start_shares",
            "hyperplanes", "private_start", "choose_centres"]
 
 #: Fraction of the whole plan (its μ² in Gaussian units) spent on the private start.
@@ -94,6 +95,20 @@ def start_specs(n_centres, n_features):
     B, M = 2 ** start_bits(n_centres), start_candidates(n_centres)
     return (soft_counts(START_COUNTS, B, integer=True), weighted_sums(START_SUMS, (M, int(n_features)),
                                                                        int(n_features)))
+
+
+def start_shares(n_features, neighbouring):
+    """Fractions of the whole plan of the two releases, summing to :data:`START_SHARE`: in
+    proportion ``Δ_c : √d Δ_s`` (1 : √d under add/remove, 1 : √(2d) under replace).
+
+    A candidate's error is ``(ξ_s − c ξ_c)/N`` (ξ the two noises, ``‖c‖ ≤ 1``), of variance at
+    most ``(d σ_s² + σ_c²)/N²``; with ``μ_r² = Δ_r²/σ_r²`` and ``μ_c² + μ_s²`` fixed (the share),
+    Lagrange gives ``μ_c² : μ_s² = Δ_c : √d Δ_s`` (as the loop's own split of DPKMeans, whose
+    releases are composed separately).  Public: d and the relation."""
+    c, s_ = start_specs(1, n_features)
+    wc = c.sensitivity("l2", neighbouring)
+    ws = math.sqrt(int(n_features)) * s_.sensitivity("l2", neighbouring)
+    return {START_COUNTS: START_SHARE * wc / (wc + ws), START_SUMS: START_SHARE * ws / (wc + ws)}
 
 
 def hyperplanes(key, n_bits, n_features):

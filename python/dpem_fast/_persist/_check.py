@@ -185,7 +185,7 @@ def check_record(record, joint=None):
         count = record.releases[key].count
         if any(_same_mechanism(ev, e) and (joint_event is None or k == count) for e, k in others):
             continue
-        if joint_event is None:
+        if joint_event is None or count != record.n_iter:      # a one-off is never in the joint Gaussian
             raise ModelFormatError(f"release {key!r} ({_describe_release(record.releases[key])}) is not in "
                                    "the recorded event: the event does not follow from the releases")
         covered.append(key)

@@ -189,11 +189,12 @@ class DPKMeans(TransformerMixin, PrivateEM):
     user's public ``init``, or (``"private"``, and ``"auto"`` with ``"dpem"``: the default) the
     engine's private start (:mod:`dpem_fast._engine._start`): two
     releases made once before the loop, in the same plan and event, on 20 % of it (in
-    Gaussian units: their μ² is 20 % of the plan's; split equally between them): the cell
+    Gaussian units: their μ² is 20 % of the plan's, split 1 : √d under add/remove and 1 : √(2d)
+    under replace, which minimises a candidate's error): the cell
     counts of m random hyperplanes (a row adds 1 to one cell: ℓ2 1 under add/remove, √2
     under replace) and the sums of the rows of the heaviest M cells (a row adds x to at most
     one selected cell: ℓ2 ‖x‖ ≤ 1 under add/remove; ``x' e_jᵀ − x e_iᵀ``, at most 2, under
-    replace), m = min(16, max(4, 2⌈log₂ K⌉ + 2)) and M = min(2^m, max(16, 8K)) public.  The
+    replace), m = min(16, max(4, 2⌈log₂ K⌉ + 4)) and M = min(2^m, max(16, 8K)) public.  The
     centres are then chosen among the private averages (post-processing).  The iteration
     count is fixed.  Every release goes through the engine's release layer.
     """
