@@ -160,7 +160,9 @@ class PrivateEM(PrivateEstimator):
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
     releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
     _n_release_rounds() (J, the number of statistics → release → update rounds; default
-    ``max_iter``; public parameters only).
+    ``max_iter``; public parameters only), _start_specs(n_features) and _private_start(rows,
+    layer, domain, key, n_threads) (a private start: one-off releases in the same plan, made
+    after the domain and before the loop, in place of ``_initial_parameters``).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
     iterations receives the mean of the noisy statistics released since iteration
