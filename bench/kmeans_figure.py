@@ -74,8 +74,9 @@ def main(argv=None):
             Xtr, Xte = X[train], X[test]
             fits = {}
             for name, kw in METHODS:
+                # init=None: the paper's protocol, every method from the same data-independent start
                 fits[name] = DPKMeans(K, epsilon=EPS, delta=DELTA, max_iter=J, bounds=AIRPORTS_BOUNDS,
-                                      random_state=s, **kw).fit(Xtr)
+                                      random_state=s, init=None, **kw).fit(Xtr)
             ref = fits["DP-EM k-means"]
             dom = ref._domain
             # the private fits' data-independent start, in the original units

@@ -53,6 +53,8 @@ from privacy_conformance import PrivacyConformance
 #: releases made once before the loop (the private domain estimate).  Iteration releases are
 #: told apart by name, not by count: a one-round model's releases also have count 1.
 _ONE_OFF = ("domain_scale", "domain_refine")
+#: every release made once before the loop: the domain estimate's and a private start's
+_BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums")
 
 
 class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
@@ -228,7 +230,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         iteration accounted jointly is one Gaussian of the recorded joint multiplier."""
         leaves = []
         for r in rec.releases.values():
-            if rec.joint_multiplier is not None and r.name not in _ONE_OFF:
+            if rec.joint_multiplier is not None and r.name not in _BEFORE_LOOP:
                 continue
             if r.mechanism == "gaussian":
                 leaf = acc.GaussianEvent(shrink * r.noise_scale / r.sensitivity)
@@ -250,6 +252,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         rec = est.privacy_
         specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
         specs.update({s.name: s for s in domain_specs(X.shape[1])})
+        specs.update({s.name: s for s in est._start_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
             spec = specs[r.name]
@@ -259,13 +262,13 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
                 assert r.sensitivity <= spec.sensitivity("l2", rec.neighbouring) * (1 + 1.0 / LATTICE_RESOLUTION)
             else:
                 assert r.sensitivity == spec.sensitivity(r.norm, rec.neighbouring)
-            assert r.count == (rec.n_iter if r.name not in _ONE_OFF else 1)
+            assert r.count == (rec.n_iter if r.name not in _BEFORE_LOOP else 1)
         assert {r.mechanism for r in rec.releases.values()} <= (
             {"discrete_gaussian"} if rec.noise == "discrete_gaussian" else {"gaussian", "laplace"})
         if rec.joint_multiplier is not None:
             # the joint multiplier is the model's joint bound at the recorded noise scales
             a = {r.name: (r.sensitivity / r.noise_scale) ** 2 for r in rec.releases.values()
-                 if r.name not in _ONE_OFF}
+                 if r.name not in _BEFORE_LOOP}
             assert rec.joint_multiplier ** -2 == pytest.approx(est._joint_sensitivity(a, rec.neighbouring),
                                                                rel=1e-12)
             assert rec.joint_multiplier ** -2 <= sum(a.values()) * (1 + 1e-12)
@@ -297,7 +300,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
 
         def capture(layer, statistics, index):
             out = real(layer, statistics, index)
-            if not set(statistics) & set(_ONE_OFF):     # the iterations' releases
+            if not set(statistics) & set(_BEFORE_LOOP):     # the iterations' releases
                 captured.append({k: np.array(v) for k, v in out.items()})
             return out
 

@@ -708,3 +708,21 @@ def test_spherical_works_on_one_scale_for_every_feature():
     scale = g.privacy_.data_domain["scale"]
     assert np.all(scale == scale.max())
     assert g.covariances_.shape == (g.n_components_,)
+
+
+class TestConformancePrivateStart(TestConformance):
+    """The whole suite again with the means from the private start (issue 24)."""
+
+    params = {**TestConformance.params, "means_init": "private"}
+    sklearn_params = (dict(n_components=2, epsilon=10.0, data_norm=50.0, bounds=None, max_iter=3, random_state=0,
+                           means_init="private"),)
+
+    def statistic_sites(self):
+        from dpem_fast._engine import _start
+        return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
+
+
+def test_means_init_private_is_refused_in_other_spellings():
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    with pytest.raises(ValueError, match="means_init must be None, 'private'"):
+        DPGaussianMixture(2, means_init="kmeans", data_norm=5.0).fit(X)

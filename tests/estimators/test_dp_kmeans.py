@@ -106,7 +106,7 @@ def test_dpem_joint_accounting_beats_separate_composition():
     mu^2 = a_s per iteration (the stacked statistic's sensitivity is 2); composed separately
     the same noise would cost a_c + a_s = 1.5 a_s."""
     X, _ = _blobs(n=500)
-    km = DPKMeans(3, epsilon=1.0, delta=1e-5, max_iter=5, bounds=(-6, 6), random_state=0).fit(X)
+    km = DPKMeans(3, epsilon=1.0, delta=1e-5, max_iter=5, bounds=(-6, 6), random_state=0, init=None).fit(X)
     rec = km.privacy_
     sc, ss = rec.releases["counts"].noise_scale, rec.releases["sums"].noise_scale
     assert sc == pytest.approx(ss, rel=1e-12)
@@ -117,7 +117,7 @@ def test_dpem_joint_accounting_beats_separate_composition():
     assert km._joint_sensitivity({"counts": 1.0, "sums": 1.0}, "replace") == 1.5
     assert km._joint_sensitivity({"counts": 0.2, "sums": 1.0}, "replace") == 1.0
     assert km._joint_sensitivity({"counts": 1.0, "sums": 1.0}, "add_remove") == 2.0
-    ar = DPKMeans(3, neighbouring="add_remove", max_iter=5, bounds=(-6, 6), random_state=0).fit(X).privacy_
+    ar = DPKMeans(3, neighbouring="add_remove", max_iter=5, bounds=(-6, 6), random_state=0, init=None).fit(X).privacy_
     assert ar.releases["sums"].noise_scale / ar.releases["counts"].noise_scale == pytest.approx(3 ** -0.25)
 
 
@@ -199,6 +199,10 @@ class TestConformance(PrivateEstimatorConformance):
 
     def make_data(self, n, seed=0):
         return _blobs(n=n, d=3, K=3, seed=seed)[0].clip(-6, 6)
+
+    def statistic_sites(self):
+        from dpem_fast._engine import _start      # the private start's passes (init="auto")
+        return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
 
     def outlier_data(self, n, seed=0):
         X = self.make_data(n, seed)
@@ -282,3 +286,12 @@ def test_l1_sensitivities_of_the_laplace_releases_hold_and_are_attained(rel):
         top = max(w[n] for w in worst)
         assert top <= spec.sensitivity("l1", rel) * (1 + 1e-12)
         assert top >= spec.sensitivity("l1", rel) * (1 - 1e-9)
+
+
+class TestConformanceDataIndependentStart(TestConformance):
+    """The whole suite again with the data-independent start (``init=None``; the default
+    ``"auto"`` starts ``"dpem"`` privately: two more one-off releases in the plan)."""
+
+    params = {**TestConformance.params, "init": None}
+    sklearn_params = (dict(n_clusters=2, epsilon=10.0, data_norm=50.0, bounds=None, max_iter=3, random_state=0,
+                           init=None),)

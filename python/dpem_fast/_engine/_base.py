@@ -28,7 +28,9 @@ Order of a private fit (what touches the data, and when):
    then the whole plan is charged to the ``budget`` ledger, if any — before any statistic of
    the data is computed (only input validation has read the data until here);
 4. if no domain was declared, it is estimated privately (two released histograms);
-5. the initialisation is data-independent (or the user's public parameters);
+5. the initialisation is data-independent (or the user's public parameters), or a private
+   start (``_start_specs`` / ``_private_start``: two releases in the same plan, on
+   :data:`~dpem_fast._engine._start.START_SHARE` of it, :mod:`~dpem_fast._engine._start`);
 6. J iterations: statistics → release → update; no data-dependent stopping;
 7. ``_finish``: post-processing of the last update's released statistics.
 
@@ -58,6 +60,7 @@ from ._sources import validated_rows
 from ._estimator import Context, PrivateEstimator
 from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
+from ._start import start_shares
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
 
@@ -156,8 +159,11 @@ class PrivateEM(PrivateEstimator):
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
     releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
-    _working_domain(domain) (a public coarsening of the domain map), _n_release_rounds() (J, the number of statistics → release → update rounds; default
-    ``max_iter``; public parameters only).
+    _working_domain(domain) (a public coarsening of the domain map), _n_release_rounds() (J,
+    the number of statistics → release → update rounds; default ``max_iter``; public
+    parameters only), _start_specs(n_features) and _private_start(rows,
+    layer, domain, key, n_threads) (a private start: one-off releases in the same plan, made
+    after the domain and before the loop, in place of ``_initial_parameters``).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
     iterations receives the mean of the noisy statistics released since iteration
@@ -222,6 +228,18 @@ class PrivateEM(PrivateEstimator):
         """``{name: Δ_r²/σ_r²} -> sup over neighbours of Σ_r ‖δ_r‖²/σ_r²``, or None to compose
         an iteration's releases separately (the default)."""
         return None
+
+    def _start_specs(self, n_features):
+        """The one-off releases of a private start (:mod:`~dpem_fast._engine._start`), or ``()``
+        for a data-independent (or user-given) start.  They are in the fit's one plan, on
+        :data:`~dpem_fast._engine._start.START_SHARE` of it, charged with it before any
+        statistic; public parameters only decide whether there are any."""
+        return ()
+
+    def _private_start(self, rows, layer, domain, key, n_threads):
+        """Initial parameters from the :meth:`_start_specs` releases, made through ``layer``
+        (each once, index 0); everything after a release is post-processing."""
+        raise NotImplementedError(f"{type(self).__name__} declares start releases but no private start")
 
     def _n_release_rounds(self):
         """J: rounds of statistics → release → update (from public parameters only).
@@ -348,6 +366,15 @@ class PrivateEM(PrivateEstimator):
         domain = None
         if source == "declared":
             domain = resolve_domain(d, self.data_norm, self.bounds)   # reads only the declaration
+        start = tuple(self._start_specs(d))         # a private start's one-off releases, or ()
+        one_off = (domain_specs(d) if source == "estimate" else ()) + start
+        shares = {s.name: DOMAIN_SHARE / 2.0 for s in one_off[:len(one_off) - len(start)]}
+        if start:
+            split = start_shares(d, self.neighbouring)
+            if set(split) != {s.name for s in start}:
+                raise ValueError(f"{type(self).__name__}: a private start releases {sorted(split)}, the model "
+                                 f"declares {[s.name for s in start]}")
+            shares.update(split)
         mechanisms = self._mechanisms()
         accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
@@ -355,8 +382,8 @@ class PrivateEM(PrivateEstimator):
         plan = make_plan(
             specs, rounds, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
-            one_off_specs=domain_specs(d) if source == "estimate" else (),
-            one_off_share=DOMAIN_SHARE if source == "estimate" else 0.0, noise=self.noise,
+            one_off_specs=one_off,
+            one_off_share=(shares if start else DOMAIN_SHARE if source == "estimate" else 0.0), noise=self.noise,
             joint=self._joint_bound(),
         )
         if source == "estimate":
@@ -372,7 +399,11 @@ class PrivateEM(PrivateEstimator):
             domain = domain_from_data(rows)
         if domain is not None:
             domain = self._working_domain(domain)
-        params = self._initial_parameters(rows.summary, domain, key, True)
+        if start:
+            with blas_single_thread():
+                params = self._private_start(rows, layer, domain, key, n_threads)
+        else:
+            params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
         tail = TailAverage(plan.releases, rounds, self._n_averaged(rounds))
         progress = Progress(self.verbose, rounds, type(self).__name__, plan_spent(plan, rounds, self.delta),

@@ -35,6 +35,7 @@ relation raises instead of understating the loss.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import accounting as acc
@@ -99,7 +100,10 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     one_off_specs : sequence of StatSpec
         Gaussian releases made once before the loop; together they take a fraction
         ``one_off_share`` of the whole plan, split equally.
-    one_off_share : float in [0, 1)
+    one_off_share : float in [0, 1), or mapping of one-off name to float
+        A float: the one-offs together take this fraction of the whole plan, split equally.
+        A mapping (every one-off named): each its own fraction, summing to less than 1 (e.g.
+        the private domain estimate and a private start side by side).
     one_off_multipliers : dict of str to float, optional
         Fixed noise multipliers of the one-off releases (every one-off named), chosen by the
         estimator from public quantities; the iteration releases are then calibrated to the
@@ -166,7 +170,18 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
             raise ValueError(f"one_off_multipliers must be finite and > 0, in an all-Gaussian continuous "
                              f"plan, got {fixed}")
     lattices = {s.name: lattice(s, neighbouring) for s in (*one_off_specs, *specs)} if discrete else {}
-    if one_off_specs and fixed is None and not 0.0 < one_off_share < 1.0:
+    names_one = [s.name for s in one_off_specs]
+    if isinstance(one_off_share, Mapping):
+        fractions = {str(k): float(v) for k, v in one_off_share.items()}
+        if one_off_specs and fixed is None and (set(fractions) != set(names_one) or not all(
+                v > 0 and math.isfinite(v) for v in fractions.values())):
+            raise ValueError(f"one_off_share must give every one-off statistic {names_one} a fraction > 0, "
+                             f"got {fractions}")
+        total_share = math.fsum(fractions.get(n, 0.0) for n in names_one)
+    else:
+        total_share = float(one_off_share)
+        fractions = {n: total_share / max(len(names_one), 1) for n in names_one}
+    if one_off_specs and fixed is None and not 0.0 < total_share < 1.0:
         raise ValueError(f"one_off_share must be in (0, 1) with one-off releases, got {one_off_share!r}")
     factory = acc.get_accountant(accountant, neighbouring)
     J = int(n_iter)
@@ -185,14 +200,17 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         if not 0.0 < joint_w <= math.fsum(w) * (1 + 1e-12):
             raise ValueError(f"joint sensitivity {joint_w!r} must be in (0, {math.fsum(w)!r}]: the joint "
                              "supremum is positive and never exceeds the separate composition")
-    # each one-off release's weight, in the same units as w
-    f = float(one_off_share) / max(len(one_off_specs), 1)
+    # each one-off release's weight, in the same units as w (w_one[name])
     if not one_off_specs or fixed is not None:
-        w_one = 0.0
+        w_one = {n: 0.0 for n in names_one}
     elif specs:
-        w_one = J * (math.fsum(w) if joint_w is None else joint_w) * f / (1.0 - float(one_off_share))
+        total = math.fsum(w) if joint_w is None else joint_w
+        w_one = {n: J * total * fractions[n] / (1.0 - total_share) for n in names_one}
+    elif isinstance(one_off_share, Mapping):
+        # nothing else in the plan: the one-offs share it in proportion to their fractions
+        w_one = {n: fractions[n] / total_share for n in names_one}
     else:
-        w_one = 1.0                     # nothing else in the plan: the one-offs share it equally
+        w_one = {n: 1.0 for n in names_one}     # nothing else in the plan: equal shares
 
     # noise(p) gives each release as (mechanism, a, b): a Gaussian multiplier z = a / b (its
     # sigma is Delta * a / b), a Laplace epsilon a * b
@@ -203,7 +221,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
             if fixed is not None:
                 return ([("gaussian", fixed[s.name], 1.0) for s in one_off_specs],
                         [("gaussian", p, math.sqrt(wr)) for wr in w])
-            return ([("gaussian", p, math.sqrt(w_one)) for _ in one_off_specs],
+            return ([("gaussian", p, math.sqrt(w_one[s.name])) for s in one_off_specs],
                     [("gaussian", p, math.sqrt(wr)) for wr in w])
         calibrate = acc.calibrate_noise_multiplier
     else:
@@ -211,7 +229,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
 
         def noise(p):
             """Laplace epsilon w p; Gaussian z = c / (w p), for the common scale p = e."""
-            return ([("gaussian", c, w_one * p) for _ in one_off_specs],
+            return ([("gaussian", c, w_one[s.name] * p) for s in one_off_specs],
                     [("laplace", wr, p) if mechanisms[n] == "laplace" else ("gaussian", c, wr * p)
                      for n, wr in zip(names, w)])
         calibrate = acc.calibrate_epsilon_per_release

@@ -179,9 +179,13 @@ def check_record(record, joint=None):
     others = [(ev, k) for ev, k in in_event if joint_event is None or not _same_mechanism(ev, joint_event)]
     covered = []
     for key, ev in own.items():
-        if any(_same_mechanism(ev, e) for e, _ in others):
+        # with a joint Gaussian, a release is in the event separately only where a mechanism of
+        # its own composed as many times as it was released: a one-off release (count 1) of the
+        # same multiplier as an iteration release must not pass for it
+        count = record.releases[key].count
+        if any(_same_mechanism(ev, e) and (joint_event is None or k == count) for e, k in others):
             continue
-        if joint_event is None:
+        if joint_event is None or count != record.n_iter:      # a one-off is never in the joint Gaussian
             raise ModelFormatError(f"release {key!r} ({_describe_release(record.releases[key])}) is not in "
                                    "the recorded event: the event does not follow from the releases")
         covered.append(key)

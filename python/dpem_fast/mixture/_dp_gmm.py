@@ -19,6 +19,7 @@ from .._engine import PrivateEM
 from .._preprocess import box_domain, project_into_domain
 from .._engine._specs import (diagonal_second_moments, moments_joint_bound, second_moments, soft_counts,
                                squared_norms, weighted_sums)
+from .._engine._start import private_start, start_specs
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
@@ -152,6 +153,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         the declared domain (with the fit's own random stream) and moved into
         the box's image, and isotropic covariances ``I / (4 n_features)`` in
         the scaled units (``diag(s_i²) / (4 n_features)`` in original units).
+        ``means_init="private"``: the means from k-means's private start
+        (:mod:`dpem_fast._engine._start`: noisy random-hyperplane cell counts and
+        cell sums, two releases in the fit's plan on 20 % of it, sensitivities
+        derived there under both relations; the rest as without initial
+        parameters); the non-private fit treats it as None.
     reg_covar : float, default=1e-6
         Added to the diagonal of covariances (non-private mode, as
         scikit-learn) and lower bound of covariance eigenvalues (private mode).
@@ -437,8 +443,27 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
                                    second=self.covariance_type)
 
+    def _public_means(self):
+        """The user's public ``means_init`` array, or None (also for ``"private"``)."""
+        return None if isinstance(self.means_init, str) else self.means_init
+
+    def _start_specs(self, n_features):
+        """The private start's two releases when ``means_init="private"``."""
+        if isinstance(self.means_init, str) and self.means_init == "private":
+            return start_specs(self.n_components, n_features)
+        return ()
+
+    def _private_start(self, rows, layer, domain, key, n_threads):
+        """The data-independent (or user-given) weights and covariances, and the means from
+        the private start (:func:`~dpem_fast._engine._start.private_start`; the data-independent
+        means fill in for missing candidates)."""
+        weights, means, covs, prec_chol = self._initial_parameters(rows.summary, domain, key, True)
+        return weights, private_start(rows, layer, domain, key, self.n_components, means), covs, prec_chol
+
     def _describe(self):
-        init = ("user-supplied public parameters" if self.means_init is not None
+        init = ("private start of the means (noisy random-hyperplane cell counts and sums, 20 % of the plan)"
+                if isinstance(self.means_init, str) else "user-supplied public parameters"
+                if self.means_init is not None
                 else "data-independent (random draw in the domain from the fit's own stream)")
         return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
                 f"{self.estimator.upper()} M-step"
@@ -521,7 +546,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             if (weights.shape != (K,) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
                     or not np.isclose(weights.sum(), 1.0)):
                 raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
-        if self.means_init is not None:
+        if isinstance(self.means_init, str):
+            if self.means_init != "private":
+                raise ValueError(f"means_init must be None, 'private' or an array of shape ({K}, {d}), "
+                                 f"got {self.means_init!r}")
+        elif self.means_init is not None:
             means = np.asarray(self.means_init, dtype=np.float64)
             if means.shape != (K, d):
                 raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
@@ -557,7 +586,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         its units (``diag(s_i²) / (4 d)`` in the original units).
         """
         K, d = self.n_components, summary.n_features
-        if not private and (self.means_init is None or self.precisions_init is None):
+        if not private and (self._public_means() is None or self.precisions_init is None):
             lo, hi = summary.column_min, summary.column_max
             hi = np.where(hi > lo, hi, lo + 1.0)
             init_dom = box_domain(lo, hi)
@@ -567,7 +596,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             weights = np.asarray(self.weights_init, dtype=np.float64)
         else:
             weights = np.full(K, 1.0 / K)
-        if self.means_init is not None:
+        if self._public_means() is not None:
             means = domain.to_scaled(self.means_init)
         else:
             means = project_into_domain(self._random_means(K, d, key), init_dom)
