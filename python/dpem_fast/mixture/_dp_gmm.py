@@ -188,8 +188,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     weights_ : ndarray of shape ``(n_components_,)``
     means_ : ndarray of shape ``(n_components_, n_features)``
     covariances_ : ndarray
-        Shape (n_components_, n_features, n_features) for full, (n_components_, n_features)
-        for diag, (n_features, n_features) for tied, (n_components_,) for spherical.
+        Shape ``(n_components_, n_features, n_features)`` for full, ``(n_components_,
+        n_features)`` for diag, ``(n_features, n_features)`` for tied, ``(n_components_,)``
+        for spherical.
     precisions_cholesky_ : ndarray of the shape of ``covariances_``
     precisions_ : ndarray of the shape of ``covariances_``
     n_components_ : int
