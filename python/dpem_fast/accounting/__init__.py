@@ -18,9 +18,10 @@ from ._calibration import (calibrate_epsilon_per_release,
 from ._dp_composition import AdvancedAccountant, LinearAccountant
 from ._events import (ComposedEvent, DiscreteGaussianEvent, DpEvent,
                       GaussianEvent, LaplaceEvent, NeighbouringEvent,
-                      PoissonSampledEvent, SampledWithoutReplacementEvent,
-                      SelfComposedEvent)
+                      PoissonSampledEvent, RepeatAndSelectEvent,
+                      SampledWithoutReplacementEvent, SelfComposedEvent)
 from ._gdp import GDPAccountant
+from ._rdp import repetition_gamma, repetition_pmf, repetition_tail
 from ._ledger import BudgetLedger
 from ._pld import PLDAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
@@ -34,7 +35,8 @@ from ._zcdp import ZCDPAccountant
 __all__ = [
     "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
     "PoissonSampledEvent", "SampledWithoutReplacementEvent",
-    "SelfComposedEvent", "ComposedEvent", "NeighbouringEvent",
+    "SelfComposedEvent", "ComposedEvent", "NeighbouringEvent", "RepeatAndSelectEvent",
+    "repetition_gamma", "repetition_pmf", "repetition_tail",
     "PrivacyAccountant", "LinearAccountant", "AdvancedAccountant",
     "ZCDPAccountant", "MomentsAccountant", "RDPAccountant", "GDPAccountant",
     "PLDAccountant", "ACCOUNTANTS", "get_accountant",

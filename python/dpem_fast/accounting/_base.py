@@ -3,7 +3,7 @@ import abc
 import math
 
 from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
-                      SelfComposedEvent, tagged_relations)
+                      RepeatAndSelectEvent, SelfComposedEvent, tagged_relations)
 from ._validation import (check_int, check_neighbouring, check_nonnegative,
                           check_open_unit)
 from ._warnings import NeighbouringMismatchError, UnsupportedEventError
@@ -155,6 +155,9 @@ class PrivacyAccountant(abc.ABC):
             for sub in event.events:
                 total = self._add(total, self._fold(sub, leaf))
             return total
+        if isinstance(event, RepeatAndSelectEvent):
+            self._unsupported(event, "private selection (Papernot & Steinke 2022) is "
+                              "accounted by the RDP accountant only")
         return leaf(event)
 
     def _contribution(self, event):

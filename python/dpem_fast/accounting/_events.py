@@ -24,13 +24,14 @@ accountant's own relation.
 from dataclasses import dataclass, fields
 
 from ._validation import (
-    check_half_open_unit, check_int, check_neighbouring, check_positive,
+    check_half_open_unit, check_int, check_neighbouring, check_nonnegative, check_positive,
 )
 
 __all__ = [
     "DpEvent", "GaussianEvent", "LaplaceEvent", "DiscreteGaussianEvent",
     "PoissonSampledEvent", "SampledWithoutReplacementEvent",
     "SelfComposedEvent", "ComposedEvent", "NeighbouringEvent",
+    "RepeatAndSelectEvent",
 ]
 
 
@@ -210,6 +211,54 @@ class ComposedEvent(DpEvent):
         for i, ev in enumerate(events):
             _check_event(f"events[{i}]", ev)
         _set(self, "events", events)
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatAndSelectEvent(DpEvent):
+    """``event`` run a random number ``T`` of times, only the best run released.
+
+    Private selection of Papernot & Steinke (ICLR 2022, arXiv 2110.03620):
+    the mechanism ``Q`` described by ``event`` (for instance "pick a
+    candidate with public randomness, fit it, release a noisy score") runs
+    ``T`` times independently on the same data, ``T`` drawn from a
+    distribution that does not depend on the data and is never revealed,
+    and only the run with the best output (by any rule that reads the
+    outputs alone) is released; the other runs and ``T`` stay secret.
+
+    Parameters
+    ----------
+    event : DpEvent
+        One run ``Q``.
+    mean : float
+        ``E[T]``, finite and ``>= 1``.
+    shape : float or None
+        The distribution of ``T``: ``None`` is Poisson with mean ``mean``
+        (their Thm 6; ``T = 0`` releases nothing); a finite ``eta >= 0`` is
+        the truncated negative binomial ``P[T = k] ∝ (1-γ)^k Π_{l<k}
+        (l+eta)/(l+1)``, ``k >= 1``, with ``γ`` set by ``mean``
+        (:func:`~dpem_fast.accounting.repetition_gamma`): ``eta = 0`` the
+        logarithmic, ``eta = 1`` the geometric distribution (their Thm 2).
+        dp_accounting's ``RepeatAndSelectDpEvent`` writes Poisson as
+        ``shape=inf``.
+
+    Notes
+    -----
+    Accounted by :class:`RDPAccountant` only (see
+    :func:`dpem_fast.accounting._rdp.repeat_and_select_rdp`); the other
+    accountants raise :class:`UnsupportedEventError`.
+    """
+    event: DpEvent
+    mean: float
+    shape: float | None
+
+    def __post_init__(self):
+        _check_event("event", self.event)
+        mean = check_positive("mean", self.mean)
+        if mean < 1.0:
+            raise ValueError(f"mean must be >= 1 (the mean number of runs), got {self.mean!r}")
+        _set(self, "mean", mean)
+        if self.shape is not None:
+            _set(self, "shape", check_nonnegative("shape", self.shape))
 
 
 @dataclass(frozen=True, slots=True)

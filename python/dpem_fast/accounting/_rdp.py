@@ -396,3 +396,116 @@ def rdp_to_delta(orders, rdp, epsilon, conversion="improved"):
     log_d = np.where(np.isnan(log_d), np.inf, log_d)
     i = int(np.argmin(log_d))
     return min(math.exp(min(float(log_d[i]), 0.0)), 1.0), float(a[i])
+
+
+# ------------------------------------------------ private selection --
+def _tnb_mean(gamma, shape):
+    """Mean of the truncated negative binomial ``TNB(gamma, shape)`` (see
+    :func:`repetition_gamma`)."""
+    if gamma >= 1.0:
+        return 1.0
+    if shape == 0.0:
+        return (1.0 - gamma) / (gamma * -math.log(gamma))
+    return shape * (1.0 - gamma) / (gamma * -math.expm1(shape * math.log(gamma)))
+
+
+def repetition_gamma(shape, mean):
+    """The ``gamma`` in (0, 1] of the truncated negative binomial with the given
+    ``shape`` (eta >= 0) whose mean is at least ``mean`` (and within 1e-12 of it).
+
+    ``P[T = k] = (1-gamma)^k / Z * prod_{l<k} (l + eta) / (l + 1)`` for ``k >= 1``
+    (Papernot & Steinke 2022, Sec. 3): ``eta = 0`` is the logarithmic distribution,
+    mean ``(1-gamma) / (gamma log(1/gamma))``; ``eta > 0`` the negative binomial
+    conditioned on ``T >= 1``, mean ``eta (1-gamma) / (gamma (1 - gamma^eta))``.
+    The mean decreases from infinity to 1 as gamma goes from 0 to 1; bisection on
+    ``log gamma`` keeps the lower end, so the distribution sampled with the returned
+    gamma has mean ``>= mean`` (the accountant uses that exact mean).
+    """
+    if mean <= 1.0:
+        return 1.0
+    lo, hi = -800.0, 0.0            # log gamma; the mean at exp(-800) is astronomically large
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _tnb_mean(math.exp(mid), shape) >= mean:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-15 * max(1.0, abs(lo)):
+            break
+    return math.exp(lo)
+
+
+def repetition_pmf(shape, mean, k_max):
+    """``P[T = k]`` for ``k = 0 .. k_max`` (Poisson when ``shape`` is None)."""
+    from scipy import stats
+    k = np.arange(k_max + 1)
+    if shape is None:
+        return stats.poisson.pmf(k, mean)
+    gamma = repetition_gamma(shape, mean)
+    out = np.zeros(k_max + 1)
+    if gamma >= 1.0:
+        out[1] = 1.0
+        return out
+    if shape == 0.0:
+        out[1:] = stats.logser.pmf(k[1:], 1.0 - gamma)
+    else:
+        out[1:] = stats.nbinom.pmf(k[1:], shape, gamma) / -math.expm1(shape * math.log(gamma))
+    return out
+
+
+def repetition_tail(shape, mean, k):
+    """``P[T > k]`` computed from the survival function (no ``1 - cdf`` cancellation)."""
+    from scipy import stats
+    if shape is None:
+        return float(stats.poisson.sf(k, mean))
+    gamma = repetition_gamma(shape, mean)
+    if gamma >= 1.0:
+        return 0.0 if k >= 1 else 1.0
+    if k < 1:
+        return 1.0
+    if shape == 0.0:
+        return float(stats.logser.sf(k, 1.0 - gamma))
+    return float(stats.nbinom.sf(k, shape, gamma) / -math.expm1(shape * math.log(gamma)))
+
+
+def repeat_and_select_rdp(orders, rdp, mean, shape):
+    """RDP curve of running a mechanism ``T`` times and releasing only the best run.
+
+    ``orders``/``rdp``: the curve of one run at orders > 1.  Papernot & Steinke
+    (ICLR 2022):
+
+    * ``shape = eta >= 0`` (truncated negative binomial, Thm 2): for every ``lam > 1``
+      and every ``lam_hat >= 1`` the selection is ``(lam, eps')``-RDP with
+      ``eps' = rdp(lam) + (1 + eta) [(1 - 1/lam_hat) rdp(lam_hat) + log(1/gamma)/lam_hat]
+      + log(E[T]) / (lam - 1)``; the bracket is minimised over the grid's orders.
+    * ``shape = None`` (Poisson, Thm 6): ``eps' = rdp(lam) + E[T] delta_hat +
+      log(E[T]) / (lam - 1)`` with ``delta_hat`` the run's delta at ``eps_hat =
+      log(1 + 1/(lam - 1))``, here from the run's own RDP curve (Canonne, Kamath &
+      Steinke 2020, Prop. 12).
+
+    Renyi divergence does not decrease with the order, so a bound at a larger order
+    holds at a smaller one: the result is replaced by its suffix minimum over the
+    sorted orders.  ``E[T]`` and ``gamma`` are those of the distribution actually
+    sampled (:func:`repetition_gamma`).
+    """
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    out = np.full(a.size, np.inf)
+    ok = a > 1.0
+    if shape is None:
+        for i in np.flatnonzero(ok):
+            eps_hat = math.log1p(1.0 / (a[i] - 1.0))
+            delta_hat = rdp_to_delta(a, r, eps_hat, "improved")[0]
+            out[i] = r[i] + mean * delta_hat + math.log(mean) / (a[i] - 1.0)
+    else:
+        gamma = repetition_gamma(shape, mean)
+        exact_mean = _tnb_mean(gamma, shape)
+        with np.errstate(invalid="ignore"):
+            bracket = (1.0 - 1.0 / a) * r - math.log(gamma) / a
+        c = (1.0 + shape) * float(np.nanmin(np.where(a >= 1.0, bracket, np.inf)))
+        out[ok] = r[ok] + math.log(exact_mean) / (a[ok] - 1.0) + c
+    order = np.argsort(a)
+    suffix = np.minimum.accumulate(out[order][::-1])[::-1]
+    result = np.empty_like(out)
+    result[order] = suffix
+    return result

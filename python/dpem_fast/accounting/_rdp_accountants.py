@@ -8,7 +8,8 @@ from . import _rdp
 from ._base import AdditiveAccountant, untag
 from ._events import (ComposedEvent, DiscreteGaussianEvent, GaussianEvent,
                       LaplaceEvent, NeighbouringEvent, PoissonSampledEvent,
-                      SampledWithoutReplacementEvent, SelfComposedEvent)
+                      RepeatAndSelectEvent, SampledWithoutReplacementEvent,
+                      SelfComposedEvent)
 from ._validation import check_choice, check_int
 from ._warnings import UnsupportedEventError
 from ._zcdp import discrete_gaussian_rho
@@ -89,6 +90,9 @@ def _event_rdp_uncached(event, orders, neighbouring):
         for sub in event.events:
             total = total + _event_rdp(sub, orders, neighbouring)
         return total
+    if isinstance(event, RepeatAndSelectEvent):
+        inner = _event_rdp(event.event, orders, neighbouring)
+        return _rdp.repeat_and_select_rdp(a, inner, event.mean, event.shape)
     if isinstance(event, PoissonSampledEvent):
         if event.sampling_probability == 1.0:
             return _event_rdp(event.event, orders, neighbouring)
