@@ -379,6 +379,10 @@ class PrivateModelSelection(BaseEstimator):
                 raise ValueError("estimator: declare the domain (bounds or data_norm) for a private "
                                  "selection; a per-trial domain estimate is not supported")
             model._check_privacy_params()
+            mech = model._mechanisms() or {}
+            if any(m != "gaussian" for m in mech.values()) or getattr(model, "noise", "gaussian") != "gaussian":
+                raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
+                                 "discrete Gaussian); the selection bounds Gaussian plans only")
             model._check_model_params(n_train_public if n_train_public is not None else 2 ** 62, d)
             model.n_features_in_ = d
             try:
