@@ -41,7 +41,7 @@ def mixture(K, n, seed, d=5, sd=0.05):
     return draw(n), draw(5000)
 
 
-def synthetic(runs, threads):
+def synthetic(runs, threads, law):
     print(f"{'run':>4} {'K':>2} {'chosen':>6} {'live':>4} {'ll sel':>8} {'ll K eps1':>9} {'ll K inf':>8} {'gap':>6} {'s':>5}")
     right_live, right_cand, gaps = [], [], []
     for r in range(runs):
@@ -52,7 +52,7 @@ def synthetic(runs, threads):
             warnings.simplefilter("ignore", NoiseDominatedWarning)
             # what n_components="auto" runs, kept whole to read the chosen candidate
             search = select_size(DPGaussianMixture(epsilon=1.0, delta=1e-5, bounds=BOX, random_state=r,
-                                                   n_threads=threads), "n_components", 10, X)
+                                                   n_threads=threads), "n_components", 10, X, **law)
             sel = search.best_estimator_
             secs = time.perf_counter() - t0
             ref = DPGaussianMixture(K, epsilon=1.0, delta=1e-5, bounds=BOX, random_state=r,
@@ -103,9 +103,16 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-real", action="store_true")
+    ap.add_argument("--mean", type=float, default=None, help="E[T] (default: select_size's)")
+    ap.add_argument("--shape", type=float, default=None, help="eta of the TNB law; -1: Poisson")
     args = ap.parse_args()
-    print(f"eps=1, delta=1e-5, replace-one, max_components=10, n_threads={args.threads}")
-    synthetic(args.runs, args.threads)
+    law = {}
+    if args.mean is not None:
+        law["mean"] = args.mean
+    if args.shape is not None:
+        law["shape"] = None if args.shape < 0 else args.shape
+    print(f"eps=1, delta=1e-5, replace-one, max_components=10, n_threads={args.threads}, law {law or 'default'}")
+    synthetic(args.runs, args.threads, law)
     if not args.no_real:
         real(args.threads)
 

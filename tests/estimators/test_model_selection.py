@@ -257,7 +257,7 @@ def test_bad_auto_parameters(cls, size, cap):
 ])
 def test_the_auto_shortcut_finds_k_on_an_easy_mixture_and_saves_the_chosen_model(cls, size, cap, live, tmp_path):
     X = blobs(n=6000, K=3, sd=0.03)
-    fits = [quiet_fit(cls(**{size: "auto", cap: 5}, bounds=BOX, epsilon=30.0, max_iter=10, random_state=seed,
+    fits = [quiet_fit(cls(**{size: "auto", cap: 5}, bounds=BOX, epsilon=5.0, max_iter=10, random_state=seed,
                                    n_threads=1), X)
             for seed in range(3)]
     assert sum(getattr(f, live) == 3 for f in fits) >= 2          # the right K, most of the time
@@ -269,3 +269,14 @@ def test_the_auto_shortcut_finds_k_on_an_easy_mixture_and_saves_the_chosen_model
     assert getattr(back, size) == "auto" and getattr(back, live) == 3
     assert_array_equal(back.predict(X), m.predict(X))
     assert back.privacy_.delta_tail == m.privacy_.delta_tail
+
+
+def test_the_auto_mean_keeps_half_a_single_fits_mu_and_grows_with_epsilon():
+    means = [sel_mod.auto_mean(10, e, 1e-5, "replace") for e in (0.3, 1.0, 3.0, 10.0)]
+    assert means == sorted(means) and means[-1] == 30.0 and means[0] <= 3.0
+    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent("replace", acc.GaussianEvent(z)),
+                                         1.0, 1e-5, "gdp")
+    m = sel_mod.auto_mean(10, 1.0, 1e-5, "replace")
+    z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(
+        "replace", acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, 1.0)), 1.0, 0.99e-5, "rdp")
+    assert 1.0 / z >= 0.5 / one * (1 - 1e-3)

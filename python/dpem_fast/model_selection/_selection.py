@@ -513,17 +513,62 @@ class PrivateModelSelection(BaseEstimator):
         return self.best_estimator_.score(X)
 
 
-def select_size(estimator, size_param, max_size, X):
+#: The law of T of the ``"auto"`` shortcuts (see :func:`select_size`): geometric (T >= 1, so
+#: a selection always releases a model), mean from :func:`auto_mean`.
+AUTO_LAW = {"shape": 1.0, "parsimony": 1.0}
+#: :func:`auto_mean` keeps each trial's μ at least this fraction of a single fit's.
+AUTO_MU_FRACTION = 0.5
+
+
+def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
+    """E[T] for a selection among ``n_candidates`` at (ε, δ), from public quantities only.
+
+    The largest of 3C, 2C, C, C/2, 3, 2 (C candidates) whose per-trial μ is at least
+    :data:`AUTO_MU_FRACTION` of the μ of one fit spending the whole (ε, δ) (exact GDP), else 2.
+    A larger mean tries more candidates (each with probability about 1 - (1 - 1/C)^E[T]) but
+    each trial gets less budget: on ``bench/model_selection.py``'s mixtures at ε = 1 the
+    trial's fit quality limited the result (held-out scores improved from mean 3C to 2), while
+    at large ε coverage matters.
+    """
+    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
+                                         epsilon, delta, "gdp")
+    need = AUTO_MU_FRACTION / one
+    C = int(n_candidates)
+    tail = delta * (1.0 - TAIL_SHARE)
+    for m in sorted({3.0 * C, 2.0 * C, float(C), C / 2.0, 3.0, 2.0}, reverse=True):
+        if m < 2.0:
+            continue
+        z = acc.calibrate_noise_multiplier(
+            lambda z: acc.NeighbouringEvent(neighbouring, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, shape)),
+            epsilon, tail, "rdp", xtol=1e-3)
+        if 1.0 / z >= need:
+            return m
+    return 2.0
+
+
+def select_size(estimator, size_param, max_size, X, **law):
     """The ``"auto"`` shortcut: select ``size_param`` in 1 .. ``max_size`` for ``estimator``
-    (its own ε, δ, relation, seed, threads and ledger) and return the selection.  Ties of the
-    noise are broken towards fewer components (``parsimony=2``: two noise standard deviations
-    of the score per extra component)."""
+    (its own ε, δ, relation, seed, threads and ledger) and return the fitted
+    :class:`PrivateModelSelection`.
+
+    ``law``: ``mean``, ``shape`` and ``parsimony`` of the selection, by default
+    :data:`AUTO_LAW` with the mean of :func:`auto_mean` (public: the number of candidates, ε,
+    δ, the relation), and ties of the noise broken towards fewer components (``parsimony``
+    noise standard deviations of the score per component)."""
     params = estimator.get_params(deep=False)
     base = clone(estimator).set_params(**{size_param: 1})
+    law = {**AUTO_LAW, **law}
+    if law.get("mean") is None:
+        eps = check_positive_real(params["epsilon"], "epsilon")
+        check_probability(params["delta"], "delta")
+        if math.isinf(eps):
+            raise ValueError(f"{size_param}='auto' selects privately: it needs a finite epsilon")
+        law["mean"] = auto_mean(max_size, eps, float(params["delta"]),
+                                params.get("neighbouring", "replace"), law["shape"] if law["shape"] is not None else 1.0)
     sel = PrivateModelSelection(
         base, {size_param: list(range(1, int(max_size) + 1))}, epsilon=params["epsilon"],
         delta=params["delta"], random_state=params.get("random_state"), n_threads=params.get("n_threads"),
-        budget=params.get("budget"), parsimony=2.0, complexity=size_param)
+        budget=params.get("budget"), complexity=size_param, **law)
     return sel.fit(X)
 
 
