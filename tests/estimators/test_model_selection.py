@@ -62,7 +62,7 @@ def test_the_event_reaccounts_to_the_reported_epsilon_and_is_tight(rel, shape):
     assert isinstance(ev, acc.NeighbouringEvent) and ev.neighbouring == rel
     rs = ev.event
     assert isinstance(rs, acc.RepeatAndSelectEvent) and isinstance(rs.event, acc.GaussianEvent)
-    assert rs.mean == 3.0 * 2 and rs.shape == shape             # default mean: 3 x the candidates
+    assert rs.mean == sel_mod.auto_mean(2, 1.0, 1e-5, rel, 1.0 if shape is None else shape) and rs.shape == shape
     assert 0.0 < rec.delta_tail < rec.delta and rec.event_delta == pytest.approx(rec.delta - rec.delta_tail)
     factory = acc.get_accountant("rdp", rel)
     again = factory().compose(ev).get_epsilon(rec.event_delta)

@@ -156,11 +156,13 @@ class PrivateModelSelection(BaseEstimator):
         Total δ, in (0, 1); a share :data:`TAIL_SHARE` of it pays for running a fixed number
         of trials (see Privacy).
     mean : float or None
-        E[T], the mean number of trials (``None``: 3 × the number of candidates, so that
-        each candidate is tried with probability about ``1 - e^-3`` (Poisson)).
-    shape : float or None, default=None
-        The law of T: ``None`` Poisson (Papernot & Steinke, Thm 6), a finite η ≥ 0 the
-        truncated negative binomial (Thm 2: 0 logarithmic, 1 geometric).
+        E[T], the mean number of trials.  ``None``: :func:`auto_mean` (public: the number of
+        candidates, ε, δ, the relation), the largest of 3C, 2C, C, C/2, 3, 2 whose trial keeps
+        half the μ of a single fit.
+    shape : float or None, default=1.0
+        The law of T: a finite η ≥ 0 the truncated negative binomial (Papernot & Steinke,
+        Thm 2: 0 logarithmic, 1 geometric; T ≥ 1, so a model is always released), ``None``
+        Poisson (Thm 6; T = 0 with probability e^-mean, and then nothing is released).
     holdout : float, default=0.25
         Probability of each row to be in the hold-out part (the rest trains).
     parsimony : float, default=0.0
@@ -248,7 +250,7 @@ class PrivateModelSelection(BaseEstimator):
     (``privacy_.delta_tail``; the event re-accounts at ``privacy_.event_delta``).
     """
 
-    def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=None,
+    def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
                  holdout=0.25, parsimony=0.0, complexity=None, random_state=None, n_threads=None,
                  budget=None):
         self.estimator = estimator
@@ -327,10 +329,12 @@ class PrivateModelSelection(BaseEstimator):
         return cands, rel
 
     # --------------------------------------------------------- calibration
-    def _law(self, n_candidates):
-        mean = float(self.mean) if self.mean is not None else 3.0 * n_candidates
+    def _law(self, n_candidates, rel):
         shape = None if self.shape is None else float(self.shape)
-        return max(mean, 1.0), shape
+        if self.mean is not None:
+            return float(self.mean), shape
+        return auto_mean(n_candidates, float(self.epsilon), float(self.delta), rel,
+                         1.0 if shape is None else shape), shape
 
     def _calibrate(self, rel, mean, shape):
         """(μ per trial, δ_tail, T_max, event, ε spent): the largest μ whose random-stopping
@@ -402,7 +406,7 @@ class PrivateModelSelection(BaseEstimator):
         """Run the selection on X; returns ``self``.  Exactly T_max trials run whatever the
         data (see Privacy)."""
         cands, rel = self._check_params()
-        mean, shape = self._law(len(cands))
+        mean, shape = self._law(len(cands), rel)
         mu, tail, t_max, event, spent = self._calibrate(rel, mean, shape)
         n_threads = effective_n_threads(self.n_threads)
         probe = self._candidate_model(cands[0], mu, rel, n_threads)
@@ -552,19 +556,12 @@ def select_size(estimator, size_param, max_size, X, **law):
     :class:`PrivateModelSelection`.
 
     ``law``: ``mean``, ``shape`` and ``parsimony`` of the selection, by default
-    :data:`AUTO_LAW` with the mean of :func:`auto_mean` (public: the number of candidates, ε,
-    δ, the relation), and ties of the noise broken towards fewer components (``parsimony``
+    :data:`AUTO_LAW` (the mean: :func:`auto_mean`, public: the number of candidates, ε, δ, the
+    relation), and ties of the noise broken towards fewer components (``parsimony``
     noise standard deviations of the score per component)."""
     params = estimator.get_params(deep=False)
     base = clone(estimator).set_params(**{size_param: 1})
     law = {**AUTO_LAW, **law}
-    if law.get("mean") is None:
-        eps = check_positive_real(params["epsilon"], "epsilon")
-        check_probability(params["delta"], "delta")
-        if math.isinf(eps):
-            raise ValueError(f"{size_param}='auto' selects privately: it needs a finite epsilon")
-        law["mean"] = auto_mean(max_size, eps, float(params["delta"]),
-                                params.get("neighbouring", "replace"), law["shape"] if law["shape"] is not None else 1.0)
     sel = PrivateModelSelection(
         base, {size_param: list(range(1, int(max_size) + 1))}, epsilon=params["epsilon"],
         delta=params["delta"], random_state=params.get("random_state"), n_threads=params.get("n_threads"),
