@@ -179,7 +179,7 @@ class PrivateModelSelection(BaseEstimator):
         Threads of every fit; results do not depend on it.
     budget : BudgetLedger or None
         Charged with the whole selection's event before any statistic of the data is
-        computed.
+        computed (the event only: the ledger has no δ-only spend for δ_tail).
 
     Attributes
     ----------
@@ -237,7 +237,10 @@ class PrivateModelSelection(BaseEstimator):
     bisection).  T and the other runs' outputs must stay secret: the selection keeps only
     the best run (no count, no other score, no other model in any attribute, pickle,
     warning or exception; a failed trial — an exception or a refusal inside its fit — has
-    rank -inf and is silent).  T = 0 or every trial failed releases nothing: a
+    rank -inf and is silent; public refusals are raised before any trial, and a data-dependent
+    failure, e.g. an overflow, ends its trial early: wall time can reveal that some trial
+    failed, a limit of this version).  T = 0 (Poisson only) or every trial failed releases
+    nothing: a
     ``RuntimeError`` whose text is the same in both cases.
 
     **Fixed work.**  Wall time would reveal T, so exactly T_max trials always run (fits,
