@@ -2,7 +2,7 @@
 from ._version import __version__
 
 # importing the subpackages registers their models
-from . import accounting, cluster, decomposition, io, mixture, random  # noqa: E402,F401
+from . import accounting, cluster, decomposition, io, mixture, model_selection, random  # noqa: E402,F401
 from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
@@ -34,6 +34,7 @@ __all__ = [
     "accounting",
     "cluster",
     "io",
+    "model_selection",
     "random",
     "show_config",
     "get_include",

@@ -357,9 +357,14 @@ class PrivateEM(PrivateEstimator):
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
 
-    def _fit_private(self, rows, key, n_threads):
-        n, d = rows.n_rows, rows.n_features
-        n_public = self._public_rows(n)             # None under add/remove: n is private there
+    def _private_plan(self, n_public, d):
+        """The calibrated plan of a private fit on rows of ``d`` features, from public
+        quantities only (the parameters, ``d``, ``n_public``: the row count where it is public,
+        else None), with the model's public refusals (``_check_plan``, the domain estimate's
+        check).  Returns ``(plan, specs, source, domain)`` (``domain``: the declared one, or
+        None).  Reads no data; a meta-estimator (:mod:`dpem_fast.model_selection`) calls it to
+        bound a candidate's event before any fit (``n_features_in_`` must be set: a model's
+        split may read it)."""
         rounds = self._n_release_rounds()
         specs = tuple(self._statistic_specs(d))
         source = self._domain_source() if self._domain_kind == "ball" else None
@@ -389,6 +394,14 @@ class PrivateEM(PrivateEstimator):
         if source == "estimate":
             check_estimable(plan, d, n_public)     # public quantities: before the charge
         self._check_plan(plan, n_public, rounds)        # public quantities only, before the charge
+        return plan, specs, source, domain
+
+    def _fit_private(self, rows, key, n_threads):
+        n, d = rows.n_rows, rows.n_features
+        n_public = self._public_rows(n)             # None under add/remove: n is private there
+        rounds = self._n_release_rounds()
+        plan, specs, source, domain = self._private_plan(n_public, d)
+        start = tuple(self._start_specs(d))
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")

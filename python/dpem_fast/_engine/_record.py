@@ -82,7 +82,10 @@ class PrivacyRecord:
     is then as recorded but the guarantee does not hold.  ``joint_multiplier``, when set,
     is the noise multiplier of each iteration's releases accounted jointly as one Gaussian
     mechanism (see :mod:`dpem_fast._engine._plan`); the iteration part of ``event`` is then
-    ``SelfComposedEvent(GaussianEvent(joint_multiplier), n_iter)``.
+    ``SelfComposedEvent(GaussianEvent(joint_multiplier), n_iter)``.  ``delta_tail`` is a δ
+    spent outside ``event`` (a private selection's truncation of its secret repetition count,
+    :mod:`dpem_fast.model_selection`): ``event`` is accounted at ``delta - delta_tail`` and the
+    guarantee is ``(epsilon_spent, delta)``; 0 for a single fit.
     """
 
     mechanism: str
@@ -99,6 +102,12 @@ class PrivacyRecord:
     private: bool = True
     noise: str = "gaussian"
     joint_multiplier: float | None = None
+    delta_tail: float = 0.0
+
+    @property
+    def event_delta(self) -> float:
+        """The δ at which ``event`` re-accounts to ``epsilon_spent``: ``delta - delta_tail``."""
+        return float(self.delta) - float(self.delta_tail)
 
     def __str__(self) -> str:
         lines = [
@@ -106,7 +115,9 @@ class PrivacyRecord:
             f"neighbouring  : {self.neighbouring}",
             f"accountant    : {self.accountant}",
             f"target        : (epsilon={self.epsilon:g}, delta={self.delta:g})",
-            f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}",
+            f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}"
+            + (f" (the event at delta={self.event_delta:g}, plus {self.delta_tail:g} outside it)"
+               if self.delta_tail else ""),
             f"iterations    : {self.n_iter} (fixed; no data-dependent stopping)",
             f"noise         : {self.noise}"
             + (" (exact integers on a lattice; no floating point in the noise)"

@@ -100,7 +100,8 @@ def check_record(record, joint=None):
 
     1. the event's relation tags are exactly the record's ``neighbouring``;
     2. the event re-accounts, with ``get_accountant(record.accountant, record.neighbouring)``,
-       to ``epsilon_spent`` at ``delta`` (relative tolerance :data:`EPSILON_RTOL`);
+       to ``epsilon_spent`` at ``delta - delta_tail`` (relative tolerance :data:`EPSILON_RTOL`;
+       ``0 <= delta_tail < delta``);
     3. ``epsilon_spent <= epsilon`` (the stated target; :data:`TARGET_RTOL`);
     4. every mechanism in the event is some release's own mechanism (``Release.event()``,
        multipliers within :data:`MECHANISM_RTOL`) or the joint Gaussian, and every
@@ -143,10 +144,13 @@ def check_record(record, joint=None):
     if tags != {rel}:
         raise ModelFormatError(f"the event is tagged neighbouring={sorted(tags)} but the record says "
                                f"neighbouring={rel!r}")
-    # 2. the event re-accounts to epsilon_spent
+    tail = record.delta_tail
+    if isinstance(tail, (bool, np.bool_)) or not isinstance(tail, numbers.Real) or not 0.0 <= tail < record.delta:
+        raise ModelFormatError(f"delta_tail = {tail!r} is not in [0, delta)")
+    # 2. the event re-accounts to epsilon_spent (at delta less the delta spent outside it)
     try:
         factory = acc.get_accountant(record.accountant, rel)
-        eps = factory().compose(record.event).get_epsilon(record.delta)
+        eps = factory().compose(record.event).get_epsilon(record.event_delta)
     except (ValueError, TypeError, ArithmeticError, acc.UnsupportedEventError) as exc:
         raise ModelFormatError(f"the event cannot be re-accounted with accountant={record.accountant!r} "
                                f"under neighbouring={rel!r}: {exc}") from None

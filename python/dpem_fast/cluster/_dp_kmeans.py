@@ -50,8 +50,11 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     Parameters
     ----------
-    n_clusters : int, default=8
-        Number of clusters K (at most the number of rows).
+    n_clusters : int or "auto", default=8
+        Number of clusters K (at most the number of rows).  ``"auto"``: chosen privately
+        among 1 .. ``max_clusters`` within this fit's (ε, δ)
+        (:func:`dpem_fast.model_selection.select_size`; the declared domain is required);
+        ``n_clusters_`` tells which was chosen and ``privacy_`` is the whole selection's.
     epsilon : float, default=1.0
         Total privacy budget ε of the whole fit.  ``inf`` runs plain Lloyd (no clipping,
         no noise), which reproduces scikit-learn's ``KMeans(algorithm="lloyd")`` from the
@@ -108,6 +111,8 @@ class DPKMeans(TransformerMixin, PrivateEM):
         ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
         lines without it) with the seconds of the last iteration and the ε spent so far;
         nothing computed from the data is shown.  0: silent.
+    max_clusters : int, default=10
+        Largest K tried by ``n_clusters="auto"`` (unused otherwise).
 
     Attributes
     ----------
@@ -222,6 +227,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
         n_threads=None,
         budget=None,
         verbose=0,
+        max_clusters=10,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -239,6 +245,15 @@ class DPKMeans(TransformerMixin, PrivateEM):
         self.n_threads = n_threads
         self.budget = budget
         self.verbose = verbose
+        self.max_clusters = max_clusters
+
+    def fit(self, X, y=None):
+        """Fit the centres (see :meth:`PrivateEM.fit`); ``n_clusters="auto"`` selects K
+        privately first (:func:`dpem_fast.model_selection.fit_auto`)."""
+        if isinstance(self.n_clusters, str) and self.n_clusters == "auto":
+            from ..model_selection import fit_auto
+            return fit_auto(self, "n_clusters", "max_clusters", X)
+        return super().fit(X, y)
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):

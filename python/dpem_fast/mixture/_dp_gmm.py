@@ -57,8 +57,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     Parameters
     ----------
-    n_components : int, default=1
-        Number of mixture components K.
+    n_components : int or "auto", default=1
+        Number of mixture components K.  ``"auto"``: chosen privately among 1 ..
+        ``max_components`` within this fit's (ε, δ)
+        (:func:`dpem_fast.model_selection.select_size`; the declared domain is required);
+        ``n_components_`` tells which was chosen and ``privacy_`` is the whole selection's.
     covariance_type : {"full", "diag", "tied", "spherical"}, default="full"
         scikit-learn's covariance structures: one full matrix per component, one diagonal per
         component, one full matrix shared by all components, or one variance per component.
@@ -182,6 +185,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
         lines without it) with the seconds of the last iteration and the ε spent so far;
         nothing computed from the data is shown.  0: silent.
+    max_components : int, default=10
+        Largest K tried by ``n_components="auto"`` (unused otherwise).
 
     Attributes
     ----------
@@ -355,6 +360,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         random_state=None,
         budget=None,
         verbose=0,
+        max_components=10,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -379,6 +385,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self.random_state = random_state
         self.budget = budget
         self.verbose = verbose
+        self.max_components = max_components
+
+    def fit(self, X, y=None):
+        """Fit the mixture (see :meth:`PrivateEM.fit`); ``n_components="auto"`` selects K
+        privately first (:func:`dpem_fast.model_selection.fit_auto`)."""
+        if isinstance(self.n_components, str) and self.n_components == "auto":
+            from ..model_selection import fit_auto
+            return fit_auto(self, "n_components", "max_components", X)
+        return super().fit(X, y)
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):

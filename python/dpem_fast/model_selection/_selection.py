@@ -1,0 +1,590 @@
+"""Private model selection by random stopping (Papernot & Steinke, ICLR 2022).
+
+:class:`PrivateModelSelection` chooses among candidate settings of a private estimator (the
+number of components, ``max_iter``, any constructor parameter) within one accounted (ε, δ);
+:func:`select_size` is the engine of the ``n_components="auto"`` / ``n_clusters="auto"``
+shortcuts of :class:`~dpem_fast.DPGaussianMixture` and :class:`~dpem_fast.DPKMeans`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils.validation import check_is_fitted
+
+from .. import accounting as acc
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM
+from .._engine._plan import Plan
+from .._engine._record import PrivacyRecord, Release
+from .._engine._release import ReleaseLayer
+from .._engine._sources import validated_rows
+from .._preprocess import resolve_domain, scale_and_clip
+from .._rng import derive_key, make_key
+from .._threads import blas_single_thread, effective_n_threads
+from .._validation import check_positive_real, check_probability
+
+__all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
+
+#: The selection's score statistic, as the release layer names it.
+SCORE = "selection_score"
+#: Smallest covariance eigenvalue of a private mixture in the working units (the M-step's
+#: floor is at least this): the log density of a fitted Gaussian mixture is at most
+#: ``-(d/2) log(2π · SCORE_FLOOR)`` there.
+SCORE_FLOOR = 1e-6
+#: Share of δ spent on truncating the secret repetition count T at T_max.
+TAIL_SHARE = 0.01
+#: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
+_XTOL = 1e-7
+_METHODS = ("random_stopping",)
+_OVERRIDDEN = ("epsilon", "delta", "accountant", "random_state", "budget", "verbose", "n_threads")
+
+
+def _gaussian_mu2(event):
+    """μ² of an event made of Gaussian mechanisms only (their composition is μ-GDP with
+    μ² = Σ 1/z², Dong, Roth & Su 2022, Cor. 2); None if it holds any other mechanism."""
+    if isinstance(event, acc.GaussianEvent):
+        return 1.0 / event.noise_multiplier ** 2
+    if isinstance(event, acc.NeighbouringEvent):
+        return _gaussian_mu2(event.event)
+    if isinstance(event, acc.SelfComposedEvent):
+        inner = _gaussian_mu2(event.event)
+        return None if inner is None else event.count * inner
+    if isinstance(event, acc.ComposedEvent):
+        parts = [_gaussian_mu2(e) for e in event.events]
+        return None if any(p is None for p in parts) else float(sum(parts))
+    return None
+
+
+def _draw_count(key, shape, mean, t_max):
+    """The secret repetition count T ~ ``RepeatAndSelectEvent(., mean, shape)``'s law, from one
+    uniform of the key's stream (inverse cdf over 0 .. t_max; the mass above t_max, at most
+    δ_tail, maps to t_max: the truncation of the class docstring)."""
+    u = np.empty(1)
+    _core_rng.fill_uniform(derive_key(key, "selection", "count"), 0, u, 1)
+    cdf = np.cumsum(acc.repetition_pmf(shape, mean, t_max))
+    return int(min(np.searchsorted(cdf, u[0], side="right"), t_max))
+
+
+def _choices(key, n_candidates, t_max):
+    """The candidate of each of the t_max trials, uniform over the candidates (public
+    randomness of the fit's key, independent of the data and of T)."""
+    u = np.empty(t_max)
+    _core_rng.fill_uniform(derive_key(key, "selection", "candidates"), 0, u, 1)
+    return np.minimum((u * n_candidates).astype(np.int64), n_candidates - 1)
+
+
+def _holdout_mask(key, n, share, n_threads):
+    """Each row independently in the hold-out part with probability ``share`` (public
+    randomness of the fit's key; one uniform per row, whatever the thread count)."""
+    u = np.empty(n)
+    _core_rng.fill_uniform(derive_key(key, "selection", "split"), 0, u, n_threads)
+    return u < share
+
+
+def _is_centres(estimator):
+    return "n_clusters" in estimator.get_params(deep=False)
+
+
+def score_range(estimator, n_features):
+    """The public interval ``[L, U]`` each hold-out row's score is clipped to (working units).
+
+    k-means (a model with ``n_clusters``): minus the squared distance to the nearest centre;
+    rows and centres lie in the unit ball, so ``[-4, 0]``.  A density model: its log density
+    in the working units (rows mapped into the unit ball by the declared domain); a Gaussian
+    mixture whose covariance eigenvalues are at least :data:`SCORE_FLOOR` has log density at
+    most ``U = -(d/2) log(2π SCORE_FLOOR)``, and ``L = 2 log u - U`` with ``u`` the uniform
+    density on the domain's image (the interval is symmetric about the uniform model's
+    score).  Public quantities only: d, the declared domain, a constant.
+    """
+    if _is_centres(estimator):
+        return -4.0, 0.0
+    d = int(n_features)
+    params = estimator.get_params(deep=False)
+    domain = resolve_domain(d, params.get("data_norm"), params.get("bounds"))
+    if domain.bounds is not None and params.get("data_norm") is None:
+        log_u = -d * math.log(2.0 / math.sqrt(d))          # the cube [-1/√d, 1/√d]^d
+    else:                                                   # the unit ball
+        log_u = math.lgamma(d / 2.0 + 1.0) - (d / 2.0) * math.log(math.pi)
+    upper = -(d / 2.0) * math.log(2.0 * math.pi * SCORE_FLOOR)
+    return 2.0 * log_u - upper, upper
+
+
+def row_scores(model, X, domain):
+    """Each row's score under a fitted candidate, in the working units of ``domain`` (rows
+    clipped into it as a fit clips them): minus the squared distance to the nearest centre,
+    or the log density (``score_samples`` in the original units plus ``Σ log s_i``, the
+    Jacobian of the public map)."""
+    Z = scale_and_clip(np.asarray(X, dtype=np.float64), domain)[0]
+    if hasattr(model, "cluster_centers_"):
+        C = domain.to_scaled(np.asarray(model.cluster_centers_, dtype=np.float64))
+        sq = np.full(Z.shape[0], np.inf)
+        for c in C:
+            sq = np.minimum(sq, np.sum((Z - c) ** 2, axis=1))
+        return -sq
+    return np.asarray(model.score_samples(domain.to_original(Z)), dtype=np.float64) \
+        + float(np.sum(np.log(domain.scale)))
+
+
+class PrivateModelSelection(BaseEstimator):
+    """Choose among candidate settings of a private estimator within one (ε, δ).
+
+    Random stopping (Papernot & Steinke, "Hyperparameter tuning with Renyi differential
+    privacy", ICLR 2022, arXiv 2110.03620): a mechanism Q — pick a candidate uniformly at
+    random, fit it on a training part of the rows, release a noisy score of it on a hold-out
+    part — runs T times, T drawn from a public distribution and kept secret, and only the
+    best run (its candidate, model and noisy score) is released.
+
+    Parameters
+    ----------
+    estimator : PrivateEM estimator
+        The model to tune (e.g. ``DPGaussianMixture(bounds=...)``, ``DPKMeans(...)``), with a
+        **declared** domain (``bounds`` or ``data_norm``; a privately estimated domain per
+        trial is not supported in this version).  Its ``epsilon``, ``delta``,
+        ``accountant``, ``random_state``, ``budget``, ``verbose`` and ``n_threads`` are set
+        by the selection; its ``neighbouring`` is the selection's relation.
+    param_grid : dict or list of dicts
+        The candidates, as scikit-learn's ``ParameterGrid`` reads them (``{"n_components":
+        [1, 2, 3], "max_iter": [10, 20]}``); any constructor parameter of ``estimator``.
+    epsilon : float, default=1.0
+        Total ε of the whole selection (every trial, every score).
+    delta : float, default=1e-5
+        Total δ, in (0, 1); a share :data:`TAIL_SHARE` of it pays for running a fixed number
+        of trials (see Privacy).
+    mean : float or None
+        E[T], the mean number of trials.  ``None``: :func:`auto_mean` (public: the number of
+        candidates, ε, δ, the relation), the largest of 3C, 2C, C, C/2, 3, 2 whose trial keeps
+        half the μ of a single fit.
+    shape : float or None, default=1.0
+        The law of T: a finite η ≥ 0 the truncated negative binomial (Papernot & Steinke,
+        Thm 2: 0 logarithmic, 1 geometric; T ≥ 1, so a model is always released), ``None``
+        Poisson (Thm 6; T = 0 with probability e^-mean, and then nothing is released).
+    holdout : float, default=0.25
+        Probability of each row to be in the hold-out part (the rest trains).
+    parsimony : float, default=0.0
+        Trials are ranked by the noisy score minus ``parsimony × σ × complexity`` (σ: the
+        score's public noise sd; complexity: the candidate's value of ``complexity``) — a
+        fixed order on the released outputs (post-processing) that breaks the noise's ties
+        towards smaller models.
+    complexity : str or None
+        The parameter that measures a candidate's size (e.g. ``"n_components"``); required
+        when ``parsimony > 0``.
+    random_state : None, int, SeedSequence or Generator
+        Key of the selection (split, T, candidate draws, every trial's noise).
+    n_threads : int or None
+        Threads of every fit; results do not depend on it.
+    budget : BudgetLedger or None
+        Charged with the whole selection's event before any statistic of the data is
+        computed (the event only: the ledger has no δ-only spend for δ_tail).
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The released model of the best trial (fitted on the training part), with
+        ``privacy_`` set to the selection's record (its guarantee is the whole selection's)
+        and ``random_state=None``.
+    best_params_ : dict
+        The best trial's candidate.
+    best_score_ : float
+        Its noisy hold-out score (a sum over the hold-out rows of the clipped, centred row
+        scores, in the working units; released).
+    privacy_ : PrivacyRecord
+        The whole selection: ``RepeatAndSelectEvent(GaussianEvent(z), mean, shape)`` tagged
+        with the relation, accounted by the RDP accountant at ``delta - delta_tail``.
+
+    Privacy
+    -------
+    Neighbouring relation: the estimator's ``neighbouring`` (replace one row, or add/remove
+    one row); every step below is argued under both.
+
+    **One trial Q.**  The rows are split once, before the trials, by independent public coin
+    flips (one per row, probability ``holdout``, from the selection's key).  Q draws a
+    candidate c uniformly (public randomness), fits it on the training part with the
+    estimator's own private fit calibrated by the exact Gaussian-DP accountant to a per-trial
+    μ (every candidate's plan is checked, from public quantities before any fit, to be
+    Gaussian only with Σ 1/z² ≤ μ²: a composition of Gaussian mechanisms is exactly
+    √(Σ 1/z²)-GDP, Dong, Roth & Su 2022), and releases ``S = Σ_{hold-out} (clip(v_i, L, U) -
+    (L + U)/2) + N(0, (Δ z)²)`` with ``z = 1/μ`` and v_i the row's score (:func:`row_scores`,
+    :func:`score_range`).  Sensitivity of the sum: each term lies in ``[-(U-L)/2, (U-L)/2]``;
+    replacing a row changes one term by at most ``Δ = U - L``; adding or removing a row
+    adds or removes one term, ``Δ = (U - L)/2``.  So the score release is μ-GDP too.
+
+    **Parallel composition inside Q.**  Fix the split.  Under replace-one the differing row
+    has one position, so it is in the training part (the fit's input changes, the hold-out
+    is the same) or in the hold-out part (the fit's input is the same): conditioned on the
+    candidate and the split, the pair of output distributions differs in one of the two
+    mechanisms only, and its Rényi divergence of every order is at most max(fit, score)
+    = λμ²/2.  Under add/remove the split is a coin per row: couple D and D' = D + {x} by
+    giving D's rows the same coins and x a fresh one (both are i.i.d. coins, so each
+    dataset's split has its true law); conditioned on the coins, x is added to one part
+    only, and the same bound holds.  The candidate draw and the coins are independent of the
+    data, so Q's output law is a mixture, with the same weights for both datasets, of laws
+    whose divergence is at most λμ²/2; exp((λ-1) D_λ) is jointly convex, so D_λ of the
+    mixtures is at most the largest: Q is (λ, λμ²/2)-RDP, i.e. Q's event is
+    ``GaussianEvent(1/μ)``.  That dominates every candidate: the max over candidates of their
+    RDP curves at each order is a valid curve for the mixture, by the same convexity.
+
+    **Random stopping.**  Repeating Q T times with fresh randomness (the split is shared: the
+    argument above holds conditioned on it, and then for the mixture over splits) and
+    releasing only the run with the largest rank (the noisy score minus a public penalty of
+    the candidate: a fixed total order on outputs) is Papernot & Steinke's A; its RDP curve
+    is ``RepeatAndSelectEvent(GaussianEvent(1/μ), mean, shape)``'s, converted to (ε, δ -
+    δ_tail) by the RDP accountant, and μ is the largest that meets it (calibrated by
+    bisection).  T and the other runs' outputs must stay secret: the selection keeps only
+    the best run (no count, no other score, no other model in any attribute, pickle,
+    warning or exception; a failed trial — an exception or a refusal inside its fit — has
+    rank -inf and is silent; public refusals are raised before any trial, and a data-dependent
+    failure, e.g. an overflow, ends its trial early: wall time can reveal that some trial
+    failed, a limit of this version).  T = 0 (Poisson only) or every trial failed releases
+    nothing: a
+    ``RuntimeError`` whose text is the same in both cases.
+
+    **Fixed work.**  Wall time would reveal T, so exactly T_max trials always run (fits,
+    scores and noise), and only the first T count.  The run is the ideal mechanism A with T
+    replaced by min(T, T_max): the two agree unless T > T_max, so for every dataset and
+    output set E, |P_run(E) - P_A(E)| ≤ p = P(T > T_max).  A is (ε, δ_e)-DP with δ_e = δ -
+    δ_tail (the event, accounted), hence P_run(D)(E) ≤ P_A(D)(E) + p ≤ e^ε P_A(D')(E) + δ_e
+    + p ≤ e^ε P_run(D')(E) + δ_e + (1 + e^ε) p.  T_max is the smallest k with P(T > k) ≤
+    δ_tail / (1 + e^ε), δ_tail = :data:`TAIL_SHARE` × δ, so the run is (ε, δ)-DP
+    (``privacy_.delta_tail``; the event re-accounts at ``privacy_.event_delta``).
+    """
+
+    def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
+                 holdout=0.25, parsimony=0.0, complexity=None, random_state=None, n_threads=None,
+                 budget=None):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.epsilon = epsilon
+        self.delta = delta
+        self.mean = mean
+        self.shape = shape
+        self.holdout = holdout
+        self.parsimony = parsimony
+        self.complexity = complexity
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.budget = budget
+
+    # ------------------------------------------------------------ checks
+    def _candidates(self):
+        grid = self.param_grid
+        if not isinstance(grid, (dict, list, tuple)):
+            raise TypeError(f"param_grid must be a dict or a list of dicts, got {type(grid).__name__}")
+        try:
+            cands = list(ParameterGrid(grid))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"param_grid: {exc}") from None
+        if not cands or cands == [{}]:
+            raise ValueError("param_grid must name at least one candidate")
+        names = set(self.estimator.get_params(deep=False))
+        for c in cands:
+            bad = sorted(set(c) - names)
+            if bad:
+                raise ValueError(f"param_grid: {type(self.estimator).__name__} has no parameter {bad[0]!r}")
+            fixed = sorted(set(c) & set(_OVERRIDDEN))
+            if fixed:
+                raise ValueError(f"param_grid: {fixed[0]!r} is set by the selection, not a candidate parameter")
+        return cands
+
+    def _check_params(self):
+        est = self.estimator
+        if not isinstance(est, PrivateEM) or est._domain_kind != "ball":
+            raise TypeError("estimator must be a private EM estimator on a declared domain "
+                            f"(DPGaussianMixture, DPKMeans, ...), got {type(est).__name__}")
+        eps = check_positive_real(self.epsilon, "epsilon")
+        if math.isinf(eps):
+            raise ValueError("epsilon must be finite: a private selection needs a budget")
+        check_probability(self.delta, "delta")
+        if self.mean is not None:
+            m = check_positive_real(self.mean, "mean")
+            if m < 1.0 or math.isinf(m):
+                raise ValueError(f"mean must be a finite number >= 1, got {self.mean!r}")
+        if self.shape is not None:
+            s = self.shape
+            if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real) or not (0.0 <= s < math.inf):
+                raise ValueError(f"shape must be None (Poisson) or a finite number >= 0, got {s!r}")
+        h = self.holdout
+        if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real) or not 0.0 < h < 1.0:
+            raise ValueError(f"holdout must be a number in (0, 1), got {h!r}")
+        p = self.parsimony
+        if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p < math.inf:
+            raise ValueError(f"parsimony must be a finite number >= 0, got {p!r}")
+        if p > 0 and self.complexity is None:
+            raise ValueError("complexity must name a parameter when parsimony > 0")
+        if self.budget is not None and not isinstance(self.budget, acc.BudgetLedger):
+            raise TypeError(f"budget must be a BudgetLedger or None, got {type(self.budget).__name__}")
+        effective_n_threads(self.n_threads)
+        make_key(self.random_state) if not isinstance(self.random_state, np.random.Generator) else None
+        cands = self._candidates()
+        if self.complexity is not None:
+            for c in cands:
+                v = c.get(self.complexity, est.get_params(deep=False).get(self.complexity))
+                if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+                    raise ValueError(f"complexity: every candidate's {self.complexity!r} must be a number, got {v!r}")
+        rel = getattr(est, "neighbouring", "replace")
+        if self.budget is not None and self.budget.neighbouring != rel:
+            raise ValueError(f"budget: the ledger accounts under neighbouring={self.budget.neighbouring!r}, "
+                             f"this selection under neighbouring={rel!r}")
+        return cands, rel
+
+    # --------------------------------------------------------- calibration
+    def _law(self, n_candidates, rel):
+        shape = None if self.shape is None else float(self.shape)
+        if self.mean is not None:
+            return float(self.mean), shape
+        return auto_mean(n_candidates, float(self.epsilon), float(self.delta), rel,
+                         1.0 if shape is None else shape), shape
+
+    def _calibrate(self, rel, mean, shape):
+        """(μ per trial, δ_tail, T_max, event, ε spent): the largest μ whose random-stopping
+        event meets (ε, δ - TAIL_SHARE δ) under the RDP accountant."""
+        eps, delta = float(self.epsilon), float(self.delta)
+        tail = TAIL_SHARE * delta
+        delta_event = delta - tail
+
+        def make_event(z):
+            return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape))
+
+        z = acc.calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
+        event = make_event(z)
+        spent = acc.RDPAccountant(neighbouring=rel).compose(event).get_epsilon(delta_event)
+        # the truncation's total-variation term enters both sides of the DP inequality
+        # (class docstring): P(T > T_max) <= tail / (1 + e^eps)
+        bound = tail / (1.0 + math.exp(eps))
+        t_max = max(1, int(math.ceil(mean)))
+        while acc.repetition_tail(shape, mean, t_max) > bound:
+            t_max += max(1, t_max // 16)
+        while t_max > 1 and acc.repetition_tail(shape, mean, t_max - 1) <= bound:
+            t_max -= 1
+        return 1.0 / z, tail, t_max, event, spent
+
+    def _candidate_model(self, params, mu, rel, n_threads):
+        """A fresh candidate calibrated (exact GDP) to the per-trial μ."""
+        delta0 = float(self.delta)
+        eps0 = acc.GDPAccountant(neighbouring=rel).compose(
+            acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta0)
+        over = {"epsilon": eps0, "delta": delta0, "random_state": None, "budget": None, "verbose": 0,
+                "n_threads": n_threads}
+        names = self.estimator.get_params(deep=False)
+        if "accountant" in names:
+            over["accountant"] = "gdp"
+        return clone(self.estimator).set_params(**params, **over)
+
+    def _preflight(self, cands, mu, rel, d, n_train_public, n_threads):
+        """Every candidate's plan from public quantities: Gaussian only and within μ (so that
+        ``GaussianEvent(1/μ)`` dominates it); the public refusals raise here, before the
+        charge."""
+        for params in cands:
+            model = self._candidate_model(params, mu, rel, n_threads)
+            params_d = model.get_params(deep=False)
+            if params_d.get("bounds") is None and params_d.get("data_norm") is None \
+                    or isinstance(params_d.get("bounds"), str):
+                raise ValueError("estimator: declare the domain (bounds or data_norm) for a private "
+                                 "selection; a per-trial domain estimate is not supported")
+            model._check_privacy_params()
+            mech = model._mechanisms() or {}
+            if any(m != "gaussian" for m in mech.values()) or getattr(model, "noise", "gaussian") != "gaussian":
+                raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
+                                 "discrete Gaussian); the selection bounds Gaussian plans only")
+            model._check_model_params(n_train_public if n_train_public is not None else 2 ** 62, d)
+            model.n_features_in_ = d
+            try:
+                plan = model._private_plan(n_train_public, d)[0]
+            finally:
+                del model.n_features_in_
+            mu2 = _gaussian_mu2(plan.event)
+            if mu2 is None:
+                raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
+                                 "discrete Gaussian); the selection bounds Gaussian plans only")
+            if mu2 > mu * mu * (1.0 + 1e-6):
+                raise RuntimeError(f"candidate {params}: its plan exceeds the trial's bound "
+                                   f"({math.sqrt(mu2):.6g} > {mu:.6g}); please report")
+
+    # ----------------------------------------------------------------- fit
+    def fit(self, X, y=None):
+        """Run the selection on X; returns ``self``.  Exactly T_max trials run whatever the
+        data (see Privacy)."""
+        cands, rel = self._check_params()
+        mean, shape = self._law(len(cands), rel)
+        mu, tail, t_max, event, spent = self._calibrate(rel, mean, shape)
+        n_threads = effective_n_threads(self.n_threads)
+        probe = self._candidate_model(cands[0], mu, rel, n_threads)
+        rows = validated_rows(probe, X, True)
+        if rows.remote:
+            raise ValueError("X: a private selection needs the rows in memory (an array or memmap)")
+        Xa = np.asarray(X) if not hasattr(X, "iloc") else X.to_numpy()
+        Xa = np.asarray(Xa, dtype=np.float64)
+        n, d = Xa.shape
+        key = make_key(self.random_state)
+        hold = _holdout_mask(key, n, float(self.holdout), n_threads)
+        n_train_public = int(n - hold.sum()) if rel == "replace" else None
+        self._preflight(cands, mu, rel, d, n_train_public, n_threads)
+        lo, hi = score_range(self.estimator, d)
+        width = hi - lo
+        sens = width if rel == "replace" else width / 2.0
+        release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
+                          noise_scale=sens / mu, shape=(), count=t_max, size=1)
+        if self.budget is not None:
+            self.budget.spend(event, label=f"{type(self).__name__}.fit")    # before any statistic
+        plan = Plan(releases={SCORE: release}, event=event, accountant="rdp", neighbouring=rel,
+                    epsilon_spent=spent)
+        layer = ReleaseLayer(plan, key, n_threads)
+        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape)
+        record = PrivacyRecord(
+            mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
+                       f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
+                       "and releases a Gaussian noisy clipped hold-out score; only the best trial is released"),
+            neighbouring=rel, accountant="rdp", epsilon=float(self.epsilon), delta=float(self.delta),
+            epsilon_spent=float(spent), n_iter=int(t_max), releases={SCORE: release}, event=event,
+            data_domain={"source": "declared", "scale": None},
+            notes=(f"{len(cands)} candidates; T ~ {'Poisson' if shape is None else f'TNB(eta={shape:g})'} "
+                   f"with mean {mean:g}; {t_max} trials always run, only the first T count",
+                   f"every trial is {mu:.6g}-GDP (its fit and its score, parallel composition)",
+                   f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g}"),
+            private=True, noise="gaussian", delta_tail=float(tail))
+        model, params, score, warned = best
+        model.set_params(random_state=None)
+        model.privacy_ = record
+        model.__dict__.pop("diagnostics_", None)
+        for message in warned:                  # the released trial's own warnings only
+            warnings.warn(message, acc.NoiseDominatedWarning, stacklevel=2)
+        self.best_estimator_ = model
+        self.best_params_ = dict(params)
+        self.best_score_ = float(score)
+        self.privacy_ = record
+        return self
+
+    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape):
+        """The T_max trials; the best of the first T (see the class docstring).  Returns
+        (model, params, noisy score, its warnings) or raises the one RuntimeError."""
+        lo, hi = bounds
+        centre = 0.5 * (lo + hi)
+        X_train, X_hold = X[~hold], X[hold]
+        d = X.shape[1]
+        T = _draw_count(key, shape, mean, t_max)
+        choice = _choices(key, len(cands), t_max)
+        sigma = layer.releases[SCORE].noise_scale
+        best, best_rank = None, -math.inf
+        for t in range(t_max):
+            params = cands[int(choice[t])]
+            model = self._candidate_model(params, mu, rel, n_threads)
+            model.set_params(random_state=np.random.SeedSequence(
+                [int(w) for w in derive_key(key, "selection", "trial", t)]))
+            value, caught = -math.inf, ()
+            try:
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")
+                    model.fit(X_train)
+                    domain = resolve_domain(d, model.data_norm, model.bounds)
+                    with blas_single_thread():
+                        v = row_scores(model, X_hold, domain)
+                    value = float(np.sum(np.clip(np.nan_to_num(v, nan=lo, posinf=hi, neginf=lo), lo, hi) - centre))
+                caught = tuple(str(w.message) for w in seen
+                               if issubclass(w.category, acc.NoiseDominatedWarning))
+            except Exception:       # noqa: BLE001 - a failed trial is silent (class docstring)
+                value, caught = -math.inf, ()
+            noisy = float(layer.release({SCORE: np.array(0.0 if math.isinf(value) else value)}, t)[SCORE])
+            if math.isinf(value):
+                noisy = -math.inf
+            penalty = 0.0
+            if self.parsimony:
+                size = params.get(self.complexity, self.estimator.get_params(deep=False).get(self.complexity))
+                penalty = float(self.parsimony) * sigma * float(size)
+            rank = noisy - penalty
+            if t < T and rank > best_rank:
+                best, best_rank = (model, params, noisy, caught), rank
+        if best is None:
+            raise RuntimeError("the private selection released no model (this can happen by chance); "
+                               "fit again with another random_state")
+        return best
+
+    # -------------------------------------------------------------- public
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["random_state"] = None
+        state["budget"] = None
+        return state
+
+    def predict(self, X):
+        """The best model's ``predict``."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.predict(X)
+
+    def score(self, X, y=None):
+        """The best model's ``score`` (reads X: not private)."""
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.score(X)
+
+
+#: The law of T of the ``"auto"`` shortcuts (see :func:`select_size`): geometric (T >= 1, so
+#: a selection always releases a model), mean from :func:`auto_mean`.
+AUTO_LAW = {"shape": 1.0, "parsimony": 1.0}
+#: :func:`auto_mean` keeps each trial's μ at least this fraction of a single fit's.
+AUTO_MU_FRACTION = 0.5
+
+
+def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
+    """E[T] for a selection among ``n_candidates`` at (ε, δ), from public quantities only.
+
+    The largest of 3C, 2C, C, C/2, 3, 2 (C candidates) whose per-trial μ is at least
+    :data:`AUTO_MU_FRACTION` of the μ of one fit spending the whole (ε, δ) (exact GDP), else 2.
+    A larger mean tries more candidates (each with probability about 1 - (1 - 1/C)^E[T]) but
+    each trial gets less budget: on ``bench/model_selection.py``'s mixtures at ε = 1 the
+    trial's fit quality limited the result (held-out scores improved from mean 3C to 2), while
+    at large ε coverage matters.
+    """
+    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
+                                         epsilon, delta, "gdp")
+    need = AUTO_MU_FRACTION / one
+    C = int(n_candidates)
+    tail = delta * (1.0 - TAIL_SHARE)
+    for m in sorted({3.0 * C, 2.0 * C, float(C), C / 2.0, 3.0, 2.0}, reverse=True):
+        if m < 2.0:
+            continue
+        z = acc.calibrate_noise_multiplier(
+            lambda z: acc.NeighbouringEvent(neighbouring, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, shape)),
+            epsilon, tail, "rdp", xtol=1e-3)
+        if 1.0 / z >= need:
+            return m
+    return 2.0
+
+
+def select_size(estimator, size_param, max_size, X, **law):
+    """The ``"auto"`` shortcut: select ``size_param`` in 1 .. ``max_size`` for ``estimator``
+    (its own ε, δ, relation, seed, threads and ledger) and return the fitted
+    :class:`PrivateModelSelection`.
+
+    ``law``: ``mean``, ``shape`` and ``parsimony`` of the selection, by default
+    :data:`AUTO_LAW` (the mean: :func:`auto_mean`, public: the number of candidates, ε, δ, the
+    relation), and ties of the noise broken towards fewer components (``parsimony``
+    noise standard deviations of the score per component)."""
+    params = estimator.get_params(deep=False)
+    base = clone(estimator).set_params(**{size_param: 1})
+    law = {**AUTO_LAW, **law}
+    sel = PrivateModelSelection(
+        base, {size_param: list(range(1, int(max_size) + 1))}, epsilon=params["epsilon"],
+        delta=params["delta"], random_state=params.get("random_state"), n_threads=params.get("n_threads"),
+        budget=params.get("budget"), complexity=size_param, **law)
+    return sel.fit(X)
+
+
+def fit_auto(estimator, size_param, max_param, X):
+    """Fit ``estimator`` (whose ``size_param`` is ``"auto"``) by a private selection of its size
+    in 1 .. ``getattr(estimator, max_param)`` within its own (ε, δ), and copy the released
+    model's fitted attributes (its ``_saved`` ones, ``n_features_in_``, ``feature_names_in_``
+    and the selection's ``privacy_``) onto it; returns ``estimator``."""
+    max_size = getattr(estimator, max_param)
+    if isinstance(max_size, (bool, np.bool_)) or not isinstance(max_size, numbers.Integral) or max_size < 1:
+        raise ValueError(f"{max_param} must be a positive integer, got {max_size!r}")
+    eps = estimator.epsilon
+    if isinstance(eps, numbers.Real) and not isinstance(eps, (bool, np.bool_)) and math.isinf(eps) and eps > 0:
+        raise ValueError(f"{size_param}='auto' selects privately: it needs a finite epsilon")
+    best = select_size(estimator, size_param, max_size, X).best_estimator_
+    for name in tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_"):
+        if name in vars(best):
+            setattr(estimator, name, getattr(best, name))
+    return estimator

@@ -1,0 +1,282 @@
+"""Private model selection (issue 24): PrivateModelSelection and the "auto" shortcuts.
+
+What the random-stopping theorem needs, checked through ``fit``: the event re-accounts to the
+reported ε (at δ less the truncation's δ_tail) and is tight, it is the random-stopping event of
+one Gaussian trial with the stated mean and shape, every trial's score carries the recorded
+noise, exactly T_max trials run whatever the data and the secret T, a failing candidate changes
+nothing visible, nothing but the best trial leaves (attributes, pickle), seeded runs are
+reproducible and thread-count invariant, bad parameters are refused by name, and the
+shortcuts find K on an easy mixture.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import dpem_fast
+from dpem_fast import DPGaussianMixture, DPKMeans, ModelFormatError, _persist
+from dpem_fast import accounting as acc
+from dpem_fast._engine import ReleaseLayer
+from dpem_fast.model_selection import PrivateModelSelection
+from dpem_fast.model_selection import _selection as sel_mod
+from privacy_conformance import scale_noise
+
+BOX = (-1.5, 1.5)
+
+
+def blobs(n=2000, K=3, d=2, seed=0, sd=0.05):
+    rng = np.random.default_rng(seed)
+    C = np.array([[-1.0, -1.0], [1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]])[:K] if d == 2 else rng.uniform(-1, 1, (K, d))
+    y = rng.integers(K, size=n)
+    return np.clip(C[y] + sd * rng.normal(size=(n, d)), *BOX)
+
+
+def selection(**kw):
+    base = kw.pop("estimator", None) or DPGaussianMixture(bounds=BOX, max_iter=3)
+    params = dict(param_grid={"n_components": [1, 2]}, epsilon=1.0, delta=1e-5, mean=2.0, random_state=0,
+                  n_threads=1)
+    params.update(kw)
+    return PrivateModelSelection(base, **params)
+
+
+def quiet_fit(est, X):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.NoiseDominatedWarning)
+        return est.fit(X)
+
+
+# ------------------------------------------------------------------ the record
+@pytest.mark.parametrize("rel", ["replace", "add_remove"])
+@pytest.mark.parametrize("shape", [None, 1.0])
+def test_the_event_reaccounts_to_the_reported_epsilon_and_is_tight(rel, shape):
+    base = DPGaussianMixture(bounds=BOX, max_iter=3, neighbouring=rel)
+    s = quiet_fit(selection(estimator=base, shape=shape, mean=None), blobs())
+    rec = s.privacy_
+    ev = rec.event
+    assert isinstance(ev, acc.NeighbouringEvent) and ev.neighbouring == rel
+    rs = ev.event
+    assert isinstance(rs, acc.RepeatAndSelectEvent) and isinstance(rs.event, acc.GaussianEvent)
+    assert rs.mean == sel_mod.auto_mean(2, 1.0, 1e-5, rel, 1.0 if shape is None else shape) and rs.shape == shape
+    assert 0.0 < rec.delta_tail < rec.delta and rec.event_delta == pytest.approx(rec.delta - rec.delta_tail)
+    factory = acc.get_accountant("rdp", rel)
+    again = factory().compose(ev).get_epsilon(rec.event_delta)
+    assert again == pytest.approx(rec.epsilon_spent, rel=1e-9)
+    assert rec.epsilon_spent <= rec.epsilon * (1 + 1e-9) and rec.epsilon_spent >= 0.99 * rec.epsilon
+    assert factory().compose(scale_noise(ev, 0.98)).get_epsilon(rec.event_delta) > rec.epsilon
+    # the trial's score release is the event's Gaussian: its multiplier is the trial's
+    r = rec.releases[sel_mod.SCORE]
+    assert r.noise_multiplier == pytest.approx(rs.event.noise_multiplier, rel=1e-12)
+    lo, hi = sel_mod.score_range(base, 2)
+    assert r.sensitivity == pytest.approx((hi - lo) if rel == "replace" else (hi - lo) / 2)
+    assert r.count == rec.n_iter
+    assert P_tail_ok(rec, rs)
+    # the loader's cross-check accepts it, and refuses it without the truncation's delta
+    _persist.check_record(rec)
+    with pytest.raises(ModelFormatError, match="epsilon_spent"):
+        _persist.check_record(dataclasses.replace(rec, delta_tail=0.0))
+
+
+def P_tail_ok(rec, rs):
+    """T_max (= n_iter) is the smallest k with P(T > k) <= delta_tail / (1 + e^eps)."""
+    bound = rec.delta_tail / (1.0 + math.exp(rec.epsilon))
+    k = rec.n_iter
+    return acc.repetition_tail(rs.shape, rs.mean, k) <= bound < acc.repetition_tail(rs.shape, rs.mean, k - 1)
+
+
+def test_every_trial_is_bounded_by_the_trials_gaussian(monkeypatch):
+    """Each candidate's own plan is Gaussian with mu <= the trial's mu (what the event assumes)."""
+    plans = []
+    real = DPGaussianMixture._private_plan
+
+    def spy(self, n_public, d):
+        out = real(self, n_public, d)
+        plans.append(out[0])
+        return out
+    monkeypatch.setattr(DPGaussianMixture, "_private_plan", spy)
+    s = quiet_fit(selection(param_grid={"n_components": [1, 2, 3], "max_iter": [2, 5]}), blobs())
+    mu = 1.0 / s.privacy_.event.event.event.noise_multiplier
+    assert plans
+    for p in plans:
+        mu2 = sel_mod._gaussian_mu2(p.event)
+        assert mu2 is not None and math.sqrt(mu2) <= mu * (1 + 1e-6)
+        assert math.sqrt(mu2) >= 0.99 * mu                          # and not needlessly noisy
+
+
+# ------------------------------------------------------------------- the noise
+def test_every_score_draws_its_recorded_noise(monkeypatch):
+    draws = []
+    real = ReleaseLayer.release
+
+    def release(layer, statistics, index):
+        out = real(layer, statistics, index)
+        if sel_mod.SCORE in statistics:
+            draws.append(float(out[sel_mod.SCORE] - statistics[sel_mod.SCORE]))
+        return out
+    monkeypatch.setattr(ReleaseLayer, "release", release)
+    scale = None
+    for seed in range(4):
+        s = quiet_fit(selection(random_state=seed, mean=12.0, estimator=DPKMeans(bounds=BOX, max_iter=2),
+                                param_grid={"n_clusters": [1, 2]}), blobs(n=600))
+        scale = s.privacy_.releases[sel_mod.SCORE].noise_scale
+    flat = np.array(draws)
+    assert flat.size >= 100
+    ratio = math.sqrt(float(np.mean(flat ** 2))) / scale
+    assert abs(ratio - 1.0) < 4.0 * math.sqrt(0.5 / flat.size)
+
+
+# ------------------------------------------------------------- fixed work
+def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
+    calls = []
+    real = DPGaussianMixture.fit
+
+    def fit(self, X, y=None):
+        calls.append(self.n_components)
+        return real(self, X, y)
+    monkeypatch.setattr(DPGaussianMixture, "fit", fit)
+    counts, secret = set(), set()
+    for seed, X in [(0, blobs(seed=0)), (1, blobs(seed=5, K=1)), (7, 0.3 * blobs(seed=2))]:
+        calls.clear()
+        s = quiet_fit(selection(random_state=seed), X)
+        counts.add((len(calls), s.privacy_.n_iter))
+        key = dpem_fast._rng.make_key(seed)
+        secret.add(sel_mod._draw_count(key, None, 2.0, s.privacy_.n_iter))
+    assert len(counts) == 1 and next(iter(counts))[0] == next(iter(counts))[1]
+    assert len(secret) > 1          # the seeds drew different T, the work did not change
+
+
+def test_a_failing_candidate_changes_nothing_visible(monkeypatch):
+    X = blobs()
+    clean = quiet_fit(selection(param_grid={"n_components": [1, 2, 3]}), X)
+    real = DPGaussianMixture.fit
+
+    def fit(self, X, y=None):
+        if self.n_components == 3:
+            raise ValueError("secret row 12345 has value 6.789")
+        return real(self, X, y)
+    monkeypatch.setattr(DPGaussianMixture, "fit", fit)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        broken = selection(param_grid={"n_components": [1, 2, 3]}).fit(X)
+    assert not any("secret" in str(w.message) or "12345" in str(w.message) for w in seen)
+    assert set(vars(broken)) == set(vars(clean))
+    assert set(vars(broken.best_estimator_)) == set(vars(clean.best_estimator_))
+    assert broken.best_params_["n_components"] != 3
+    assert "secret" not in repr(vars(broken)) and b"secret" not in pickle.dumps(broken)
+
+
+# -------------------------------------------------------------- what leaves
+def test_only_the_best_trial_leaves():
+    s = quiet_fit(selection(random_state=918273645), blobs())
+    fitted = {k for k in vars(s) if k.endswith("_")}
+    assert fitted == {"best_estimator_", "best_params_", "best_score_", "privacy_"}
+    assert set(vars(s)) - fitted == set(s.get_params(deep=False))
+    best = s.best_estimator_
+    assert best.random_state is None and best.privacy_ is s.privacy_ and not hasattr(best, "diagnostics_")
+    blob = pickle.dumps(s)
+    assert dpem_fast._rng.make_key(918273645).tobytes() not in blob
+    loaded = pickle.loads(blob)
+    assert loaded.random_state is None and set(vars(loaded)) == set(vars(s))
+
+
+def test_seeded_selection_is_reproducible_and_thread_count_invariant():
+    X = blobs(n=3000)
+    a = quiet_fit(selection(random_state=3, n_threads=1), X)
+    b = quiet_fit(selection(random_state=3, n_threads=2), X)
+    c = quiet_fit(selection(random_state=4, n_threads=2), X)
+    assert a.best_params_ == b.best_params_ and a.best_score_ == b.best_score_
+    assert_array_equal(a.best_estimator_.means_, b.best_estimator_.means_)
+    assert a.best_score_ != c.best_score_
+
+
+def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatch):
+    X = blobs()
+    seen = []
+    real = DPGaussianMixture.fit
+    monkeypatch.setattr(DPGaussianMixture, "fit", lambda self, X, y=None: (seen.append(1), real(self, X, y))[1])
+    ledger = acc.BudgetLedger(1e-3, 1e-9, accountant="rdp", neighbouring="replace")
+    with pytest.raises(acc.BudgetExceededError):
+        selection(budget=ledger).fit(X)
+    assert seen == [] and ledger.entries == []
+    ledger = acc.BudgetLedger(5.0, 1e-3, accountant="rdp", neighbouring="replace")
+    s = quiet_fit(selection(budget=ledger), X)
+    assert len(ledger.entries) == 1 and ledger.entries[0][1] == s.privacy_.event
+
+
+# ----------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(epsilon=float("inf")), ValueError, "epsilon"),
+    (dict(epsilon=0.0), ValueError, "epsilon"),
+    (dict(delta=0.0), ValueError, "delta"),
+    (dict(holdout=1.0), ValueError, "holdout"),
+    (dict(holdout="a"), ValueError, "holdout"),
+    (dict(mean=0.5), ValueError, "mean"),
+    (dict(shape=-1.0), ValueError, "shape"),
+    (dict(shape=float("inf")), ValueError, "shape"),
+    (dict(param_grid={}), ValueError, "param_grid"),
+    (dict(param_grid=3), TypeError, "param_grid"),
+    (dict(param_grid={"n_comp": [1]}), ValueError, "n_comp"),
+    (dict(param_grid={"epsilon": [1.0]}), ValueError, "epsilon"),
+    (dict(parsimony=1.0), ValueError, "complexity"),
+    (dict(parsimony=-1.0), ValueError, "parsimony"),
+    (dict(budget=object()), TypeError, "budget"),
+    (dict(n_threads=0), ValueError, "n_threads"),
+    (dict(estimator=DPGaussianMixture(max_iter=3)), ValueError, "bounds or data_norm"),
+    (dict(estimator=DPGaussianMixture(bounds=BOX, scenario="LLG")), ValueError, "non-Gaussian"),
+    (dict(estimator=DPKMeans(bounds=BOX, method="dplloyd"), param_grid={"n_clusters": [1, 2]}),
+     ValueError, "non-Gaussian"),
+    (dict(estimator=object()), TypeError, "estimator"),
+    (dict(budget=acc.BudgetLedger(5.0, 1e-3, neighbouring="add_remove")), ValueError, "budget"),
+])
+def test_bad_parameters_are_refused_by_name(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        selection(**kw).fit(blobs(n=300))
+
+
+@pytest.mark.parametrize("cls, size, cap", [(DPGaussianMixture, "n_components", "max_components"),
+                                            (DPKMeans, "n_clusters", "max_clusters")])
+def test_bad_auto_parameters(cls, size, cap):
+    X = blobs(n=300)
+    with pytest.raises(ValueError, match=cap):
+        cls(**{size: "auto", cap: 0}, bounds=BOX).fit(X)
+    with pytest.raises(ValueError, match="finite epsilon"):
+        cls(**{size: "auto"}, bounds=BOX, epsilon=float("inf")).fit(X)
+    with pytest.raises(ValueError, match="bounds or data_norm"):
+        cls(**{size: "auto"}).fit(X)
+
+
+# ----------------------------------------------------------------- shortcuts
+@pytest.mark.parametrize("cls, size, cap, live", [
+    (DPGaussianMixture, "n_components", "max_components", "n_components_"),
+    (DPKMeans, "n_clusters", "max_clusters", "n_clusters_"),
+])
+def test_the_auto_shortcut_finds_k_on_an_easy_mixture_and_saves_the_chosen_model(cls, size, cap, live, tmp_path):
+    X = blobs(n=6000, K=3, sd=0.03)
+    fits = [quiet_fit(cls(**{size: "auto", cap: 5}, bounds=BOX, epsilon=5.0, max_iter=10, random_state=seed,
+                                   n_threads=1), X)
+            for seed in range(3)]
+    assert sum(getattr(f, live) == 3 for f in fits) >= 2          # the right K, most of the time
+    m = next(f for f in fits if getattr(f, live) == 3)
+    assert isinstance(m.privacy_.event.event, acc.RepeatAndSelectEvent)
+    path = tmp_path / "m.npz"
+    m.save(path)
+    back = dpem_fast.load(path)
+    assert getattr(back, size) == "auto" and getattr(back, live) == 3
+    assert_array_equal(back.predict(X), m.predict(X))
+    assert back.privacy_.delta_tail == m.privacy_.delta_tail
+
+
+def test_the_auto_mean_keeps_half_a_single_fits_mu_and_grows_with_epsilon():
+    means = [sel_mod.auto_mean(10, e, 1e-5, "replace") for e in (0.3, 1.0, 3.0, 10.0)]
+    assert means == sorted(means) and means[-1] == 30.0 and means[0] <= 3.0
+    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent("replace", acc.GaussianEvent(z)),
+                                         1.0, 1e-5, "gdp")
+    m = sel_mod.auto_mean(10, 1.0, 1e-5, "replace")
+    z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(
+        "replace", acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, 1.0)), 1.0, 0.99e-5, "rdp")
+    assert 1.0 / z >= 0.5 / one * (1 - 1e-3)
