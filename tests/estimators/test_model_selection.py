@@ -150,6 +150,39 @@ def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
     assert len(secret) > 1          # the seeds drew different T, the work did not change
 
 
+@pytest.mark.parametrize("shape, mean", [(1.0, 5.0), (0.0, 4.0), (None, 3.0)])
+def test_the_secret_count_is_drawn_from_its_whole_law_not_truncated_at_t_max(shape, mean):
+    # t_max = 2 is far below the bulk: an untruncated draw puts the tail mass above it
+    draws = np.array([sel_mod._draw_count(dpem_fast._rng.make_key(s), shape, mean, 2) for s in range(3000)])
+    pmf = acc.repetition_pmf(shape, mean, 400)
+    tail = acc.repetition_tail(shape, mean, 2)
+    assert np.mean(draws > 2) == pytest.approx(tail, abs=4 * math.sqrt(tail * (1 - tail) / draws.size))
+    for k in range(0, 8):
+        p = pmf[k]
+        assert np.mean(draws == k) == pytest.approx(p, abs=4 * math.sqrt(p * (1 - p) / draws.size) + 1e-3)
+
+
+def test_more_than_t_max_trials_run_when_t_exceeds_t_max_and_the_later_trials_count(monkeypatch):
+    calls = []
+    real = DPGaussianMixture.fit
+
+    def fit(self, X, y=None):
+        calls.append(self.n_components)
+        return real(self, X, y)
+    monkeypatch.setattr(DPGaussianMixture, "fit", fit)
+    X = blobs()
+    base = quiet_fit(selection(random_state=4), X)
+    t_max = base.privacy_.n_iter
+    monkeypatch.setattr(sel_mod, "_draw_count", lambda key, shape, mean, t: t_max + 5)
+    calls.clear()
+    s = quiet_fit(selection(random_state=4), X)
+    assert len(calls) == t_max + 5 and s.privacy_.n_iter == t_max      # the record shows T_max only
+    # with T = t_max + 5 every trial counts: the best is the best of all of them
+    monkeypatch.setattr(sel_mod, "_draw_count", lambda key, shape, mean, t: 1)
+    first = quiet_fit(selection(random_state=4), X)
+    assert s.best_score_ >= first.best_score_
+
+
 def test_a_failing_candidate_changes_nothing_visible(monkeypatch):
     X = blobs()
     clean = quiet_fit(selection(param_grid={"n_components": [1, 2, 3]}), X)
@@ -246,8 +279,9 @@ def test_bad_auto_parameters(cls, size, cap):
         cls(**{size: "auto", cap: 0}, bounds=BOX).fit(X)
     with pytest.raises(ValueError, match="finite epsilon"):
         cls(**{size: "auto"}, bounds=BOX, epsilon=float("inf")).fit(X)
-    with pytest.raises(ValueError, match="bounds or data_norm"):
-        cls(**{size: "auto"}).fit(X)
+    if cls is DPKMeans:         # the selection needs a declared domain; the GMM's one pruned fit does not
+        with pytest.raises(ValueError, match="bounds or data_norm"):
+            cls(**{size: "auto"}).fit(X)
 
 
 # ----------------------------------------------------------------- shortcuts
@@ -262,13 +296,34 @@ def test_the_auto_shortcut_finds_k_on_an_easy_mixture_and_saves_the_chosen_model
             for seed in range(3)]
     assert sum(getattr(f, live) == 3 for f in fits) >= 2          # the right K, most of the time
     m = next(f for f in fits if getattr(f, live) == 3)
-    assert isinstance(m.privacy_.event.event, acc.RepeatAndSelectEvent)
+    if cls is DPKMeans:
+        assert isinstance(m.privacy_.event.event, acc.RepeatAndSelectEvent)
+    else:                       # one fit with max_components components, pruned
+        assert m.privacy_.releases["first_moments"].shape == (5, X.shape[1])
     path = tmp_path / "m.npz"
     m.save(path)
     back = dpem_fast.load(path)
     assert getattr(back, size) == "auto" and getattr(back, live) == 3
     assert_array_equal(back.predict(X), m.predict(X))
     assert back.privacy_.delta_tail == m.privacy_.delta_tail
+
+
+def test_gmm_auto_is_one_pruned_fit_at_max_components_from_the_private_start_on_the_callers_ledger():
+    X = blobs(n=4000, K=3, sd=0.03)
+    ledger = acc.BudgetLedger(1.0, 1e-5, accountant="gdp", neighbouring="replace")
+    auto = quiet_fit(DPGaussianMixture("auto", max_components=6, bounds=BOX, epsilon=1.0, max_iter=8,
+                                       random_state=3, n_threads=1, budget=ledger), X)
+    one = quiet_fit(DPGaussianMixture(6, means_init="private", bounds=BOX, epsilon=1.0, max_iter=8,
+                                      random_state=3, n_threads=1), X)
+    assert auto.n_components == "auto" and auto.n_components_ == one.n_components_ <= 6
+    assert_array_equal(auto.means_, one.means_)
+    assert_array_equal(auto.covariances_, one.covariances_)
+    assert auto.privacy_.event == one.privacy_.event
+    assert len(ledger.entries) == 1 and ledger.entries[0][1] == one.privacy_.event   # charged once, the fit's plan
+    given = np.zeros((6, X.shape[1]))                          # a public means_init is kept
+    kept = quiet_fit(DPGaussianMixture("auto", max_components=6, means_init=given, bounds=BOX, epsilon=1.0,
+                                       max_iter=2, random_state=3, n_threads=1), X)
+    assert "start_counts" not in kept.privacy_.releases
 
 
 def test_the_auto_mean_keeps_half_a_single_fits_mu_and_grows_with_epsilon():

@@ -7,6 +7,7 @@ shortcuts of :class:`~dpem_fast.DPGaussianMixture` and :class:`~dpem_fast.DPKMea
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import warnings
@@ -36,7 +37,7 @@ SCORE = "selection_score"
 #: floor is at least this): the log density of a fitted Gaussian mixture is at most
 #: ``-(d/2) log(2π · SCORE_FLOOR)`` there.
 SCORE_FLOOR = 1e-6
-#: Share of δ spent on truncating the secret repetition count T at T_max.
+#: Share of δ that covers the wall time of the rare runs with more than T_max trials.
 TAIL_SHARE = 0.01
 #: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
 _XTOL = 1e-7
@@ -62,12 +63,16 @@ def _gaussian_mu2(event):
 
 def _draw_count(key, shape, mean, t_max):
     """The secret repetition count T ~ ``RepeatAndSelectEvent(., mean, shape)``'s law, from one
-    uniform of the key's stream (inverse cdf over 0 .. t_max; the mass above t_max, at most
-    δ_tail, maps to t_max: the truncation of the class docstring)."""
+    uniform of the key's stream by inversion of the cdf, **not truncated at t_max**: the cdf is
+    tabulated up to the first k whose tail is below 2⁻⁶⁰ (finer than a double uniform resolves),
+    so values of T above t_max are drawn with their own probabilities."""
     u = np.empty(1)
     _core_rng.fill_uniform(derive_key(key, "selection", "count"), 0, u, 1)
-    cdf = np.cumsum(acc.repetition_pmf(shape, mean, t_max))
-    return int(min(np.searchsorted(cdf, u[0], side="right"), t_max))
+    k_hi = max(int(t_max), 1)
+    while acc.repetition_tail(shape, mean, k_hi) > 2.0 ** -60:
+        k_hi *= 2
+    cdf = np.cumsum(acc.repetition_pmf(shape, mean, k_hi))
+    return int(min(np.searchsorted(cdf, u[0], side="right"), k_hi))
 
 
 def _choices(key, n_candidates, t_max):
@@ -243,14 +248,20 @@ class PrivateModelSelection(BaseEstimator):
     nothing: a
     ``RuntimeError`` whose text is the same in both cases.
 
-    **Fixed work.**  Wall time would reveal T, so exactly T_max trials always run (fits,
-    scores and noise), and only the first T count.  The run is the ideal mechanism A with T
-    replaced by min(T, T_max): the two agree unless T > T_max, so for every dataset and
-    output set E, |P_run(E) - P_A(E)| ≤ p = P(T > T_max).  A is (ε, δ_e)-DP with δ_e = δ -
-    δ_tail (the event, accounted), hence P_run(D)(E) ≤ P_A(D)(E) + p ≤ e^ε P_A(D')(E) + δ_e
-    + p ≤ e^ε P_run(D')(E) + δ_e + (1 + e^ε) p.  T_max is the smallest k with P(T > k) ≤
-    δ_tail / (1 + e^ε), δ_tail = :data:`TAIL_SHARE` × δ, so the run is (ε, δ)-DP
-    (``privacy_.delta_tail``; the event re-accounts at ``privacy_.event_delta``).
+    **Fixed work.**  Wall time would reveal T, so max(T, T_max) trials run (fits, scores and
+    noise), and only the first T count: T itself is drawn from its whole law (never
+    truncated), so the released values — the best trial's candidate, model and score — are
+    exactly Papernot & Steinke's A, whose event is accounted: they are (ε, δ_e)-DP with δ_e =
+    δ - δ_tail, and a ``budget`` ledger charged with the event accounts for them exactly.  The
+    wall time is the same function of the public T_max for every T ≤ T_max, so it can tell
+    the datasets apart only through the event T > T_max, of probability p = P(T > T_max)
+    under both.  For the pair (released values V, wall time W) and any set E of outcomes, let
+    E' = {v : (v, w_0) ∈ E} with w_0 the wall time of T_max trials; on {T ≤ T_max},
+    (V, W) ∈ E iff V ∈ E'.  Then P_D(E) ≤ P_D(V ∈ E') + p ≤ e^ε P_D'(V ∈ E') + δ_e + p and
+    P_D'(V ∈ E') ≤ P_D'(E) + p, so P_D(E) ≤ e^ε P_D'(E) + δ_e + (1 + e^ε) p: the run with its
+    timing is (ε, δ_e + (1 + e^ε) p)-DP.  T_max is the smallest k with P(T > k) ≤
+    δ_tail / (1 + e^ε), δ_tail = :data:`TAIL_SHARE` × δ, so it is (ε, δ)-DP
+    (``privacy_.delta_tail``; the event re-accounts at ``delta - delta_tail``).
     """
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
@@ -352,8 +363,8 @@ class PrivateModelSelection(BaseEstimator):
         z = acc.calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
         event = make_event(z)
         spent = acc.RDPAccountant(neighbouring=rel).compose(event).get_epsilon(delta_event)
-        # the truncation's total-variation term enters both sides of the DP inequality
-        # (class docstring): P(T > T_max) <= tail / (1 + e^eps)
+        # the wall time tells T > T_max apart only (class docstring, "Fixed work"):
+        # P(T > T_max) <= tail / (1 + e^eps)
         bound = tail / (1.0 + math.exp(eps))
         t_max = max(1, int(math.ceil(mean)))
         while acc.repetition_tail(shape, mean, t_max) > bound:
@@ -430,8 +441,10 @@ class PrivateModelSelection(BaseEstimator):
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:
             self.budget.spend(event, label=f"{type(self).__name__}.fit")    # before any statistic
-        plan = Plan(releases={SCORE: release}, event=event, accountant="rdp", neighbouring=rel,
-                    epsilon_spent=spent)
+        # the layer may release one score per trial, max(T, T_max) of them (T secret); the record
+        # shows the public T_max only
+        plan = Plan(releases={SCORE: dataclasses.replace(release, count=2 ** 62)}, event=event, accountant="rdp",
+                    neighbouring=rel, epsilon_spent=spent)
         layer = ReleaseLayer(plan, key, n_threads)
         best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape)
         record = PrivacyRecord(
@@ -442,9 +455,10 @@ class PrivateModelSelection(BaseEstimator):
             epsilon_spent=float(spent), n_iter=int(t_max), releases={SCORE: release}, event=event,
             data_domain={"source": "declared", "scale": None},
             notes=(f"{len(cands)} candidates; T ~ {'Poisson' if shape is None else f'TNB(eta={shape:g})'} "
-                   f"with mean {mean:g}; {t_max} trials always run, only the first T count",
+                   f"with mean {mean:g}; max(T, {t_max}) trials run, only the first T count",
                    f"every trial is {mu:.6g}-GDP (its fit and its score, parallel composition)",
-                   f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g}"),
+                   f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g} "
+                   "(the wall time of runs with more trials)"),
             private=True, noise="gaussian", delta_tail=float(tail))
         model, params, score, warned = best
         model.set_params(random_state=None)
@@ -466,10 +480,11 @@ class PrivateModelSelection(BaseEstimator):
         X_train, X_hold = X[~hold], X[hold]
         d = X.shape[1]
         T = _draw_count(key, shape, mean, t_max)
-        choice = _choices(key, len(cands), t_max)
+        n_trials = max(T, t_max)
+        choice = _choices(key, len(cands), n_trials)
         sigma = layer.releases[SCORE].noise_scale
         best, best_rank = None, -math.inf
-        for t in range(t_max):
+        for t in range(n_trials):
             params = cands[int(choice[t])]
             model = self._candidate_model(params, mu, rel, n_threads)
             model.set_params(random_state=np.random.SeedSequence(
@@ -572,18 +587,36 @@ def select_size(estimator, size_param, max_size, X, **law):
     return sel.fit(X)
 
 
-def fit_auto(estimator, size_param, max_param, X):
-    """Fit ``estimator`` (whose ``size_param`` is ``"auto"``) by a private selection of its size
-    in 1 .. ``getattr(estimator, max_param)`` within its own (ε, δ), and copy the released
-    model's fitted attributes (its ``_saved`` ones, ``n_features_in_``, ``feature_names_in_``
-    and the selection's ``privacy_``) onto it; returns ``estimator``."""
+def fit_auto(estimator, size_param, max_param, X, *, strategy="select", overrides=None):
+    """Fit ``estimator`` (whose ``size_param`` is ``"auto"``) with its size chosen privately in
+    1 .. ``getattr(estimator, max_param)`` within its own (ε, δ), and copy the released model's
+    fitted attributes (its ``_saved`` ones, ``n_features_in_``, ``feature_names_in_`` and
+    ``privacy_``) onto it; returns ``estimator``.
+
+    ``strategy``:
+
+    * ``"select"``: random stopping over the sizes (:func:`select_size`); ``privacy_`` is the
+      selection's.
+    * ``"prune"``: ONE fit at the largest size spending the whole (ε, δ), whose released model
+      keeps only the components the fit's noisy counts resolve (the model's own dead-component
+      rule, post-processing); the number kept is the choice.  No budget goes to the choice
+      itself; ``privacy_`` is the one fit's.  ``overrides``: parameters of that fit (e.g. the
+      private start).
+    """
     max_size = getattr(estimator, max_param)
     if isinstance(max_size, (bool, np.bool_)) or not isinstance(max_size, numbers.Integral) or max_size < 1:
         raise ValueError(f"{max_param} must be a positive integer, got {max_size!r}")
     eps = estimator.epsilon
     if isinstance(eps, numbers.Real) and not isinstance(eps, (bool, np.bool_)) and math.isinf(eps) and eps > 0:
         raise ValueError(f"{size_param}='auto' selects privately: it needs a finite epsilon")
-    best = select_size(estimator, size_param, max_size, X).best_estimator_
+    if strategy == "select":
+        best = select_size(estimator, size_param, max_size, X).best_estimator_
+    elif strategy == "prune":
+        best = clone(estimator).set_params(**{size_param: int(max_size), **(overrides or {})})
+        best.budget = estimator.budget          # the caller's ledger itself, not a copy
+        best.fit(X)
+    else:
+        raise ValueError(f"strategy must be 'select' or 'prune', got {strategy!r}")
     for name in tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_"):
         if name in vars(best):
             setattr(estimator, name, getattr(best, name))
