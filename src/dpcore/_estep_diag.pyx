@@ -55,10 +55,7 @@ cdef inline void _logp_chunk(const double *Xt, Py_ssize_t npad, Py_ssize_t d, Py
                              const double *means, const double *prec, const double *log_const,
                              double *L) noexcept nogil:
     """L[k, r] = log pi_k + log N(x_r | mu_k, diag(1 / prec_k²)) for the rows of one chunk."""
-    cdef Py_ssize_t k
-    for k in range(K):
-        dpe_logp_diag(Xt, d, DPC_CHUNK_SIZE, npad, means + k * d, prec + k * d, log_const[k],
-                      L + k * DPC_CHUNK_SIZE)
+    dpe_logp_diag(Xt, d, DPC_CHUNK_SIZE, npad, K, means, prec, log_const, L)
 
 
 cdef struct _Args:
@@ -103,9 +100,7 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
         for r in range(nr):
             acc += s.ll[r]
         a.ll[b] += acc
-        for k in range(K):
-            dpe_lanes_diag(s.Xt, d, DPC_CHUNK_SIZE, npad, s.L + k * DPC_CHUNK_SIZE,
-                           s.lanes + k * s.lanes_per_component)
+        dpe_lanes_diag(s.Xt, d, DPC_CHUNK_SIZE, npad, K, s.L, s.lanes, s.lanes_per_component)
     for k in range(K):
         dpe_lanes_diag_flush(s.lanes + k * s.lanes_per_component, d, a.nk + b * K + k,
                              a.s1 + (b * K + k) * d, a.sq + (b * K + k) * d)

@@ -29,51 +29,73 @@ static inline ptrdiff_t dpe_lanes_diag_size(ptrdiff_t d)
     return (1 + 2 * d) * DPE_L;
 }
 
-/* out[r] = c - 0.5 * sum_j ((x_r - mu)_j p_j)^2 for r < npad (npad % 16 == 0), j in order. */
+/* L[k, r] = c_k - 0.5 * sum_j ((x_r - mu_k)_j p_kj)^2 for every component k and r < npad
+   (npad % 16 == 0), each sum from +0 in j order.  Features outer, components inner, rows
+   innermost: row j of Xt and the K rows of L stay in L1 and every access is sequential (a
+   16-row tile walked along j would step by ld doubles, a power of two, and thrash the
+   cache sets for large d). */
 DPE_CLONES static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                     const double *mu, const double *p, double c, double *out)
+                                     ptrdiff_t K, const double *mu, const double *p, const double *c,
+                                     double *L)
 {
-    ptrdiff_t j, r;
-    for (r = 0; r < npad; r += DPE_L) {
-        dpe_v8 m0 = {0}, m1 = {0};
-        for (j = 0; j < d; j++) {
-            const double *x = Xt + j * ld + r;
-            double mj = mu[j], pj = p[j];
-            dpe_v8 y0 = (DPE_LD(x) - mj) * pj, y1 = (DPE_LD(x + 8) - mj) * pj;
-            m0 += y0 * y0;
-            m1 += y1 * y1;
+    ptrdiff_t j, k, r;
+    for (k = 0; k < K; k++)
+        for (r = 0; r < npad; r++) L[k * ld + r] = 0.0;
+    for (j = 0; j < d; j++) {
+        const double *x = Xt + j * ld;
+        for (k = 0; k < K; k++) {
+            double mj = mu[k * d + j], pj = p[k * d + j];
+            double *m = L + k * ld;
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 y0 = (DPE_LD(x + r) - mj) * pj, y1 = (DPE_LD(x + r + 8) - mj) * pj;
+                DPE_ST(m + r, DPE_LD(m + r) + y0 * y0);
+                DPE_ST(m + r + 8, DPE_LD(m + r + 8) + y1 * y1);
+            }
         }
-        DPE_ST(out + r, c - 0.5 * m0);
-        DPE_ST(out + r + 8, c - 0.5 * m1);
+    }
+    for (k = 0; k < K; k++) {
+        double *m = L + k * ld;
+        for (r = 0; r < npad; r += DPE_L) {
+            DPE_ST(m + r, c[k] - 0.5 * DPE_LD(m + r));
+            DPE_ST(m + r + 8, c[k] - 0.5 * DPE_LD(m + r + 8));
+        }
     }
 }
 
-/* n += g, s1_j += w, sq_j += w x_j with w = g x_j (rounded before both uses), over the
-   rows of one chunk, into the lanes la of one component ([n][s1: d][sq: d], 16 each).
-   g: the component's responsibilities (zero on the padding). */
+/* For every component k: n += g, s1_j += w, sq_j += w x_j with w = g x_j (rounded before
+   both uses), over the rows of one chunk, into the lanes la + k * lpc of component k
+   ([n][s1: d][sq: d], 16 each).  G: (K, ld) responsibilities (zero on the padding).
+   Features outer, components inner: row j of Xt stays in L1 while the K components use it. */
 DPE_CLONES static void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                      const double *g, double *la)
+                                      ptrdiff_t K, const double *G, double *la, ptrdiff_t lpc)
 {
-    ptrdiff_t j, r;
-    double *ls = la + DPE_L, *lq = la + (1 + d) * DPE_L;
-    dpe_v8 a0 = DPE_LD(la), a1 = DPE_LD(la + 8);
-    for (r = 0; r < npad; r += DPE_L) {
-        a0 += DPE_LD(g + r);
-        a1 += DPE_LD(g + r + 8);
-    }
-    DPE_ST(la, a0); DPE_ST(la + 8, a1);
-    for (j = 0; j < d; j++, ls += DPE_L, lq += DPE_L) {
-        const double *x = Xt + j * ld;
-        dpe_v8 s0 = DPE_LD(ls), s1 = DPE_LD(ls + 8);
-        dpe_v8 q0 = DPE_LD(lq), q1 = DPE_LD(lq + 8);
+    ptrdiff_t j, k, r;
+    for (k = 0; k < K; k++) {
+        const double *g = G + k * ld;
+        double *lk = la + k * lpc;
+        dpe_v8 a0 = DPE_LD(lk), a1 = DPE_LD(lk + 8);
         for (r = 0; r < npad; r += DPE_L) {
-            dpe_v8 x0 = DPE_LD(x + r), x1 = DPE_LD(x + r + 8);
-            dpe_v8 w0 = DPE_LD(g + r) * x0, w1 = DPE_LD(g + r + 8) * x1;
-            s0 += w0; s1 += w1;
-            q0 += w0 * x0; q1 += w1 * x1;
+            a0 += DPE_LD(g + r);
+            a1 += DPE_LD(g + r + 8);
         }
-        DPE_ST(ls, s0); DPE_ST(ls + 8, s1);
-        DPE_ST(lq, q0); DPE_ST(lq + 8, q1);
+        DPE_ST(lk, a0); DPE_ST(lk + 8, a1);
+    }
+    for (j = 0; j < d; j++) {
+        const double *x = Xt + j * ld;
+        for (k = 0; k < K; k++) {
+            const double *g = G + k * ld;
+            double *ls = la + k * lpc + (1 + j) * DPE_L, *lq = la + k * lpc + (1 + d + j) * DPE_L;
+            dpe_v8 s0 = DPE_LD(ls), s1 = DPE_LD(ls + 8);
+            dpe_v8 q0 = DPE_LD(lq), q1 = DPE_LD(lq + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpe_v8 x0 = DPE_LD(x + r), x1 = DPE_LD(x + r + 8);
+                dpe_v8 w0 = DPE_LD(g + r) * x0, w1 = DPE_LD(g + r + 8) * x1;
+                s0 += w0; s1 += w1;
+                q0 += w0 * x0; q1 += w1 * x1;
+            }
+            DPE_ST(ls, s0); DPE_ST(ls + 8, s1);
+            DPE_ST(lq, q0); DPE_ST(lq + 8, q1);
+        }
     }
 }
 

@@ -4,7 +4,7 @@ from libc.stddef cimport ptrdiff_t
 cdef extern from "dpc_gmm_diag.h" nogil:
     ptrdiff_t dpe_lanes_diag_size(ptrdiff_t d)
     void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                       const double *mu, const double *p, double c, double *out)
+                       ptrdiff_t K, const double *mu, const double *p, const double *c, double *L)
     void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                        const double *g, double *la)
+                        ptrdiff_t K, const double *G, double *la, ptrdiff_t lpc)
     void dpe_lanes_diag_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *sq)
