@@ -18,6 +18,14 @@ What is timed
   tol=0).fit``: (time(max_iter=11) - time(max_iter=1)) / 10, i.e. ten EM iterations without the
   initialisation, per iteration (ConvergenceWarning silenced).  Only public API is used.
 
+Full vs diagonal kernel (covariance types "diag" / "spherical")::
+
+    python bench/bench_estep.py --diag [--repeat 5]
+
+times the E-step pass alone (``compute_stats`` with diagonal factors expanded to (K, d, d), as
+diag / spherical fits ran before issue 24, against ``compute_stats_diag``) at n = 100,000,
+K = 10, d in {16, 64, 128}, on 1 and 2 threads, and prints the ratios.
+
 Arithmetic floor (flop model)
 -----------------------------
 Per row and component: triangular Mahalanobis product d(d+1) flops, upper-triangle S2 update
@@ -37,7 +45,7 @@ from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast import DPGaussianMixture
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
-from dpem_fast._kernels.gmm import compute_stats
+from dpem_fast._kernels.gmm import compute_stats, compute_stats_diag
 from _timing import median_time
 
 ISSUE_SHAPES = [(1_000_000, 2, 5), (200_000, 10, 5), (50_000, 100, 10), (26_733, 10, 3)]
@@ -148,9 +156,40 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--no-sklearn", action="store_true")
     ap.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    ap.add_argument("--diag", action="store_true", help="full vs diagonal E-step kernel table")
     args = ap.parse_args(argv)
     with threadpool_limits(1, "blas"):
-        return _table(args)
+        return _diag_table(args) if args.diag else _table(args)
+
+
+DIAG_SHAPES = [(100_000, 16, 10), (100_000, 64, 10), (100_000, 128, 10)]
+
+
+def _diag_table(args):
+    """E-step pass of the full kernel (diagonal factors expanded to (K, d, d)) against the
+    diagonal kernel, same data and parameters, 1 and 2 threads."""
+    print(f"dtype={args.dtype}; medians of {args.repeat}; E-step pass only, ms")
+    print("%-18s %9s %9s %9s %9s %9s %9s" % ("shape (n,d,K)", "full 1t", "diag 1t", "1t ratio",
+                                             "full 2t", "diag 2t", "2t ratio"))
+    rows = []
+    for n, d, K in DIAG_SHAPES:
+        rng = np.random.default_rng(0)
+        means = rng.normal(scale=3.0, size=(K, d))
+        prec = rng.uniform(0.5, 2.0, size=(K, d))
+        w = rng.dirichlet(np.ones(K))
+        X = (means[rng.integers(K, size=n)] + rng.normal(size=(n, d)) * 1.5).astype(np.dtype(args.dtype))
+        P = np.zeros((K, d, d))
+        P.reshape(K, d * d)[:, :: d + 1] = prec
+        out = [n, d, K]
+        for t in (1, 2):
+            tf = median_time(lambda: compute_stats(X, w, means, P, n_threads=t), args.repeat, warmup=True)
+            td = median_time(lambda: compute_stats_diag(X, w, means, prec, n_threads=t), args.repeat, warmup=True)
+            out += [tf, td]
+        rows.append(tuple(out))
+        _, _, _, f1, d1, f2, d2 = out
+        print("%-18s %9.1f %9.1f %8.1fx %9.1f %9.1f %8.1fx" % (
+            f"({n},{d},{K})", f1 * 1e3, d1 * 1e3, f1 / d1, f2 * 1e3, d2 * 1e3, f2 / d2), flush=True)
+    return rows
 
 
 def _table(args):

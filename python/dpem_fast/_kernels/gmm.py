@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _contract, _estep
+from .._dpcore import _contract, _estep, _estep_diag
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 
-__all__ = ["COUNTS", "FIRST", "SECOND", "COVARIANCE_TYPES", "gmm_statistics", "second_moments_of_type", "compute_stats", "predict_log_resp", "log_normalizers"]
+__all__ = ["COUNTS", "FIRST", "SECOND", "COVARIANCE_TYPES", "gmm_statistics", "second_moments_of_type", "compute_stats", "predict_log_resp", "log_normalizers",
+           "compute_stats_diag", "predict_log_resp_diag", "log_normalizers_diag"]
 
 
 #: Names of the mixture's statistics, in the engine's :class:`Statistics`.
@@ -40,7 +41,11 @@ def second_moments_of_type(s2, covariance_type):
     ``"spherical"``: its traces ``Σ_i γ_ik ‖x_i‖²`` (K,); ``"tied"``: the pooled
     ``Σ_k S2_k = Σ_i x_i x_iᵀ`` (d, d) (``Σ_k γ_ik = 1``).  Summed in a fixed order (over k, then
     as numpy reduces a fixed shape): the result does not depend on the thread count.
+    ``s2`` may also be the diagonal kernel's squared sums (K, d) (:func:`compute_stats_diag`),
+    for ``"diag"`` (returned as they are) and ``"spherical"`` (their row sums).
     """
+    if covariance_type in ("diag", "spherical") and np.ndim(s2) == 2:
+        return s2 if covariance_type == "diag" else np.add.reduce(s2, axis=1)
     if covariance_type == "full":
         return s2
     if covariance_type == "diag":
@@ -199,4 +204,107 @@ def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
     ll = np.empty(n, dtype=X.dtype)
     with blas_single_thread(enabled=X.shape[1] >= _contract.BLAS_MIN_D):
         _estep.log_resp(X, means, P, log_const, out, ll, upper, effective_n_threads(n_threads))
+    return out, ll
+
+
+def _params_diag(X, weights, means, prec_diag):
+    X = as_kernel_rows(X)
+    n, d = X.shape
+    means = np.ascontiguousarray(means, dtype=np.float64)
+    p = np.ascontiguousarray(prec_diag, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    if means.ndim != 2 or means.shape[1] != d or means.shape[0] == 0:
+        raise ValueError(f"means must have shape (n_components, {d}) with n_components >= 1, got {means.shape}")
+    K = means.shape[0]
+    if p.shape != (K, d):
+        raise ValueError(f"precisions_cholesky must have shape {(K, d)} (diagonal factors), got {p.shape}")
+    if not (np.all(np.isfinite(p)) and np.all(p > 0)):
+        raise ValueError("precisions_cholesky (diagonal factors) must be finite and > 0")
+    if weights.shape != (K,):
+        raise ValueError(f"weights must have shape ({K},), got {weights.shape}")
+    return X, means, p, log_normalizers_diag(weights, p)
+
+
+def log_normalizers_diag(weights, prec_diag):
+    """``log pi_k + Σ_j log p_kj - d/2 log(2 pi)`` for diagonal precision Cholesky factors
+    ``p_k`` (K, d): the constant of Eq. 10, as scikit-learn's ``'diag'`` log-determinant."""
+    p = np.asarray(prec_diag, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.all():
+        log_w = np.log(weights)
+    else:
+        with np.errstate(divide="ignore"):
+            log_w = np.log(weights)
+    return np.ascontiguousarray(log_w + np.sum(np.log(p), axis=1) - 0.5 * p.shape[1] * np.log(2 * np.pi))
+
+
+def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None) -> Statistics:
+    """One fused E-step pass for diagonal precisions (covariance types ``"diag"`` and
+    ``"spherical"``), O(n K d): responsibilities and the moments a diagonal covariance needs.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features), float32 or float64
+    weights : ndarray of shape (n_components,)
+    means : ndarray of shape (n_components, n_features)
+    prec_diag : ndarray of shape (n_components, n_features)
+        Diagonal precision Cholesky factors, ``1 / standard deviation`` per feature
+        (scikit-learn's ``precisions_cholesky_`` for ``'diag'``), finite and > 0.
+    n_threads : int or None
+        OpenMP threads; the result is bit-identical for every value.
+    domain : dpem_fast._preprocess.DataDomain or None
+        As in :func:`compute_stats`: rows mapped into the unit ball of the domain as loaded.
+
+    Returns
+    -------
+    Statistics
+        ``"counts"`` (K,), ``"first_moments"`` (K, d) and, as ``"second_moments"``, the squared
+        sums ``Σ_i γ_ik x_i²`` (K, d) (the diagonals of :func:`compute_stats`' second moments);
+        ``n_rows``, ``loglik`` and ``n_clipped`` as diagnostics.
+
+    Notes
+    -----
+    Equivalent to: ``lp = log_gaussian_prob_diag(X) + log(weights)``, ``g = exp(lp -
+    logsumexp(lp, 1)[:, None])``, then ``(g.sum(0), g.T @ X, g.T @ X**2, logsumexp(lp, 1).sum())``.
+    """
+    X, means, p, log_const = _params_diag(X, weights, means, prec_diag)
+    n, d = X.shape
+    K = means.shape[0]
+    n_threads = effective_n_threads(n_threads)
+    nb = _estep_diag.block_count(n, d, K)
+    part_nk = np.empty((nb, K))
+    part_s1 = np.empty((nb, K, d))
+    part_sq = np.empty((nb, K, d))
+    part_ll = np.empty(nb)
+    kw = {}
+    if domain is not None:
+        kw = dict(
+            domain=domain.loader_array(),
+            clip_target=clip_target(d, np.float64),
+            part_clipped=np.zeros(nb, dtype=np.int64),
+        )
+    _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
+    nk = _contract.sum_blocks(part_nk, n_threads)
+    s1 = _contract.sum_blocks(part_s1, n_threads)
+    sq = _contract.sum_blocks(part_sq, n_threads)
+    loglik = float(np.add.reduce(part_ll)) if nb else 0.0
+    n_clipped = int(kw["part_clipped"].sum()) if kw else 0
+    return gmm_statistics(n, nk, s1, sq, loglik, n_clipped)
+
+
+def predict_log_resp_diag(X, weights, means, prec_diag, n_threads=None):
+    """Log responsibilities and per-row log-likelihood for diagonal precisions, O(n K d)
+    (``predict`` / ``score_samples`` of the diag and spherical types).
+
+    Returns
+    -------
+    log_resp : ndarray of shape (n_samples, n_components), dtype of ``X``
+    log_prob : ndarray of shape (n_samples,), dtype of ``X``
+    """
+    X, means, p, log_const = _params_diag(X, weights, means, prec_diag)
+    n = X.shape[0]
+    K = means.shape[0]
+    out = np.empty((n, K), dtype=X.dtype)
+    ll = np.empty(n, dtype=X.dtype)
+    _estep_diag.log_resp_diag(X, means, p, log_const, out, ll, effective_n_threads(n_threads))
     return out, ll

@@ -13,6 +13,9 @@ __all__ = [
     "log_resp_reference",
     "estep_stats_reference",
     "log_det_cholesky_reference",
+    "log_gaussian_prob_diag_reference",
+    "log_resp_diag_reference",
+    "estep_diag_stats_reference",
 ]
 
 
@@ -69,3 +72,38 @@ def estep_stats_reference(X, weights, means, precisions_cholesky):
         s2[k] = (X * resp[:, k : k + 1]).T @ X
     s2 = 0.5 * (s2 + s2.transpose(0, 2, 1))
     return gmm_statistics(n, resp.sum(axis=0), resp.T @ X, s2, float(ll.sum()))
+
+
+def log_gaussian_prob_diag_reference(X, means, prec_diag):
+    """log N(x_i | mu_k, diag(1 / p_k²)), shape (n, K), for diagonal precision Cholesky factors
+    ``prec_diag`` (K, d) (scikit-learn's ``precisions_cholesky_`` for ``'diag'``):
+    ``-0.5 (d log 2 pi + Σ_j ((x_j − mu_kj) p_kj)²) + Σ_j log p_kj``."""
+    X = np.asarray(X, dtype=np.float64)
+    means = np.asarray(means, dtype=np.float64)
+    p = np.asarray(prec_diag, dtype=np.float64)
+    d = X.shape[1]
+    maha = np.empty((X.shape[0], means.shape[0]))
+    for k in range(means.shape[0]):
+        y = (X - means[k]) * p[k]
+        maha[:, k] = np.sum(y * y, axis=1)
+    return -0.5 * (d * np.log(2 * np.pi) + maha) + np.sum(np.log(p), axis=1)
+
+
+def log_resp_diag_reference(X, weights, means, prec_diag):
+    """Log responsibilities (n, K) and per-row log-likelihood (n,) for diagonal precisions."""
+    with np.errstate(divide="ignore"):
+        log_w = np.log(np.asarray(weights, dtype=np.float64))
+    lp = log_gaussian_prob_diag_reference(X, means, prec_diag) + log_w
+    ll = logsumexp(lp, axis=1) if lp.shape[0] else np.zeros(0)
+    return lp - ll[:, None], ll
+
+
+def estep_diag_stats_reference(X, weights, means, prec_diag):
+    """E-step statistics for diagonal precisions: counts (K,), first moments (K, d) and the
+    squared sums ``Σ_i g_ik x_i²`` (K, d) as ``second_moments``, and ``Σ_i log p(x_i)``."""
+    from .._kernels.gmm import gmm_statistics
+
+    X = np.asarray(X, dtype=np.float64)
+    log_resp, ll = log_resp_diag_reference(X, weights, means, prec_diag)
+    resp = np.exp(log_resp)
+    return gmm_statistics(X.shape[0], resp.sum(axis=0), resp.T @ X, resp.T @ (X * X), float(ll.sum()))

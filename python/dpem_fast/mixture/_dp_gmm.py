@@ -27,19 +27,26 @@ from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, l
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import full_covariances, precision_cholesky_full
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
-from .._kernels.gmm import COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, predict_log_resp, second_moments_of_type
+from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
+                            predict_log_resp_diag, second_moments_of_type)
 
 __all__ = ["DPGaussianMixture"]
 
 
 def _gmm_statistics(X, params, domain, n_threads, covariance_type="full"):
     """The E-step statistics kernel (a Dask task's: the current parameters and the public
-    covariance type only).  The kernel computes the full second moments; a type that needs less
-    keeps only its own (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before anything
-    is released."""
+    covariance type only).  Full and tied run the full kernel (tied keeps the pooled second
+    moment); diag and spherical run the diagonal kernel (O(n K d): counts, first moments and
+    squared sums), spherical reducing the squared sums to their row sums.  Each type keeps only
+    its own second moments (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before
+    anything is released."""
     weights, means, _, prec_chol = params
-    stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
-    if covariance_type == "full":
+    if covariance_type in ("diag", "spherical"):
+        prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
+        stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain)
+    else:
+        stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+    if covariance_type in ("full", "diag"):
         return stats
     arrays = dict(stats.arrays)
     arrays[SECOND] = second_moments_of_type(arrays[SECOND], covariance_type)
@@ -258,8 +265,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
       covariance is ``(S2 − Σ_k S1_k S1_kᵀ/N_k)/N``).  add/remove: ``‖γ‖₂‖x²‖₂ ≤ ‖x‖² ≤ 1``,
       ``‖γ‖₂‖x‖² ≤ 1`` and ``‖xxᵀ‖_F ≤ 1``; replace-one: √2 for each (every entry of
       ``γ x²`` and ``γ‖x‖²`` is nonnegative, so the cross term of ``‖A − B‖²`` is ≥ 0;
-      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2``).  The kernel computes the full
-      moments and keeps only the type's before the release.
+      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2``).  Full and tied run the
+      full kernel (tied pools its second moments); diag and spherical the diagonal kernel
+      (squared sums only, O(n K d); spherical sums them over features); each keeps only its
+      type's statistics before the release, so the released quantities and their
+      sensitivities are unchanged.
 
     **Joint accounting** (GGG with continuous noise).  The three releases of
     an iteration are one Gaussian mechanism on the stacked statistic; its
@@ -683,9 +693,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _log_resp(self, X):
         X = self._check_X(X)
         means = np.asarray(self.means_, dtype=np.float64)
-        # the kernel takes (K, d, d) factors: a diag / spherical / tied factor expanded (inference only)
-        prec_chol = full_covariances(np.asarray(self.precisions_cholesky_, dtype=np.float64),
-                                     getattr(self, "covariance_type", "full"), *means.shape)
+        ct = getattr(self, "covariance_type", "full")
+        if ct in ("diag", "spherical"):   # the diagonal kernel, O(n K d)
+            prec = np.asarray(self.precisions_cholesky_, dtype=np.float64)
+            prec = np.broadcast_to(prec[:, None] if ct == "spherical" else prec, means.shape)
+            return predict_log_resp_diag(X, self.weights_, means, prec, n_threads=effective_n_threads(self.n_threads))
+        # the full kernel takes (K, d, d) factors: a tied factor expanded (inference only)
+        prec_chol = full_covariances(np.asarray(self.precisions_cholesky_, dtype=np.float64), ct, *means.shape)
         return predict_log_resp(X, self.weights_, means, prec_chol, n_threads=effective_n_threads(self.n_threads))
 
     def sample(self, n_samples=1, *, shuffle=True, random_state=None):
