@@ -726,3 +726,23 @@ def test_means_init_private_is_refused_in_other_spellings():
     X = np.random.default_rng(0).normal(size=(300, 2))
     with pytest.raises(ValueError, match="means_init must be None, 'private'"):
         DPGaussianMixture(2, means_init="kmeans", data_norm=5.0).fit(X)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
+def test_private_start_covariances_are_a_quarter_of_the_distance_to_the_nearest_centre(covariance_type):
+    # post-processing of the start's centres: v_k = clip((rho_k / 4)^2, v0 / 100, v0), v0 = 1 / (4d)
+    d = 4
+    means = np.zeros((4, d))
+    means[1, 0], means[2, 0], means[3, 1] = 0.2, 0.6, 0.01
+    g = DPGaussianMixture(4, covariance_type=covariance_type, means_init="private")
+    covs, prec_chol = g._start_covariances(means)
+    v0 = 1.0 / (4 * d)
+    rho = np.array([0.01, 0.2, 0.4, 0.01])
+    v = np.clip((rho / 4) ** 2, v0 / 100, v0)
+    if covariance_type == "tied":
+        v = np.full(4, v.mean())
+    assert_allclose(np.einsum("kij,klj->kil", prec_chol, prec_chol),
+                    np.stack([np.eye(d) / vk for vk in v]), rtol=1e-12)
+    expected = {"full": np.stack([np.eye(d) * vk for vk in v]), "diag": np.repeat(v[:, None], d, axis=1),
+                "spherical": v, "tied": np.eye(d) * v[0]}[covariance_type]
+    assert_allclose(covs, expected, rtol=1e-12)

@@ -22,7 +22,7 @@ import pytest
 
 from dpem_fast import _registry
 
-from utility_cases import CASES, GMM_TYPE_CASES
+from utility_cases import CASES, GMM_AUTO_CASE, GMM_TYPE_CASES
 
 GRID = [(size, eps) for size in (0, 1) for eps in (0.3, 1.0, 10.0)]    # size: index into Case.sizes
 SEEDS = (0, 1, 2)
@@ -57,6 +57,12 @@ def test_never_absurd_and_never_below_the_trivial_model(name, size, eps):
 def test_every_gmm_covariance_type_meets_the_floor_at_epsilon_1(covariance_type, size):
     """Issue 24: each covariance type beats one component of its own type at eps = 1 (or says so)."""
     _check_floor(GMM_TYPE_CASES[covariance_type], size, 1.0)
+
+
+@pytest.mark.parametrize("size, eps", GRID)
+def test_the_mixtures_auto_components_meet_the_floor(size, eps):
+    """Issue 24: n_components="auto" beats one component at every ε and row count (or says so)."""
+    _check_floor(GMM_AUTO_CASE, size, eps)
 
 
 def _check_floor(case, size, eps):

@@ -217,3 +217,12 @@ def _gmm_of_type(covariance_type):
 #: the GMM case for each covariance type other than "full" (CASES["gmm"]): the trivial model is
 #: one component of the same type
 GMM_TYPE_CASES = {ct: _gmm_of_type(ct) for ct in ("diag", "tied", "spherical")}
+
+
+#: the mixture's ``n_components="auto"`` (one fit at ``max_components`` from the private start,
+#: pruned): the trivial model is one component
+GMM_AUTO_CASE = Case(
+    data=_split(_blobs),
+    model=lambda eps, seed: dpem_fast.DPGaussianMixture("auto", max_components=6, epsilon=eps, max_iter=10,
+                                                        bounds=(-6, 6), random_state=seed),
+    trivial=_refit(n_components=1), sane=_sane_gmm)
