@@ -118,6 +118,15 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     return np.ascontiguousarray(log_w + log_det - 0.5 * d * np.log(2 * np.pi))
 
 
+def _domain_kwargs(domain, d, nb):
+    """The kernels' domain arguments: the (4, d) loader array, the clip target and per-block
+    clip counts (none without a domain)."""
+    if domain is None:
+        return {}
+    return dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64),
+                part_clipped=np.zeros(nb, dtype=np.int64))
+
+
 def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None) -> Statistics:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
 
@@ -159,13 +168,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     part_s1 = np.empty((nb, K, d))
     part_s2 = np.empty((nb, K, d, d))
     part_ll = np.empty(nb)
-    kw = {}
-    if domain is not None:
-        kw = dict(
-            domain=domain.loader_array(),
-            clip_target=clip_target(d, np.float64),
-            part_clipped=np.zeros(nb, dtype=np.int64),
-        )
+    kw = _domain_kwargs(domain, d, nb)
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
@@ -276,13 +279,7 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     part_s1 = np.empty((nb, K, d))
     part_sq = np.empty((nb, K, d))
     part_ll = np.empty(nb)
-    kw = {}
-    if domain is not None:
-        kw = dict(
-            domain=domain.loader_array(),
-            clip_target=clip_target(d, np.float64),
-            part_clipped=np.zeros(nb, dtype=np.int64),
-        )
+    kw = _domain_kwargs(domain, d, nb)
     _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)

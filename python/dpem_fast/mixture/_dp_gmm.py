@@ -498,6 +498,19 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             covs, prec_chol = self._start_covariances(means)
         return weights, means, covs, prec_chol
 
+    def _typed_covariances(self, prec_chol):
+        """Covariances in the type's shape (working units) from (K, d, d) precision Cholesky
+        factors: full (K, d, d), diag (K, d), spherical (K,) the mean variance, tied the first."""
+        covs = covariance_from_precision_cholesky(prec_chol)
+        ct = self.covariance_type
+        if ct == "diag":
+            return np.diagonal(covs, axis1=1, axis2=2).copy()
+        if ct == "spherical":
+            return np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
+        if ct == "tied":
+            return covs[0]
+        return covs
+
     def _start_covariances(self, means):
         """Isotropic initial covariances ``v_k I`` (working units) for the private start's means:
         ``v_k = (ρ_k / 4)²`` with ρ_k the distance from centre k to the nearest other centre,
@@ -523,13 +536,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         if ct == "tied":
             v = np.full(K, v.mean())
         prec_chol = np.stack([np.eye(d) / math.sqrt(vk) for vk in v])
-        covs = covariance_from_precision_cholesky(prec_chol)
-        if ct == "diag":
-            covs = np.diagonal(covs, axis1=1, axis2=2).copy()
-        elif ct == "spherical":
-            covs = np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
-        elif ct == "tied":
-            covs = covs[0]
+        covs = self._typed_covariances(prec_chol)
         return covs, prec_chol
 
     def _describe(self):
@@ -691,13 +698,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             if ct == "spherical":      # one variance: the mean of the per-feature ones
                 diag = np.full(d, 1.0 / math.sqrt(np.mean(1.0 / diag ** 2)))
             prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
-        covs = covariance_from_precision_cholesky(prec_chol)
-        if ct == "diag":
-            covs = np.diagonal(covs, axis1=1, axis2=2).copy()
-        elif ct == "spherical":
-            covs = np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
-        elif ct == "tied":
-            covs = covs[0]
+        covs = self._typed_covariances(prec_chol)
         return weights, means, covs, prec_chol
 
     @staticmethod
