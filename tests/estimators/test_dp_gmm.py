@@ -746,3 +746,44 @@ def test_private_start_covariances_are_a_quarter_of_the_distance_to_the_nearest_
     expected = {"full": np.stack([np.eye(d) * vk for vk in v]), "diag": np.repeat(v[:, None], d, axis=1),
                 "spherical": v, "tied": np.eye(d) * v[0]}[covariance_type]
     assert_allclose(covs, expected, rtol=1e-12)
+
+
+class TestConformanceAuto(TestConformance):
+    """The whole suite again with ``n_components="auto"`` (issue 24): one fit at
+    ``max_components`` from the private start, pruned."""
+
+    params = {**TestConformance.params, "n_components": "auto", "max_components": 3}
+    sklearn_params = (dict(n_components="auto", max_components=2, epsilon=10.0, data_norm=50.0, bounds=None,
+                           max_iter=3, random_state=0),)
+
+    def statistic_sites(self):
+        from dpem_fast._engine import _start
+        return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
+
+    @pytest.mark.parametrize("epsilon", [1.0, float("inf")])
+    @pytest.mark.parametrize("declared", [True, False])
+    def test_huge_finite_rows_give_finite_output_or_a_clear_error(self, epsilon, declared):
+        if epsilon == float("inf"):         # "auto" is a private choice: a clear refusal
+            with pytest.raises(ValueError, match="finite epsilon"):
+                self.make_estimator(epsilon=epsilon).fit(self.make_data(500))
+            return
+        super().test_huge_finite_rows_give_finite_output_or_a_clear_error(epsilon, declared)
+
+
+def _not_for_auto(reason):
+    def skipped(self, *args, **kwargs):
+        pytest.skip(reason)
+    return skipped
+
+
+# checks that read the statistic specs of an integer n_components (the fit behind "auto" is
+# TestConformancePrivateStart's, which runs them), or fit at epsilon=inf, which "auto" refuses
+# with a clear error (tests/estimators/test_model_selection.py::test_bad_auto_parameters)
+for _name in ("test_release_records_alone_meet_the_target_tightly", "test_every_release_draws_its_recorded_noise",
+              "test_sensitivities_are_never_exceeded_and_nearly_attained",
+              "test_joint_sensitivity_is_never_exceeded_and_nearly_attained", "test_clipping_holds_end_to_end"):
+    setattr(TestConformanceAuto, _name, _not_for_auto(
+        "reads the specs of an integer n_components: TestConformancePrivateStart runs it on the fit behind 'auto'"))
+for _name in ("test_a_ledger_of_the_other_relation_or_a_non_private_fit_is_refused",
+              "test_not_private_fits_refuse_a_ledger", "test_epsilon_inf_equals_the_nonprivate_reference"):
+    setattr(TestConformanceAuto, _name, _not_for_auto("n_components='auto' refuses epsilon=inf (a private choice)"))

@@ -617,7 +617,10 @@ def fit_auto(estimator, size_param, max_param, X, *, strategy="select", override
         best.fit(X)
     else:
         raise ValueError(f"strategy must be 'select' or 'prune', got {strategy!r}")
-    for name in tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_"):
+    names = tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_")
+    if strategy == "prune":     # the one fit's own diagnostics (never saved; not private)
+        names += ("diagnostics_", "n_iter_")
+    for name in names:
         if name in vars(best):
             setattr(estimator, name, getattr(best, name))
     return estimator
