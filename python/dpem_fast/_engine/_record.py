@@ -83,9 +83,10 @@ class PrivacyRecord:
     is the noise multiplier of each iteration's releases accounted jointly as one Gaussian
     mechanism (see :mod:`dpem_fast._engine._plan`); the iteration part of ``event`` is then
     ``SelfComposedEvent(GaussianEvent(joint_multiplier), n_iter)``.  ``delta_tail`` is a δ
-    spent outside ``event`` (a private selection's truncation of its secret repetition count,
-    :mod:`dpem_fast.model_selection`): ``event`` is accounted at ``delta - delta_tail`` and the
-    guarantee is ``(epsilon_spent, delta)``; 0 for a single fit.
+    spent outside ``event`` (a private selection's wall time, which can tell its rare runs of more
+    than T_max trials apart, :mod:`dpem_fast.model_selection`): ``event`` covers every released
+    value and is accounted at ``delta - delta_tail``; with the wall time the guarantee is
+    ``(epsilon_spent, delta)``; 0 for a single fit.
     """
 
     mechanism: str
