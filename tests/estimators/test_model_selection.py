@@ -335,3 +335,16 @@ def test_the_auto_mean_keeps_half_a_single_fits_mu_and_grows_with_epsilon():
     z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(
         "replace", acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, 1.0)), 1.0, 0.99e-5, "rdp")
     assert 1.0 / z >= 0.5 / one * (1 - 1e-3)
+
+
+def test_gmm_auto_does_not_warn_about_the_components_it_drops_on_purpose():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(-0.8, 0.1, (3000, 2)), rng.normal(0.8, 0.1, (3000, 2))]).clip(*BOX)
+    kw = dict(max_iter=10, bounds=BOX, epsilon=1.0, random_state=0, n_threads=1)
+    with pytest.warns(acc.NoiseDominatedWarning, match="of the 8 components has a noisy count"):
+        same = DPGaussianMixture(8, means_init="private", **kw).fit(X)      # the same fit, asked for 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.NoiseDominatedWarning)
+        auto = DPGaussianMixture("auto", max_components=8, **kw).fit(X)
+    assert auto.n_components_ == same.n_components_ < 4
+    assert_array_equal(auto.means_, same.means_)

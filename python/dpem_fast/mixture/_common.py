@@ -54,7 +54,7 @@ def count_threshold(counts_release):
     return max(1.0, LIVE_Z * noise_std(counts_release))
 
 
-def live_components(counts, counts_release, what="components"):
+def live_components(counts, counts_release, what="components", *, choosing=False):
     """Which components of a private fit are released as live (post-processing).
 
     Rule: component k is live iff its noisy count (the last update's, tail-averaged where the
@@ -64,6 +64,8 @@ def live_components(counts, counts_release, what="components"):
     to the one-component model) and a :class:`~dpem_fast.NoiseDominatedWarning` is raised; it
     is also raised when fewer than half of the K components are live (K ≥ 3), or when the
     noisy total count is within τ√K of zero (its noise standard deviation is √K σ_N).
+    ``choosing=True`` (a fit over-provisioned on purpose, whose live count is the choice of K:
+    ``n_components="auto"``) leaves out the fewer-than-half warning only.
 
     Reads only released values and the release's public noise scale; the warnings name K and
     the live count (itself post-processing) and the remedies, nothing of the data.
@@ -82,7 +84,7 @@ def live_components(counts, counts_release, what="components"):
         warnings.warn(f"{what}: no noisy count of the {K} component(s) is distinguishable from its noise, "
                       "so the released model keeps only the largest one (the one-component model) and it "
                       f"is dominated by noise; {REMEDY}", NoiseDominatedWarning, stacklevel=5)
-    elif 2 * int(live.sum()) < K:
+    elif 2 * int(live.sum()) < K and not choosing:
         warnings.warn(f"{what}: only {int(live.sum())} of the {K} components has a noisy count "
                       "distinguishable from its noise; the others were dropped (n_components_ says how "
                       f"many are left); {REMEDY}", NoiseDominatedWarning, stacklevel=5)

@@ -577,7 +577,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
-        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
+        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
+                               choosing=getattr(self, "_choosing_k", False))
         tied = self.covariance_type == "tied"     # one covariance for all K: estimated from all counts
         warn_if_covariances_unresolved(noisy[COUNTS] if tied else noisy[COUNTS][live], ctx.releases, ctx.domain,
                                        type(self).__name__, self.covariance_type, ctx.n_public)

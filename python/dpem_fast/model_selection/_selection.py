@@ -614,6 +614,7 @@ def fit_auto(estimator, size_param, max_param, X, *, strategy="select", override
     elif strategy == "prune":
         best = clone(estimator).set_params(**{size_param: int(max_size), **(overrides or {})})
         best.budget = estimator.budget          # the caller's ledger itself, not a copy
+        best._choosing_k = True                 # dropping components is the choice, not a failure
         best.fit(X)
     else:
         raise ValueError(f"strategy must be 'select' or 'prune', got {strategy!r}")
