@@ -131,7 +131,8 @@ def test_every_score_draws_its_recorded_noise(monkeypatch):
 
 
 # ------------------------------------------------------------- fixed work
-def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
+def count_fits(monkeypatch):
+    """A list that records the n_components of every DPGaussianMixture fit from now on."""
     calls = []
     real = DPGaussianMixture.fit
 
@@ -139,6 +140,11 @@ def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
         calls.append(self.n_components)
         return real(self, X, y)
     monkeypatch.setattr(DPGaussianMixture, "fit", fit)
+    return calls
+
+
+def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
+    calls = count_fits(monkeypatch)
     counts, secret = set(), set()
     for seed, X in [(0, blobs(seed=0)), (1, blobs(seed=5, K=1)), (7, 0.3 * blobs(seed=2))]:
         calls.clear()
@@ -163,13 +169,7 @@ def test_the_secret_count_is_drawn_from_its_whole_law_not_truncated_at_t_max(sha
 
 
 def test_more_than_t_max_trials_run_when_t_exceeds_t_max_and_the_later_trials_count(monkeypatch):
-    calls = []
-    real = DPGaussianMixture.fit
-
-    def fit(self, X, y=None):
-        calls.append(self.n_components)
-        return real(self, X, y)
-    monkeypatch.setattr(DPGaussianMixture, "fit", fit)
+    calls = count_fits(monkeypatch)
     X = blobs()
     base = quiet_fit(selection(random_state=4), X)
     t_max = base.privacy_.n_iter
