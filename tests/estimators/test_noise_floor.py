@@ -57,8 +57,8 @@ def _capture_live(monkeypatch):
     seen = []
     real = _common.live_components
 
-    def spy(counts, release, what="components"):
-        live = real(counts, release, what)
+    def spy(counts, release, what="components", **kw):
+        live = real(counts, release, what, **kw)
         seen.append((np.array(counts), _common.count_threshold(release), live.copy()))
         return live
 
