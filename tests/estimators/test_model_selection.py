@@ -76,7 +76,16 @@ def test_the_event_reaccounts_to_the_reported_epsilon_and_is_tight(rel, shape):
     assert r.sensitivity == pytest.approx((hi - lo) if rel == "replace" else (hi - lo) / 2)
     assert r.count == rec.n_iter
     assert P_tail_ok(rec, rs)
-    # the loader's cross-check accepts it, and refuses it without the truncation's delta
+    # Google's dp-accounting re-accounts the same event to the same epsilon (its RDP accountant,
+    # RepeatAndSelectDpEvent, on our orders: their default grid is a subset, never below)
+    dpa = pytest.importorskip("dp_accounting")
+    from dp_accounting.rdp import rdp_privacy_accountant as R
+    theirs = R.RdpAccountant(orders=list(acc.RDPAccountant().orders), neighboring_relation={
+        "replace": R.NeighborRel.REPLACE_ONE, "add_remove": R.NeighborRel.ADD_OR_REMOVE_ONE}[rel])
+    theirs.compose(dpa.dp_event.RepeatAndSelectDpEvent(dpa.dp_event.GaussianDpEvent(rs.event.noise_multiplier),
+                                                       rs.mean, math.inf if rs.shape is None else rs.shape))
+    assert theirs.get_epsilon(rec.event_delta) == pytest.approx(rec.epsilon_spent, rel=1e-6)
+    # the loader's cross-check accepts it, and refuses it without delta_tail
     _persist.check_record(rec)
     with pytest.raises(ModelFormatError, match="epsilon_spent"):
         _persist.check_record(dataclasses.replace(rec, delta_tail=0.0))
