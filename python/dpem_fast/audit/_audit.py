@@ -19,14 +19,25 @@ with the largest ``‖f_r(D′) − f_r(D)‖ / σ_r`` over the plan's iteration
 (the most informative release; ``statistic=`` picks one).  Then ``f_r(D)`` and ``f_r(D′)``
 are computed exactly with the kernel on the whole datasets.
 
-Trials.  Each trial draws the release through the real :class:`ReleaseLayer` (the plan the
-estimator calibrates, its :func:`add_noise`) with its own key ``derive_key(key, "audit",
-side, t)``; the auditor projects the noisy output on the unit direction
-``u = (f(D′) − f(D)) / ‖f(D′) − f(D)‖`` (over the noised coordinates: the upper triangle of a
-symmetric statistic) and feeds the two samples to :func:`gdp_lower_bound` (default) or
-:func:`threshold_lower_bound` (threshold at the midpoint of the two exact projections,
-fixed before any noise is drawn).  Results depend on ``random_state`` only, never on the
-thread count (the release layer's streams are addressed by key).
+Trials.  Every trial's noise comes from the release layer's own sampler
+(:func:`~dpem_fast._engine._release.add_noise`, the function
+:meth:`ReleaseLayer.release` calls for each statistic) with the release records of the
+plan the estimator calibrates: the trials of a chunk are one call on the release record
+stacked ``n`` times (``shape = (n, *shape)``: i.i.d. noise of the plan's σ, mirrored for a
+symmetric statistic, exactly as one release), keyed by ``derive_key(key, "audit", side,
+chunk)``.  The auditor projects each noisy output (the noised coordinates — the upper
+triangle of a symmetric statistic — each divided by its plan σ, stacked over the audited
+releases) on the unit direction ``u`` of ``f(D′) − f(D)`` in the same units, and feeds the
+two samples to :func:`gdp_lower_bound` (default) or :func:`threshold_lower_bound`
+(threshold at the midpoint of the two exact projections, fixed before any noise is drawn).
+The two samples' spread is estimated, not taken from the plan, so a sampler that adds
+less noise than the plan says raises the bound.  Results depend on ``random_state`` only,
+never on the thread count (the sampler's streams are addressed by key).
+
+The data.  The statistics are additive and computed at fixed public parameters, so
+``f(D′) − f(D)`` is the difference of the two canaries' own contributions: the bound does
+not depend on the rows of ``X`` (only their count and width), and the audit's result
+reveals nothing of them.
 
 What is claimed.  The audited release alone is ``(1/z_r)``-GDP (``z_r = σ_r/Δ_r``, the plan's
 multiplier), so ``epsilon_claimed`` is that release's ε at the fit's δ
