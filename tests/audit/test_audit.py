@@ -136,6 +136,21 @@ def test_an_under_noised_release_is_flagged(monkeypatch, make, name, factor, sco
     assert bad.violated, (bad.epsilon_lower, bad.epsilon_claimed)
 
 
+def test_an_under_noised_release_layer_is_flagged(monkeypatch):
+    """The mutation in ReleaseLayer.release itself (not its sampler): the trials go through it."""
+    original = _release.ReleaseLayer.release
+
+    def release(self, statistics, index):
+        out = original(self, statistics, index)
+        if "sums" in out:
+            v = np.asarray(statistics["sums"], dtype=np.float64)
+            out["sums"] = v + 0.8 * (out["sums"] - v)
+        return out
+
+    monkeypatch.setattr(_release.ReleaseLayer, "release", release)
+    assert audit(_kmeans(), random_state=5, statistic="sums", n_trials=400_000).violated
+
+
 # ---------------------------------------------------------------- (d) bad input
 @pytest.mark.parametrize("est, kw, exc, match", [
     ("not an estimator", {}, TypeError, "estimator"),

@@ -19,13 +19,12 @@ with the largest ``‖f_r(D′) − f_r(D)‖ / σ_r`` over the plan's iteration
 (the most informative release; ``statistic=`` picks one).  Then ``f_r(D)`` and ``f_r(D′)``
 are computed exactly with the kernel on the whole datasets.
 
-Trials.  Every trial's noise comes from the release layer's own sampler
-(:func:`~dpem_fast._engine._release.add_noise`, the function
-:meth:`ReleaseLayer.release` calls for each statistic) with the release records of the
-plan the estimator calibrates: the trials of a chunk are one call on the release record
-stacked ``n`` times (``shape = (n, *shape)``: i.i.d. noise of the plan's σ, mirrored for a
-symmetric statistic, exactly as one release), keyed by ``derive_key(key, "audit", side,
-chunk)``.  The auditor projects each noisy output (the noised coordinates — the upper
+Trials.  Every trial goes through :meth:`ReleaseLayer.release` (and so the sampler
+:func:`~dpem_fast._engine._release.add_noise`) with the release records of the plan the
+estimator calibrates: the trials of a chunk are one release of the plan's record stacked
+``n`` times (``shape = (n, *shape)``: i.i.d. noise of the plan's σ, mirrored per trial for a
+symmetric statistic, exactly as ``n`` separate releases), by a layer keyed
+``derive_key(key, "audit", side, chunk)``.  The auditor projects each noisy output (the noised coordinates — the upper
 triangle of a symmetric statistic — each divided by its plan σ, stacked over the audited
 releases) on the unit direction ``u`` of ``f(D′) − f(D)`` in the same units, and feeds the
 two samples to :func:`gdp_lower_bound` (default) or :func:`threshold_lower_bound`
@@ -348,13 +347,14 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     for side in (0, 1):
         for c0 in range(0, n_trials, _CHUNK):
             m = min(_CHUNK, n_trials - c0)
-            noisy = {}
-            for g in group:
-                r = plan.releases[g]
-                stacked = dataclasses.replace(r, shape=(m, *tuple(r.shape)))
-                value = np.broadcast_to(exact[side][g], stacked.shape)
-                k = _release.release_key(derive_key(key, "audit", side, c0 // _CHUNK), 0, g)
-                noisy[g] = _release.add_noise(value, stacked, k, n_threads)
+            # the fit's plan with each audited release stacked m times (i.i.d. noise of the
+            # plan's σ per trial, mirrored per trial for a symmetric statistic), released
+            # through a ReleaseLayer: the code path of every fit
+            stacked = {g: dataclasses.replace(plan.releases[g], shape=(m, *tuple(plan.releases[g].shape)))
+                       for g in group}
+            layer = _release.ReleaseLayer(dataclasses.replace(plan, releases=stacked),
+                                          derive_key(key, "audit", side, c0 // _CHUNK), n_threads)
+            noisy = layer.release({g: np.broadcast_to(exact[side][g], stacked[g].shape) for g in group}, 0)
             samples[side][c0:c0 + m] = np.concatenate(
                 [_noised_rows(noisy[g], plan.releases[g]) / plan.releases[g].noise_scale for g in group],
                 axis=1) @ u
