@@ -180,3 +180,30 @@ def test_bad_samples_are_refused():
         gdp_lower_bound([1.0, 2.0], [1.0, np.nan], DELTA)
     with pytest.raises(ValueError, match="delta"):
         threshold_lower_bound([1.0, 2.0], [1.0, 2.0], 0.0, 1.5)
+
+
+# ---------------------------------------------------------------- command line
+def test_command_line_audit(capsys):
+    import json
+
+    from dpem_fast._cli import main
+
+    rc = main(["audit", "--model", "kmeans", "--epsilon", "1", "--data-norm", "1", "--n-clusters", "3",
+               "--scope", "iteration", "--trials", "200000", "--random-state", "0", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["model"] == "DPKMeans" and out["violated"] is False
+    direct = audit(_kmeans(), n_trials=200_000, random_state=0, scope="iteration")
+    assert out["epsilon_lower"] == direct.epsilon_lower and out["epsilon_claimed"] == direct.epsilon_claimed
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--model", "gmm", "--epsilon", "1"], "declared domain"),
+    (["--model", "gmm", "--epsilon", "1", "--data-norm", "1", "--bounds", "0,1"], "at most one"),
+    (["--model", "gmm", "--epsilon", "1", "--data-norm", "1", "--trials", "1"], "n_trials"),
+    (["--model", "gmm", "--epsilon", "1", "--data-norm", "1", "--features", "0"], "n_features"),
+])
+def test_command_line_audit_errors(capsys, argv, match):
+    from dpem_fast._cli import main
+
+    assert main(["audit", *argv]) == 2
+    assert match in capsys.readouterr().err

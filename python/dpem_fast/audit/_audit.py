@@ -224,7 +224,7 @@ def _check(estimator, mode, n_trials, confidence, method, statistic):
 
 
 def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95, random_state=None,
-          scope="release", statistic=None, method="gdp"):
+          scope="release", statistic=None, method="gdp", n_features=None):
     """An empirical lower bound on the ε of one iteration's release(s) of ``estimator``.
 
     Parameters
@@ -233,8 +233,8 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
         Unfitted, with its privacy parameters and a declared domain (``data_norm`` or
         ``bounds``); it is cloned, never fitted.
     X : array-like of shape (n_samples, n_features), optional
-        Base dataset; default 100 rows uniform in the half-radius ball of the domain, 2
-        features.
+        Base dataset; default 100 rows uniform in the half-radius ball of the domain, with
+        ``n_features`` features.
     mode : {"white-box"}
         The auditor sees the audited release(s) themselves.
     n_trials : int, optional
@@ -254,6 +254,8 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     method : {"gdp", "threshold"}
         ``"gdp"`` (default, Gaussian releases): fit of the Gaussian trade-off curve with a
         valid interval; ``"threshold"``: Clopper–Pearson on a fixed threshold test.
+    n_features : int, optional
+        Width of the synthetic base dataset (default 2); only without ``X``.
 
     Returns
     -------
@@ -269,8 +271,11 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     key = make_key(random_state)
     est.random_state = np.random.SeedSequence(np.frombuffer(derive_key(key, "audit", "estimator").tobytes(),
                                                             dtype=np.uint32))
+    if n_features is not None and (X is not None or isinstance(n_features, bool)
+                                   or not isinstance(n_features, (int, np.integer)) or n_features < 1):
+        raise ValueError(f"n_features must be a positive integer, and only without X; got {n_features!r}")
     if X is None:
-        d = 2
+        d = 2 if n_features is None else int(n_features)
         rng = np.random.default_rng(np.frombuffer(derive_key(key, "audit", "base").tobytes(), dtype=np.uint32))
         w = rng.standard_normal((_N_BASE, d))
         w *= (0.5 * rng.uniform(size=(_N_BASE, 1)) ** (1.0 / d)) / np.linalg.norm(w, axis=1, keepdims=True)
