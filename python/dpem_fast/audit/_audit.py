@@ -146,10 +146,24 @@ def _noised_rows(values, release):
     return values.reshape(m, -1)
 
 
+def _corners(d, key, limit=256):
+    """Sign vectors ``s / √d`` (the corners of a declared box in working units): all of them
+    for ``2^d ≤ limit``, else ``±`` the first ``d`` axes' patterns and seeded random ones."""
+    if 2 ** d <= limit:
+        grid = np.array(np.meshgrid(*[[-1.0, 1.0]] * d, indexing="ij")).reshape(d, -1).T
+    else:
+        rng = np.random.default_rng(np.frombuffer(derive_key(key, "audit", "corners").tobytes(), dtype=np.uint32))
+        grid = rng.choice([-1.0, 1.0], size=(limit, d))
+    return grid / math.sqrt(d)
+
+
 def _candidates(domain, params_means, d, key):
-    """Boundary points of the domain (working unit sphere), in user units."""
+    """Boundary points of the domain (the working unit sphere; a declared box's corners), in
+    user units."""
     eye = np.eye(d)
     pts = [eye, -eye]
+    if domain.bounds is not None:
+        pts.append(_corners(d, key))
     if params_means is not None:
         m = np.asarray(params_means, dtype=np.float64).reshape(-1, d)
         norms = np.linalg.norm(m, axis=1, keepdims=True)
@@ -171,16 +185,21 @@ def _sharpened(est, domain, d, key):
     parameter value the iteration may see (the parameters are public: under adaptive
     composition the adversary may as well have chosen them), so the auditor picks ones at
     which the sensitivity is attained: means on the domain's unit sphere (±e_j, then seeded
-    random directions) and precisions ``SHARP / scale²``.  Only for a mixture whose
+    random directions; a declared box's corners) and precisions ``SHARP / scale²``.  Only for a mixture whose
     ``means_init`` and ``precisions_init`` are both unset; the caller checks that the plan is
     unchanged."""
     params = est.get_params()
     if "precisions_init" not in params or params.get("means_init", 0) is not None \
-            or params["precisions_init"] is not None or "n_components" not in params:
+            or params["precisions_init"] is not None \
+            or not isinstance(params.get("n_components"), (int, np.integer)):
         return None
     K, ct = int(est.n_components), params.get("covariance_type", "full")
     eye = np.eye(d)
-    dirs = [v for j in range(d) for v in (eye[j], -eye[j])]
+    if domain.bounds is not None:       # a box: its corners are the points of largest norm
+        c = _corners(d, key)
+        dirs = [v for pair in zip(c, -c) for v in pair]
+    else:
+        dirs = [v for j in range(d) for v in (eye[j], -eye[j])]
     if K > len(dirs):
         rng = np.random.default_rng(np.frombuffer(derive_key(key, "audit", "means").tobytes(), dtype=np.uint32))
         r = rng.standard_normal((K - len(dirs), d))
