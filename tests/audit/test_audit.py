@@ -91,6 +91,14 @@ def test_audit_add_remove_and_release_choice():
     assert r2.statistic == "counts" and r2.epsilon_lower <= r2.epsilon_claimed
 
 
+def test_box_domain_canaries_sit_on_its_corners():
+    r = audit(DPKMeans(n_clusters=3, epsilon=1.0, delta=DELTA, bounds=(-2.0, 2.0)), n_features=3, scope="iteration",
+              n_trials=50_000, random_state=0)
+    assert r.canary["attained"] == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(np.abs(r.canary["row"]), 2.0)
+    assert r.epsilon_lower <= r.epsilon_claimed
+
+
 def test_audit_is_reproducible_and_independent_of_threads():
     r1 = audit(_kmeans(n_threads=1), n_trials=100_000, random_state=7)
     r2 = audit(_kmeans(n_threads=2), n_trials=100_000, random_state=7)
