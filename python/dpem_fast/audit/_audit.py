@@ -234,7 +234,10 @@ def _check(estimator, mode, n_trials, confidence, method, statistic):
     est = clone(estimator)
     if not est._check_privacy_params():
         raise ValueError("estimator: epsilon=inf is not private; there is nothing to audit")
-    if est._domain_kind != "ball" or est._domain_source() != "declared":
+    if est._domain_kind != "ball":
+        raise ValueError(f"estimator: {type(est).__name__} has a fixed domain of its own; the audit covers "
+                         "models with a declared domain (data_norm= or bounds=) so far")
+    if est._domain_source() != "declared":
         raise ValueError("estimator: the audit needs a declared domain (data_norm= or bounds=); the canaries "
                          "sit on its boundary")
     if est.noise != "gaussian":
