@@ -8,6 +8,8 @@ Every import counts, at module level or inside a function: a lazy import is stil
 - persistence (``_persist``) and the command line (``_cli``) import no model: they read the
   registry (``_registry``), which imports nothing of the package;
 - ``accounting`` imports no model and no engine;
+- nothing of the engine, kernels, accounting or models imports the audit (``audit``), which
+  imports no persistence and no command line;
 - no production module imports the numpy twins (``_reference``, the test oracles);
 - the public ``kernels`` module imports only the kernel layer, the engine, ``random`` and the
   basic utilities.
@@ -127,6 +129,9 @@ def violations(graph):
         (("dpem_fast._persist", "dpem_fast._cli"), MODELS),
         (("dpem_fast.accounting",), MODELS + ("dpem_fast._engine", "dpem_fast._persist", "dpem_fast._cli")),
         (("dpem_fast._registry",), ("dpem_fast",)),
+        # the audit sits above the engine and the models: nothing below it may import it
+        (("dpem_fast._engine", "dpem_fast._kernels", "dpem_fast.accounting") + MODELS, ("dpem_fast.audit",)),
+        (("dpem_fast.audit",), ("dpem_fast._persist", "dpem_fast._cli")),
     ]
     for mod, targets in sorted(graph.items()):
         if mod.endswith(".__main__"):           # an entry point is an application, above every layer
@@ -160,6 +165,7 @@ def test_the_package_is_layered():
     ("kernels.py", "from .cluster import DPKMeans", "dpem_fast.kernels imports dpem_fast.cluster"),
     ("_registry.py", "from ._persist import save", "dpem_fast._registry imports dpem_fast._persist"),
     ("_engine/_sources/_rows.py", "from ._dask import dask_rows", "import circle"),
+    ("mixture/_dp_gmm.py", "from ..audit import audit", "dpem_fast.mixture._dp_gmm imports dpem_fast.audit"),
 ])
 def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
     copy = tmp_path / "dpem_fast"

@@ -3,6 +3,7 @@ from ._version import __version__
 
 # importing the subpackages registers their models
 from . import accounting, cluster, decomposition, io, mixture, model_selection, random  # noqa: E402,F401
+from . import audit  # noqa: E402,F401  (above the models: imported after them)
 from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
@@ -32,6 +33,7 @@ __all__ = [
     "NoiseDominatedWarning",
     "BudgetExceededError",
     "accounting",
+    "audit",
     "cluster",
     "io",
     "model_selection",

@@ -1,4 +1,4 @@
-"""The ``dpem-fast`` command line: fit, sample, report, accountant (and demo, config).
+"""The ``dpem-fast`` command line: fit, sample, report, accountant, audit (and demo, config).
 
 User mistakes (a missing file, a bad column, epsilon <= 0, an unknown model or option, an
 unreadable CSV) print one line ``dpem-fast: error: <cause>`` on stderr and exit with status 2;
@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 
-from ._commands import cmd_accountant, cmd_fit, cmd_report, cmd_sample
+from ._commands import cmd_accountant, cmd_audit, cmd_fit, cmd_report, cmd_sample
 from ._parser import build_parser, models
 from ._readers import UserError
 
@@ -36,7 +36,7 @@ def main(argv=None, prog="dpem-fast") -> int:
                 parser.error(f"unrecognized arguments: {' '.join(extra)}")
             return _basic(parser, args)
         return {"fit": cmd_fit, "sample": cmd_sample, "report": cmd_report,
-                "accountant": cmd_accountant}[args.command](args, extra)
+                "accountant": cmd_accountant, "audit": cmd_audit}[args.command](args, extra)
     except (UserError, ModelFormatError, ValueError, TypeError, OSError) as exc:
         msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{prog}: error: {msg}", file=sys.stderr)

@@ -204,3 +204,46 @@ def cmd_accountant(args, extra):
 
 
 # ------------------------------------------------------------------ parser
+
+
+def cmd_audit(args, extra):
+    """``dpem-fast audit``: :func:`dpem_fast.audit.audit` of a model built from the options."""
+    from ..audit import audit
+
+    cls = _estimator_class(args.model)
+    known = cls().get_params()
+    kw = _model_options(cls, extra)
+    kw.update(epsilon=args.epsilon, delta=args.delta)
+    if args.threads is not None:
+        kw["n_threads"] = args.threads
+    if args.bounds is not None and args.data_norm is not None:
+        raise UserError("give at most one of --bounds, --data-norm")
+    if args.bounds is None and args.data_norm is None:
+        raise UserError("the audit needs a declared domain: --bounds LO,HI or --data-norm R")
+    for a in ("bounds", "data_norm"):
+        if getattr(args, a) is not None and a not in known:
+            raise UserError(f"--{a.replace('_', '-')}: {cls.__name__} has no declared domain of that kind")
+    if args.bounds is not None:
+        parts = args.bounds.split(",")
+        if len(parts) != 2:
+            raise UserError(f"--bounds: expected LO,HI, got {args.bounds!r}")
+        kw["bounds"] = (_parse_float(parts[0], "--bounds"), _parse_float(parts[1], "--bounds"))
+    else:
+        kw["data_norm"] = args.data_norm
+    r = audit(cls(**kw), n_trials=args.trials, confidence=args.confidence, random_state=args.random_state,
+              scope=args.scope, statistic=args.statistic, method=args.method, n_features=args.features)
+    out = {"model": cls.__name__, "statistic": r.statistic, "scope": r.claimed_for, "method": r.method,
+           "confidence": r.confidence, "n_trials": r.n_trials, "delta": r.delta,
+           "epsilon_lower": r.epsilon_lower, "epsilon_claimed": r.epsilon_claimed,
+           "plan_epsilon": r.plan_epsilon, "violated": bool(r.violated),
+           "canary_attained": float(r.canary["attained"])}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{cls.__name__}: {r.claimed_for} {r.statistic!r}, {r.method} bound at {r.confidence:.0%} "
+              f"confidence, {r.n_trials} trials per side")
+        print(f"  epsilon lower bound {r.epsilon_lower:.4f}   claimed {r.epsilon_claimed:.4f}   "
+              f"(whole fit {r.plan_epsilon:.4f}, delta {r.delta:g})")
+        print("  VIOLATED: the bound exceeds the claim" if r.violated else
+              "  consistent with the claim (a lower bound; it proves no privacy)")
+    return 1 if r.violated else 0
