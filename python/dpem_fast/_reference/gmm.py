@@ -45,13 +45,18 @@ def log_gaussian_prob_reference(X, means, precisions_cholesky):
     return -0.5 * (d * np.log(2 * np.pi) + maha) + log_det_cholesky_reference(P)
 
 
-def log_resp_reference(X, weights, means, precisions_cholesky):
-    """Log responsibilities (n, K) and per-row log-likelihood (n,) (DP-EM Eq. 10 in log space)."""
+def _normalised(log_prob, weights):
+    """Log responsibilities and per-row log-likelihood from per-component log densities."""
     with np.errstate(divide="ignore"):
         log_w = np.log(np.asarray(weights, dtype=np.float64))
-    lp = log_gaussian_prob_reference(X, means, precisions_cholesky) + log_w
+    lp = log_prob + log_w
     ll = logsumexp(lp, axis=1) if lp.shape[0] else np.zeros(0)
     return lp - ll[:, None], ll
+
+
+def log_resp_reference(X, weights, means, precisions_cholesky):
+    """Log responsibilities (n, K) and per-row log-likelihood (n,) (DP-EM Eq. 10 in log space)."""
+    return _normalised(log_gaussian_prob_reference(X, means, precisions_cholesky), weights)
 
 
 def estep_stats_reference(X, weights, means, precisions_cholesky):
@@ -91,11 +96,7 @@ def log_gaussian_prob_diag_reference(X, means, prec_diag):
 
 def log_resp_diag_reference(X, weights, means, prec_diag):
     """Log responsibilities (n, K) and per-row log-likelihood (n,) for diagonal precisions."""
-    with np.errstate(divide="ignore"):
-        log_w = np.log(np.asarray(weights, dtype=np.float64))
-    lp = log_gaussian_prob_diag_reference(X, means, prec_diag) + log_w
-    ll = logsumexp(lp, axis=1) if lp.shape[0] else np.zeros(0)
-    return lp - ll[:, None], ll
+    return _normalised(log_gaussian_prob_diag_reference(X, means, prec_diag), weights)
 
 
 def estep_diag_stats_reference(X, weights, means, prec_diag):
