@@ -452,6 +452,22 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         z_eq = acc.calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
         return z_eq * math.sqrt((1.0 - f) / f)
 
+    def _initial_topics(self, key, K, V):
+        """The data-independent initial topics λ (K, V): Gamma(100, 0.01) entries from the
+        fit's stream ``derive_key(key, "lda", "init")`` (as scikit-learn's online LDA)."""
+        init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
+        return init_rng.gamma(100.0, 0.01, (K, V))
+
+    def _private_plan(self, K, V):
+        """``(plan, T, q)`` of a private fit on a vocabulary of V terms, from public quantities
+        only: the rounds ``T = n_epochs · round(total_samples / batch_size)`` and the sampling
+        rate ``q = batch_size / total_samples`` (the declared public document count; the true
+        count is never read).  Reads no data (the audit calls it too)."""
+        S, D_pub = int(self.batch_size), float(self.total_samples)
+        q = S / D_pub
+        T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
+        return self._plan(K, V, T, q), T, q
+
     def _plan(self, K, V, T, q):
         spec = self._spec(K, V)
         kw = dict(epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
@@ -486,8 +502,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             V = X.shape[1]
         self._check_vocabulary(V, private)
         key = make_key(self.random_state)
-        init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
-        lam = init_rng.gamma(100.0, 0.01, (K, V))
+        lam = self._initial_topics(key, K, V)
         n_empty, _ = docs.counts()
         diag = {"status": NOT_PRIVATE, "n_empty_documents": n_empty, "batch_sizes": [], "n_clipped": []}
         if not private:
@@ -530,10 +545,8 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         """The private SVI loop.  ``docs.n_docs`` (the private D) sizes the per-document
         draws only: q, T, the step's scale and the record use the public ``total_samples``."""
         V, K = lam.shape[1], lam.shape[0]
-        S, D_pub = int(self.batch_size), float(self.total_samples)
-        q = S / D_pub
-        T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
-        plan = self._plan(K, V, T, q)
+        S = int(self.batch_size)
+        plan, T, q = self._private_plan(K, V)
         self._charge(plan.event)            # the whole plan, before any statistic of the data
         layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
@@ -625,8 +638,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         n_threads = effective_n_threads(self.n_threads)
         base = make_key(self.random_state)       # this call's; never stored
         if first:
-            init_rng = np.random.Generator(np.random.PCG64(derive_key(base, "lda", "init")))
-            self._set_components(init_rng.gamma(100.0, 0.01, (K, V)))
+            self._set_components(self._initial_topics(base, K, V))
             self.n_batch_iter_ = 1
             self.n_features_in_ = V
             self.privacy_ = None
