@@ -21,7 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DataDomain", "resolve_domain", "box_domain", "scale_and_clip", "clip_target", "project_into_domain"]
+from ._rng import derive_key
+
+__all__ = ["DataDomain", "resolve_domain", "box_domain", "scale_and_clip", "clip_target", "project_into_domain",
+           "cube_corners"]
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,17 @@ def project_into_domain(M, domain):
     if np.any(over):
         M[over] /= norms[over][..., None]
     return M
+
+
+def cube_corners(n_features, key, limit=256):
+    """Corners ``s ∈ {−1, 1}^d`` of the cube, as rows: all of them where ``2^d ≤ limit``, else
+    ``limit`` seeded random ones (from ``derive_key(key, "corners")``: public randomness).
+    A box's points farthest from its centre; the audit's canaries and sharpened means."""
+    d = int(n_features)
+    if 2 ** d <= limit:
+        return np.array(np.meshgrid(*[[-1.0, 1.0]] * d, indexing="ij")).reshape(d, -1).T
+    rng = np.random.default_rng(np.frombuffer(derive_key(key, "corners").tobytes(), dtype=np.uint32))
+    return rng.choice([-1.0, 1.0], size=(int(limit), d))
 
 
 def clip_target(n_features: int, dtype) -> float:

@@ -163,7 +163,9 @@ class PrivateEM(PrivateEstimator):
     the number of statistics → release → update rounds; default ``max_iter``; public
     parameters only), _start_specs(n_features) and _private_start(rows,
     layer, domain, key, n_threads) (a private start: one-off releases in the same plan, made
-    after the domain and before the loop, in place of ``_initial_parameters``).
+    after the domain and before the loop, in place of ``_initial_parameters``),
+    _extreme_rows(n_features, key) (a fixed-domain model's rows of largest contribution: the
+    audit's canary candidates).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
     iterations receives the mean of the noisy statistics released since iteration
@@ -253,6 +255,14 @@ class PrivateEM(PrivateEstimator):
         """How many final iterations update from the running mean of the noisy statistics
         (0 or 1: none)."""
         return 0
+
+    def _extreme_rows(self, n_features, key):
+        """Rows (m, n_features) in the units of X at which one row's contribution to the
+        statistics is largest in the model's *fixed* domain — from the domain and public
+        parameters alone (``key`` seeds any random ones) — or None for a model with a declared
+        domain, whose boundary the audit searches itself.  The canary candidates of
+        :func:`dpem_fast.audit.audit`; no fit calls it."""
+        return None
 
     def _check_plan(self, plan, n_public, rounds):
         """Refuse (``ValueError``) a fit that is hopeless from public quantities alone: the

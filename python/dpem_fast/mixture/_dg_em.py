@@ -12,6 +12,7 @@ from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEM, StatSpec
 from .._engine._specs import count_for_update, row_count
 from .._kernels.psi import PSI_MAX, expected_psi_sup
+from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
@@ -396,6 +397,15 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
 
     def _scale(self):
         return self._s() if self.estimator == "truncated" else float(self.clip_norm)
+
+    def _extreme_rows(self, n_features, key):
+        """Rows far out along the axes and the cube's diagonals, at 3, 10 and 100 component
+        standard deviations (the rows are unbounded: truncation or clipping bounds each row's
+        contribution, which saturates there; public: sigma² alone)."""
+        sig = math.sqrt(float(self.component_variance))
+        eye = np.eye(n_features)
+        dirs = np.vstack([eye, -eye, cube_corners(n_features, key) / math.sqrt(n_features)])
+        return np.vstack([c * sig * dirs for c in (3.0, 10.0, 100.0)])
 
     def _step(self, params, mean_grad):
         means = params["means"] + float(self.step_size) * mean_grad.reshape(params["means"].shape)

@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
+from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
@@ -136,6 +137,12 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def _statistics_task(self):
         return _bernoulli_statistics
+
+    def _extreme_rows(self, n_features, key):
+        """The rows of {0, 1}^d: all of them, or seeded ones beside the all-zero and all-one rows
+        (the fixed domain's points; 0/1 pass any ``binarize`` threshold in [0, 1) unchanged)."""
+        c = (cube_corners(n_features, key) + 1.0) / 2.0
+        return np.vstack([np.zeros(n_features), np.ones(n_features), c])
 
     def _update(self, noisy, params, ctx):
         nk_f = floored_counts(noisy["counts"], ctx.releases["counts"])

@@ -10,6 +10,7 @@ from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
+from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._validation import check_positive_int, check_positive_real
 from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, live_components,
@@ -105,6 +106,10 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def _statistics_task(self):
         return functools.partial(_statistics, max_count=float(self.max_count))
+
+    def _extreme_rows(self, n_features, key):
+        """Corners of the count box [0, M]^d (the kernel clips counts to ``max_count`` M)."""
+        return float(self.max_count) * (cube_corners(n_features, key) + 1.0) / 2.0
 
     def _rates(self, counts, sums, d):
         M = float(self.max_count)
