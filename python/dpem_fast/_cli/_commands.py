@@ -218,7 +218,8 @@ def cmd_audit(args, extra):
         kw["n_threads"] = args.threads
     if args.bounds is not None and args.data_norm is not None:
         raise UserError("give at most one of --bounds, --data-norm")
-    if args.bounds is None and args.data_norm is None:
+    declared = "data_norm" in known or "bounds" in known      # else the model's domain is fixed
+    if declared and args.bounds is None and args.data_norm is None:
         raise UserError("the audit needs a declared domain: --bounds LO,HI or --data-norm R")
     for a in ("bounds", "data_norm"):
         if getattr(args, a) is not None and a not in known:
@@ -228,11 +229,13 @@ def cmd_audit(args, extra):
         if len(parts) != 2:
             raise UserError(f"--bounds: expected LO,HI, got {args.bounds!r}")
         kw["bounds"] = (_parse_float(parts[0], "--bounds"), _parse_float(parts[1], "--bounds"))
-    else:
+    elif args.data_norm is not None:
         kw["data_norm"] = args.data_norm
     r = audit(cls(**kw), n_trials=args.trials, confidence=args.confidence, random_state=args.random_state,
-              scope=args.scope, statistic=args.statistic, method=args.method, n_features=args.features)
-    out = {"model": cls.__name__, "statistic": r.statistic, "scope": r.claimed_for, "method": r.method,
+              mode=args.mode, scope=args.scope, statistic=args.statistic, method=args.method,
+              n_features=args.features)
+    out = {"model": cls.__name__, "mode": r.mode, "statistic": r.statistic, "scope": r.claimed_for,
+           "method": r.method,
            "confidence": r.confidence, "n_trials": r.n_trials, "delta": r.delta,
            "epsilon_lower": r.epsilon_lower, "epsilon_claimed": r.epsilon_claimed,
            "plan_epsilon": r.plan_epsilon, "violated": bool(r.violated),

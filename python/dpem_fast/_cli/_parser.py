@@ -140,8 +140,8 @@ def build_parser(prog="dpem-fast"):
     aud = sub.add_parser(
         "audit", help="an empirical lower bound on epsilon of a model's release (dpem_fast.audit)",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_model_options_help(),
-        description="White-box privacy audit: runs the model's release path on neighbouring datasets "
-                    "with a canary on the declared domain's boundary (a synthetic dataset, no data "
+        description="Privacy audit: runs the model's release path on neighbouring datasets "
+                    "with a canary on the domain's boundary (a synthetic dataset, no data "
                     "file) and prints a lower bound on epsilon valid at the stated confidence, next to "
                     "what the plan claims. A bound above the claim is a privacy bug; a bound below it "
                     "proves nothing.")
@@ -150,12 +150,17 @@ def build_parser(prog="dpem-fast"):
     aud.add_argument("--delta", type=float, default=1e-5, help="target delta in (0, 1) (default 1e-5)")
     aud.add_argument("--bounds", help="LO,HI: public bounds for every column")
     aud.add_argument("--data-norm", type=float, help="public bound on the row norm")
-    aud.add_argument("--features", type=int, default=2, help="columns of the synthetic dataset (default 2)")
-    aud.add_argument("--trials", type=int, default=None, help="trials per side (default 1000000)")
+    aud.add_argument("--features", type=int, default=None,
+                     help="columns of the synthetic dataset (default 2; 20 terms for LDA)")
+    aud.add_argument("--trials", type=int, default=None,
+                     help="trials per side (default 1000000 releases; 500 fits with --mode black-box)")
     aud.add_argument("--confidence", type=float, default=0.95)
-    aud.add_argument("--scope", choices=("release", "iteration"), default="release")
+    aud.add_argument("--mode", choices=("white-box", "black-box"), default="white-box",
+                     help="white-box: the releases themselves; black-box: whole fits, the final model only")
+    aud.add_argument("--scope", choices=("release", "iteration", "fit"), default="release")
     aud.add_argument("--statistic", default=None, help="with --scope release: the release to audit")
-    aud.add_argument("--method", choices=("gdp", "threshold"), default="gdp")
+    aud.add_argument("--method", choices=("gdp", "threshold"), default=None,
+                     help="default: gdp for Gaussian releases, threshold otherwise")
     aud.add_argument("--random-state", type=int, default=None)
     aud.add_argument("--threads", type=int, default=None)
     aud.add_argument("--json", action="store_true", help="machine-readable output")

@@ -92,11 +92,12 @@ def gdp_lower_bound(a, b, delta, confidence=0.95):
     return gdp_epsilon(mu_lo, delta), mu_lo
 
 
-def _cp_upper(k, n, level):
-    """Clopper–Pearson one-sided upper limit of a binomial proportion at ``level``."""
-    if k >= n:
-        return 1.0
-    return float(stats.beta.ppf(level, k + 1, n - k))
+def cp_upper(k, n, level):
+    """Clopper–Pearson one-sided upper limit of a binomial proportion at ``level`` (``k``
+    successes of ``n``; ``k`` may be an array)."""
+    k = np.asarray(k)
+    out = np.where(k >= n, 1.0, stats.beta.ppf(level, k + 1, np.maximum(n - k, 1)))
+    return float(out) if out.ndim == 0 else out
 
 
 def threshold_lower_bound(a, b, threshold, delta, confidence=0.95):
@@ -105,8 +106,8 @@ def threshold_lower_bound(a, b, threshold, delta, confidence=0.95):
     a, b = _check_samples(a, b)
     confidence, delta = _check_level(confidence, delta)
     level = 1.0 - (1.0 - confidence) / 2.0
-    fp = _cp_upper(int(np.count_nonzero(a > threshold)), a.size, level)
-    fn = _cp_upper(int(np.count_nonzero(b <= threshold)), b.size, level)
+    fp = cp_upper(int(np.count_nonzero(a > threshold)), a.size, level)
+    fn = cp_upper(int(np.count_nonzero(b <= threshold)), b.size, level)
     best = 0.0
     for num, den in ((1.0 - delta - fn, fp), (1.0 - delta - fp, fn)):
         if num > 0.0 and den > 0.0:

@@ -409,9 +409,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         ``strategy="prune"``)."""
         if isinstance(self.n_components, str) and self.n_components == "auto":
             from ..model_selection import fit_auto
-            overrides = {"means_init": "private"} if self.means_init is None else {}
-            return fit_auto(self, "n_components", "max_components", X, strategy="prune", overrides=overrides)
+            return fit_auto(self, "n_components", "max_components", X, strategy="prune",
+                            overrides=self._auto_overrides())
         return super().fit(X, y)
+
+    def _auto_overrides(self):
+        """The parameters of the one fit behind ``n_components="auto"`` besides its size
+        (``max_components``): the private start unless the user gave means."""
+        return {"means_init": "private"} if self.means_init is None else {}
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
