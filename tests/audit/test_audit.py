@@ -6,10 +6,14 @@ mutation check that an under-noised release is caught.
     release layer's sampler (noise scaled by 0.5 / 0.8) are flagged, and the same audit
     of the correct code is not; (d) bad input.
 """
+import dataclasses
+
 import numpy as np
 import pytest
 
-from dpem_fast import DPBernoulliMixture, DPFactorAnalysis, DPGaussianMixture, DPKMeans
+from dpem_fast import (DPBernoulliMixture, DPFactorAnalysis, DPGaussianMixture, DPGradientEM, DPKMeans,
+                       DPLatentDirichletAllocation, DPPoissonMixture, DPStochasticEP)
+from dpem_fast._engine import _base as engine_base
 from dpem_fast._engine import _release
 from dpem_fast.audit import AuditResult, audit, gdp_epsilon, gdp_lower_bound, threshold_lower_bound
 
@@ -26,6 +30,15 @@ def _kmeans(**kw):
 
 def _fa(**kw):
     return DPFactorAnalysis(n_components=1, epsilon=1.0, delta=DELTA, data_norm=1.0, **kw)
+
+
+VOCAB = [f"w{i}" for i in range(20)]
+
+
+def _lda(**kw):
+    p = dict(n_components=3, epsilon=1.0, delta=DELTA, batch_size=50, total_samples=1000, vocabulary=VOCAB,
+             max_doc_length=30)
+    return DPLatentDirichletAllocation(**{**p, **kw})
 
 
 # ---------------------------------------------------------------- (a) the bounds themselves
@@ -167,23 +180,140 @@ def test_an_under_noised_release_layer_is_flagged(monkeypatch):
     assert audit(_kmeans(), random_state=5, statistic="sums", n_trials=400_000).violated
 
 
+# ---------------------------------------------------------------- (b') the whole fit, LDA, fixed domains
+@pytest.mark.parametrize("make", [_kmeans, _fa])
+def test_fit_scope_audits_every_round_against_the_accountants_epsilon(make):
+    """J rounds at the sharpened parameters: the bound reaches 0.9 of what the accountant
+    claims for the plan's iteration part (the whole ε of a plan with no one-off release;
+    DPKMeans' private start holds 20 % of its plan), and never exceeds it."""
+    r = audit(make(), random_state=0, scope="fit")
+    assert r.claimed_for == "fit" and r.statistic == "fit" and r.n_trials == 100_000
+    assert 0.99 <= r.canary["attained"] <= 1.0 + 1e-9
+    assert 0.9 * r.epsilon_claimed <= r.epsilon_lower <= r.epsilon_claimed
+    if make is _fa:         # one release round, no one-off release: the claim is the fit's ε
+        assert r.epsilon_claimed == pytest.approx(r.plan_epsilon, rel=1e-9)
+    else:
+        assert r.epsilon_claimed < r.plan_epsilon
+
+
+def test_fit_scope_catches_an_accountant_that_counts_too_few_rounds(monkeypatch):
+    """A plan calibrated for J/2 rounds while the fit runs J (an accounting bug no single
+    release shows: each release is noised as its record says) is flagged by the fit scope,
+    and not by the release scope."""
+    real = engine_base.make_plan
+
+    def short(specs, n_iter, **kw):
+        plan = real(specs, max(1, n_iter // 2), **kw)
+        return dataclasses.replace(plan, releases={
+            k: dataclasses.replace(r, count=n_iter) if r.count > 1 else r for k, r in plan.releases.items()})
+
+    assert not audit(_kmeans(init=None), random_state=1, scope="fit", n_trials=50_000).violated
+    monkeypatch.setattr(engine_base, "make_plan", short)
+    assert not audit(_kmeans(init=None), random_state=1, statistic="sums", n_trials=50_000).violated
+    bad = audit(_kmeans(init=None), random_state=1, scope="fit", n_trials=50_000)
+    assert bad.violated, (bad.epsilon_lower, bad.epsilon_claimed)
+
+
+@pytest.mark.parametrize("statistic", ["topic_word", "unigram"])
+def test_lda_release_is_tight_and_an_under_noised_one_is_flagged(monkeypatch, statistic):
+    """LDA: the canary document (max_doc_length tokens of one word) attains the clip norm C;
+    one release (the canary in the minibatch: the claim has no amplification) is audited to
+    0.9 of its claim; 0.8 of the noise is flagged."""
+    r = audit(_lda(), random_state=0, statistic=statistic, n_trials=200_000)
+    assert r.canary["relation"] == "add_remove" and r.canary["replacement"] is None
+    assert r.canary["row"].sum() == 30 and np.count_nonzero(r.canary["row"]) == 1
+    assert r.canary["attained"] == pytest.approx(1.0, abs=1e-6)
+    assert 0.9 * r.epsilon_claimed <= r.epsilon_lower <= r.epsilon_claimed
+    if statistic == "topic_word":       # the fit's ε counts on the amplification of this release
+        assert r.epsilon_claimed > r.plan_epsilon
+    _scaled_noise(monkeypatch, statistic, 0.8)
+    assert audit(_lda(), random_state=0, statistic=statistic, n_trials=200_000).violated
+
+
+@pytest.mark.parametrize("make", [lambda: DPBernoulliMixture(n_components=3, epsilon=1.0, delta=DELTA),
+                                  lambda: DPPoissonMixture(n_components=3, epsilon=1.0, delta=DELTA),
+                                  lambda: DPGradientEM(epsilon=1.0, delta=DELTA, estimator="clipped",
+                                                       noise="gaussian")])
+def test_fixed_domain_models_are_audited_on_their_extreme_rows(monkeypatch, make):
+    """Models with a fixed domain: canaries among their ``_extreme_rows``; sound, never above
+    the declared sensitivity, and half the noise is flagged."""
+    r = audit(make(), random_state=0, scope="iteration", n_trials=100_000)
+    assert 0.3 <= r.canary["attained"] <= 1.0 + 1e-9
+    assert not r.violated
+    _scaled_noise_all(monkeypatch, 0.5)
+    assert audit(make(), random_state=0, scope="iteration", n_trials=100_000).violated
+
+
+def test_discrete_noise_is_audited_with_the_threshold_method():
+    r = audit(DPGradientEM(epsilon=1.0, delta=DELTA), random_state=0, scope="iteration", n_trials=100_000)
+    assert r.method == "threshold" and r.mu_lower is None and r.mu_claimed is None
+    assert 0.0 < r.epsilon_lower <= r.epsilon_claimed
+
+
+def test_black_box_audit_of_whole_fits(monkeypatch):
+    """Black-box: whole fits, the canary's score under the final model; sound on the real
+    estimator, and a fit that adds no noise at all is flagged from its final models alone."""
+    X = np.random.default_rng(0).uniform(-0.3, 0.3, (60, 2))
+
+    def make():
+        return DPGaussianMixture(n_components=2, epsilon=1.0, delta=DELTA, data_norm=1.0, max_iter=3, n_threads=1)
+
+    r = audit(make(), X, mode="black-box", n_trials=60, random_state=0)
+    assert r.mode == "black-box" and r.method == "threshold" and r.claimed_for == "fit"
+    assert r.n_trials == 60 and r.statistic == "score"
+    assert r.epsilon_claimed == pytest.approx(r.plan_epsilon) and not r.violated
+    _scaled_noise_all(monkeypatch, 0.0)
+    assert audit(make(), X, mode="black-box", n_trials=60, random_state=0).violated
+
+
+def _scaled_noise_all(monkeypatch, factor):
+    original = _release.add_noise
+
+    def add_noise(value, release, key, n_threads=1):
+        value = np.asarray(value, dtype=np.float64)
+        return value + factor * (original(value, release, key, n_threads) - value)
+
+    monkeypatch.setattr(_release, "add_noise", add_noise)
+
+
+def test_a_mixture_of_auto_size_is_audited_as_its_one_fit():
+    """``n_components="auto"`` is one fit at ``max_components`` (with the private start); its
+    iteration releases are those of that fit's plan.  A size chosen by a private selection
+    over candidate fits (DPKMeans' ``"auto"``) is refused."""
+    kw = dict(epsilon=1.0, delta=DELTA, data_norm=1.0)
+    auto = audit(DPGaussianMixture(n_components="auto", max_components=4, **kw), random_state=0, scope="iteration",
+                 n_trials=50_000)
+    one = audit(DPGaussianMixture(n_components=4, means_init="private", **kw), random_state=0, scope="iteration",
+                n_trials=50_000)
+    assert auto.epsilon_claimed == one.epsilon_claimed and auto.epsilon_lower == one.epsilon_lower
+    assert auto.canary["attained"] >= 0.99 and not auto.violated
+    with pytest.raises(ValueError, match="candidate"):
+        audit(DPKMeans(n_clusters="auto", epsilon=1.0, data_norm=1.0), n_trials=1000)
+
+
 # ---------------------------------------------------------------- (d) bad input
 @pytest.mark.parametrize("est, kw, exc, match", [
     ("not an estimator", {}, TypeError, "estimator"),
-    (None, {"mode": "black-box"}, ValueError, "mode"),
+    (None, {"mode": "grey-box"}, ValueError, "mode"),
+    (None, {"mode": "black-box", "scope": "iteration"}, ValueError, "black-box"),
+    (None, {"mode": "black-box", "method": "gdp"}, ValueError, "black-box"),
+    (DPStochasticEP(bounds=(-1.0, 1.0)), {}, ValueError, "not covered"),
+    (_lda(), {"scope": "fit"}, ValueError, "Poisson"),
+    (_lda(total_samples=None), {}, ValueError, "total_samples"),
+    (DPGradientEM(epsilon=1.0), {"method": "gdp"}, ValueError, "threshold"),
     (None, {"n_trials": 1}, ValueError, "n_trials"),
     (None, {"n_trials": 2.5}, ValueError, "n_trials"),
     (None, {"confidence": 1.0}, ValueError, "confidence"),
     (None, {"confidence": "high"}, ValueError, "confidence"),
-    (None, {"scope": "fit"}, ValueError, "scope"),
+    (None, {"scope": "epoch"}, ValueError, "scope"),
     (None, {"statistic": "nope"}, ValueError, "statistic"),
     (None, {"statistic": 3}, TypeError, "statistic"),
     (None, {"statistic": "counts", "scope": "iteration"}, ValueError, "statistic"),
     (None, {"method": "bayes"}, ValueError, "method"),
     (DPGaussianMixture(n_components=2, epsilon=float("inf"), data_norm=1.0), {}, ValueError, "epsilon"),
     (DPGaussianMixture(n_components=2), {}, ValueError, "declared domain"),
-    (DPBernoulliMixture(n_components=2), {}, ValueError, "fixed domain"),
-    (DPGaussianMixture(n_components=2, data_norm=1.0, noise="discrete_gaussian"), {}, ValueError, "noise"),
+    (DPGaussianMixture(n_components=2, data_norm=1.0, noise="discrete_gaussian"), {"method": "gdp"}, ValueError,
+     "discrete_gaussian"),
 ])
 def test_bad_input_is_refused_clearly(est, kw, exc, match):
     with pytest.raises(exc, match=match):
@@ -211,6 +341,21 @@ def test_command_line_audit(capsys):
     assert rc == 0 and out["model"] == "DPKMeans" and out["violated"] is False
     direct = audit(_kmeans(), n_trials=200_000, random_state=0, scope="iteration")
     assert out["epsilon_lower"] == direct.epsilon_lower and out["epsilon_claimed"] == direct.epsilon_claimed
+
+
+def test_command_line_audits_a_fixed_domain_model_and_a_black_box(capsys):
+    import json
+
+    from dpem_fast._cli import main
+
+    assert main(["audit", "--model", "bernoulli", "--epsilon", "1", "--scope", "iteration", "--trials", "20000",
+                 "--random-state", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "DPBernoulliMixture" and out["violated"] is False and out["method"] == "gdp"
+    assert main(["audit", "--model", "gmm", "--epsilon", "1", "--data-norm", "1", "--mode", "black-box",
+                 "--trials", "12", "--max-iter", "2", "--random-state", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["mode"] == "black-box" and out["scope"] == "fit" and out["method"] == "threshold"
 
 
 @pytest.mark.parametrize("argv, match", [
