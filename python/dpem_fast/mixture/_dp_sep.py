@@ -158,6 +158,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -275,6 +276,40 @@ def _to_raw(theta_u, centre, R, d):
     lam_u = theta_u[:, d:].reshape(J, d, d)
     eta = (theta_u[:, :d] + np.einsum("jab,b->ja", lam_u, centre) / R) / R
     return np.concatenate([eta, (lam_u / (R * R)).reshape(J, d * d)], axis=1)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """The public set-up of a DP-SEP fit (:meth:`DPStochasticEP._setup`): parameters, the box
+    (``lo``, ``hi``; working units: ``(x - centre) / R``, the box ``[lo_u, hi_u]``), the prior
+    and the initial factor, in the working units."""
+
+    J: int
+    eps: float
+    delta: float
+    C: float
+    gamma: float
+    T: int
+    B: int
+    acct: str
+    lo: np.ndarray
+    hi: np.ndarray
+    centre: np.ndarray
+    R: float
+    lo_u: np.ndarray
+    hi_u: np.ndarray
+    s2: float
+    s2u: float
+    m0u: np.ndarray
+    S0u: np.ndarray
+    w: np.ndarray
+    log_w: np.ndarray
+    theta0: np.ndarray
+    theta_f: np.ndarray
+
+    def working(self, X):
+        """Rows in the working units: clipped to the box, centred, divided by R."""
+        return (np.clip(X, self.lo, self.hi) - self.centre) / self.R
 
 
 def _default_accountant(sampling):
@@ -484,37 +519,17 @@ class DPStochasticEP(PrivateEstimator):
                             "the workers; fit it on an in-memory array")
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
-        J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
-        if J > n:
-            raise ValueError(f"n_components={J} must be <= n_samples={n}")
-        private = math.isfinite(eps)
-        # working units: the box's centre at 0, its half-diagonal R at 1 (public: bounds or prior)
-        lo, hi = box
-        centre = (lo + hi) / 2
-        R = float(np.linalg.norm((hi - lo) / 2))
-        lo_u, hi_u = (lo - centre) / R, (hi - centre) / R
-        U = (np.clip(X, lo, hi) - centre) / R
-        s2u = s2 / R ** 2
-        m0u = (m0 - centre) / R
-        S0u = S0 / R ** 2
-        if C is None:
-            C = default_clip_norm(d, s2u)
-        if B is None:
-            B = -(-n // _RELEASES_PER_EPOCH)
-        B = min(B, n)                            # so gamma * B <= N: the damped update stays convex
         key = make_key(self.random_state)
+        st = self._setup(n, d, key)
+        J, eps, delta, C, gamma, T, B, acct = st.J, st.eps, st.delta, st.C, st.gamma, st.T, st.B, st.acct
+        s2u, m0u, log_w, centre, R, lo_u, hi_u = st.s2u, st.m0u, st.log_w, st.centre, st.R, st.lo_u, st.hi_u
+        theta0, theta_f = st.theta0, st.theta_f
+        private = math.isfinite(eps)
+        U = st.working(X)
         n_threads = effective_n_threads(self.n_threads)
         P = d + d * d
-        lam0 = np.linalg.inv(S0u)
-        theta0 = np.concatenate([m0u @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
-        # data-independent initialisation: factor means drawn from the prior, precision Λ0/N
-        z = np.empty(J * d)
-        _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
-        mu0 = m0u + z.reshape(J, d) @ np.linalg.cholesky(S0u).T
-        theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
         sizes = self._batch_sizes(n, T, B)
         order = self._order(key, n, T, B)
-        log_w = np.log(w)
         self.privacy_ = None
         tau = 0.0
         if self.method == "ep":
@@ -562,12 +577,42 @@ class DPStochasticEP(PrivateEstimator):
         lam_raw = lam_q / (R * R)
         self.natural_parameters_ = np.concatenate(
             [np.einsum("jab,jb->ja", lam_raw, self.means_), lam_raw.reshape(J, d * d)], axis=1)
-        self.weights_ = w
-        self.component_variance_ = s2
+        self.weights_ = st.w
+        self.component_variance_ = st.s2
         self.n_steps_ = int(sum(sizes))
         self.n_skipped_ = int(skipped)
         self.n_features_in_ = d
         return self
+
+    def _setup(self, n, d, key):
+        """Everything of a fit on n rows of d features before it reads a row, from public
+        quantities only (the parameters, n — public under replace-one —, d and the key): the
+        checked parameters in the working units (the box's centre at 0, its half-diagonal R
+        at 1), the prior ``theta0`` and the data-independent initial factor ``theta_f`` (its
+        means drawn from the prior, precision Λ0/N).  The fit and the audit
+        (:mod:`dpem_fast.audit`) call it.  Returns a :class:`_Setup`."""
+        J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
+        if J > n:
+            raise ValueError(f"n_components={J} must be <= n_samples={n}")
+        lo, hi = box
+        centre = (lo + hi) / 2
+        R = float(np.linalg.norm((hi - lo) / 2))
+        s2u = s2 / R ** 2
+        m0u = (m0 - centre) / R
+        S0u = S0 / R ** 2
+        if C is None:
+            C = default_clip_norm(d, s2u)
+        if B is None:
+            B = -(-n // _RELEASES_PER_EPOCH)
+        B = min(B, n)                            # so gamma * B <= N: the damped update stays convex
+        lam0 = np.linalg.inv(S0u)
+        theta0 = np.concatenate([m0u @ lam0, np.tile(lam0.ravel(), (J, 1))], axis=1)
+        z = np.empty(J * d)
+        _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
+        mu0 = m0u + z.reshape(J, d) @ np.linalg.cholesky(S0u).T
+        theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
+        return _Setup(J, eps, delta, C, gamma, T, B, acct, lo, hi, centre, R, (lo - centre) / R, (hi - centre) / R,
+                      s2, s2u, m0u, S0u, w, np.log(w), theta0, theta_f)
 
     def _batch_sizes(self, n, T, B):
         """Steps of every release, epoch after epoch (public: n, T, B): 'shuffle' cuts each
@@ -600,6 +645,27 @@ class DPStochasticEP(PrivateEstimator):
     def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads):
         """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
         record the plan; the release layer and the per-release noise σ."""
+        plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct)
+        self._charge(plan.event)              # the whole plan, before any step reads a row
+        scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
+                  "no amplification" if self.sampling == "shuffle" else
+                  "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
+                  "size-B subsample without replacement (Wang et al. 2019), composed")
+        r = plan.releases["factor"]
+        self.privacy_ = self._record(
+            plan, mechanism="gaussian", epsilon=eps, n_iter=len(sizes),
+            data_domain={"source": "the intermediate factor's natural parameters are clipped to norm "
+                                   f"{C:.6g} in the domain's units (rows clipped to the box)",
+                         "radius": None},
+            notes=(f"sampling={self.sampling!r}: {scheme}",
+                   f"sensitivity 2 gamma C / N = {r.sensitivity:.4g} of the shared factor (Prop. 1), "
+                   f"batch_size={B}"))
+        return ReleaseLayer(plan, key, n_threads), r.noise_scale
+
+    def _calibrated_plan(self, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct):
+        """The calibrated :class:`~dpem_fast._engine._plan.Plan` (one release ``"factor"``, the
+        plan's event :func:`sep_event`), refusing a hopeless one from public quantities; no
+        charge, no record (the audit calls it too)."""
         sens = 2.0 * gamma * C / n
 
         def make_event(z):
@@ -618,21 +684,7 @@ class DPStochasticEP(PrivateEstimator):
         event = make_event(z)
         spent = factory().compose(event).get_epsilon(delta)
         release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
-        plan = Plan({"factor": release}, event, acct, "replace", float(spent))
-        self._charge(plan.event)              # the whole plan, before any step reads a row
-        scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
-                  "no amplification" if self.sampling == "shuffle" else
-                  "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
-                  "size-B subsample without replacement (Wang et al. 2019), composed")
-        self.privacy_ = self._record(
-            plan, mechanism="gaussian", epsilon=eps, n_iter=len(sizes),
-            data_domain={"source": "the intermediate factor's natural parameters are clipped to norm "
-                                   f"{C:.6g} in the domain's units (rows clipped to the box)",
-                         "radius": None},
-            notes=(f"sampling={self.sampling!r}: {scheme}",
-                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1), "
-                   f"batch_size={B}"))
-        return ReleaseLayer(plan, key, n_threads), sens * z
+        return Plan({"factor": release}, event, acct, "replace", float(spent))
 
     def _spent(self, n, T, B, delta, acct):
         """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
