@@ -244,6 +244,22 @@ def test_fixed_domain_models_are_audited_on_their_extreme_rows(monkeypatch, make
     assert audit(make(), random_state=0, scope="iteration", n_trials=100_000).violated
 
 
+def test_dp_sep_is_audited_on_its_compiled_step(monkeypatch):
+    """DP-SEP: a release is one batch's factor update, computed by the compiled step at a
+    public factor with one component per corner of the box; the whole fit (each row in T
+    releases) is audited to 0.75 of its ε, and half the noise is flagged."""
+    def make():
+        return DPStochasticEP(3, epsilon=1.0, delta=DELTA, bounds=(-1.0, 1.0), component_variance=0.05)
+
+    r = audit(make(), random_state=0, scope="fit")
+    assert r.canary["relation"] == "replace" and r.statistic == "fit"
+    assert 0.75 <= r.canary["attained"] <= 1.0 + 1e-9
+    assert r.epsilon_claimed == pytest.approx(r.plan_epsilon, rel=1e-9)
+    assert 0.75 * r.epsilon_claimed <= r.epsilon_lower <= r.epsilon_claimed
+    _scaled_noise(monkeypatch, "factor", 0.5)
+    assert audit(make(), random_state=0, scope="fit").violated
+
+
 def test_discrete_noise_is_audited_with_the_threshold_method():
     r = audit(DPGradientEM(epsilon=1.0, delta=DELTA), random_state=0, scope="iteration", n_trials=100_000)
     assert r.method == "threshold" and r.mu_lower is None and r.mu_claimed is None
@@ -297,7 +313,9 @@ def test_a_mixture_of_auto_size_is_audited_as_its_one_fit():
     (None, {"mode": "grey-box"}, ValueError, "mode"),
     (None, {"mode": "black-box", "scope": "iteration"}, ValueError, "black-box"),
     (None, {"mode": "black-box", "method": "gdp"}, ValueError, "black-box"),
-    (DPStochasticEP(bounds=(-1.0, 1.0)), {}, ValueError, "not covered"),
+    (DPStochasticEP(bounds=(-1.0, 1.0), method="ep", epsilon=float("inf")), {}, ValueError, "epsilon"),
+    (DPStochasticEP(bounds=(-1.0, 1.0), sampling="uniform", batch_size=10), {"scope": "fit"}, ValueError,
+     "Poisson|subsample"),
     (_lda(), {"scope": "fit"}, ValueError, "Poisson"),
     (_lda(total_samples=None), {}, ValueError, "total_samples"),
     (DPGradientEM(epsilon=1.0), {"method": "gdp"}, ValueError, "threshold"),

@@ -288,9 +288,6 @@ class TestSEPConformanceEquivalent(PrivacyConformance):
     sklearn_params = (dict(n_components=2, n_epochs=2, epsilon=1e3, random_state=0),
                       dict(n_components=2, n_epochs=2, epsilon=float("inf"), random_state=0))
     releases_statistics = False
-    #: the compiled step adds each release's noise itself: dpem_fast.audit refuses DP-SEP
-    #: (tests/audit), its noise is checked by the tests of this class
-    audit_kwargs = None
 
     def make_data(self, n, seed=0):
         return _data(n=n, seed=seed)[0]

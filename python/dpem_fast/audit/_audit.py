@@ -25,7 +25,7 @@ theorem covers); the claim is the accountant's ε for the plan's iteration part
 (``SelfComposedEvent(step, J)``: the whole plan's ε when the plan has no one-off releases, so
 the accountant's arithmetic is audited too).  A subsampled plan (LDA's Poisson minibatches)
 has no fit scope: with the canary in every batch the amplification the plan counts on is
-gone, so the audit would exceed a correct claim.
+gone, so the audit would exceed a correct claim (also DP-SEP's ``sampling="uniform"``).
 
 Trials.  Every trial goes through :meth:`ReleaseLayer.release` (and so the sampler
 :func:`~dpem_fast._engine._release.add_noise`) with the release records of the plan the
@@ -68,7 +68,7 @@ from .._engine._estimator import PrivateEstimator
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from ._bounds import cp_upper, gdp_epsilon, gdp_lower_bound, threshold_lower_bound
-from ._targets import EMTarget, LDATarget
+from ._targets import EMTarget, LDATarget, SEPTarget
 
 __all__ = ["AuditResult", "audit"]
 
@@ -160,15 +160,9 @@ def _noised_rows(values, release):
 
 
 def _check(estimator, mode, n_trials, confidence, method, statistic, scope):
-    from ..decomposition._dp_lda import DPLatentDirichletAllocation
-
     if not isinstance(estimator, PrivateEstimator):
         raise TypeError(f"estimator: audit() takes a private estimator of dpem_fast (DPGaussianMixture, "
                         f"DPKMeans, DPLatentDirichletAllocation, ...), got {type(estimator).__name__}")
-    if not isinstance(estimator, (PrivateEM, DPLatentDirichletAllocation)):
-        raise ValueError(f"estimator: {type(estimator).__name__} is not covered by the audit: its compiled "
-                         "sequential loop adds each step's noise itself, so the audit cannot run its release "
-                         "path on a chosen pair (the estimator's own tests check its noise)")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if method is not None and method not in METHODS:
@@ -281,9 +275,18 @@ def _target(est, X, key, n_features):
     if n_features is not None and (X is not None or isinstance(n_features, bool)
                                    or not isinstance(n_features, (int, np.integer)) or n_features < 1):
         raise ValueError(f"n_features must be a positive integer, and only without X; got {n_features!r}")
+    from ..decomposition._dp_lda import DPLatentDirichletAllocation
+    from ..mixture._dp_sep import DPStochasticEP
+
     if isinstance(est, PrivateEM):
         return EMTarget(est, X, key, n_features)
-    return LDATarget(est, X, key, n_features)
+    if isinstance(est, DPLatentDirichletAllocation):
+        return LDATarget(est, X, key, n_features)
+    if isinstance(est, DPStochasticEP):
+        if est.method != "sep":
+            raise ValueError("estimator: method='ep' is not private; there is nothing to audit")
+        return SEPTarget(est, X, key, n_features)
+    raise ValueError(f"estimator: {type(est).__name__} has no audit target")
 
 
 def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95, random_state=None,
@@ -342,9 +345,10 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     if statistic is not None and statistic not in names:
         raise ValueError(f"statistic must be one of the plan's releases {names}, got {statistic!r}")
     if scope == "fit" and target.sampled:
-        raise ValueError("scope='fit': the plan's rounds are Poisson subsamples, and a canary in every round "
-                         "would audit a mechanism without the amplification the plan counts on; audit "
-                         "scope='release' or 'iteration' (each round's release without amplification)")
+        raise ValueError("scope='fit': the plan's rounds are random subsamples (Poisson minibatches, or "
+                         "uniform batches), and a canary in every round would audit a mechanism without the "
+                         "amplification the plan counts on; audit scope='release' or 'iteration' (each "
+                         "round's release without amplification)")
     if scope == "release":
         groups = [[statistic]] if statistic is not None else [[g] for g in names]
     else:

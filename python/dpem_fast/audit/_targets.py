@@ -12,6 +12,8 @@ One target per loop of the engine:
   of ``max_doc_length`` tokens of one word (their clipped statistic has norm ``C``, the
   declared sensitivity, whenever ``K ≤ min(N, V)``); statistics from the compiled E-step at
   the fit's data-independent initial topics.
+* :class:`SEPTarget` — DP-SEP's sequential loop: rows in the declared (or the prior's) box;
+  a release is one batch's update of the shared factor, computed by the compiled step itself.
 
 Every statistic is computed at fixed public parameters, and the statistics are additive over
 rows (documents), so ``f(D′) − f(D)`` is the difference of the canaries' own contributions:
@@ -30,7 +32,7 @@ from .._engine._sources._memory import validated_rows
 from .._preprocess import cube_corners, resolve_domain
 from .._rng import derive_key
 
-__all__ = ["EMTarget", "LDATarget"]
+__all__ = ["EMTarget", "LDATarget", "SEPTarget"]
 
 _N_BASE = 1000          # rows of the synthetic base dataset (documents: _N_DOCS)
 _N_DOCS = 100
@@ -285,3 +287,85 @@ class LDATarget:
 
     def describe(self, i):
         return self.candidates[i].toarray().ravel()
+
+
+class SEPTarget:
+    """DP-SEP's audit target (module docstring).  Relation: replace one row (N is public).
+
+    A release is one batch's factor update ``θ_f ← (1 − b γ/N) θ_f + (γ/N) Σ_n clip_C(f_n) +
+    noise``; its cavity is the factor at the batch's start, so a row's share of the update does
+    not depend on the other rows of the batch, and the pair differs by ``(γ/N) (clip_C(f(x)) −
+    clip_C(f(x′)))`` (norm ≤ the declared ``2 γ C / N``).  The exact update is the compiled
+    step itself (one step, no noise, no projection) at a public factor with one component per
+    corner of the box (:meth:`_sharpened`), projected as the fit projects its initial factor.
+    Canaries: the box's corners and the centres of its faces.  The declared sensitivity (the
+    paper's Prop. 1: two clipped sites of norm C in opposite directions) is a sup the sites'
+    structure may not reach: the audit's canaries attain 0.8–0.9 of it (bench), so its bound
+    stays below the claim by that much.  Under
+    ``sampling="shuffle"`` a row is in exactly T releases (one per epoch): the fit scope
+    audits those T; ``"uniform"`` is subsampled (no fit scope).
+    """
+
+    def __init__(self, est, X, key, n_features):
+        from .._kernels import sep as _sep
+
+        self.est, self._sep = est, _sep
+        if X is None:
+            d = 2 if n_features is None else int(n_features)
+            lo, hi = est._check_params(d)[-1]
+            X = lo + (hi - lo) * _generator(key, "base").uniform(size=(_N_BASE, d))
+        X = np.ascontiguousarray(np.asarray(X, dtype=np.float64))
+        if X.ndim != 2 or not np.all(np.isfinite(X)):
+            raise ValueError("X must be a finite 2-d array of rows")
+        n, d = X.shape
+        st = self._st = est._setup(n, d, key)
+        sizes = est._batch_sizes(n, st.T, st.B)
+        self.plan = est._calibrated_plan(n, st.T, st.B, sizes, st.J, d + d * d, d, st.eps, st.delta, st.C, st.gamma,
+                                         st.acct)
+        self.relation, self.d, self.n = "replace", d, n
+        self.iteration, self.one_off = ("factor",), ()
+        self.rounds = st.T
+        self.sampled = est.sampling == "uniform"
+        self.notes = ("one release: a batch's factor update at the fit's initial factor; the canary's share "
+                      "of it does not depend on the batch's other rows (one cavity per batch)",)
+        corners = cube_corners(d, key)
+        self._theta = self._sharpened(st, corners, n, d)
+        _sep.project_factor(self._theta, d, st.C, st.lo_u, st.hi_u)          # as the fit, before its loop
+        eye = np.eye(d)
+        half = (st.hi - st.lo) / 2.0
+        self.candidates = np.vstack([st.centre + half * corners, st.centre + half * eye, st.centre - half * eye])
+
+    @staticmethod
+    def _sharpened(st, corners, n, d):
+        """The audit's public factor (as :func:`_sharpened` for a mixture): component j's mean at
+        the box's corner j (working units), precision ``SHARP / N`` per row, so that the cavity
+        puts a canary at a corner in its own component alone (the fit's initial factor when
+        there are more components than corners)."""
+        J = st.J
+        if J > corners.shape[0]:
+            return st.theta_f.copy()
+        means = st.lo_u + (st.hi_u - st.lo_u) * (corners[:J] + 1.0) / 2.0
+        lam = np.eye(d) * (_SHARP / n)
+        return np.ascontiguousarray(np.concatenate([means @ lam, np.tile(lam.ravel(), (J, 1))], axis=1))
+
+    def _update(self, row):
+        st = self._st
+        theta = self._theta.copy()
+        self._sep.sep_loop(st.working(row[None, :]), np.zeros(1, dtype=np.int64), theta, st.theta0, st.log_w,
+                           st.s2u, float(self.n), st.gamma / self.n, st.C, None, 1, None, None)
+        return {"factor": theta}
+
+    def contribution(self, i, names):
+        return self._update(self.candidates[i])
+
+    def datasets(self, i, j):
+        return self.candidates[i], self.candidates[j]
+
+    def exact(self, dataset, names):
+        return self._update(dataset)
+
+    def canary(self, i):
+        return self.candidates[i][None, :]
+
+    def describe(self, i):
+        return self.candidates[i].copy()
