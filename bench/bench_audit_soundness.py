@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from dpem_fast import (DPBernoulliMixture, DPFactorAnalysis, DPGaussianMixture, DPKMeans,
-                       DPLatentDirichletAllocation, DPPoissonMixture)
+                       DPLatentDirichletAllocation, DPPoissonMixture, DPStochasticEP)
 from dpem_fast.audit import audit
 
 VOCAB = [f"w{i}" for i in range(20)]
@@ -42,6 +42,7 @@ OTHERS = [
     ("DPLatentDirichletAllocation", _lda, "release", {"statistic": "unigram"}),
     ("DPBernoulliMixture(K=3)", lambda: DPBernoulliMixture(n_components=3), "iteration", {}),
     ("DPPoissonMixture(K=3)", lambda: DPPoissonMixture(n_components=3), "iteration", {}),
+    ("DPStochasticEP(J=3)", lambda: DPStochasticEP(3, bounds=(-1.0, 1.0), component_variance=0.05), "fit", {}),
 ]
 
 
