@@ -202,8 +202,7 @@ def _claim(target, group, scope):
         inner = plan.event.event if isinstance(plan.event, acc.NeighbouringEvent) else plan.event
         parts = inner.events if isinstance(inner, acc.ComposedEvent) else (inner,)
         it = [e for e in parts if isinstance(e, acc.SelfComposedEvent) and e.count == target.rounds]
-        event = acc.NeighbouringEvent(plan.neighbouring, it[0] if it else inner)
-        eps = acc.get_accountant(plan.accountant, plan.neighbouring)().compose(event).get_epsilon(delta)
+        eps = _epsilon_of(plan, it[0] if it else inner, delta)
         mu = None
         if all(r.mechanism == "gaussian" for r in releases):
             mu = math.sqrt(target.rounds) * _claim(target, group, "iteration")[1]
@@ -216,9 +215,15 @@ def _claim(target, group, scope):
         else:
             mu = math.sqrt(math.fsum(1.0 / r.noise_multiplier ** 2 for r in releases))
         return gdp_epsilon(mu, delta), mu
-    event = acc.NeighbouringEvent(plan.neighbouring, acc.ComposedEvent([r.event() for r in releases]))
-    eps = acc.get_accountant(plan.accountant, plan.neighbouring)().compose(event).get_epsilon(delta)
-    return float(eps), None
+    return _epsilon_of(plan, acc.ComposedEvent([r.event() for r in releases]), delta), None
+
+
+def _epsilon_of(plan, inner, delta):
+    """ε of ``inner`` under the plan's accountant, tagged as the plan's event is (its relation,
+    and whatever else the plan's tags carry)."""
+    event = dataclasses.replace(plan.event, event=inner) if isinstance(plan.event, acc.NeighbouringEvent) \
+        else acc.NeighbouringEvent(plan.neighbouring, inner)
+    return float(acc.get_accountant(plan.accountant, plan.neighbouring)().compose(event).get_epsilon(delta))
 
 
 def _search(target, groups):
