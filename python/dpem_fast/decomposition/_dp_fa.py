@@ -168,7 +168,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
                  neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
-                 accountant=None, random_state=None, n_threads=None, budget=None, verbose=0):
+                 accountant=None, random_state=None, n_threads=None, budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -184,6 +184,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         self.n_threads = n_threads
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
     def _n_release_rounds(self):
@@ -203,8 +204,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _statistic_specs(self, n_features):
         d = n_features
         specs = (weighted_sums(SUM, (d,), d), second_moments(SECOND, (d, d)))
-        if self.neighbouring == "add_remove":
-            # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
+        if self._count_private():
+            # row-level replace: 1.0 is a (loose) bound of the true 0 and the count is public,
+            # never released; person-level replace: a group's count changes by up to m
             specs = (row_count(COUNT),) + specs
         return specs
 
@@ -215,9 +217,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         # (add/remove) only rescales the covariance (relative error σ_N/N): 1/d of a share
         # keeps σ_N ≈ √d σ_2, below the second moment's noise edge.
         d = self.n_features_in_
-        if self.neighbouring == "add_remove":
-            return {COUNT: 1.0 / d, SUM: 0.5, SECOND: 1.0}
-        return {SUM: 1.0, SECOND: 1.0}
+        shares = {SUM: 0.5, SECOND: 1.0} if self.neighbouring == "add_remove" else {SUM: 1.0, SECOND: 1.0}
+        if self._count_private():
+            shares[COUNT] = 1.0 / d
+        return shares
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""

@@ -253,7 +253,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                  noise="discrete_gaussian", component_variance=1.0, symmetric=True, step_size=1.0,
                  max_iter=20, truncation_scale=None, multiplier_precision=1.0, clip_norm=1.0,
                  bias_correction="auto", means_init=None, neighbouring="replace", accountant=None,
-                 n_threads=None, random_state=None, budget=None, verbose=0):
+                 n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -274,6 +274,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         self.random_state = random_state
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
     def _rows_task(self):
@@ -354,13 +355,14 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         m = self._m(n_features)
         b = self._row_bound(n_features)
         specs = (StatSpec(GRAD, (m,), l2={"add_remove": b, "replace": 2.0 * b}),)
-        if self.neighbouring == "add_remove":
-            # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
+        if self._count_private():
+            # row-level replace: 1.0 is a (loose) bound of the true 0 and the count is public,
+            # never released; person-level replace: a group's count changes by up to m
             specs = specs + (row_count(COUNT),)
         return specs
 
     def _shares(self):
-        return {GRAD: 1.0, COUNT: 0.1} if self.neighbouring == "add_remove" else None
+        return {GRAD: 1.0, COUNT: 0.1} if self._count_private() else None
 
     def _describe(self):
         if self.estimator == "truncated":

@@ -377,6 +377,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         budget=None,
         verbose=0,
         max_components=10,
+        max_rows_per_group=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -402,16 +403,18 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self.budget = budget
         self.verbose = verbose
         self.max_components = max_components
+        self.max_rows_per_group = max_rows_per_group
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Fit the mixture (see :meth:`PrivateEM.fit`); ``n_components="auto"``: one fit with
         ``max_components`` components, pruned (:func:`dpem_fast.model_selection.fit_auto`,
         ``strategy="prune"``)."""
         if isinstance(self.n_components, str) and self.n_components == "auto":
             from ..model_selection import fit_auto
             overrides = {"means_init": "private"} if self.means_init is None else {}
-            return fit_auto(self, "n_components", "max_components", X, strategy="prune", overrides=overrides)
-        return super().fit(X, y)
+            return fit_auto(self, "n_components", "max_components", X, strategy="prune", overrides=overrides,
+                            groups=groups)
+        return super().fit(X, y, groups)
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):

@@ -167,6 +167,7 @@ from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
 from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
+from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import Release
@@ -188,8 +189,9 @@ _MARGIN = 3.0
 _PRIOR_SPREAD = 3.0
 
 
-def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
-    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring)."""
+def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1, privacy_unit="row"):
+    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring;
+    ``privacy_unit="group"``: a person-level run over ``n_samples`` slots, shuffle only)."""
     g = acc.GaussianEvent(noise_multiplier)
     n, B = int(n_samples), int(batch_size)
     if sampling == "shuffle":
@@ -198,7 +200,7 @@ def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
         inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(n, B, g), -(-n // B) * int(n_epochs))
     else:
         raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
-    return acc.NeighbouringEvent("replace", inner)
+    return acc.NeighbouringEvent("replace", inner, privacy_unit)
 
 
 def default_clip_norm(n_features, component_variance):
@@ -392,7 +394,7 @@ class DPStochasticEP(PrivateEstimator):
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
                  damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
                  prior_mean=None, prior_covariance=None, component_variance=1.0, weights=None,
-                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0):
+                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -412,6 +414,7 @@ class DPStochasticEP(PrivateEstimator):
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ validation
     def _check_params(self, d):
@@ -475,19 +478,37 @@ class DPStochasticEP(PrivateEstimator):
         return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
-        """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
+    def fit(self, X, y=None, groups=None):
+        """Run (DP-)SEP or EP on ``X`` (n_samples, n_features).
+
+        ``groups``: person-level DP-SEP (with ``max_rows_per_group`` m; ``sampling="shuffle"``):
+        the shared factor runs over G m slots, each group's at most m kept rows and empty slots
+        for the rest (see "Person-level" in the class docstring).
+
+        .. versionadded:: 0.1 (issue 27): ``groups``
+        """
         if is_dask_array(X):
             raise TypeError("X: DPStochasticEP does not take a dask array: DP-SEP is sequential over the "
                             "rows (each noisy step reads one row, in a secret order, and the shared factor "
                             "the next step reads), so it cannot be split into per-chunk statistics on "
                             "the workers; fit it on an in-memory array")
+        eps_in = self.epsilon
+        X, groups = self._resolve_groups(X, groups, not (isinstance(eps_in, (int, float, np.number))
+                                                         and not isinstance(eps_in, (bool, np.bool_))
+                                                         and math.isinf(eps_in)))
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
         J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
         if J > n:
             raise ValueError(f"n_components={J} must be <= n_samples={n}")
         private = math.isfinite(eps)
+        grouping = check_groups(groups, n) if groups is not None else None
+        m = self._max_rows_per_group()
+        if grouping is not None:
+            if self.sampling != "shuffle":
+                raise ValueError("sampling: a person-level DP-SEP fit takes sampling='shuffle' (the amplification "
+                                 "of sampling without replacement is stated for one record, not a group)")
+            n = grouping.streams.size * m       # slots: public under replace-one-group (class docstring)
         # working units: the box's centre at 0, its half-diagonal R at 1 (public: bounds or prior)
         lo, hi = box
         centre = (lo + hi) / 2
@@ -526,8 +547,10 @@ class DPStochasticEP(PrivateEstimator):
         else:
             per_epoch = len(sizes) // T
             if private:
-                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads)
+                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m)
                 tau = _posterior_noise(sigma, sizes, gamma, n)
+                if grouping is not None:        # after the charge: the slots' rows (-1: empty)
+                    order = self._slots(grouping, key, m, n_threads)[order]
             _sep.project_factor(theta_f, d, C if private else math.inf, lo_u, hi_u)
             skipped = 0
             progress = Progress(self.verbose, T, type(self).__name__,
@@ -597,13 +620,33 @@ class DPStochasticEP(PrivateEstimator):
             order[t * n:(t + 1) * n] = np.argsort(u, kind="stable")
         return order
 
-    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads):
+    def _slots(self, grouping, key, m, n_threads):
+        """Row of each of the G m slots of a person-level fit (-1: empty): groups in the order of
+        their stream ids (from their ids alone), each with its at most m kept rows
+        (:func:`~dpem_fast._engine._groups.bound_mask`) in row order, then its empty slots.
+        Nothing depends on how the groups are numbered or on the order of rows across groups."""
+        keep = np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))
+        G = grouping.streams.size
+        pos = np.empty(G, dtype=np.int64)
+        pos[np.lexsort((np.arange(G), grouping.streams))] = np.arange(G)
+        c = grouping.codes[keep]
+        by_group = np.argsort(c, kind="stable")
+        cs = c[by_group]
+        starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+        within = np.arange(cs.size) - np.repeat(starts, np.diff(np.r_[starts, cs.size]))
+        slots = np.full(G * m, -1, dtype=np.int64)
+        slots[pos[cs] * m + within] = keep[by_group]
+        return slots
+
+    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m=None):
         """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
-        record the plan; the release layer and the per-release noise σ."""
-        sens = 2.0 * gamma * C / n
+        record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
+        fit's rows per group (``n`` is then the slot count G m; class docstring)."""
+        unit = "row" if m is None else "group"
+        sens = 2.0 * gamma * C / n * (1 if m is None else m)
 
         def make_event(z):
-            return sep_event(z, n, T, self.sampling, B)
+            return sep_event(z, n, T, self.sampling, B, unit)
 
         factory = acc.get_accountant(acct, "replace")
         z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
@@ -618,7 +661,7 @@ class DPStochasticEP(PrivateEstimator):
         event = make_event(z)
         spent = factory().compose(event).get_epsilon(delta)
         release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
-        plan = Plan({"factor": release}, event, acct, "replace", float(spent))
+        plan = Plan({"factor": release}, event, acct, "replace", float(spent), None, unit, m)
         self._charge(plan.event)              # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
@@ -630,8 +673,9 @@ class DPStochasticEP(PrivateEstimator):
                                    f"{C:.6g} in the domain's units (rows clipped to the box)",
                          "radius": None},
             notes=(f"sampling={self.sampling!r}: {scheme}",
-                   f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1), "
-                   f"batch_size={B}"))
+                   (f"sensitivity 2 gamma C / N = {sens:.4g} of the shared factor (Prop. 1), " if m is None else
+                    f"sensitivity 2 m gamma C / N = {sens:.4g} of the shared factor over N = G m slots, ")
+                   + f"batch_size={B}"))
         return ReleaseLayer(plan, key, n_threads), sens * z
 
     def _spent(self, n, T, B, delta, acct):
@@ -643,7 +687,8 @@ class DPStochasticEP(PrivateEstimator):
         def spent(t):
             if t >= T:
                 return float(self.privacy_.epsilon_spent)
-            return float(factory().compose(sep_event(z, n, t, self.sampling, B)).get_epsilon(delta))
+            return float(factory().compose(sep_event(z, n, t, self.sampling, B, self.privacy_.privacy_unit))
+                         .get_epsilon(delta))
 
         return spent
 
