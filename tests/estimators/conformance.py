@@ -26,7 +26,9 @@ and implements the hooks below.  The suite then checks, through ``fit`` and the 
 - bad input gives a clear error naming the problem; huge finite rows give finite output;
 - scikit-learn's estimator checks;
 - the per-feature geometry (:mod:`geometry_conformance`): scale equivariance, released
-  locations inside the declared box, each feature's spread on its own scale.
+  locations inside the declared box, each feature's spread on its own scale;
+- person-level privacy (:mod:`person_conformance`): the group-level sensitivities searched
+  through the kernels with persons of m rows, the joint bound, the sources, the one-offs.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from dpem_fast._engine._sources import _memory as engine_data
 from dpem_fast.io import NpyBlocks
 
 from geometry_conformance import GeometryConformance
+from person_conformance import PersonLevelEMConformance
 from privacy_conformance import PrivacyConformance
 
 
@@ -57,7 +60,7 @@ _ONE_OFF = ("domain_scale", "domain_refine")
 _BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums")
 
 
-class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
+class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance, PrivacyConformance):
     """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator
     (the privacy part every private estimator runs is inherited from
     :class:`privacy_conformance.PrivacyConformance`; the tests below of the same name are the

@@ -100,7 +100,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
       data centred, which a private fit cannot check): ``‖x‖ ≤ 1`` add/remove, ``‖x − x'‖
       ≤ 2`` replace (x' = −x).
     - ``count`` N, under add/remove only (ℓ2 sensitivity 1).  Under replace N is public
-      (it is the same for all neighbours) and is not released.
+      (it is the same for all neighbours) and is not released — except person-level
+      (``groups``, issue 27), where a group's row count changes between neighbours: it is
+      released under both relations, with sensitivity m (a group's pairs padded with "no row").
 
     **Joint accounting** (continuous Gaussian noise): the releases are one Gaussian
     mechanism on the stacked statistic with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  With
@@ -112,7 +114,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     giving ``a_1/2 + a_2 + φ`` with ``φ = max_{0≤v≤1}(a_1 v/2 − a_2 v²)`` =
     ``a_1²/(16 a_2)`` if ``a_1 ≤ 4 a_2`` else ``a_1/2 − a_2``: below the separate
     ``a_1 + a_2``.  It is attained with the upper triangle too: for x = (c, s, 0, …),
-    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
+    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Person-level
+    under replace the count is released too: a pair of two rows leaves it unchanged, a row
+    against no row adds ``a_c + a_1/4 + a_2/2``; the bound is the larger of the two
+    (:func:`~dpem_fast._engine._specs.moments_joint_bound` with ``count="rows"``).  Lattice
     (``noise="discrete_gaussian"``) releases are composed separately.
 
     The budget split between the sum and the second moment, ``r = a_1/a_2``, minimises the
@@ -224,7 +229,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
-        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring)
+        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring, count="rows")
 
     def _describe(self):
         return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "

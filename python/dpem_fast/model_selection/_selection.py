@@ -565,7 +565,7 @@ class PrivateModelSelection(BaseEstimator):
             try:
                 with warnings.catch_warnings(record=True) as seen:
                     warnings.simplefilter("always")
-                    model.fit(X_train, groups=g_train)
+                    model.fit(X_train) if g_train is None else model.fit(X_train, groups=g_train)
                     domain = resolve_domain(d, model.data_norm, model.bounds)
                     with blas_single_thread():
                         v = row_scores(model, X_hold, domain)
@@ -689,7 +689,7 @@ def fit_auto(estimator, size_param, max_param, X, *, strategy="select", override
         best = clone(estimator).set_params(**{size_param: int(max_size), **(overrides or {})})
         best.budget = estimator.budget          # the caller's ledger itself, not a copy
         best._choosing_k = True                 # dropping components is the choice, not a failure
-        best.fit(X, groups=groups)
+        best.fit(X) if groups is None else best.fit(X, groups=groups)
     else:
         raise ValueError(f"strategy must be 'select' or 'prune', got {strategy!r}")
     names = tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_")
