@@ -224,6 +224,30 @@ class PersonLevelConformance:
             assert skewed.tobytes()[:64] not in blob and even.tobytes()[:64] not in blob
 
     @_noisy
+    def test_person_level_update_reads_no_row_count(self, monkeypatch):
+        """With every release fixed, grouped fits on data of different row counts (and group
+        sizes) give the same model: nothing but released values, not even the row count — public
+        per row under replace-one, private per group under both relations — reaches the update."""
+        if not self.releases_statistics:
+            pytest.skip("the compiled sequential step adds the released noise itself (its own tests)")
+        from dpem_fast._engine import ReleaseLayer
+
+        def fixed(layer, statistics, index):
+            out = {name: np.full(layer.releases[name].shape, 0.25) for name in statistics}
+            if "domain_scale" in out:
+                from dpem_fast._engine import _domain
+                lower, upper = _domain._scale_edges()
+                out["domain_scale"][:, (np.abs(lower) >= 0.5) & (np.abs(upper) <= 4.0)] = 1e12
+            return out
+
+        monkeypatch.setattr(ReleaseLayer, "release", fixed)
+        X, Y = self.make_data(400, seed=0), self.make_other_data(700, seed=1)
+        a = self._grouped(random_state=3).fit(X, groups=self.make_groups(X.shape[0]))
+        b = self._grouped(random_state=3).fit(Y, groups=self.make_groups(Y.shape[0], seed=1))
+        for name, v in self._fitted(a).items():
+            assert_array_equal(v, self._fitted(b)[name], err_msg=name)
+
+    @_noisy
     def test_a_person_level_file_keeps_its_unit_and_a_forged_unit_is_refused(self, tmp_path):
         X = self.make_data(300)
         est = self._grouped(random_state=0).fit(X, groups=self.make_groups(X.shape[0]))

@@ -149,6 +149,16 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         iteration and the ε spent so far (public; nothing computed from the documents is
         shown).  0: silent.
 
+    max_rows_per_group : int or None, default=None
+        Author-level privacy (issue 27): with ``fit(X, groups=authors)`` each author keeps at most
+        this many documents, chosen
+        uniformly at random with the fit's key, every sensitivity is m times a document's (derived in
+        :mod:`dpem_fast._engine._groups`) and the guarantee is for adding/removing or replacing
+        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
+        constant: choose it near or below the typical number of rows per group (docs: "Person-level
+        privacy").
+
+        .. versionadded:: 0.1 (issue 27)
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
@@ -252,6 +262,22 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     ``unigram_share=0``).  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
     stopping is data-independent (T iterations).  The token cap and the minibatches use
     randomness addressed from the key (the cap: one stream per document).
+
+    Person-level
+    ------------
+    ``fit(X, groups=authors)`` with ``max_rows_per_group`` m (issue 27): the relation is
+    **add/remove one author's documents**.  Each author keeps at most m documents, chosen
+    uniformly with the fit's key (:mod:`dpem_fast._engine._groups`: a function of the
+    author's own documents for every key), once, after the budget is charged; every release
+    then has sensitivity m C (the author's at most m documents, each clipped to C: triangle
+    inequality; attained by m one-term documents), set in the plan by ``make_plan``.  The
+    minibatch samples **authors**: each is kept independently with the public probability
+    q = ``batch_size / total_samples`` with all its kept documents
+    (:func:`~dpem_fast._engine._groups.group_batches`), so the Poisson amplification holds
+    with the author as the record — and ``batch_size`` and ``total_samples`` then count
+    authors (``total_samples`` the public number of authors).  In-memory documents only (a
+    dask array of documents is fitted per document); ``partial_fit`` stays per document and
+    refuses ``max_rows_per_group``.
 
     Dask
     ----
@@ -599,7 +625,8 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             epsilon=self.epsilon, n_iter=T,
             data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
             notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
-                   "document count; the true count is never read)",
+                   + ("document count" if grouping is None else "number of authors, each sampled with its documents")
+                   + "; the true count is never read)",
                    f"noise multiplier sigma = {r.noise_multiplier:.6g}, clip norm C = {clip:.6g}",
                    *((f"unigram floor: one release at multiplier {plan.releases['unigram'].noise_multiplier:.6g} "
                       f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))

@@ -153,6 +153,29 @@ accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; repl
 In both cases ``z`` is calibrated to the user's (ε, δ).  Initialisation is
 data-independent (factor means drawn from the prior with the fit's key; precision
 ``Λ0 / N``); the number of releases is fixed.
+
+Person-level (``fit(X, groups=...)``, ``max_rows_per_group`` m; issue 27)
+------------------------------------------------------------------------
+Neighbouring relation: **replace one group's rows** (any number of rows on either side).
+The schedule needs a public length, and the bounded row count is not public here (a group's
+count changes between neighbours), so the factor runs over **N = G m slots**: each group's
+at most m kept rows (:func:`~dpem_fast._engine._groups.bound_mask`, a function of the group's
+own rows for every key) and, for a group with fewer, empty slots whose site is 0 and that
+still count in the batch size (``sep_loop``'s ``-1`` steps).  G, the number of groups, is the
+same for all neighbours under replace-one-group — as N is under replace-one-row, where the
+row-level DP-SEP publishes it — so N = G m is public here and appears in the record (the
+number of releases): the one place where a person-level fit states a count of the data, and
+only because its relation fixes it.  The slots are ordered by the groups' stream ids (from
+their ids alone) and permuted per epoch, so the schedule does not depend on how the groups
+are numbered or interleaved.  Given the past, a group's m slots lie in k_r slots of release r
+(Σ_r k_r = m per epoch), and release r changes by at most ``k_r 2γC/N`` (a slot of two rows:
+Prop. 1's 2γC/N; a row against an empty slot: γC/N).  Its Gaussian releases compose
+adaptively with ``μ² = Σ_r k_r² (2γC/N)²/σ² ≤ m² (2γC/N)²/σ²`` per epoch (Σ k_r² ≤ (Σ k_r)²):
+the event is the row-level one, ``SelfComposedEvent(GaussianEvent(z), T)`` tagged
+``privacy_unit="group"``, with z relative to the group-level sensitivity ``Δ = 2 m γ C / N``
+(exact under GDP, RDP and zCDP, which add μ² across adaptive Gaussian releases).
+``sampling="uniform"`` is refused with groups: its amplification by sampling without
+replacement (Wang et al. 2019) is stated for one record, not for m slots at once.
 """
 from __future__ import annotations
 
@@ -343,6 +366,15 @@ class DPStochasticEP(PrivateEstimator):
     per-chunk statistics to compute on the workers, and taking rows one at a time from a
     cluster would gather the whole array on the client anyway.
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy (issue 27): with ``fit(X, groups=...)`` (one group id per row, e.g.
+        a person, or a DataFrame column name) each group keeps at most this many rows, chosen
+        uniformly at random with the fit's key, the factor runs over G m slots ("Person-level" below) and the guarantee is for adding/removing or replacing
+        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
+        constant: choose it near or below the typical number of rows per group (docs: "Person-level
+        privacy").
+
+        .. versionadded:: 0.1 (issue 27)
     Attributes
     ----------
     means_ : ndarray (J, d)
