@@ -11,6 +11,10 @@ iteration 0 on a neighbouring pair:
   with row 0 set to ``x′``;
 * ``neighbouring="add_remove"``: D is the base data with ``x``, D′ the base data without it.
 
+A person-level estimator (``max_rows_per_group`` m, issue 27) is audited at its group-level
+plan with a canary *person*: m copies of ``x`` (against m copies of ``x′`` under replace; the
+base rows are each their own group), the worst case of a group's bounded contribution.
+
 The canaries are searched over points of the domain's boundary (the unit sphere of the
 working units, mapped back to the user's units and into a declared box): ±e_j, the
 directions of the initial means and seeded random directions; each candidate's
@@ -308,7 +312,11 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     est._check_model_params(n, d)
     est.n_features_in_ = d
     replace = est.neighbouring == "replace"
-    n_public = n if replace else None
+    n_public = est._public_rows(n)
+    # person-level (max_rows_per_group m, issue 27): the canary is a person of m copies of the
+    # canary row (the worst case of a group's bounded contribution), against the plan's
+    # group-level noise; the base rows are each their own group (already bounded)
+    m_rows = est._max_rows_per_group() or 1
     plan, specs, _, domain = est._private_plan(n_public, d)
     if any(r.mechanism != "gaussian" for r in plan.releases.values()):
         raise ValueError("estimator: the audit covers Gaussian releases; this plan has others")
@@ -359,9 +367,9 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     group, i, j = best[1]
     if replace:
         D, D2 = base.copy(), base.copy()
-        D[0], D2[0] = cands[i], cands[j]
+        D[:m_rows], D2[:m_rows] = cands[i], cands[j]
     else:
-        D, D2 = np.vstack([base, cands[i][None, :]]), base
+        D, D2 = np.vstack([base, np.repeat(cands[i][None, :], m_rows, axis=0)]), base
     exact = [exact_of(S, group) for S in (D, D2)]
     f0, f1 = (whitened(e, group) for e in exact)
     diff = f1 - f0
@@ -397,7 +405,7 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
     else:
         eps_lo = threshold_lower_bound(a, b, 0.5 * float(f0 @ u + f1 @ u), est.delta, confidence)
         mu_lo = None
-    canary = {"relation": est.neighbouring, "row": cands[i].copy(),
+    canary = {"relation": est.neighbouring, "rows_per_group": m_rows, "row": cands[i].copy(),
               "replacement": cands[j].copy() if replace else None, "attained": norm / mu_claimed}
     return AuditResult(
         epsilon_lower=float(eps_lo), epsilon_claimed=gdp_epsilon(mu_claimed, est.delta), confidence=confidence,
