@@ -493,17 +493,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
                 assert v <= bound * (1 + 1e-9), (rel, a, v, bound)
                 return v
 
-            best = 0.0
-            starts = cases + [(self.random_parameters(est, rng, d), self.random_row(est, rng, d),
-                               self.random_row(est, rng, d)) for _ in range(6)]
-            for params, x, xp in starts:
-                cur = value(params, x, xp)
-                for _ in range(40):
-                    nx, nxp = self.perturb_row(est, rng, x), self.perturb_row(est, rng, xp)
-                    new = value(params, nx, nxp)
-                    if new > cur:
-                        x, xp, cur = nx, nxp, new
-                best = max(best, cur)
+            best = max(v for *_, v in self._worst_pairs(est, rng, d, value, cases))
             assert best >= 0.95 * bound, (rel, a, best, bound)
 
     # ------------------------------------------------------------ clipping

@@ -304,21 +304,21 @@ class PersonLevelEMConformance:
             Pp[j] = self.perturb_row(est, rng, Pp[j])
         return P, Pp
 
-    def _worst_pairs(self, est, rng, d, rel, score):
-        """Row pairs (params, x, x') found by hill climbing ``score(params, x, x')`` from the
-        model's adversarial cases and random starts (the row-level search of the suite)."""
-        starts = list(self.adversarial_cases(est, rng, d)) + [
-            (self.random_parameters(est, rng, d), self.random_row(est, rng, d), self.random_row(est, rng, d))
-            for _ in range(6)]
+    def _worst_pairs(self, est, rng, d, score, cases=None, steps=40):
+        """``(params, x, x', score)`` of row pairs found by hill climbing ``score(params, x, x')``
+        from the model's adversarial cases and six random starts (the suite's row-level search)."""
+        cases = list(self.adversarial_cases(est, rng, d)) if cases is None else list(cases)
+        starts = cases + [(self.random_parameters(est, rng, d), self.random_row(est, rng, d),
+                           self.random_row(est, rng, d)) for _ in range(6)]
         found = []
         for params, x, xp in starts:
             cur = score(params, x, xp)
-            for _ in range(30):
+            for _ in range(steps):
                 nx, nxp = self.perturb_row(est, rng, x), self.perturb_row(est, rng, xp)
                 new = score(params, nx, nxp)
                 if new > cur:
                     x, xp, cur = nx, nxp, new
-            found.append((params, x, xp))
+            found.append((params, x, xp, cur))
         return found
 
     def _person_of(self, x, xp, rel, d):
@@ -356,9 +356,9 @@ class PersonLevelEMConformance:
                 best[name] = max(best[name], v)
 
         for sp in specs:                          # the worst row pair of each statistic, m times
-            pairs = self._worst_pairs(est, rng, d, rel, lambda p, x, xp, n=sp.name: self._person_change(
-                est, domain, p, x[None], xp[None] if rel == "replace" else np.empty((0, d)), specs)[n])
-            for params, x, xp in pairs:
+            pairs = self._worst_pairs(est, rng, d, lambda p, x, xp, n=sp.name: self._person_change(
+                est, domain, p, x[None], xp[None] if rel == "replace" else np.empty((0, d)), specs)[n], steps=30)
+            for params, x, xp, _ in pairs:
                 record(self._person_change(est, domain, params, *self._person_of(x, xp, rel, d), specs))
         for params, P, Pp in self._random_persons(est, rng, d, rel):      # mixed persons, climbed
             record(self._person_change(est, domain, params, P, Pp, specs))
@@ -387,9 +387,9 @@ class PersonLevelEMConformance:
             assert v <= bound * (1 + 1e-9), (rel, v, bound)
             return v
 
-        pairs = self._worst_pairs(est, rng, d, rel, lambda p, x, xp: value(
-            p, x[None], xp[None] if rel == "replace" else np.empty((0, d))))
-        best = max(value(params, *self._person_of(x, xp, rel, d)) for params, x, xp in pairs)
+        pairs = self._worst_pairs(est, rng, d, lambda p, x, xp: value(
+            p, x[None], xp[None] if rel == "replace" else np.empty((0, d))), steps=30)
+        best = max(value(params, *self._person_of(x, xp, rel, d)) for params, x, xp, _ in pairs)
         for params, P, Pp in self._random_persons(est, rng, d, rel, 4):
             for _ in range(6):
                 value(params, P, Pp)

@@ -115,15 +115,11 @@ class DPKMeans(TransformerMixin, PrivateEM):
         Largest K tried by ``n_clusters="auto"`` (unused otherwise).
 
     max_rows_per_group : int or None, default=None
-        Person-level privacy (issue 27): with ``fit(X, groups=...)`` (one group id per row, e.g.
-        a person, or a DataFrame column name) each group keeps at most this many rows, chosen
-        uniformly at random with the fit's key, every sensitivity is m times a row's (derived in
-        :mod:`dpem_fast._engine._groups`) and the guarantee is for adding/removing or replacing
-        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
-        constant: choose it near or below the typical number of rows per group (docs: "Person-level
-        privacy").
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group,
+        as in :class:`~dpem_fast.DPGaussianMixture`.
 
         .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     cluster_centers_ : ndarray of shape ``(n_clusters_, n_features)``

@@ -150,15 +150,12 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         shown).  0: silent.
 
     max_rows_per_group : int or None, default=None
-        Author-level privacy (issue 27): with ``fit(X, groups=authors)`` each author keeps at most
-        this many documents, chosen
-        uniformly at random with the fit's key, every sensitivity is m times a document's (derived in
-        :mod:`dpem_fast._engine._groups`) and the guarantee is for adding/removing or replacing
-        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
-        constant: choose it near or below the typical number of rows per group (docs: "Person-level
-        privacy").
+        Author-level privacy with ``fit(X, groups=authors)``: at most this many documents per
+        author, and authors are the sampled unit ("Person-level" below).  Required with
+        ``groups``; None: document-level privacy.
 
         .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)

@@ -211,6 +211,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         privacy").
 
         .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     weights_ : ndarray of shape ``(n_components_,)``

@@ -367,14 +367,12 @@ class DPStochasticEP(PrivateEstimator):
     cluster would gather the whole array on the client anyway.
 
     max_rows_per_group : int or None, default=None
-        Person-level privacy (issue 27): with ``fit(X, groups=...)`` (one group id per row, e.g.
-        a person, or a DataFrame column name) each group keeps at most this many rows, chosen
-        uniformly at random with the fit's key, the factor runs over G m slots ("Person-level" below) and the guarantee is for adding/removing or replacing
-        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
-        constant: choose it near or below the typical number of rows per group (docs: "Person-level
-        privacy").
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group, the
+        factor running over G m slots ("Person-level" in the module docstring); the guarantee is
+        for replacing one group's rows.  Required with ``groups``; None: row-level privacy.
 
         .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     means_ : ndarray (J, d)
