@@ -44,6 +44,8 @@ from _timing import median_time  # noqa: E402
 
 from dpem_fast import DPGaussianMixture, NoiseDominatedWarning  # noqa: E402
 from dpem_fast import accounting as acc  # noqa: E402
+from dpem_fast._engine import _groups  # noqa: E402
+from dpem_fast._rng import make_key  # noqa: E402
 from dpem_fast.datasets import NYCFLIGHTS_BOUNDS, NYCFLIGHTS_COLUMNS  # noqa: E402
 from dpem_fast.model_selection import PrivateModelSelection  # noqa: E402
 
@@ -128,11 +130,20 @@ def main():
               f"{(v - one).max():+.3f})")
     print(f"\ntiming (median of {args.repeat}), person-level fit / row-level fit of the same "
           f"{X_TRAIN.shape[0]} rows:")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoiseDominatedWarning)
+        for threads in args.threads:
+            t_row = median_time(lambda: fit(seed=0, threads=threads), args.repeat, warmup=True)
+            for m in (m_max, 16):
+                t = median_time(lambda: fit(m, g, 0, threads), args.repeat, warmup=True)
+                print(f"  {threads} thread(s), m={m:<4}: {t:.3f} s / {t_row:.3f} s = {t / t_row:.2f}x", flush=True)
+    groups = _groups.check_groups(g, g.size)
     for threads in args.threads:
-        t_row = median_time(lambda: fit(seed=0, threads=threads), args.repeat, warmup=True)
-        for m in (m_max, 16):
-            t = median_time(lambda: fit(m, g, 0, threads), args.repeat, warmup=True)
-            print(f"  {threads} thread(s), m={m:<4}: {t:.3f} s / {t_row:.3f} s = {t / t_row:.2f}x", flush=True)
+        t_b = median_time(lambda: _groups.bound_mask(groups, _groups.bounding_key(make_key(0)), 16, threads),
+                          args.repeat, warmup=True)
+        t_c = median_time(lambda: _groups.check_groups(g, g.size), args.repeat)
+        print(f"  {threads} thread(s): the groups' validation {1e3 * t_c:.0f} ms, the bounding (m=16) "
+              f"{1e3 * t_b:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -230,14 +230,19 @@ def _factorize(values):
     except ImportError:                                          # pragma: no cover - pandas ships with [data]
         pd = None
     if pd is not None:
+        # None, NaN, NaT and pd.NA get the sentinel -1: the missing ids
         codes, uniques = pd.factorize(values, sort=False, use_na_sentinel=True)
         if (codes < 0).any():
             raise ValueError(_MISSING)
-        return codes.astype(np.int64), np.asarray(uniques, dtype=values.dtype if values.dtype.kind != "O"
-                                                  else object)
+        uniques = np.asarray(uniques, dtype=values.dtype if values.dtype.kind != "O" else object)
+        if values.dtype.kind == "O" and any(_missing(v) for v in uniques):
+            raise ValueError(_MISSING)
+        return codes.astype(np.int64), uniques
     if values.dtype.kind == "O":
         table, codes = {}, np.empty(values.size, dtype=np.int64)
         for i, v in enumerate(values):
+            if _missing(v):
+                raise ValueError(_MISSING)
             codes[i] = table.setdefault(v, len(table))
         uniques = np.empty(len(table), dtype=object)
         for v, c in table.items():
@@ -273,9 +278,6 @@ def check_groups(groups, n_rows):
         as_int = values.astype(np.int64) if np.all(np.abs(values) < 2.0 ** 63) else None
         if as_int is not None and np.array_equal(as_int, values):
             values = as_int                   # integral floats (an id column with NaN read as float)
-    elif kind == "O":
-        if any(_missing(v) for v in values):
-            raise ValueError(_MISSING)
     elif kind in "US":
         values = values.astype(object)
     codes, uniques = _factorize(values)
@@ -307,7 +309,10 @@ def bound_mask(grouping, bkey, m, n_threads=1):
     pri = np.empty(cs.size, dtype=np.uint64)
     _core_rng.fill_keyed_words(np.ascontiguousarray(bkey, dtype=np.uint32), np.ascontiguousarray(streams[cs]),
                                within.astype(np.uint64), pri, int(n_threads))
-    by_priority = np.lexsort((pri, cs))           # groups stay where they are; ties by j
+    # one sort by (group, top 32 bits of the priority); groups stay where they are, and equal top
+    # bits (probability about n_g² 2^-33 in a group) fall back to row order: still a function of
+    # the group's own rows, uniform up to that probability
+    by_priority = np.argsort((cs.astype(np.uint64) << np.uint64(32)) | (pri >> np.uint64(32)), kind="stable")
     rank = np.empty(cs.size, dtype=np.int64)
     rank[by_priority] = within                      # position within the group, by priority
     keep[rows[order[rank < int(m)]]] = True
