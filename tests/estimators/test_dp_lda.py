@@ -801,3 +801,18 @@ def test_author_level_batches_hold_whole_authors_with_their_bounded_documents(mo
     assert 0.5 * 10 < np.mean(sizes) < 1.5 * 10                          # q = 10 / 60 of the authors
     with pytest.raises(ValueError, match="max_rows_per_group"):
         est(max_rows_per_group=2).partial_fit(X)
+
+
+def test_the_private_unigram_release_is_author_level_with_groups():
+    X = make_corpus(300)
+    authors = np.arange(300) % 50
+    m = _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors, max_rows_per_group=3, random_state=0)
+    row = _dp_unigram.private_unigram(X, epsilon=1.0, random_state=0)
+    r, q = m.privacy_.releases["unigram"], row.privacy_.releases["unigram"]
+    assert r.sensitivity == 3 * q.sensitivity and r.noise_multiplier == pytest.approx(q.noise_multiplier)
+    assert (m.privacy_.privacy_unit, m.privacy_.max_rows_per_group) == ("group", 3)
+    with pytest.raises(ValueError, match="max_rows_per_group"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors)
+    with pytest.raises(ValueError, match="budget"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors, max_rows_per_group=3,
+                                    budget=acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove"))
