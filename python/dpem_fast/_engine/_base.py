@@ -117,8 +117,9 @@ class PrivateEM(PrivateEstimator):
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's
     ``get_params``); the engine reads these common ones: ``epsilon``, ``delta``,
     ``max_iter``, ``neighbouring``, ``accountant``, ``noise``, ``n_threads``,
-    ``random_state``, ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
-    ``data_norm`` and ``bounds``.
+    ``random_state``, ``budget``, ``verbose``, ``max_rows_per_group`` (person-level privacy,
+    with ``fit``'s ``groups``; :mod:`~dpem_fast._engine._groups`), and for a model with
+    ``_domain_kind = "ball"`` also ``data_norm`` and ``bounds``.
 
     Model hooks
     -----------
