@@ -37,10 +37,10 @@ numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
 
 # The estimators keep their privacy analysis in a "Privacy" docstring section (and some a
-# "Dask" section).  numpydoc's parser knows a fixed list of sections: register these so that
+# "Dask" or a "Person-level" section).  numpydoc's parser knows a fixed list of sections: register these so that
 # every numpydoc pass (docstrings, signatures, autosummary) parses them, and render them
 # with the hook below.  A new section title must be added here.
-EXTRA_SECTIONS = {"Privacy": "Privacy analysis", "Dask": "Dask arrays"}
+EXTRA_SECTIONS = {"Privacy": "Privacy analysis", "Dask": "Dask arrays", "Person-level": "Person-level privacy"}
 for _title in EXTRA_SECTIONS:
     NumpyDocString.sections.setdefault(_title, "")
 # numpydoc reports any other unknown section with a Python warning and drops its text from

@@ -402,3 +402,30 @@ def test_covariance_type_is_a_gmm_option(data, capsys):
     assert main(["fit", str(d / "d.npy"), "--model", "gmm", "--covariance-type", "banana", "--bounds", "-3,3",
                  "--epsilon", "1", "-o", str(d / "b.npz")]) == 2
     assert "covariance_type must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")     # 100 persons at epsilon=1
+def test_groups_column_fits_person_level_and_is_not_a_feature(data, capsys):
+    """``--groups COLUMN --max-rows-per-group M`` (issue 27): the column is the person id, not a
+    feature; the model is the in-process person-level fit."""
+    d, X = data
+    person = np.arange(X.shape[0]) // 3
+    with open(d / "p.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["height", "person", "weight"])
+        w.writerows([[a, p, b] for (a, b), p in zip(X, person)])
+    args = ["fit", str(d / "p.csv"), "--model", "gmm", "--n-components", "2", "--max-iter", "3", "--epsilon", "1",
+            "--bounds", "-3,3", "--random-state", "3", "--groups", "person", "--max-rows-per-group", "2",
+            "-o", str(d / "g.npz")]
+    assert main(args) == 0
+    model = dpem_fast.load(d / "g.npz")
+    assert model.n_features_in_ == 2 and model.privacy_.privacy_unit == "group"
+    ref = dpem_fast.DPGaussianMixture(2, max_iter=3, epsilon=1.0, bounds=(-3.0, 3.0), random_state=3,
+                                      max_rows_per_group=2).fit(X, groups=person)
+    assert_array_equal(model.means_, ref.means_)
+    capsys.readouterr()
+    assert main(args[:-2] + ["--columns", "height,person", "-o", str(d / "h.npz")]) != 0
+    assert "--groups" in capsys.readouterr().err
+    at = args.index("--groups")
+    assert main(args[:at] + ["--groups", "who", "--max-rows-per-group", "2", "-o", str(d / "h.npz")]) != 0
+    assert "no column 'who'" in capsys.readouterr().err

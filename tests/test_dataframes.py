@@ -51,3 +51,22 @@ def test_sample_returns_a_shuffled_frame_when_fitted_on_one(model):
     assert np.count_nonzero(np.diff(y)) > 100
     model.fit(X)
     assert isinstance(model.sample(5, random_state=0)[0], np.ndarray)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: type(m).__name__)
+def test_a_group_column_is_taken_out_of_the_features(model):
+    """``groups="person"`` names a column of the frame: its ids bound the rows per person and
+    it is not a feature (issue 27)."""
+    person = np.repeat(np.arange(40), 4)
+    df = pd.DataFrame(X, columns=COLS).assign(person=person)
+    m = model.set_params(max_rows_per_group=2)
+    a = m.fit(df, groups="person")
+    assert_array_equal(a.feature_names_in_, COLS)
+    assert a.privacy_.privacy_unit == "group"
+    first = {k: np.array(v) for k, v in vars(a).items() if k.endswith("_") and isinstance(v, np.ndarray)}
+    b = m.fit(df[COLS], groups=person)
+    for k, v in first.items():
+        assert_array_equal(getattr(b, k), v, err_msg=k)
+    with pytest.raises(ValueError, match="no column 'who'"):
+        m.fit(df, groups="who")
+    model.set_params(max_rows_per_group=None)

@@ -235,4 +235,5 @@ def test_release_fields_are_all_saved():
     assert {f.name for f in dataclasses.fields(Release)} == {
         "name", "mechanism", "norm", "sensitivity", "noise_scale", "shape", "symmetric", "count",
         "granularity", "size"}
-    assert len(dataclasses.fields(PrivacyRecord)) == 15      # delta_tail (issue 24): saved, checked on load
+    # delta_tail (issue 24); privacy_unit, max_rows_per_group (issue 27): saved, checked on load
+    assert len(dataclasses.fields(PrivacyRecord)) == 17

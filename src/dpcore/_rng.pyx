@@ -170,3 +170,59 @@ def fill_integers(const uint32_t[::1] key,  # IN  (8,)
         return
     a.key, a.stream0, a.n, a.m, a.out_integers = &key[0], stream0, n, m, &out[0]
     run_blocks(_integers_block, &a, dpc_sampler_blocks(n), 0, n_threads, "sampler blocks")
+
+
+cdef struct _WordArgs:
+    const uint32_t *key
+    const uint64_t *streams
+    const uint64_t *counters
+    uint64_t *out
+    Py_ssize_t n
+
+
+cdef int _words_block(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Block ``b`` of fill_keyed_words: each output is one ChaCha20 block of its own (stream,
+    counter), so the value of element i depends on (key, streams[i], counters[i]) only."""
+    cdef const _WordArgs *a = <const _WordArgs *> args
+    cdef uint32_t state[16]
+    cdef uint32_t block[16]
+    cdef Py_ssize_t i, k
+    cdef uint64_t c, w
+    state[0] = 0x61707865u
+    state[1] = 0x3320646eu
+    state[2] = 0x79622d32u
+    state[3] = 0x6b206574u
+    for k in range(8):
+        state[4 + k] = a.key[k]
+    for i in range(b * DPC_SAMPLER_BLOCK, min(a.n, (b + 1) * DPC_SAMPLER_BLOCK)):
+        c = a.counters[i]
+        state[12] = <uint32_t> ((c >> 3) & 0xFFFFFFFFu)
+        state[13] = <uint32_t> (c >> 35)
+        state[14] = <uint32_t> (a.streams[i] & 0xFFFFFFFFu)
+        state[15] = <uint32_t> (a.streams[i] >> 32)
+        dpc_chacha20_block(state, block)
+        w = 2 * (c & 7)
+        a.out[i] = (<uint64_t> block[w]) | ((<uint64_t> block[w + 1]) << 32)
+    return 0
+
+
+def fill_keyed_words(const uint32_t[::1] key,      # IN  (8,)
+                     const uint64_t[::1] streams,  # IN  (n,) stream id of each output
+                     const uint64_t[::1] counters, # IN  (n,) 64-bit word index in that stream
+                     uint64_t[::1] out,            # OUT (n,)
+                     int n_threads):
+    """``out[i]``: the 64-bit word ``counters[i]`` of the ChaCha20 stream ``streams[i]`` of
+    ``key`` — random access into many streams at once (a keyed pseudorandom function of
+    (stream, counter)).  Thread-count independent: every output is computed alone.
+
+    Equivalent to: ``w = keystream(key, streams[i], words)``, ``out[i] = w[2c] | w[2c + 1] << 32``
+    with ``c = counters[i]`` (little-endian words, as :func:`fill_uniform` reads them).
+    """
+    cdef Py_ssize_t n = out.shape[0]
+    cdef _WordArgs a
+    if streams.shape[0] != n or counters.shape[0] != n:
+        raise ValueError("streams, counters and out must have the same length")
+    if n == 0:
+        return
+    a.key, a.streams, a.counters, a.out, a.n = &key[0], &streams[0], &counters[0], &out[0], n
+    run_blocks(_words_block, &a, dpc_sampler_blocks(n), 0, n_threads, "keyed words")

@@ -328,7 +328,9 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
     and the norm clipped to ``clip``.  ``batch = 1`` is the paper's one release per step.
     A non-private step whose cavity is not PD (or whose f_n overflows) is skipped (b counts
     the steps kept); a private one uses f_n = 0 instead and still counts (b is public; the
-    projected factor is PSD, so the cavity is PD; f_n = 0 only on overflow).
+    projected factor is PSD, so the cavity is PD; f_n = 0 only on overflow).  With noise, a
+    step ``order[s] = -1`` is an empty slot (a person-level fit's group with fewer than m rows):
+    f_n = 0, counted in b, not a skip.
     Equivalent to: ``_reference.sep.sep_run``.
     """
     cdef Py_ssize_t J = theta_f.shape[0], d = X.shape[1], P = d + d * d
@@ -362,8 +364,8 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
         hip = &hiv[0]
     proj = noisep != NULL or lop != NULL
     for s in range(S):
-        if not 0 <= order[s] < X.shape[0]:
-            raise ValueError("order holds a row index outside X")
+        if not (0 <= order[s] < X.shape[0] or (order[s] == -1 and noisep != NULL)):
+            raise ValueError("order holds a row index outside X (-1, an empty slot, only with noise)")
     if S == 0:
         return 0
     cdef double *work = <double *> malloc((J * (2 * d * d + 2 * d) + 2 * d * d + 3 * d + J
@@ -390,7 +392,10 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
                 tot[k] = 0.0
             kept = 0
             for s in range(bi * batch, s_end):
-                if _site_update(cav, xs + order[s] * d, lw, s2, J, d, fn, work):
+                if order[s] < 0:                  # an empty slot of a group (private only): f_n = 0
+                    for k in range(J * P):
+                        fn[k] = 0.0
+                elif _site_update(cav, xs + order[s] * d, lw, s2, J, d, fn, work):
                     skipped += 1
                     if noisep == NULL:
                         continue

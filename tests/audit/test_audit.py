@@ -307,6 +307,27 @@ def test_a_mixture_of_auto_size_is_audited_as_its_one_fit():
         audit(DPKMeans(n_clusters="auto", epsilon=1.0, data_norm=1.0), n_trials=1000)
 
 
+# ---------------------------------------------------------------- (c') person-level (issue 27)
+@pytest.mark.parametrize("make, rel", [(_gmm, "replace"), (_kmeans, "add_remove")])
+def test_a_person_level_plan_is_audited_with_a_canary_person_of_m_rows(make, rel):
+    """The canary is a person of m copies of the canary row against the plan's group-level noise:
+    it attains the group-level sensitivity, the audit is tight, and nothing is violated."""
+    r = audit(make(max_rows_per_group=4, neighbouring=rel), random_state=2, scope="iteration", n_trials=200_000)
+    assert r.canary["rows_per_group"] == 4 and r.canary["relation"] == rel
+    assert 0.99 <= r.canary["attained"] <= 1.0 + 1e-9
+    assert 0.75 * r.epsilon_claimed <= r.epsilon_lower <= r.epsilon_claimed and not r.violated
+
+
+def test_a_person_level_plan_that_forgets_m_is_flagged(monkeypatch):
+    """A plan whose sensitivities were scaled by m/2 instead of m: the audit's canary person of m
+    rows moves the statistics twice as far as the noise was calibrated for."""
+    from dpem_fast._engine import _plan
+
+    real = _plan.group_spec
+    monkeypatch.setattr(_plan, "group_spec", lambda spec, m: real(spec, max(m // 2, 1)))
+    assert audit(_kmeans(max_rows_per_group=4), random_state=2, scope="iteration", n_trials=100_000).violated
+
+
 # ---------------------------------------------------------------- (d) bad input
 @pytest.mark.parametrize("est, kw, exc, match", [
     ("not an estimator", {}, TypeError, "estimator"),

@@ -295,3 +295,47 @@ def test_a_task_refuses_the_estimator_its_methods_and_closures():
     for obj in (None, _kmeans_statistics, partial(_kmeans_statistics, params=np.zeros((2, 3)), n_threads=2),
                 est._statistics_task(), DPBernoulliMixture(binarize=0.5)._rows_task(), (np.ones(8), "x", 3)):
         check_public(obj, "task")
+
+
+# ------------------------------------------------------------------ person-level (issue 27)
+def _grouped_data(n=2400, seed=4):
+    """Rows sorted by group (the shuffle by group a cluster would do first) and their groups."""
+    rng = np.random.default_rng(seed)
+    groups = np.sort(rng.integers(0, 300, n))
+    centres = np.array([[2.0, 0.0, -1.0], [-2.0, 1.0, 1.0]])
+    X = centres[rng.integers(0, 2, n)] + 0.5 * rng.standard_normal((n, D))
+    return X, groups
+
+
+def _cuts(groups, k):
+    """Row chunks of about len/k rows that never split a group."""
+    bounds = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    step = groups.size // k
+    cuts = sorted({int(bounds[np.searchsorted(bounds, i * step)]) for i in range(1, k)} - {0})
+    return tuple(np.diff([0, *cuts, groups.size]))
+
+
+def test_a_grouped_dask_fit_equals_the_in_memory_fit_however_the_chunks_fall(client, guarded):
+    X, groups = _grouped_data()
+    make = lambda: DPGaussianMixture(n_components=2, epsilon=1.0, max_iter=4, data_norm=5.0,   # noqa: E731
+                                     max_rows_per_group=3, random_state=3)
+    ref = make().fit(X, groups=groups)
+    for k in (2, 5):
+        chunks = _cuts(groups, k)
+        Xd = da.from_array(X, chunks=(chunks, D))
+        gd = da.from_array(groups, chunks=(chunks,))
+        model = make().fit(Xd, groups=gd)
+        np.testing.assert_allclose(model.means_, ref.means_, rtol=1e-10, atol=1e-12)
+        assert model.privacy_.releases == ref.privacy_.releases
+        assert model.privacy_.privacy_unit == "group"
+        shapes = {a.shape for a in guarded.arrays()}
+        assert not shapes & {(c, D) for c in chunks}                  # no chunk of rows came back
+    # a group whose rows span two chunks is refused before anything is charged
+    from dpem_fast import accounting as acc
+    ledger = acc.BudgetLedger(10.0, 0.5, privacy_unit="group")
+    inside = int(np.flatnonzero(groups[1:] == groups[:-1])[100]) + 1       # a row whose group began before it
+    bad = (inside, groups.size - inside)
+    with pytest.raises(ValueError, match="one chunk"):
+        make().set_params(budget=ledger).fit(da.from_array(X, chunks=(bad, D)), groups=da.from_array(groups,
+                                                                                                    chunks=(bad,)))
+    assert ledger.entries == []

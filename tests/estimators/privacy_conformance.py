@@ -21,6 +21,7 @@ and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit
 - bad common parameters give clear errors naming them;
 - a pickle of the fitted model holds only public state, and a saved file whose privacy claim
   is edited is refused;
+- person-level privacy (``groups``, ``max_rows_per_group``; :mod:`person_conformance`);
 - scikit-learn's estimator checks.
 """
 from __future__ import annotations
@@ -40,6 +41,8 @@ from dpem_fast._engine import PrivateEstimator, ReleaseLayer
 from dpem_fast._engine import _release
 from dpem_fast._rng import make_key
 
+from person_conformance import PersonLevelConformance
+
 
 def scale_noise(event, f):
     """``event`` with every mechanism's noise scaled by ``f`` (Gaussian multipliers and discrete
@@ -57,7 +60,7 @@ def scale_noise(event, f):
     raise TypeError(f"scale_noise: unknown event {type(event).__name__}")
 
 
-class PrivacyConformance:
+class PrivacyConformance(PersonLevelConformance):
     """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator."""
 
     estimator_class: type = None

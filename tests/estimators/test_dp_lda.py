@@ -89,6 +89,8 @@ class TestLDAConformance(PrivacyConformance):
     estimator_class = DPLatentDirichletAllocation
     params = PARAMS
     fitted_attributes = ("components_",)
+    # the token cap draws per document position: interleaving other authors' documents moves it
+    group_interleaving_invariant = False
     sklearn_params = (dict(n_components=2, noise_multiplier=None, epsilon=1.0, total_samples=100, batch_size=5,
                            vocabulary=None, random_state=0),
                       dict(n_components=2, noise_multiplier=None, epsilon=np.inf, batch_size=5, vocabulary=None,
@@ -740,3 +742,77 @@ def test_partial_fit_puts_no_noise_mass_on_unused_words():
     weight = sum(rho[t] * np.prod([1 - x for x in rho[t + 1:]]) for t in range(4))
     clamp_bias = 270 * K * r.noise_scale / math.sqrt(2 * math.pi) * (400 / 100) * weight
     assert excess < 0.1 * clamp_bias, (excess, clamp_bias)   # the sub-threshold mass, spread by the topics
+
+
+# ------------------------------------------------------------------ author-level (issue 27)
+def test_an_author_of_m_documents_moves_the_statistic_by_m_c_and_the_plan_says_so():
+    """Brute force: an author's m clipped documents (one term N times each, the per-document worst
+    case) move the minibatch sum by m a N; the author-level plan records m a N for both releases."""
+    rng = np.random.default_rng(0)
+    m_rows, a, N = 3, 0.5, 30
+    model = est(max_rows_per_group=m_rows)
+    base, _ = model._cap_tokens(model._check_X(make_corpus(20)), make_key(0))
+    worst = 0.0
+    for trial in range(20):
+        eb = ref.exp_dirichlet_expectation(np.where(rng.random((K, V)) < 0.5, 1e-3, 50.0))
+        docs = np.zeros((m_rows, V))
+        docs[np.arange(m_rows), rng.integers(V, size=m_rows) if trial % 2 else rng.integers(V)] = N
+        Xp = sp.vstack([base, sp.csr_matrix(docs)]).tocsr()
+        g0 = np.ones((Xp.shape[0], K))
+        _, s_with, _ = model._estep(Xp, eb, g0, 0.25, a * N, 1)
+        _, s_without, _ = model._estep(base, eb, g0[:-m_rows], 0.25, a * N, 1)
+        change = np.linalg.norm(s_with - s_without)
+        assert change <= m_rows * a * N * (1 + 1e-12)
+        worst = max(worst, change)
+    assert worst > 0.95 * m_rows * a * N
+    plan = model._plan(K, V, 4, 0.5)
+    assert plan.releases["topic_word"].sensitivity == m_rows * a * N
+    assert plan.releases["unigram"].sensitivity == m_rows * a * N
+    assert plan.event.privacy_unit == "group"
+
+
+def test_author_level_batches_hold_whole_authors_with_their_bounded_documents(monkeypatch):
+    X = make_corpus(300)
+    authors = np.random.default_rng(2).integers(0, 60, 300)
+    seen = []
+    real = _dp_lda._MemoryDocs.minibatch
+
+    def spy(docs, idx, *args):
+        seen.append(np.array(idx))
+        return real(docs, idx, *args)
+
+    monkeypatch.setattr(_dp_lda._MemoryDocs, "minibatch", spy)
+    kept = {}
+    real_keep = _dp_lda._MemoryDocs.keep
+
+    def keep(docs, mask):
+        kept["authors"] = authors[mask]
+        return real_keep(docs, mask)
+
+    monkeypatch.setattr(_dp_lda._MemoryDocs, "keep", keep)
+    m = est(max_rows_per_group=2, total_samples=60, batch_size=10, n_epochs=3).fit(X, groups=authors)
+    a = kept["authors"]
+    assert_array_equal(np.bincount(a, minlength=60), np.minimum(np.bincount(authors, minlength=60), 2))
+    assert len(seen) == m.privacy_.n_iter == 3 * 6
+    for idx in seen:
+        chosen = np.unique(a[idx])
+        assert_array_equal(np.flatnonzero(np.isin(a, chosen)), idx)       # every kept document of an author
+    sizes = [np.unique(a[idx]).size for idx in seen]
+    assert 0.5 * 10 < np.mean(sizes) < 1.5 * 10                          # q = 10 / 60 of the authors
+    with pytest.raises(ValueError, match="max_rows_per_group"):
+        est(max_rows_per_group=2).partial_fit(X)
+
+
+def test_the_private_unigram_release_is_author_level_with_groups():
+    X = make_corpus(300)
+    authors = np.arange(300) % 50
+    m = _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors, max_rows_per_group=3, random_state=0)
+    row = _dp_unigram.private_unigram(X, epsilon=1.0, random_state=0)
+    r, q = m.privacy_.releases["unigram"], row.privacy_.releases["unigram"]
+    assert r.sensitivity == 3 * q.sensitivity and r.noise_multiplier == pytest.approx(q.noise_multiplier)
+    assert (m.privacy_.privacy_unit, m.privacy_.max_rows_per_group) == ("group", 3)
+    with pytest.raises(ValueError, match="max_rows_per_group"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors)
+    with pytest.raises(ValueError, match="budget"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors, max_rows_per_group=3,
+                                    budget=acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove"))

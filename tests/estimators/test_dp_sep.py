@@ -19,7 +19,7 @@ from dpem_fast import DPStochasticEP
 from dpem_fast import accounting as acc
 from dpem_fast._dpcore import _rng as core_rng
 from dpem_fast._dpcore import _sep
-from dpem_fast._engine import ReleaseLayer
+from dpem_fast._engine import ReleaseLayer, _groups
 from dpem_fast._reference import sep as ref
 
 from privacy_conformance import PrivacyConformance
@@ -288,6 +288,10 @@ class TestSEPConformanceEquivalent(PrivacyConformance):
     sklearn_params = (dict(n_components=2, n_epochs=2, epsilon=1e3, random_state=0),
                       dict(n_components=2, n_epochs=2, epsilon=float("inf"), random_state=0))
     releases_statistics = False
+    # person-level: the factor's sensitivity is over the G m slots (its own test below), and the
+    # slot count G m is in the record (replace-one-group keeps G fixed, as N is for rows)
+    releases_scale_by_m = False
+    record_independent_of_group_count = False
 
     def make_data(self, n, seed=0):
         return _data(n=n, seed=seed)[0]
@@ -612,3 +616,52 @@ def test_a_hopeless_plan_is_refused_before_the_budget_is_charged():
     with pytest.raises(ValueError, match="n_samples=40 is too small.*epsilon"):
         DPStochasticEP(2, epsilon=0.3, component_variance=0.25, bounds=(-5.0, 5.0), budget=ledger).fit(X)
     assert ledger.entries == []
+
+
+# ------------------------------------------------------------------ person-level (issue 27)
+def test_empty_slots_step_with_a_zero_site_in_the_kernel_and_the_twin():
+    rng = np.random.default_rng(5)
+    J, d, n, S = 3, 2, 30, 90
+    X = rng.normal(size=(n, d))
+    th0 = _prior(J, d)
+    tf = ref.join(rng.normal(size=(J, d)) / n, np.tile(np.eye(d) / n, (J, 1, 1)))
+    lw = np.log(np.full(J, 1 / J))
+    order = rng.integers(-1, n, S).astype(np.int64)                   # about one step in 31 empty
+    order[:5] = -1
+    noise = rng.normal(size=(S // 3, J, d + d * d)) * 0.01
+    a = tf.copy()
+    skipped = _sep.sep_loop(X, order, a, th0, lw, 0.25, n, 1 / n, 0.3, noise, 3)
+    want, sk = ref.sep_run(X, order, tf, th0, lw, 0.25, n, 1 / n, 0.3, noise, 3)
+    assert_allclose(a, want, rtol=1e-9, atol=1e-12) and skipped == sk
+    # an empty slot is the step with f_n = 0 (it counts in the batch: b is public)
+    b = tf.copy()
+    _sep.sep_loop(X, np.full(3, -1, dtype=np.int64), b, th0, lw, 0.25, n, 1 / n, 0.3, noise[:1], 3)
+    c = tf.copy()
+    ref_b = ref.project_factor((1 - 3 / n) * tf + noise[0], d, 0.3, None, None)
+    assert_allclose(b, ref_b, rtol=1e-12, atol=1e-15) and not np.array_equal(b, c)
+    with pytest.raises(ValueError, match="empty slot"):
+        _sep.sep_loop(X, np.full(3, -1, dtype=np.int64), tf.copy(), th0, lw, 0.25, n, 1 / n, math.inf)
+
+
+def test_person_level_sep_runs_over_g_m_slots_with_the_group_sensitivity():
+    X, _ = _data(n=300, seed=0)
+    groups = np.random.default_rng(1).integers(0, 70, 300)
+    G, m = np.unique(groups).size, 3
+    kw = dict(epsilon=20.0, n_epochs=4, component_variance=0.25, bounds=(-8.0, 8.0), random_state=3)
+    est = DPStochasticEP(3, max_rows_per_group=m, **kw).fit(X, groups=groups)
+    r = est.privacy_.releases["factor"]
+    B = -(-G * m // 4)
+    C = math.sqrt(X.shape[1] + 1.0) / (0.25 / 8.0 ** 2 / 2)      # default_clip_norm in the box's units
+    assert est.n_steps_ == 4 * G * m
+    assert r.sensitivity == pytest.approx(m * 2.0 * C / (G * m), rel=1e-12)
+    assert est.privacy_.event == sep_event(r.noise_multiplier, G * m, 4, "shuffle", B, "group")
+    assert (est.privacy_.privacy_unit, est.privacy_.max_rows_per_group) == ("group", m)
+    # every group has m slots: its kept rows once each, then empty ones
+    slots = est._slots(_groups.check_groups(groups, 300), make_key(3), m, 1)
+    assert slots.size == G * m
+    rows = slots[slots >= 0]
+    assert np.unique(rows).size == rows.size
+    assert np.sum(slots < 0) == np.sum(np.maximum(m - np.bincount(groups), 0)[np.bincount(groups) > 0])
+    assert_array_equal(np.bincount(groups[rows], minlength=70), np.minimum(np.bincount(groups, minlength=70), m))
+    with pytest.raises(ValueError, match="sampling"):
+        DPStochasticEP(3, max_rows_per_group=m, sampling="uniform", **kw).fit(X, groups=groups)

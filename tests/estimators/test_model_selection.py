@@ -357,3 +357,50 @@ def test_gmm_auto_does_not_warn_about_the_components_it_drops_on_purpose():
         auto = DPGaussianMixture("auto", max_components=8, **kw).fit(X)
     assert auto.n_components_ == same.n_components_ < 4
     assert_array_equal(auto.means_, same.means_)
+
+
+# ------------------------------------------------------------------ person-level (issue 27)
+def test_person_level_selection_splits_by_group_and_scores_a_groups_rows():
+    X = blobs(n=1500)
+    groups = np.random.default_rng(9).integers(0, 300, X.shape[0])
+    grid = {"n_components": [1, 2], "max_rows_per_group": [1, 3]}
+    base = DPGaussianMixture(bounds=BOX, max_iter=3, max_rows_per_group=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.NoiseDominatedWarning)
+        s = selection(estimator=base, param_grid=grid).fit(X, groups=groups)
+        one = selection(estimator=base).fit(X, groups=groups)
+    rec = s.privacy_
+    assert (rec.privacy_unit, rec.max_rows_per_group) == ("group", 3)       # the largest candidate m
+    assert (one.privacy_.privacy_unit, one.privacy_.max_rows_per_group) == ("group", 2)
+    lo, hi = sel_mod.score_range(base, 2)
+    assert rec.releases[sel_mod.SCORE].sensitivity == pytest.approx(3 * (hi - lo), rel=1e-12)
+    assert one.privacy_.releases[sel_mod.SCORE].sensitivity == pytest.approx(2 * (hi - lo), rel=1e-12)
+    assert acc._events.tagged_units(rec.event) == {"group"} and s.best_estimator_.privacy_ is rec
+    _persist.check_record(rec)
+    # the split: a group's rows all on one side, each group with probability holdout
+    g = dpem_fast._engine._groups.check_groups(groups, groups.size)
+    hold = sel_mod._group_holdout_mask(dpem_fast._rng.make_key(0), g, 0.25, 1)
+    for gid in np.unique(groups):
+        assert np.unique(hold[groups == gid]).size == 1
+    share = np.mean([hold[groups == gid][0] for gid in np.unique(groups)])
+    assert abs(share - 0.25) < 4 * math.sqrt(0.25 * 0.75 / np.unique(groups).size)
+    # a ledger of rows is refused; groups without any m, and a mixed grid, are refused by name
+    with pytest.raises(ValueError, match="budget"):
+        selection(estimator=base, budget=acc.BudgetLedger(10.0, 1e-3)).fit(X, groups=groups)
+    with pytest.raises(ValueError, match="max_rows_per_group"):
+        selection().fit(X, groups=groups)
+    with pytest.raises(ValueError, match="max_rows_per_group"):
+        selection(param_grid={"max_rows_per_group": [None, 2]}).fit(X, groups=groups)
+    with pytest.raises(ValueError, match="groups"):
+        selection(estimator=base).fit(X)
+
+
+@pytest.mark.parametrize("make", [lambda: DPGaussianMixture("auto", bounds=BOX, max_iter=3, max_components=3),
+                                  lambda: DPKMeans("auto", bounds=BOX, max_iter=3, max_clusters=3)])
+def test_the_auto_shortcuts_pass_the_groups_on(make):
+    X = blobs(n=1500)
+    groups = np.random.default_rng(3).integers(0, 400, X.shape[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", acc.NoiseDominatedWarning)
+        est = make().set_params(max_rows_per_group=2, random_state=0).fit(X, groups=groups)
+    assert (est.privacy_.privacy_unit, est.privacy_.max_rows_per_group) == ("group", 2)

@@ -13,14 +13,15 @@ from ._parser import _estimator_class, _model_options
 from ._readers import UserError, _bounds_file, _key_file, _parse_float, read_documents, read_table, read_vocabulary
 
 
-def _fit_reporting_noise(model, X):
-    """``model.fit(X)``; a :class:`~dpem_fast.NoiseDominatedWarning` becomes one ``warning:``
-    line on stderr (its message holds no number of the data), other warnings pass through."""
+def _fit_reporting_noise(model, X, groups=None):
+    """``model.fit(X)`` (with ``groups``, person-level); a :class:`~dpem_fast.NoiseDominatedWarning`
+    becomes one ``warning:`` line on stderr (its message holds no number of the data), other
+    warnings pass through."""
     from ..accounting import NoiseDominatedWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", NoiseDominatedWarning)
-        model.fit(X)
+        model.fit(X) if groups is None else model.fit(X, groups=groups)
     for w in caught:
         if issubclass(w.category, NoiseDominatedWarning):
             print("warning: " + " ".join(str(w.message).split()), file=sys.stderr)
@@ -48,6 +49,11 @@ def cmd_fit(args, extra):
         if args.vocabulary is not None:
             raise UserError("--vocabulary: only for --model lda")
         X, names = read_table(args.data, args.columns)
+    groups = None
+    if args.groups is not None:
+        if lda:
+            raise UserError("--groups: the command line fits lda per document")
+        X, names, groups = _group_column(args, X, names)
     kw = _model_options(cls, extra)
     known = cls().get_params()
     kw.update(epsilon=args.epsilon, delta=args.delta)
@@ -78,7 +84,7 @@ def cmd_fit(args, extra):
         kw["bounds"] = _bounds_file(args.bounds_file, names)
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
-    model = _fit_reporting_noise(cls(**kw), X)
+    model = _fit_reporting_noise(cls(**kw), X, groups)
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
     _persist.save(model, args.output, info={"columns": names}, key=key)   # not the data file's name
@@ -88,6 +94,24 @@ def cmd_fit(args, extra):
           f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}"
           + (" (signed with the key file)" if key is not None else ""))
     return 0
+
+
+def _group_column(args, X, names):
+    """``(X without the person column, its names, the person ids)`` for ``--groups COLUMN``: the
+    column is read from the whole file, then the features are ``--columns`` (default: every
+    other column)."""
+    every, all_names = read_table(args.data, None) if args.columns else (X, names)
+    c = args.groups.strip()
+    if c in all_names:
+        j = all_names.index(c)
+    elif c.isdigit() and int(c) < len(all_names):
+        j = int(c)
+    else:
+        raise UserError(f"--groups: no column {c!r} in {args.data} (columns: {', '.join(all_names)})")
+    if all_names[j] in names and args.columns:
+        raise UserError(f"--groups: column {all_names[j]!r} is also in --columns; a person id is not a feature")
+    keep = [i for i, n in enumerate(names) if n != all_names[j]]
+    return np.ascontiguousarray(X[:, keep]), [names[i] for i in keep], every[:, j]
 
 
 def _load(path, key_file=None):

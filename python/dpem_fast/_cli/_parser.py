@@ -110,6 +110,9 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("--bounds-file", help="CSV of column,lower,upper (public per-column bounds)")
     fit.add_argument("--data-norm", type=float, help="public bound on the row norm")
     fit.add_argument("--columns", help="comma-separated column names (or indices) to use")
+    fit.add_argument("--groups", metavar="COLUMN",
+                     help="person-level privacy: the column (name or index) of each row's person id, numeric; "
+                          "not a feature; needs --max-rows-per-group M")
     fit.add_argument("--random-state", type=int, default=None,
                      help="seed of the noise (kept secret: it is not written to the model file)")
     fit.add_argument("--threads", type=int, default=None)

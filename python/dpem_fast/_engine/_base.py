@@ -56,7 +56,7 @@ from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
-from ._sources import validated_rows
+from ._sources import bounded_rows, group_rows, validated_rows
 from ._estimator import Context, PrivateEstimator
 from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
@@ -117,8 +117,9 @@ class PrivateEM(PrivateEstimator):
     Subclasses list every parameter in their own ``__init__`` (scikit-learn's
     ``get_params``); the engine reads these common ones: ``epsilon``, ``delta``,
     ``max_iter``, ``neighbouring``, ``accountant``, ``noise``, ``n_threads``,
-    ``random_state``, ``budget``, ``verbose``, and for a model with ``_domain_kind = "ball"`` also
-    ``data_norm`` and ``bounds``.
+    ``random_state``, ``budget``, ``verbose``, ``max_rows_per_group`` (person-level privacy,
+    with ``fit``'s ``groups``; :mod:`~dpem_fast._engine._groups`), and for a model with
+    ``_domain_kind = "ball"`` also ``data_norm`` and ``bounds``.
 
     Model hooks
     -----------
@@ -315,7 +316,7 @@ class PrivateEM(PrivateEstimator):
         return "declared" if self.bounds is not None or self.data_norm is not None else "estimate"
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Fit the model with ``_n_release_rounds()`` (default ``max_iter``) private EM
         rounds; returns ``self``.
 
@@ -329,14 +330,28 @@ class PrivateEM(PrivateEstimator):
             validation and each chunk's statistics run on the workers, the per-chunk
             statistics are summed on the client in chunk order and released there (see
             :mod:`dpem_fast._engine._sources._dask`); equal to the in-memory fit to rounding.
+        y : ignored
+        groups : array-like of shape (n_samples,), str, or None
+            Person-level privacy (with ``max_rows_per_group``): the group (person) of each
+            row — integers, strings or finite floats, no missing ids — or, when X is a pandas
+            DataFrame, the name of the column that holds them (dropped from the features).
+            Each group keeps at most ``max_rows_per_group`` rows, chosen uniformly at random
+            with the fit's key, and the guarantee is for adding/removing (or replacing) all
+            of one group's rows (:mod:`dpem_fast._engine._groups`).  A block source takes an
+            in-memory array in the order of its rows; a dask X a dask array chunked like X's
+            rows with every group inside one chunk.
+
+            .. versionadded:: 0.1 (issue 27)
         """
         private = self._check_privacy_params()
+        X, groups = self._resolve_groups(X, groups, private)
         rows = validated_rows(self, X, private)
+        grouping = group_rows(rows, groups)         # validated before anything is charged
         self._check_model_params(rows.n_rows, rows.n_features)
         n_threads = effective_n_threads(self.n_threads)
         key = make_key(self.random_state)
         if private:
-            params, domain, record = self._fit_private(rows, key, n_threads)
+            params, domain, record = self._fit_private(rows, key, n_threads, grouping)
         else:
             params, domain, record = self._fit_exact(rows, key, n_threads)
         self.n_iter_ = self._n_release_rounds()     # a model's _set_fitted may refine it
@@ -399,22 +414,25 @@ class PrivateEM(PrivateEstimator):
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=one_off,
             one_off_share=(shares if start else DOMAIN_SHARE if source == "estimate" else 0.0), noise=self.noise,
-            joint=self._joint_bound(),
+            joint=self._joint_bound(), max_rows_per_group=self._max_rows_per_group(),
         )
         if source == "estimate":
             check_estimable(plan, d, n_public)     # public quantities: before the charge
         self._check_plan(plan, n_public, rounds)        # public quantities only, before the charge
         return plan, specs, source, domain
 
-    def _fit_private(self, rows, key, n_threads):
-        n, d = rows.n_rows, rows.n_features
-        n_public = self._public_rows(n)             # None under add/remove: n is private there
+    def _fit_private(self, rows, key, n_threads, grouping=None):
+        d = rows.n_features
+        n_public = self._public_rows(rows.n_rows)   # None under add/remove or per group: private
         rounds = self._n_release_rounds()
         plan, specs, source, domain = self._private_plan(n_public, d)
         start = tuple(self._start_specs(d))
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
             self.budget.spend(plan.event, label=f"{type(self).__name__}.fit")
+        if grouping is not None:                    # at most m rows per group, from here on
+            rows = bounded_rows(rows, grouping, key, plan.max_rows_per_group, n_threads)
+        n = rows.n_rows
         layer = ReleaseLayer(plan, key, n_threads)
         if source == "estimate":
             domain = estimate_domain(rows, layer, n_threads)
@@ -459,14 +477,33 @@ class PrivateEM(PrivateEstimator):
             private=source != "data",
             noise=self.noise,
             joint_multiplier=plan.joint_multiplier,
+            privacy_unit=plan.privacy_unit,
+            max_rows_per_group=plan.max_rows_per_group,
         )
         return params, domain, record
 
     def _joint_bound(self):
-        """The model's joint bound under this fit's relation, as ``make_plan`` takes it."""
+        """The model's joint bound under this fit's relation, as ``make_plan`` takes it.
+
+        Person-level under replace, a group's pairs may be a row against no row (padding,
+        :mod:`~dpem_fast._engine._groups`): the row-level add/remove joint change at the same
+        noise, ``J_ar(a (Δ_ar/Δ_rep)²)``, must then not exceed ``J_rep(a)``; it never does for
+        the models here, and a plan where it would is refused rather than under-noised."""
         if type(self)._joint_sensitivity is PrivateEM._joint_sensitivity:
             return None
-        return lambda a: self._joint_sensitivity(a, self.neighbouring)
+        rel = self.neighbouring
+        if rel != "replace" or self._max_rows_per_group() is None:
+            return lambda a: self._joint_sensitivity(a, rel)
+        ratio = {s.name: (s.l2["add_remove"] / max(s.l2["replace"], s.l2["add_remove"])) ** 2
+                 for s in self._statistic_specs(self.n_features_in_)}
+
+        def joint(a):
+            bound = self._joint_sensitivity(a, "replace")
+            if self._joint_sensitivity({k: v * ratio[k] for k, v in a.items()}, "add_remove") > bound * (1 + 1e-12):
+                raise ValueError(f"{type(self).__name__}: its joint bound under replace does not cover a group's "
+                                 "padded pairs (a row against no row); derive the person-level joint bound")
+            return bound
+        return joint
 
     @staticmethod
     def _default_accountant(mechanisms, noise):

@@ -13,7 +13,11 @@ model restates it:
   (:meth:`_charge`);
 * the **privacy record** (:meth:`_record`);
 * the **public row count** a model may use (:meth:`_public_rows`): the count under
-  replace-one, ``None`` under add/remove, where it is private;
+  replace-one, ``None`` under add/remove, where it is private, and for every person-level fit;
+* **person-level privacy** (issue 27): ``max_rows_per_group`` (m, public) and ``fit``'s
+  ``groups`` (:meth:`_resolve_groups`): the rows are bounded to at most m per group and every
+  sensitivity of the plan is the group's (:mod:`~dpem_fast._engine._groups`); the relation
+  is then "add/remove or replace one group's rows", and the ledger must be of that unit;
 * **registry membership** (:class:`~dpem_fast._registry.Registered`: saved attributes, the
   command line, ``save`` and what a pickle carries).
 
@@ -44,6 +48,7 @@ from .._registry import Registered
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_real, check_probability
+from ._groups import check_max_rows_per_group, split_groups
 from ._record import PrivacyRecord
 
 __all__ = ["PrivateEstimator", "Context", "poisson_minibatches", "sequential_noise"]
@@ -88,6 +93,36 @@ class PrivateEstimator(Registered, BaseEstimator):
         """The fit's neighbouring relation."""
         return getattr(self, "neighbouring", self._relations[0])
 
+    def _max_rows_per_group(self):
+        """m of a person-level fit (validated), or None for a row-level one."""
+        return check_max_rows_per_group(getattr(self, "max_rows_per_group", None))
+
+    def _privacy_unit(self):
+        """``"group"`` for a person-level fit (``max_rows_per_group`` set), else ``"row"``."""
+        return "row" if self._max_rows_per_group() is None else "group"
+
+    def _resolve_groups(self, X, groups, private):
+        """``(X, groups)`` of a ``fit(X, groups=...)`` call, checked against the parameters
+        before anything is read or charged: a column name is taken out of a DataFrame X;
+        ``groups`` needs ``max_rows_per_group`` (the public bound) and a private fit, and
+        ``max_rows_per_group`` needs ``groups``.  The ids themselves are validated against the
+        rows by :func:`~dpem_fast._engine._groups.check_groups`."""
+        m = self._max_rows_per_group()
+        if groups is None:
+            if m is not None:
+                raise ValueError(f"groups: max_rows_per_group={m} asks for person-level privacy but fit got "
+                                 "no groups; pass groups= (one id per row, or a DataFrame column name), or "
+                                 "set max_rows_per_group=None for row-level privacy")
+            return X, None
+        if m is None:
+            raise ValueError("max_rows_per_group: fitting with groups needs the public bound m on the rows "
+                             "kept per group (e.g. max_rows_per_group=10): a group's contribution, and "
+                             "every sensitivity, is m times a row's")
+        if not private:
+            raise ValueError("groups: a non-private fit (epsilon=inf) has no privacy unit; drop groups and "
+                             "max_rows_per_group, or give a finite epsilon")
+        return split_groups(X, groups)
+
     def _check_common(self, *, private=None):
         """The common checks (module docstring); returns True for a private fit.
 
@@ -103,6 +138,7 @@ class PrivateEstimator(Registered, BaseEstimator):
         if rel not in self._relations:
             raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "
                              f"got {rel!r}")
+        unit = self._privacy_unit()
         budget = getattr(self, "budget", None)
         if budget is not None:
             if not isinstance(budget, acc.BudgetLedger):
@@ -112,6 +148,9 @@ class PrivateEstimator(Registered, BaseEstimator):
             if budget.neighbouring != rel:
                 raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
                                  f"this fit under neighbouring={rel!r}")
+            if budget.privacy_unit != unit:
+                raise ValueError(f"budget: the ledger accounts per {budget.privacy_unit!r}, this fit per {unit!r} "
+                                 "(max_rows_per_group); row-level and person-level spends never mix")
         effective_n_threads(self.n_threads)
         return private
 
@@ -128,9 +167,15 @@ class PrivateEstimator(Registered, BaseEstimator):
         if budget is not None:
             budget.spend(event, label=f"{type(self).__name__}.{what}")
 
+    def _count_private(self):
+        """Whether the row count is private (add/remove, or any person-level fit): a model that
+        divides by it then releases a noisy count (``row_count``) instead of reading it."""
+        return self._public_rows(0) is None
+
     def _public_rows(self, n):
-        """``n`` where the row count is public (replace-one), else None (add/remove)."""
-        return int(n) if self._relation() == "replace" else None
+        """``n`` where the row count is public (replace-one of rows), else None (add/remove, and
+        every person-level fit: a group's row count changes between neighbours)."""
+        return int(n) if self._relation() == "replace" and self._privacy_unit() == "row" else None
 
     def _record(self, plan, *, mechanism, n_iter, data_domain, notes=(), epsilon=None, private=True,
                 noise="gaussian"):
@@ -140,7 +185,8 @@ class PrivateEstimator(Registered, BaseEstimator):
             epsilon=float(plan.epsilon_spent if epsilon is None else epsilon), delta=float(self.delta),
             epsilon_spent=float(plan.epsilon_spent), n_iter=int(n_iter), releases=dict(plan.releases),
             event=plan.event, data_domain=data_domain, notes=tuple(notes), private=private, noise=noise,
-            joint_multiplier=plan.joint_multiplier)
+            joint_multiplier=plan.joint_multiplier, privacy_unit=plan.privacy_unit,
+            max_rows_per_group=plan.max_rows_per_group)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -31,6 +31,13 @@ homogeneous of degree one) gets one ``GaussianEvent`` per iteration with multipl
 The plan's event is tagged with the neighbouring relation
 (:class:`~dpem_fast.accounting.NeighbouringEvent`): re-accounting it under the other
 relation raises instead of understating the loss.
+
+Person-level plans (``max_rows_per_group=m``, issue 27): every statistic, one-offs included,
+is released with its group-level sensitivity (:func:`~dpem_fast._engine._groups.group_spec`:
+m times the row-level one, padded under replace), here and nowhere else; the multipliers, and
+so the calibration, are the same functions of the shares, the joint bound (homogeneous of
+degree one) evaluated at the group-level ``a_r`` is the group-level joint bound, and the event
+is tagged ``privacy_unit="group"`` (derivations in :mod:`dpem_fast._engine._groups`).
 """
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import accounting as acc
+from ._groups import check_max_rows_per_group, group_spec
 from ._lattice import lattice, noised_size
 from ._record import Release
 
@@ -66,6 +74,10 @@ class Plan:
     joint_multiplier : float or None
         Noise multiplier of each iteration's releases accounted jointly as one Gaussian
         mechanism (``1/sqrt(sup Σ_r ‖δ_r‖²/σ_r²)``); None when they are composed separately.
+    privacy_unit : {"row", "group"}
+        What one neighbour differs by (the event's tags carry it).
+    max_rows_per_group : int or None
+        m of a group-level plan (every sensitivity is the group's), None for a row-level one.
     """
 
     releases: dict
@@ -74,12 +86,14 @@ class Plan:
     neighbouring: str
     epsilon_spent: float
     joint_multiplier: float | None = None
+    privacy_unit: str = "row"
+    max_rows_per_group: int | None = None
 
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
               mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,
               noise="gaussian", joint=None, sampling_rate=None, noise_multiplier=None,
-              one_off_multipliers=None) -> Plan:
+              one_off_multipliers=None, max_rows_per_group=None) -> Plan:
     """Calibrate the noise of every release for the total (ε, δ).
 
     Parameters
@@ -127,8 +141,19 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         Skip the calibration: use this common scale (the multiplier z of every iteration
         release with equal shares) and record the ε it spends at ``delta``;
         ``epsilon`` is then ignored.
+    max_rows_per_group : int, optional
+        A person-level plan: the rows were bounded to at most m per group, every spec (one-offs
+        included) is replaced by its group-level spec, and the event is tagged
+        ``privacy_unit="group"`` (module docstring).  With ``sampling_rate`` the sampled unit
+        must be the group.
     """
+    m_group = check_max_rows_per_group(max_rows_per_group)
+    unit = "row" if m_group is None else "group"
     specs = tuple(iteration_specs)
+    one_off_specs = tuple(one_off_specs)
+    if m_group is not None:          # the one place where a sensitivity becomes a group's
+        specs = tuple(group_spec(s, m_group) for s in specs)
+        one_off_specs = tuple(group_spec(s, m_group) for s in one_off_specs)
     names = [s.name for s in specs]
     mechanisms = {n: "gaussian" for n in names} if mechanisms is None else dict(mechanisms)
     shares = {n: 1.0 for n in names} if shares is None else dict(shares)
@@ -258,7 +283,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
         if it:
             parts.append(acc.SelfComposedEvent(step, J))
         inner = parts[0] if len(parts) == 1 and it else acc.ComposedEvent(parts)
-        return acc.NeighbouringEvent(neighbouring, inner)
+        return acc.NeighbouringEvent(neighbouring, inner, unit)
 
     if not factory().supports(make_event(1.0)):
         raise ValueError(f"accountant={accountant!r} does not support this plan's releases "
@@ -282,7 +307,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
     spent = factory().compose(event).get_epsilon(float(delta))
     name = accountant if isinstance(accountant, str) else accountant.__name__
     joint_z = None if joint_w is None else p / math.sqrt(joint_w)
-    return Plan(releases, event, name, neighbouring, float(spent), joint_z)
+    return Plan(releases, event, name, neighbouring, float(spent), joint_z, unit, m_group)
 
 
 def _release(spec, mech, a, b, neighbouring, count, lattice_=None):

@@ -87,6 +87,14 @@ class PrivacyRecord:
     than T_max trials apart, :mod:`dpem_fast.model_selection`): ``event`` covers every released
     value and is accounted at ``delta - delta_tail``; with the wall time the guarantee is
     ``(epsilon_spent, delta)``; 0 for a single fit.
+
+    ``privacy_unit`` says what one neighbour differs by (issue 27): ``"row"`` — one row is
+    added, removed or replaced (``neighbouring``) — or ``"group"``: all the rows of one group
+    (a person) are, after each group was bounded to at most ``max_rows_per_group`` rows (a
+    public constant; None for a row-level fit).  Every sensitivity in ``releases`` is then the
+    group's, and the event's tags carry the unit, so that re-accounting it stays a
+    person-level guarantee.  Nothing in the record depends on the number of groups or their
+    sizes.
     """
 
     mechanism: str
@@ -104,6 +112,8 @@ class PrivacyRecord:
     noise: str = "gaussian"
     joint_multiplier: float | None = None
     delta_tail: float = 0.0
+    privacy_unit: str = "row"
+    max_rows_per_group: int | None = None
 
     @property
     def event_delta(self) -> float:
@@ -113,7 +123,9 @@ class PrivacyRecord:
     def __str__(self) -> str:
         lines = [
             f"mechanism     : {self.mechanism}",
-            f"neighbouring  : {self.neighbouring}",
+            f"neighbouring  : {self.neighbouring}"
+            + (f" of one group's rows (person-level; at most {self.max_rows_per_group} rows per group, "
+               "sampled uniformly with the fit's key)" if self.privacy_unit == "group" else ""),
             f"accountant    : {self.accountant}",
             f"target        : (epsilon={self.epsilon:g}, delta={self.delta:g})",
             f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}"

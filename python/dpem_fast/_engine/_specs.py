@@ -117,14 +117,27 @@ def row_count(name):
     return StatSpec(name, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True)
 
 
-def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring, second="full"):
+def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring, second="full", count="soft"):
     """``sup Σ_r ‖δ_r‖²/σ_r²`` of one iteration's (counts,) weighted sums and second moments,
     given ``a_r = Δ_r²/σ_r²`` (module docstring); ``second``: which second moments are released
-    (``"full"``, ``"diag"``, ``"tied"`` or ``"spherical"``, as a mixture's covariance type)."""
+    (``"full"``, ``"diag"``, ``"tied"`` or ``"spherical"``, as a mixture's covariance type).
+
+    ``count="rows"``: the count is the plain :func:`row_count` (factor analysis), released under
+    replace only by a person-level fit (issue 27), whose group-level Δ's are m times the row
+    ones (a group's pairs padded with "no row").  A pair of two rows leaves the count unchanged
+    (the bound without it); a row against no row is an addition, ``a_c + a_1/4 + a_2/2`` in the
+    replace units (Δ_c = m, Δ_1 = 2m, Δ_2 = √2 m; per pair 1, 1, 1).  The sup is the larger,
+    attained by m copies of either pair (by homogeneity the group-level bound; Cauchy–Schwarz
+    over a group's pairs, :mod:`~dpem_fast._engine._groups`)."""
     if second not in ("full", "diag", "tied", "spherical"):
         raise ValueError(f"second must be 'full', 'diag', 'tied' or 'spherical', got {second!r}")
+    if count not in ("soft", "rows"):
+        raise ValueError(f"count must be 'soft' or 'rows', got {count!r}")
     if neighbouring == "add_remove":
         return a_count + a_first + a_second
+    if count == "rows" and a_count:
+        return max(moments_joint_bound(a_first, a_second, neighbouring="replace", second=second),
+                   a_count + a_first / 4.0 + a_second / 2.0)
     if second == "spherical":
         return max(a_count + a_first / 2.0 + a_second, a_first)
     phi = a_first * a_first / (16.0 * a_second) if a_first <= 4.0 * a_second else a_first / 2.0 - a_second

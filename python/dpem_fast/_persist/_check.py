@@ -98,7 +98,9 @@ def check_record(record, joint=None):
     Raises :class:`ModelFormatError` naming what disagrees; returns None for a consistent
     record.  Checks (see "What a file proves" in the module docstring):
 
-    1. the event's relation tags are exactly the record's ``neighbouring``;
+    1. the event's relation tags are exactly the record's ``neighbouring``, and their privacy
+       unit the record's ``privacy_unit`` (``max_rows_per_group`` a positive integer exactly for
+       a group-level record);
     2. the event re-accounts, with ``get_accountant(record.accountant, record.neighbouring)``,
        to ``epsilon_spent`` at ``delta - delta_tail`` (relative tolerance :data:`EPSILON_RTOL`;
        ``0 <= delta_tail < delta``);
@@ -120,7 +122,7 @@ def check_record(record, joint=None):
     """
     from .. import accounting as acc
     from .._engine._record import PrivacyRecord, Release
-    from ..accounting._events import tagged_relations
+    from ..accounting._events import tagged_relations, tagged_units
 
     if not isinstance(record, PrivacyRecord):
         raise ModelFormatError(f"not a privacy record: {type(record).__name__}")
@@ -139,11 +141,21 @@ def check_record(record, joint=None):
     if not isinstance(record.releases, dict) or not record.releases:
         raise ModelFormatError("the record lists no releases")
 
-    # 1. relation tags
+    # 1. relation tags, and the privacy unit (row, or a group of at most max_rows_per_group rows)
     tags = tagged_relations(record.event)
     if tags != {rel}:
         raise ModelFormatError(f"the event is tagged neighbouring={sorted(tags)} but the record says "
                                f"neighbouring={rel!r}")
+    unit, m = record.privacy_unit, record.max_rows_per_group
+    if unit not in ("row", "group"):
+        raise ModelFormatError(f"privacy_unit = {unit!r} is not a privacy unit")
+    if (unit == "group") != _is_int(m, 1) or (unit == "row" and m is not None):
+        raise ModelFormatError(f"max_rows_per_group = {m!r} for privacy_unit = {unit!r} (a positive integer "
+                               "for a group, None for a row)")
+    units = tagged_units(record.event)
+    if units != {unit}:
+        raise ModelFormatError(f"the event is tagged privacy_unit={sorted(units)} but the record says "
+                               f"privacy_unit={unit!r}")
     tail = record.delta_tail
     if isinstance(tail, (bool, np.bool_)) or not isinstance(tail, numbers.Real) or not 0.0 <= tail < record.delta:
         raise ModelFormatError(f"delta_tail = {tail!r} is not in [0, delta)")

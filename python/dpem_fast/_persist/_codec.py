@@ -106,6 +106,14 @@ def _decode(v, arrays):
 
 
 # ------------------------------------------------------------------ events
+#: Event fields added after the format was fixed, with the value an older file means by leaving
+#: them out: written only when they differ from it (a row-level file stays byte for byte what
+#: earlier releases wrote and read), read as it when absent.
+_ADDED_FIELDS = {("NeighbouringEvent", "privacy_unit"): "row"}
+#: The same for the privacy record's fields (absent: the record's defaults).
+_ADDED_RECORD_FIELDS = {"privacy_unit": "row", "max_rows_per_group": None}
+
+
 def event_to_json(event):
     """An accounting event as a JSON-ready dict ``{"type": name, field: value, ...}``."""
     events = _events()
@@ -115,6 +123,8 @@ def event_to_json(event):
     out = {"type": name}
     for f in dataclasses.fields(event):
         x = getattr(event, f.name)
+        if (name, f.name) in _ADDED_FIELDS and x == _ADDED_FIELDS[(name, f.name)]:
+            continue
         if isinstance(x, tuple):
             out[f.name] = [event_to_json(e) for e in x]
         elif dataclasses.is_dataclass(x):
@@ -135,10 +145,11 @@ def event_from_json(obj):
         raise ModelFormatError(f"not an accounting event: {str(obj)[:80]}")
     cls = events[obj["type"]]
     names = {f.name for f in dataclasses.fields(cls)}
-    if set(obj) - {"type"} != names:
+    optional = {f for t, f in _ADDED_FIELDS if t == obj["type"]}
+    if not names - optional <= set(obj) - {"type"} <= names:
         raise ModelFormatError(f"event {obj['type']}: fields {sorted(set(obj) - {'type'})}, expected {sorted(names)}")
     kw = {}
-    for n in names:
+    for n in names & set(obj):
         x = obj[n]
         if isinstance(x, dict):
             x = event_from_json(x)
@@ -162,6 +173,8 @@ def record_to_json(record, enc=None):
     out = {}
     for f in dataclasses.fields(record):
         x = getattr(record, f.name)
+        if f.name in _ADDED_RECORD_FIELDS and x == _ADDED_RECORD_FIELDS[f.name]:
+            continue            # a row-level record is written as before issue 27
         if f.name == "releases":
             out[f.name] = {k: {g.name: enc(getattr(r, g.name), f"privacy_.releases[{k}]")
                                for g in dataclasses.fields(r)} for k, r in x.items()}

@@ -114,6 +114,10 @@ def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=
         tot = np.zeros_like(theta_f)
         kept = 0
         for i in order[a:a + batch]:
+            if i < 0:                             # an empty slot (person-level, private only)
+                tot += _clip(np.zeros_like(theta_f), clip)
+                kept += 1
+                continue
             fn = None
             if cav_pd:
                 try:

@@ -3,7 +3,8 @@ import abc
 import math
 
 from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
-                      RepeatAndSelectEvent, SelfComposedEvent, tagged_relations)
+                      RepeatAndSelectEvent, SelfComposedEvent, tagged_relations,
+                      tagged_units)
 from ._validation import (check_int, check_neighbouring, check_nonnegative,
                           check_open_unit)
 from ._warnings import NeighbouringMismatchError, UnsupportedEventError
@@ -30,12 +31,35 @@ def untag(event, neighbouring, who="an accountant"):
     return event.event
 
 
-def check_tags(event, neighbouring, who):
+def check_tags(event, neighbouring, who, unit=None):
     """Raise :class:`NeighbouringMismatchError` if any tag in the tree of
-    ``event`` differs from ``neighbouring``."""
+    ``event`` differs from ``neighbouring``, if the tree's tags name both
+    privacy units, or (``unit`` given) if any tag names another unit.
+    Returns the one unit the tree's tags name, or None (untagged)."""
     for tag in sorted(tagged_relations(event)):
         if tag != neighbouring:
             raise mismatch_error(tag, neighbouring, who)
+    units = tagged_units(event)
+    if len(units) > 1:
+        raise unit_error(sorted(units), None, who)
+    found = next(iter(units)) if units else None
+    if unit is not None and found is not None and found != unit:
+        raise unit_error([found], unit, who)
+    return found
+
+
+def unit_error(units, unit, who):
+    """The :class:`NeighbouringMismatchError` for events of privacy units
+    ``units`` met by ``who`` of unit ``unit`` (None: an accountant that
+    already holds or is given events of another unit)."""
+    what = (f"{who} accounts per {unit!r}" if unit is not None
+            else f"{who} cannot compose events of privacy units {units}")
+    return NeighbouringMismatchError(
+        f"{what} but the event is tagged privacy_unit={units[0]!r}: a "
+        "row-level and a person-level (group) guarantee are about different "
+        "neighbours and never compose into one (account each unit "
+        "separately; a row-level guarantee becomes a group-level one only "
+        "through a group-privacy conversion you derive)")
 
 
 class PrivacyAccountant(abc.ABC):
@@ -56,6 +80,11 @@ class PrivacyAccountant(abc.ABC):
     its inner event if its relation is ``neighbouring`` and raises
     :class:`NeighbouringMismatchError` (an ``UnsupportedEventError``)
     otherwise; untagged events are read under ``neighbouring``.
+    The tags' privacy unit (``"row"`` or ``"group"``, issue 27) does not
+    change the arithmetic, but an accountant composes one unit only: an
+    event whose tags name both units, or another unit than the events
+    composed so far, raises :class:`NeighbouringMismatchError` and leaves
+    the accountant unchanged.
     Subclasses implement ``_contribution(event)`` (pure), ``_zero()``,
     ``_scale(contrib, count)``, ``_add(a, b)``, ``_epsilon(delta)`` and
     ``_delta(epsilon)``.
@@ -65,6 +94,7 @@ class PrivacyAccountant(abc.ABC):
         self._neighbouring = check_neighbouring(neighbouring)
         self._ledger = []
         self._state = self._zero()
+        self._unit = None       # the privacy unit of the tagged events composed so far
 
     # -- public API ----------------------------------------------------
     @property
@@ -82,7 +112,8 @@ class PrivacyAccountant(abc.ABC):
         if not isinstance(event, DpEvent):
             return False
         try:
-            check_tags(event, self._neighbouring, type(self).__name__)
+            check_tags(event, self._neighbouring, type(self).__name__,
+                       self._unit)
             self._contribution(event)
         except UnsupportedEventError:
             return False
@@ -106,11 +137,14 @@ class PrivacyAccountant(abc.ABC):
         if not isinstance(event, DpEvent) or type(event) is DpEvent:
             raise TypeError(f"event must be a DpEvent instance, got {event!r}")
         count = check_int("count", count)
-        check_tags(event, self._neighbouring, type(self).__name__)
+        unit = check_tags(event, self._neighbouring, type(self).__name__,
+                          self._unit)
         contrib = self._contribution(event)          # dry run, may raise
         new_state = self._add(self._state, self._scale(contrib, count))
         self._state = new_state
         self._ledger.append((event, count))
+        if unit is not None:
+            self._unit = unit
         return self
 
     def get_epsilon(self, delta):

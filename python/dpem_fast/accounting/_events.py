@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields
 
 from ._validation import (
     check_half_open_unit, check_int, check_neighbouring, check_nonnegative, check_positive,
+    check_privacy_unit,
 )
 
 __all__ = [
@@ -284,13 +285,26 @@ class NeighbouringEvent(DpEvent):
     event : DpEvent
         The mechanism (any event, composite or not; tags may nest, and
         every tag in the tree is checked).
+    privacy_unit : {"row", "group"}, default "row"
+        What one neighbour adds, removes or replaces: one row (record-level
+        DP), or all the rows of one group — a person, an author, an aircraft
+        (person-level DP: the sensitivities were derived for a group's
+        bounded contribution, e.g. at most m rows per group).  The
+        accountants' arithmetic is the same for both (the noise parameters
+        are relative to the unit's sensitivities), but a guarantee is about
+        one unit: an accountant refuses to compose events of both units,
+        and a :class:`BudgetLedger` accepts only its own unit.
+
+        .. versionadded:: 0.1 (issue 27)
     """
     neighbouring: str
     event: DpEvent
+    privacy_unit: str = "row"
 
     def __post_init__(self):
         _set(self, "neighbouring", check_neighbouring(self.neighbouring))
         _check_event("event", self.event)
+        _set(self, "privacy_unit", check_privacy_unit(self.privacy_unit))
 
 
 def _child_events(event):
@@ -305,11 +319,20 @@ def _child_events(event):
 
 def tagged_relations(event):
     """Set of the relations of every :class:`NeighbouringEvent` in the tree."""
-    found = set()
+    return {tag.neighbouring for tag in _tags(event)}
+
+
+def tagged_units(event):
+    """Set of the privacy units of every :class:`NeighbouringEvent` in the tree."""
+    return {tag.privacy_unit for tag in _tags(event)}
+
+
+def _tags(event):
+    found = []
     stack = [event]
     while stack:
         ev = stack.pop()
         if isinstance(ev, NeighbouringEvent):
-            found.add(ev.neighbouring)
+            found.append(ev)
         stack.extend(_child_events(ev))
     return found

@@ -5,7 +5,7 @@ from ._base import PrivacyAccountant, check_tags
 from ._events import DpEvent
 from ._registry import get_accountant
 from ._validation import (check_int, check_neighbouring, check_open_unit,
-                          check_positive)
+                          check_positive, check_privacy_unit)
 from ._warnings import BudgetExceededError
 
 __all__ = ["BudgetLedger"]
@@ -41,7 +41,10 @@ class BudgetLedger:
     :class:`NeighbouringEvent` is accepted only if every tag in it is the
     ledger's relation; otherwise ``spend`` and ``check`` raise
     :class:`NeighbouringMismatchError` and nothing is recorded (no
-    conversion between relations is attempted).
+    conversion between relations is attempted).  The same holds for the
+    privacy unit: an event tagged with another unit than the ledger's (or
+    with both) raises :class:`NeighbouringMismatchError`; an untagged event
+    is read under the ledger's unit.
 
     ``spend`` composes the candidate event into a fresh accountant together
     with the previous spends and raises :class:`BudgetExceededError` before
@@ -52,10 +55,11 @@ class BudgetLedger:
     """
 
     def __init__(self, epsilon, delta, accountant="rdp", *,
-                 neighbouring="replace"):
+                 neighbouring="replace", privacy_unit="row"):
         self._epsilon = check_positive("epsilon", epsilon)
         self._delta = check_open_unit("delta", delta)
         self._neighbouring = check_neighbouring(neighbouring)
+        self._unit = check_privacy_unit(privacy_unit)
         if accountant is None:
             accountant = "rdp"
         if isinstance(accountant, str) or (
@@ -90,6 +94,11 @@ class BudgetLedger:
         return self._neighbouring
 
     @property
+    def privacy_unit(self):
+        """What one neighbour differs by, ``"row"`` or ``"group"`` (read-only)."""
+        return self._unit
+
+    @property
     def total(self):
         """The total budget ``(epsilon, delta)``."""
         return (self._epsilon, self._delta)
@@ -103,7 +112,7 @@ class BudgetLedger:
         if not isinstance(event, DpEvent):
             raise TypeError(f"event must be a DpEvent, got {event!r}")
         count = check_int("count", count)
-        check_tags(event, self._neighbouring, "BudgetLedger")
+        check_tags(event, self._neighbouring, "BudgetLedger", self._unit)
         return count
 
     def _epsilon_with(self, extra):
@@ -154,4 +163,5 @@ class BudgetLedger:
         return (f"BudgetLedger(epsilon={self._epsilon!r}, "
                 f"delta={self._delta!r}, "
                 f"neighbouring={self._neighbouring!r}, "
+                f"privacy_unit={self._unit!r}, "
                 f"n_spends={len(self._entries)})")

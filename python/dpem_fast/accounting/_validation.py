@@ -7,6 +7,8 @@ import math
 import numbers
 
 NEIGHBOURING_RELATIONS = ("add_remove", "replace")
+#: What one neighbour differs by: one row, or all the rows of one group (a person).
+PRIVACY_UNITS = ("row", "group")
 
 
 def _check_real(name, value):
@@ -65,6 +67,13 @@ def check_neighbouring(value):
     if value not in NEIGHBOURING_RELATIONS:
         raise ValueError(f"neighbouring must be one of "
                          f"{NEIGHBOURING_RELATIONS}, got {value!r}")
+    return value
+
+
+def check_privacy_unit(value):
+    if value not in PRIVACY_UNITS:
+        raise ValueError(f"privacy_unit must be one of {PRIVACY_UNITS}, "
+                         f"got {value!r}")
     return value
 
 

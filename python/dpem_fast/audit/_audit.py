@@ -99,7 +99,8 @@ class AuditResult:
     n_trials : int
         Trials per side (D and D′): noisy releases (white-box) or whole fits (black-box).
     canary : dict
-        ``relation``, ``row`` (x: on D, user units; for LDA the canary document's counts) and
+        ``relation``, ``rows_per_group`` (m copies of the row make a person-level canary; 1 at
+        the row level), ``row`` (x: on D, user units; for LDA the canary document's counts) and
         ``replacement`` (x′ on D′ under replace-one; None under add/remove), ``attained``:
         ``‖f(D′) − f(D)‖`` in noise units over the claim's μ (1: the worst case is reached).
     statistic : str
@@ -387,7 +388,7 @@ def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95
         eps_lo = _split_threshold_bound(a, b, est.delta, confidence)
         mu_lo = None
     attained = norm * math.sqrt(rounds) / mu_claimed if mu_claimed else math.nan
-    canary = {"relation": target.relation, "row": target.describe(i),
+    canary = {"relation": target.relation, "rows_per_group": getattr(target, "m_rows", 1), "row": target.describe(i),
               "replacement": target.describe(j) if target.relation == "replace" else None, "attained": attained}
     return AuditResult(
         epsilon_lower=float(eps_lo), epsilon_claimed=float(eps_claimed), confidence=confidence,

@@ -15,6 +15,12 @@ One target per loop of the engine:
 * :class:`SEPTarget` — DP-SEP's sequential loop: rows in the declared (or the prior's) box;
   a release is one batch's update of the shared factor, computed by the compiled step itself.
 
+A person-level plan (``max_rows_per_group`` m, issue 27) is audited with a canary *person*:
+m copies of the canary row (against m copies of ``x′`` under replace; the base rows are each
+their own group), the worst case of a group's bounded contribution: LDA's canary author has
+m copies of the canary document, DP-SEP's canary person m copies of the canary row in one
+batch.
+
 Every statistic is computed at fixed public parameters, and the statistics are additive over
 rows (documents), so ``f(D′) − f(D)`` is the difference of the canaries' own contributions:
 an audit's result does not depend on the values of the base rows (only their count and
@@ -133,7 +139,11 @@ class EMTarget:
         est._check_model_params(n, d)
         est.n_features_in_ = d
         self.relation = est.neighbouring
-        n_public = n if self.relation == "replace" else None
+        n_public = est._public_rows(n)
+        # person-level (max_rows_per_group m, issue 27): the canary is a person of m copies of
+        # the canary row, the worst case of a group's bounded contribution, against the plan's
+        # group-level noise; the base rows are each their own group (already bounded)
+        self.m_rows = est._max_rows_per_group() or 1
         plan, specs, _, domain = est._private_plan(n_public, d)
         self.iteration = tuple(s.name for s in specs)
         self.one_off = ()                          # the domain estimate's and a start's: other code paths
@@ -197,17 +207,19 @@ class EMTarget:
         return {g: np.asarray(s[g], dtype=np.float64) for g in names}
 
     def contribution(self, i, names):
-        """Candidate ``i``'s own statistics (a one-row block)."""
-        return self._stats(self.candidates[i][None, :], names)
+        """Candidate ``i``'s own statistics (a block of ``m_rows`` copies: a canary person)."""
+        return self._stats(np.repeat(self.candidates[i][None, :], self.m_rows, axis=0), names)
 
     def datasets(self, i, j):
-        """``(D, D′)``: replace-one — row 0 of the base set to candidate i on D, to j on D′;
-        add/remove — the base with candidate i appended on D, the base on D′."""
+        """``(D, D′)``: replace — the first ``m_rows`` rows of the base set to candidate i on D,
+        to j on D′; add/remove — the base with ``m_rows`` copies of candidate i appended on D,
+        the base on D′ (``m_rows`` = 1 for a row-level plan)."""
+        m = self.m_rows
         if self.relation == "replace":
             D, D2 = self.base.copy(), self.base.copy()
-            D[0], D2[0] = self.candidates[i], self.candidates[j]
+            D[:m], D2[:m] = self.candidates[i], self.candidates[j]
             return D, D2
-        return np.vstack([self.base, self.candidates[i][None, :]]), self.base
+        return np.vstack([self.base, np.repeat(self.candidates[i][None, :], m, axis=0)]), self.base
 
     def exact(self, dataset, names):
         return self._stats(dataset, names)
@@ -243,6 +255,7 @@ class LDATarget:
         if est.vocabulary is not None and len(est.vocabulary) != V:
             raise ValueError(f"vocabulary has {len(est.vocabulary)} terms but X has {V} columns")
         self.relation, self.d = "add_remove", V
+        self.m_rows = est._max_rows_per_group() or 1        # an author of m canary documents
         self.plan, self.rounds, q = est._private_plan(K, V)
         self.sampled = q < 1.0
         self.iteration = ("topic_word",)
@@ -254,7 +267,7 @@ class LDATarget:
         lam = est._initial_topics(key, K, V)
         self._eb_t = np.ascontiguousarray(exp_dirichlet_expectation(lam).T)
         self._alpha = alpha
-        self._gamma0 = _generator(key, "gamma").gamma(100.0, 0.01, (X.shape[0] + 1, K))
+        self._gamma0 = _generator(key, "gamma").gamma(100.0, 0.01, (X.shape[0] + self.m_rows, K))
         self.base, _ = _cap_documents(X, derive_key(key, "lda", "cap"), N)
         words = np.arange(V) if V <= _N_WORDS else np.sort(_generator(key, "words").choice(V, _N_WORDS, replace=False))
         self.candidates = sp.csr_matrix((np.full(words.size, float(N)), (np.arange(words.size), words)),
@@ -273,11 +286,14 @@ class LDATarget:
             out["unigram"] = self._unigram(docs, self._clip)
         return out
 
+    def _canary_docs(self, i):
+        return sp.vstack([self.candidates[i]] * self.m_rows, format="csr")
+
     def contribution(self, i, names):
-        return self._stats(self.candidates[i], names, self._gamma0[-1:])
+        return self._stats(self._canary_docs(i), names, self._gamma0[-self.m_rows:])
 
     def datasets(self, i, j):
-        return sp.vstack([self.base, self.candidates[i]], format="csr"), self.base
+        return sp.vstack([self.base, self._canary_docs(i)], format="csr"), self.base
 
     def exact(self, dataset, names):
         return self._stats(dataset, names, self._gamma0[:dataset.shape[0]])
@@ -318,10 +334,15 @@ class SEPTarget:
         if X.ndim != 2 or not np.all(np.isfinite(X)):
             raise ValueError("X must be a finite 2-d array of rows")
         n, d = X.shape
-        st = self._st = est._setup(n, d, key)
+        m = self.m_rows = est._max_rows_per_group() or 1
+        if m > 1 and est.sampling != "shuffle":
+            raise ValueError("sampling: a person-level DP-SEP fit takes sampling='shuffle'")
+        # person-level: the base rows are each their own group, so the loop runs over n m slots
+        st = self._st = est._setup(n, d, key, None if est._max_rows_per_group() is None else n * m)
+        n = st.n
         sizes = est._batch_sizes(n, st.T, st.B)
         self.plan = est._calibrated_plan(n, st.T, st.B, sizes, st.J, d + d * d, d, st.eps, st.delta, st.C, st.gamma,
-                                         st.acct)
+                                         st.acct, est._max_rows_per_group())
         self.relation, self.d, self.n = "replace", d, n
         self.iteration, self.one_off = ("factor",), ()
         self.rounds = st.T
@@ -349,10 +370,12 @@ class SEPTarget:
         return np.ascontiguousarray(np.concatenate([means @ lam, np.tile(lam.ravel(), (J, 1))], axis=1))
 
     def _update(self, row):
-        st = self._st
+        """The release of one batch holding the canary person's ``m_rows`` copies of ``row`` (one
+        row at the row level): the compiled step, no noise, no projection."""
+        st, m = self._st, self.m_rows
         theta = self._theta.copy()
-        self._sep.sep_loop(st.working(row[None, :]), np.zeros(1, dtype=np.int64), theta, st.theta0, st.log_w,
-                           st.s2u, float(self.n), st.gamma / self.n, st.C, None, 1, None, None)
+        self._sep.sep_loop(st.working(row[None, :]), np.zeros(m, dtype=np.int64), theta, st.theta0, st.log_w,
+                           st.s2u, float(self.n), st.gamma / self.n, st.C, None, m, None, None)
         return {"factor": theta}
 
     def contribution(self, i, names):

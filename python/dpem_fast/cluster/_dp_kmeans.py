@@ -114,6 +114,12 @@ class DPKMeans(TransformerMixin, PrivateEM):
     max_clusters : int, default=10
         Largest K tried by ``n_clusters="auto"`` (unused otherwise).
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group,
+        as in :class:`~dpem_fast.DPGaussianMixture`.
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     cluster_centers_ : ndarray of shape ``(n_clusters_, n_features)``
@@ -228,6 +234,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
         budget=None,
         verbose=0,
         max_clusters=10,
+        max_rows_per_group=None,
     ):
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -246,14 +253,15 @@ class DPKMeans(TransformerMixin, PrivateEM):
         self.budget = budget
         self.verbose = verbose
         self.max_clusters = max_clusters
+        self.max_rows_per_group = max_rows_per_group
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Fit the centres (see :meth:`PrivateEM.fit`); ``n_clusters="auto"`` selects K
         privately first (:func:`dpem_fast.model_selection.fit_auto`)."""
         if isinstance(self.n_clusters, str) and self.n_clusters == "auto":
             from ..model_selection import fit_auto
-            return fit_auto(self, "n_clusters", "max_clusters", X)
-        return super().fit(X, y)
+            return fit_auto(self, "n_clusters", "max_clusters", X, groups=groups)
+        return super().fit(X, y, groups)
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):

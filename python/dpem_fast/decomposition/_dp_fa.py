@@ -60,6 +60,12 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     noise : {"gaussian", "discrete_gaussian"}
     accountant, random_state, n_threads, budget, verbose : as the other estimators.
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group,
+        as in :class:`~dpem_fast.DPGaussianMixture`.
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
@@ -100,7 +106,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
       data centred, which a private fit cannot check): ``‖x‖ ≤ 1`` add/remove, ``‖x − x'‖
       ≤ 2`` replace (x' = −x).
     - ``count`` N, under add/remove only (ℓ2 sensitivity 1).  Under replace N is public
-      (it is the same for all neighbours) and is not released.
+      (it is the same for all neighbours) and is not released — except person-level
+      (``groups``, issue 27), where a group's row count changes between neighbours: it is
+      released under both relations, with sensitivity m (a group's pairs padded with "no row").
 
     **Joint accounting** (continuous Gaussian noise): the releases are one Gaussian
     mechanism on the stacked statistic with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  With
@@ -112,7 +120,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     giving ``a_1/2 + a_2 + φ`` with ``φ = max_{0≤v≤1}(a_1 v/2 − a_2 v²)`` =
     ``a_1²/(16 a_2)`` if ``a_1 ≤ 4 a_2`` else ``a_1/2 − a_2``: below the separate
     ``a_1 + a_2``.  It is attained with the upper triangle too: for x = (c, s, 0, …),
-    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Lattice
+    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Person-level
+    under replace the count is released too: a pair of two rows leaves it unchanged, a row
+    against no row adds ``a_c + a_1/4 + a_2/2``; the bound is the larger of the two
+    (:func:`~dpem_fast._engine._specs.moments_joint_bound` with ``count="rows"``).  Lattice
     (``noise="discrete_gaussian"``) releases are composed separately.
 
     The budget split between the sum and the second moment, ``r = a_1/a_2``, minimises the
@@ -168,7 +179,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
                  neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
-                 accountant=None, random_state=None, n_threads=None, budget=None, verbose=0):
+                 accountant=None, random_state=None, n_threads=None, budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -184,6 +195,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         self.n_threads = n_threads
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
     def _n_release_rounds(self):
@@ -203,8 +215,9 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _statistic_specs(self, n_features):
         d = n_features
         specs = (weighted_sums(SUM, (d,), d), second_moments(SECOND, (d, d)))
-        if self.neighbouring == "add_remove":
-            # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
+        if self._count_private():
+            # row-level replace: 1.0 is a (loose) bound of the true 0 and the count is public,
+            # never released; person-level replace: a group's count changes by up to m
             specs = (row_count(COUNT),) + specs
         return specs
 
@@ -215,13 +228,14 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         # (add/remove) only rescales the covariance (relative error σ_N/N): 1/d of a share
         # keeps σ_N ≈ √d σ_2, below the second moment's noise edge.
         d = self.n_features_in_
-        if self.neighbouring == "add_remove":
-            return {COUNT: 1.0 / d, SUM: 0.5, SECOND: 1.0}
-        return {SUM: 1.0, SECOND: 1.0}
+        shares = {SUM: 0.5, SECOND: 1.0} if self.neighbouring == "add_remove" else {SUM: 1.0, SECOND: 1.0}
+        if self._count_private():
+            shares[COUNT] = 1.0 / d
+        return shares
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
-        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring)
+        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring, count="rows")
 
     def _describe(self):
         return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "

@@ -18,6 +18,7 @@ from .._validation import check_positive_int, check_positive_real
 from ..accounting import NoiseDominatedWarning
 from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
                        make_plan, poisson_minibatches)
+from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
 from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
 from .._kernels.lda import estep_csr as _estep_csr
@@ -148,6 +149,13 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         iteration and the ε spent so far (public; nothing computed from the documents is
         shown).  0: silent.
 
+    max_rows_per_group : int or None, default=None
+        Author-level privacy with ``fit(X, groups=authors)``: at most this many documents per
+        author, and authors are the sampled unit ("Person-level" below).  Required with
+        ``groups``; None: document-level privacy.
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     components_ : ndarray of shape (n_components, n_features)
@@ -252,6 +260,22 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     stopping is data-independent (T iterations).  The token cap and the minibatches use
     randomness addressed from the key (the cap: one stream per document).
 
+    Person-level
+    ------------
+    ``fit(X, groups=authors)`` with ``max_rows_per_group`` m (issue 27): the relation is
+    **add/remove one author's documents**.  Each author keeps at most m documents, chosen
+    uniformly with the fit's key (:mod:`dpem_fast._engine._groups`: a function of the
+    author's own documents for every key), once, after the budget is charged; every release
+    then has sensitivity m C (the author's at most m documents, each clipped to C: triangle
+    inequality; attained by m one-term documents), set in the plan by ``make_plan``.  The
+    minibatch samples **authors**: each is kept independently with the public probability
+    q = ``batch_size / total_samples`` with all its kept documents
+    (:func:`~dpem_fast._engine._groups.group_batches`), so the Poisson amplification holds
+    with the author as the record — and ``batch_size`` and ``total_samples`` then count
+    authors (``total_samples`` the public number of authors).  In-memory documents only (a
+    dask array of documents is fitted per document); ``partial_fit`` stays per document and
+    refuses ``max_rows_per_group``.
+
     Dask
     ----
     ``fit`` also takes a ``dask.array.Array`` of counts (rows = documents, dense chunks;
@@ -284,7 +308,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
                  topic_word_prior=None,
                  learning_offset=10.0, learning_decay=0.7, n_epochs=1, max_doc_update_iter=100,
                  mean_change_tol=1e-3, accountant="rdp", vocabulary=None, total_samples=None, budget=None,
-                 random_state=None, n_threads=None, verbose=0):
+                 random_state=None, n_threads=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.noise_multiplier = noise_multiplier
@@ -307,6 +331,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ checks
     def _check_params(self):
@@ -471,14 +496,15 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     def _plan(self, K, V, T, q):
         spec = self._spec(K, V)
         kw = dict(epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
-                  accountant=_ACCOUNTANTS[self.accountant], sampling_rate=q, noise_multiplier=self.noise_multiplier)
+                  accountant=_ACCOUNTANTS[self.accountant], sampling_rate=q, noise_multiplier=self.noise_multiplier,
+                  max_rows_per_group=self._max_rows_per_group())
         if float(self.unigram_share) == 0:
             return make_plan([spec], T, **kw)
         return make_plan([spec], T, one_off_specs=[unigram_spec(V, self._clip_norm(V))],
                          one_off_multipliers={"unigram": self._unigram_multiplier(T, q)}, **kw)
 
     # --------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Fit with ``n_epochs`` passes of private SVI; returns ``self``.
 
         Parameters
@@ -486,10 +512,21 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         X : sparse matrix, array-like or dask array of shape (n_documents, n_terms)
             Term counts over a public vocabulary.  A ``dask.array.Array`` (dense chunks, rows
             = documents) is never gathered: see "Dask" in the class docstring.
+        y : ignored
+        groups : array-like of shape (n_documents,) or None
+            Author-level privacy (with ``max_rows_per_group``): the author of each document.
+            See "Person-level" in the class docstring.  In-memory documents only.
+
+            .. versionadded:: 0.1 (issue 27)
         """
         K, private = self._check_params()
+        X, groups = self._resolve_groups(X, groups, private)
         n_threads = effective_n_threads(self.n_threads)
         alpha, eta = self._priors(K)
+        if is_dask_array(X) and groups is not None:
+            raise TypeError("groups: an author-level (grouped) LDA fit takes in-memory documents; a dask array "
+                            "of documents is fitted per document only")
+        grouping = None
         if is_dask_array(X):
             from .._engine._sources._dask import dask_rows
 
@@ -498,6 +535,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             self.n_features_in_ = V
         else:
             X = self._check_X(X)
+            grouping = check_groups(groups, X.shape[0]) if groups is not None else None
             docs = _MemoryDocs(X, self, alpha, n_threads)
             V = X.shape[1]
         self._check_vocabulary(V, private)
@@ -511,7 +549,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             self.unigram_distribution_ = unigram_distribution(docs.unigram(np.inf), 0.0, eta)
             self.noise_dominance_ = None
         else:
-            lam = self._fit_private(docs, lam, eta, key, n_threads, diag)
+            lam = self._fit_private(docs, lam, eta, key, n_threads, diag, grouping)
         self._set_components(lam)
         self.n_iter_ = int(self.n_epochs)
         self.diagnostics_ = diag
@@ -541,13 +579,19 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         self.n_batch_iter_ = t
         return lam
 
-    def _fit_private(self, docs, lam, eta, key, n_threads, diag):
+    def _fit_private(self, docs, lam, eta, key, n_threads, diag, grouping=None):
         """The private SVI loop.  ``docs.n_docs`` (the private D) sizes the per-document
-        draws only: q, T, the step's scale and the record use the public ``total_samples``."""
+        draws only: q, T, the step's scale and the record use the public ``total_samples``.
+        ``grouping``: an author-level fit's authors (each author's documents bounded to
+        ``max_rows_per_group``, then authors sampled)."""
         V, K = lam.shape[1], lam.shape[0]
         S = int(self.batch_size)
         plan, T, q = self._private_plan(K, V)
         self._charge(plan.event)            # the whole plan, before any statistic of the data
+        if grouping is not None:            # at most m documents per author, from here on
+            keep = bound_mask(grouping, bounding_key(key), plan.max_rows_per_group, n_threads)
+            docs.keep(keep)
+            grouping = Grouping(grouping.codes[keep], grouping.streams)
         layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = self._clip_norm(V)
@@ -561,7 +605,10 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         state = _SVIState(lam, fallback)
         # the engine's minibatch loop: Poisson batches at the public rate q, drawn from the
         # client's key (never a worker's randomness); the private D sizes the draw only
-        for t, batch_idx in poisson_minibatches(key, docs.n_docs, q, T, n_threads, tag=("lda", "batch")):
+        # (author-level: each author kept with probability q, with all its bounded documents)
+        batches = (poisson_minibatches(key, docs.n_docs, q, T, n_threads, tag=("lda", "batch")) if grouping is None
+                   else group_batches(key, grouping, q, T, ("lda", "batch", "groups"), n_threads=n_threads))
+        for t, batch_idx in batches:
             g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
             gamma0 = g_rng.gamma(100.0, 0.01, (batch_idx.size, K))
             sstats, clipped = docs.minibatch(batch_idx, gamma0,
@@ -588,7 +635,8 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
             epsilon=self.epsilon, n_iter=T,
             data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
             notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
-                   "document count; the true count is never read)",
+                   + ("document count" if grouping is None else "number of authors, each sampled with its documents")
+                   + "; the true count is never read)",
                    f"noise multiplier sigma = {r.noise_multiplier:.6g}, clip norm C = {clip:.6g}",
                    *((f"unigram floor: one release at multiplier {plan.releases['unigram'].noise_multiplier:.6g} "
                       f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))
@@ -627,6 +675,9 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         cannot regenerate any call's noise.
         """
         K, private = self._check_params()
+        if self._max_rows_per_group() is not None:
+            raise ValueError("max_rows_per_group: partial_fit is per document (each call's minibatch is one "
+                             "release on its documents); author-level privacy is fit(X, groups=...) only")
         if is_dask_array(X):
             raise TypeError("partial_fit: X is a dask array; partial_fit takes one in-memory minibatch "
                             "(fit takes a dask array of the whole corpus without gathering it)")

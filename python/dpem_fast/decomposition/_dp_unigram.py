@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from .. import accounting as acc
 from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real, check_probability
@@ -74,7 +75,8 @@ def _as_counts(X, V=None):
 
 
 def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_doc_length=500, clip_norm=None,
-                    pseudo_count=0.5, accountant="rdp", budget=None, random_state=None, n_threads=None):
+                    pseudo_count=0.5, accountant="rdp", budget=None, random_state=None, n_threads=None,
+                    groups=None, max_rows_per_group=None):
     """Release the word distribution of a corpus with one Gaussian release.
 
     Parameters
@@ -100,6 +102,13 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         Charged before the statistic is computed.
     random_state : int, Generator or None
     n_threads : int or None
+    groups : array-like of shape (n_documents,) or None
+        Author-level privacy: the author of each document (with ``max_rows_per_group`` m, each
+        author keeps at most m documents, chosen with the key; Δ₂ = m C, or m √2 C under
+        replace; :mod:`dpem_fast._engine._groups`).
+
+        .. versionadded:: 0.1 (issue 27)
+    max_rows_per_group : int or None
 
     Returns
     -------
@@ -124,6 +133,11 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         check_probability(delta, "delta")
     if neighbouring not in ("add_remove", "replace"):
         raise ValueError(f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}")
+    m = check_max_rows_per_group(max_rows_per_group)
+    if (groups is None) != (m is None):
+        raise ValueError("groups and max_rows_per_group go together: author-level privacy needs both")
+    if groups is not None and not private:
+        raise ValueError("groups: a non-private release (epsilon=inf) has no privacy unit")
     pseudo = check_positive_real(pseudo_count, "pseudo_count")
     n_threads = effective_n_threads(n_threads)
     if budget is not None:
@@ -134,7 +148,11 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         if budget.neighbouring != neighbouring:
             raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
                              f"this release under neighbouring={neighbouring!r}")
+        if budget.privacy_unit != ("row" if m is None else "group"):
+            raise ValueError(f"budget: the ledger accounts per {budget.privacy_unit!r}, this release per "
+                             f"{'row' if m is None else 'group'!r}")
     X = _as_counts(X)
+    grouping = check_groups(groups, X.shape[0]) if groups is not None else None
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X: need at least one document and one term, got shape {X.shape}")
     V = X.shape[1]
@@ -144,9 +162,12 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
         return PrivateUnigram(unigram_distribution(_clipped_count_sum(Xc, C), 0.0, pseudo), None)
     spec = unigram_spec(V, C)
-    plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant)
+    plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
+                     max_rows_per_group=m)
     if budget is not None:
         budget.spend(plan.event, label="private_unigram")
+    if grouping is not None:              # at most m documents per author, after the charge
+        X = X[np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))]
     Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
     layer = ReleaseLayer(plan, derive_key(key, "unigram"), n_threads)
     noisy = layer.release({"unigram": _clipped_count_sum(Xc, C)}, 0)["unigram"]
@@ -156,5 +177,6 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         neighbouring=neighbouring, accountant=plan.accountant, epsilon=float(eps), delta=float(delta),
         epsilon_spent=float(plan.epsilon_spent), n_iter=1, releases=dict(plan.releases), event=plan.event,
         data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
-        notes=(f"clip norm C = {C:.6g}, token cap N = {N}",))
+        notes=(f"clip norm C = {C:.6g}, token cap N = {N}",), privacy_unit=plan.privacy_unit,
+        max_rows_per_group=plan.max_rows_per_group)
     return PrivateUnigram(unigram_distribution(noisy, r.noise_scale, pseudo), record)

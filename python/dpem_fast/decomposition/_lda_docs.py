@@ -120,6 +120,11 @@ class _MemoryDocs:
         self.X, n = _cap_documents(self.X, cap_key, self._cfg[0])
         return n
 
+    def keep(self, mask):
+        """Keep the documents ``mask`` selects (an author-level fit's bounding), in order."""
+        self.X = self.X[np.flatnonzero(mask)]
+        self.n_docs = self.X.shape[0]
+
     def minibatch(self, idx, gamma0, eb_t, clip):
         _, alpha, max_iter, tol, n_threads = self._cfg
         _, sstats, clipped = _estep_csr(self.X[idx], eb_t, gamma0, alpha, max_iter, tol, clip, n_threads)

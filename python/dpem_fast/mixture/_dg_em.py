@@ -124,6 +124,12 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     neighbouring : {"replace", "add_remove"}, default="replace"
     accountant, n_threads, random_state, budget, verbose : as the other estimators.
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group,
+        as in :class:`~dpem_fast.DPGaussianMixture`.
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     means_ : ndarray of shape (n_components, n_features)
@@ -254,7 +260,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
                  noise="discrete_gaussian", component_variance=1.0, symmetric=True, step_size=1.0,
                  max_iter=20, truncation_scale=None, multiplier_precision=1.0, clip_norm=1.0,
                  bias_correction="auto", means_init=None, neighbouring="replace", accountant=None,
-                 n_threads=None, random_state=None, budget=None, verbose=0):
+                 n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -275,6 +281,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         self.random_state = random_state
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
     def _rows_task(self):
@@ -355,13 +362,14 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         m = self._m(n_features)
         b = self._row_bound(n_features)
         specs = (StatSpec(GRAD, (m,), l2={"add_remove": b, "replace": 2.0 * b}),)
-        if self.neighbouring == "add_remove":
-            # replace: 1.0 is a (loose) bound of the true 0; the count is never released there
+        if self._count_private():
+            # row-level replace: 1.0 is a (loose) bound of the true 0 and the count is public,
+            # never released; person-level replace: a group's count changes by up to m
             specs = specs + (row_count(COUNT),)
         return specs
 
     def _shares(self):
-        return {GRAD: 1.0, COUNT: 0.1} if self.neighbouring == "add_remove" else None
+        return {GRAD: 1.0, COUNT: 0.1} if self._count_private() else None
 
     def _describe(self):
         if self.estimator == "truncated":

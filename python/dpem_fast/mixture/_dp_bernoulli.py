@@ -85,7 +85,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
                  accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
-                 n_threads=None, random_state=None, budget=None, verbose=0):
+                 n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -100,6 +100,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         self.random_state = random_state
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     def _rows_task(self):
         if self.binarize is None:

@@ -201,6 +201,17 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     max_components : int, default=10
         Largest K tried by ``n_components="auto"`` (unused otherwise).
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy (issue 27): with ``fit(X, groups=...)`` (one group id per row, e.g.
+        a person, or a DataFrame column name) each group keeps at most this many rows, chosen
+        uniformly at random with the fit's key, every sensitivity is m times a row's (derived in
+        :mod:`dpem_fast._engine._groups`) and the guarantee is for adding/removing or replacing
+        one group's rows.  Required with ``groups``; None: row-level privacy.  A public
+        constant: choose it near or below the typical number of rows per group (docs: "Person-level
+        privacy").
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     weights_ : ndarray of shape ``(n_components_,)``
@@ -377,6 +388,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         budget=None,
         verbose=0,
         max_components=10,
+        max_rows_per_group=None,
     ):
         self.n_components = n_components
         self.covariance_type = covariance_type
@@ -402,16 +414,17 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         self.budget = budget
         self.verbose = verbose
         self.max_components = max_components
+        self.max_rows_per_group = max_rows_per_group
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Fit the mixture (see :meth:`PrivateEM.fit`); ``n_components="auto"``: one fit with
         ``max_components`` components, pruned (:func:`dpem_fast.model_selection.fit_auto`,
         ``strategy="prune"``)."""
         if isinstance(self.n_components, str) and self.n_components == "auto":
             from ..model_selection import fit_auto
             return fit_auto(self, "n_components", "max_components", X, strategy="prune",
-                            overrides=self._auto_overrides())
-        return super().fit(X, y)
+                            overrides=self._auto_overrides(), groups=groups)
+        return super().fit(X, y, groups)
 
     def _auto_overrides(self):
         """The parameters of the one fit behind ``n_components="auto"`` besides its size

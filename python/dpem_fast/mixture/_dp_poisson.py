@@ -62,7 +62,7 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def __init__(self, n_components=1, *, max_count=10.0, epsilon=1.0, delta=1e-5, max_iter=20,
                  neighbouring="replace", accountant=None, noise="gaussian", n_threads=None, random_state=None,
-                 budget=None, verbose=0):
+                 budget=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.max_count = max_count
         self.epsilon = epsilon
@@ -75,6 +75,7 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         self.random_state = random_state
         self.budget = budget
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     def _rows_task(self):
         return _count_rows

@@ -153,6 +153,29 @@ accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; repl
 In both cases ``z`` is calibrated to the user's (ε, δ).  Initialisation is
 data-independent (factor means drawn from the prior with the fit's key; precision
 ``Λ0 / N``); the number of releases is fixed.
+
+Person-level (``fit(X, groups=...)``, ``max_rows_per_group`` m; issue 27)
+------------------------------------------------------------------------
+Neighbouring relation: **replace one group's rows** (any number of rows on either side).
+The schedule needs a public length, and the bounded row count is not public here (a group's
+count changes between neighbours), so the factor runs over **N = G m slots**: each group's
+at most m kept rows (:func:`~dpem_fast._engine._groups.bound_mask`, a function of the group's
+own rows for every key) and, for a group with fewer, empty slots whose site is 0 and that
+still count in the batch size (``sep_loop``'s ``-1`` steps).  G, the number of groups, is the
+same for all neighbours under replace-one-group — as N is under replace-one-row, where the
+row-level DP-SEP publishes it — so N = G m is public here and appears in the record (the
+number of releases): the one place where a person-level fit states a count of the data, and
+only because its relation fixes it.  The slots are ordered by the groups' stream ids (from
+their ids alone) and permuted per epoch, so the schedule does not depend on how the groups
+are numbered or interleaved.  Given the past, a group's m slots lie in k_r slots of release r
+(Σ_r k_r = m per epoch), and release r changes by at most ``k_r 2γC/N`` (a slot of two rows:
+Prop. 1's 2γC/N; a row against an empty slot: γC/N).  Its Gaussian releases compose
+adaptively with ``μ² = Σ_r k_r² (2γC/N)²/σ² ≤ m² (2γC/N)²/σ²`` per epoch (Σ k_r² ≤ (Σ k_r)²):
+the event is the row-level one, ``SelfComposedEvent(GaussianEvent(z), T)`` tagged
+``privacy_unit="group"``, with z relative to the group-level sensitivity ``Δ = 2 m γ C / N``
+(exact under GDP, RDP and zCDP, which add μ² across adaptive Gaussian releases).
+``sampling="uniform"`` is refused with groups: its amplification by sampling without
+replacement (Wang et al. 2019) is stated for one record, not for m slots at once.
 """
 from __future__ import annotations
 
@@ -168,6 +191,7 @@ from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
 from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
+from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
 from .._engine._plan import Plan
 from .._engine._record import Release
@@ -189,8 +213,9 @@ _MARGIN = 3.0
 _PRIOR_SPREAD = 3.0
 
 
-def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
-    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring)."""
+def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1, privacy_unit="row"):
+    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring;
+    ``privacy_unit="group"``: a person-level run over ``n_samples`` slots, shuffle only)."""
     g = acc.GaussianEvent(noise_multiplier)
     n, B = int(n_samples), int(batch_size)
     if sampling == "shuffle":
@@ -199,7 +224,7 @@ def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1):
         inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(n, B, g), -(-n // B) * int(n_epochs))
     else:
         raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
-    return acc.NeighbouringEvent("replace", inner)
+    return acc.NeighbouringEvent("replace", inner, privacy_unit)
 
 
 def default_clip_norm(n_features, component_variance):
@@ -280,10 +305,12 @@ def _to_raw(theta_u, centre, R, d):
 
 @dataclass(frozen=True)
 class _Setup:
-    """The public set-up of a DP-SEP fit (:meth:`DPStochasticEP._setup`): parameters, the box
+    """The public set-up of a DP-SEP fit (:meth:`DPStochasticEP._setup`): the rows (slots of a
+    person-level fit) the loop runs over, the parameters, the box
     (``lo``, ``hi``; working units: ``(x - centre) / R``, the box ``[lo_u, hi_u]``), the prior
     and the initial factor, in the working units."""
 
+    n: int
     J: int
     eps: float
     delta: float
@@ -376,6 +403,13 @@ class DPStochasticEP(PrivateEstimator):
     per-chunk statistics to compute on the workers, and taking rows one at a time from a
     cluster would gather the whole array on the client anyway.
 
+    max_rows_per_group : int or None, default=None
+        Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group, the
+        factor running over G m slots ("Person-level" in the module docstring); the guarantee is
+        for replacing one group's rows.  Required with ``groups``; None: row-level privacy.
+
+        .. versionadded:: 0.1 (issue 27)
+
     Attributes
     ----------
     means_ : ndarray (J, d)
@@ -427,7 +461,7 @@ class DPStochasticEP(PrivateEstimator):
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
                  damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
                  prior_mean=None, prior_covariance=None, component_variance=1.0, weights=None,
-                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0):
+                 accountant=None, budget=None, random_state=None, n_threads=None, verbose=0, max_rows_per_group=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -447,6 +481,7 @@ class DPStochasticEP(PrivateEstimator):
         self.random_state = random_state
         self.n_threads = n_threads
         self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ validation
     def _check_params(self, d):
@@ -510,17 +545,37 @@ class DPStochasticEP(PrivateEstimator):
         return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
 
     # ------------------------------------------------------------------- fit
-    def fit(self, X, y=None):
-        """Run (DP-)SEP or EP on ``X`` (n_samples, n_features)."""
+    def fit(self, X, y=None, groups=None):
+        """Run (DP-)SEP or EP on ``X`` (n_samples, n_features).
+
+        ``groups``: person-level DP-SEP (with ``max_rows_per_group`` m; ``sampling="shuffle"``):
+        the shared factor runs over G m slots, each group's at most m kept rows and empty slots
+        for the rest (see "Person-level" in the class docstring).
+
+        .. versionadded:: 0.1 (issue 27): ``groups``
+        """
         if is_dask_array(X):
             raise TypeError("X: DPStochasticEP does not take a dask array: DP-SEP is sequential over the "
                             "rows (each noisy step reads one row, in a secret order, and the shared factor "
                             "the next step reads), so it cannot be split into per-chunk statistics on "
                             "the workers; fit it on an in-memory array")
+        eps_in = self.epsilon
+        X, groups = self._resolve_groups(X, groups, not (isinstance(eps_in, (int, float, np.number))
+                                                         and not isinstance(eps_in, (bool, np.bool_))
+                                                         and math.isinf(eps_in)))
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
+        grouping = check_groups(groups, n) if groups is not None else None
+        m = self._max_rows_per_group()
+        slots = None
+        if grouping is not None:
+            if self.sampling != "shuffle":
+                raise ValueError("sampling: a person-level DP-SEP fit takes sampling='shuffle' (the amplification "
+                                 "of sampling without replacement is stated for one record, not a group)")
+            slots = grouping.streams.size * m       # public under replace-one-group (class docstring)
         key = make_key(self.random_state)
-        st = self._setup(n, d, key)
+        st = self._setup(n, d, key, slots)
+        n = st.n
         J, eps, delta, C, gamma, T, B, acct = st.J, st.eps, st.delta, st.C, st.gamma, st.T, st.B, st.acct
         s2u, m0u, log_w, centre, R, lo_u, hi_u = st.s2u, st.m0u, st.log_w, st.centre, st.R, st.lo_u, st.hi_u
         theta0, theta_f = st.theta0, st.theta_f
@@ -541,8 +596,10 @@ class DPStochasticEP(PrivateEstimator):
         else:
             per_epoch = len(sizes) // T
             if private:
-                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads)
+                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m)
                 tau = _posterior_noise(sigma, sizes, gamma, n)
+                if grouping is not None:        # after the charge: the slots' rows (-1: empty)
+                    order = self._slots(grouping, key, m, n_threads)[order]
             _sep.project_factor(theta_f, d, C if private else math.inf, lo_u, hi_u)
             skipped = 0
             progress = Progress(self.verbose, T, type(self).__name__,
@@ -584,7 +641,7 @@ class DPStochasticEP(PrivateEstimator):
         self.n_features_in_ = d
         return self
 
-    def _setup(self, n, d, key):
+    def _setup(self, n, d, key, slots=None):
         """Everything of a fit on n rows of d features before it reads a row, from public
         quantities only (the parameters, n — public under replace-one —, d and the key): the
         checked parameters in the working units (the box's centre at 0, its half-diagonal R
@@ -594,6 +651,8 @@ class DPStochasticEP(PrivateEstimator):
         J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
         if J > n:
             raise ValueError(f"n_components={J} must be <= n_samples={n}")
+        if slots is not None:            # person-level: the loop runs over G m slots
+            n = int(slots)
         lo, hi = box
         centre = (lo + hi) / 2
         R = float(np.linalg.norm((hi - lo) / 2))
@@ -611,7 +670,7 @@ class DPStochasticEP(PrivateEstimator):
         _core_rng.fill_normal(derive_key(key, "init"), 0, 1.0, z, 1)
         mu0 = m0u + z.reshape(J, d) @ np.linalg.cholesky(S0u).T
         theta_f = np.concatenate([mu0 @ lam0 / n, np.tile(lam0.ravel() / n, (J, 1))], axis=1)
-        return _Setup(J, eps, delta, C, gamma, T, B, acct, lo, hi, centre, R, (lo - centre) / R, (hi - centre) / R,
+        return _Setup(n, J, eps, delta, C, gamma, T, B, acct, lo, hi, centre, R, (lo - centre) / R, (hi - centre) / R,
                       s2, s2u, m0u, S0u, w, np.log(w), theta0, theta_f)
 
     def _batch_sizes(self, n, T, B):
@@ -642,10 +701,29 @@ class DPStochasticEP(PrivateEstimator):
             order[t * n:(t + 1) * n] = np.argsort(u, kind="stable")
         return order
 
-    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads):
+    def _slots(self, grouping, key, m, n_threads):
+        """Row of each of the G m slots of a person-level fit (-1: empty): groups in the order of
+        their stream ids (from their ids alone), each with its at most m kept rows
+        (:func:`~dpem_fast._engine._groups.bound_mask`) in row order, then its empty slots.
+        Nothing depends on how the groups are numbered or on the order of rows across groups."""
+        keep = np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))
+        G = grouping.streams.size
+        pos = np.empty(G, dtype=np.int64)
+        pos[np.lexsort((np.arange(G), grouping.streams))] = np.arange(G)
+        c = grouping.codes[keep]
+        by_group = np.argsort(c, kind="stable")
+        cs = c[by_group]
+        starts = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+        within = np.arange(cs.size) - np.repeat(starts, np.diff(np.r_[starts, cs.size]))
+        slots = np.full(G * m, -1, dtype=np.int64)
+        slots[pos[cs] * m + within] = keep[by_group]
+        return slots
+
+    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m=None):
         """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
-        record the plan; the release layer and the per-release noise σ."""
-        plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct)
+        record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
+        fit's rows per group (``n`` is then the slot count G m; class docstring)."""
+        plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m)
         self._charge(plan.event)              # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
@@ -658,18 +736,21 @@ class DPStochasticEP(PrivateEstimator):
                                    f"{C:.6g} in the domain's units (rows clipped to the box)",
                          "radius": None},
             notes=(f"sampling={self.sampling!r}: {scheme}",
-                   f"sensitivity 2 gamma C / N = {r.sensitivity:.4g} of the shared factor (Prop. 1), "
-                   f"batch_size={B}"))
+                   (f"sensitivity 2 gamma C / N = {r.sensitivity:.4g} of the shared factor (Prop. 1), " if m is None
+                    else f"sensitivity 2 m gamma C / N = {r.sensitivity:.4g} of the shared factor over N = G m "
+                         "slots, ")
+                   + f"batch_size={B}"))
         return ReleaseLayer(plan, key, n_threads), r.noise_scale
 
-    def _calibrated_plan(self, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct):
+    def _calibrated_plan(self, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m=None):
         """The calibrated :class:`~dpem_fast._engine._plan.Plan` (one release ``"factor"``, the
         plan's event :func:`sep_event`), refusing a hopeless one from public quantities; no
-        charge, no record (the audit calls it too)."""
-        sens = 2.0 * gamma * C / n
+        charge, no record (the audit calls it too).  ``m``: a person-level fit's rows per group."""
+        unit = "row" if m is None else "group"
+        sens = 2.0 * gamma * C / n * (1 if m is None else m)
 
         def make_event(z):
-            return sep_event(z, n, T, self.sampling, B)
+            return sep_event(z, n, T, self.sampling, B, unit)
 
         factory = acc.get_accountant(acct, "replace")
         z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
@@ -684,7 +765,7 @@ class DPStochasticEP(PrivateEstimator):
         event = make_event(z)
         spent = factory().compose(event).get_epsilon(delta)
         release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
-        return Plan({"factor": release}, event, acct, "replace", float(spent))
+        return Plan({"factor": release}, event, acct, "replace", float(spent), None, unit, m)
 
     def _spent(self, n, T, B, delta, acct):
         """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
@@ -695,7 +776,8 @@ class DPStochasticEP(PrivateEstimator):
         def spent(t):
             if t >= T:
                 return float(self.privacy_.epsilon_spent)
-            return float(factory().compose(sep_event(z, n, t, self.sampling, B)).get_epsilon(delta))
+            return float(factory().compose(sep_event(z, n, t, self.sampling, B, self.privacy_.privacy_unit))
+                         .get_epsilon(delta))
 
         return spent
 

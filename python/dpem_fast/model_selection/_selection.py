@@ -23,6 +23,7 @@ from .._engine import PrivateEM
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
 from .._engine._release import ReleaseLayer
+from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._engine._sources import validated_rows
 from .._preprocess import resolve_domain, scale_and_clip
 from .._rng import derive_key, make_key
@@ -89,6 +90,17 @@ def _holdout_mask(key, n, share, n_threads):
     u = np.empty(n)
     _core_rng.fill_uniform(derive_key(key, "selection", "split"), 0, u, n_threads)
     return u < share
+
+
+def _group_holdout_mask(key, grouping, share, n_threads):
+    """A person-level selection's split: each group's rows all in the hold-out part or all in
+    the training part, one coin per group, probability ``share`` (group g's coin is the first
+    word of its stream under the split's sub-key: independent of every other group, of the row
+    order and of the thread count)."""
+    words = np.empty(grouping.streams.size, dtype=np.uint64)
+    _core_rng.fill_keyed_words(derive_key(key, "selection", "split", "groups"), grouping.streams,
+                               np.zeros(grouping.streams.size, dtype=np.uint64), words, n_threads)
+    return (words < np.uint64(int(share * 2.0 ** 64)))[grouping.codes]
 
 
 def _is_centres(estimator):
@@ -233,6 +245,21 @@ class PrivateModelSelection(BaseEstimator):
     ``GaussianEvent(1/μ)``.  That dominates every candidate: the max over candidates of their
     RDP curves at each order is a valid curve for the mixture, by the same convexity.
 
+    **Person-level** (``fit(X, groups=...)`` with the estimator's ``max_rows_per_group`` m,
+    issue 27): the relation is add/remove or replace one group's rows.  The rows are bounded to
+    at most m per group once (:mod:`~dpem_fast._engine._groups`: for every key a function of
+    each group's own rows), the coin is flipped per group (a group's rows all train or all
+    hold out; group g's coin depends on its id and the key only), each trial fits its candidate
+    person-level on the training part (its plan's sensitivities are the group's) and the score
+    sum has sensitivity m(U - L) under replace (m pairs, padded) and m(U - L)/2 under
+    add/remove.  The argument above then holds word for word with "group" for "row".
+
+    ``max_rows_per_group`` may itself be a candidate parameter (a private choice of m): the rows
+    are then bounded to the largest candidate M per group for the split and the scores
+    (sensitivity M(U - L) or M(U - L)/2), and each trial's fit bounds its training part to its
+    own m ≤ M (again a function of each group's own rows), so each trial stays μ-GDP for one
+    group's rows.
+
     **Random stopping.**  Repeating Q T times with fresh randomness (the split is shared: the
     argument above holds conditioned on it, and then for the mixture over splits) and
     releasing only the run with the largest rank (the noisy score minus a public penalty of
@@ -340,6 +367,10 @@ class PrivateModelSelection(BaseEstimator):
         if self.budget is not None and self.budget.neighbouring != rel:
             raise ValueError(f"budget: the ledger accounts under neighbouring={self.budget.neighbouring!r}, "
                              f"this selection under neighbouring={rel!r}")
+        unit = self._unit(cands)
+        if self.budget is not None and self.budget.privacy_unit != unit:
+            raise ValueError(f"budget: the ledger accounts per {self.budget.privacy_unit!r}, this selection per "
+                             f"{unit!r} (the estimator's max_rows_per_group)")
         return cands, rel
 
     # --------------------------------------------------------- calibration
@@ -350,15 +381,35 @@ class PrivateModelSelection(BaseEstimator):
         return auto_mean(n_candidates, float(self.epsilon), float(self.delta), rel,
                          1.0 if shape is None else shape), shape
 
+    def _resolve_groups(self, X, groups, cands):
+        """``(X, groups, M)``: the groups as the estimator's ``fit`` takes them, and M, the largest
+        ``max_rows_per_group`` of the candidates (the estimator's, or the grid's: m may be a
+        candidate parameter, then chosen privately like any other); None for a row-level
+        selection."""
+        base = self.estimator.get_params(deep=False).get("max_rows_per_group")
+        ms = [check_max_rows_per_group(c.get("max_rows_per_group", base)) for c in cands]
+        if any(m is None for m in ms) and any(m is not None for m in ms):
+            raise ValueError("max_rows_per_group: every candidate is row-level or every one person-level")
+        top = None if ms[0] is None else max(ms)
+        X, groups = clone(self.estimator).set_params(max_rows_per_group=top)._resolve_groups(X, groups, True)
+        return X, groups, top
+
+    def _unit(self, cands=None):
+        """The selection's privacy unit: ``"group"`` when the candidates bound rows per group."""
+        base = self.estimator.get_params(deep=False).get("max_rows_per_group")
+        cands = self._candidates() if cands is None else cands
+        return "row" if cands[0].get("max_rows_per_group", base) is None else "group"
+
     def _calibrate(self, rel, mean, shape):
         """(μ per trial, δ_tail, T_max, event, ε spent): the largest μ whose random-stopping
         event meets (ε, δ - TAIL_SHARE δ) under the RDP accountant."""
         eps, delta = float(self.epsilon), float(self.delta)
         tail = TAIL_SHARE * delta
         delta_event = delta - tail
+        unit = self._unit()
 
         def make_event(z):
-            return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape))
+            return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
 
         z = acc.calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
         event = make_event(z)
@@ -416,10 +467,17 @@ class PrivateModelSelection(BaseEstimator):
                                    f"({math.sqrt(mu2):.6g} > {mu:.6g}); please report")
 
     # ----------------------------------------------------------------- fit
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, groups=None):
         """Run the selection on X; returns ``self``.  Exactly T_max trials run whatever the
-        data (see Privacy)."""
+        data (see Privacy).
+
+        ``groups``: person-level selection (with the estimator's ``max_rows_per_group`` m), as
+        for the estimator's own ``fit``: the rows are bounded to m per group once, the split
+        puts each group whole in one part, each trial fits its candidate with the training
+        part's groups, and a group's hold-out rows change the score by at most m times a
+        row's (see Privacy)."""
         cands, rel = self._check_params()
+        X, groups, m = self._resolve_groups(X, groups, cands)
         mean, shape = self._law(len(cands), rel)
         mu, tail, t_max, event, spent = self._calibrate(rel, mean, shape)
         n_threads = effective_n_threads(self.n_threads)
@@ -427,26 +485,37 @@ class PrivateModelSelection(BaseEstimator):
         rows = validated_rows(probe, X, True)
         if rows.remote:
             raise ValueError("X: a private selection needs the rows in memory (an array or memmap)")
+        grouping = check_groups(groups, rows.n_rows) if groups is not None else None
         Xa = np.asarray(X) if not hasattr(X, "iloc") else X.to_numpy()
         Xa = np.asarray(Xa, dtype=np.float64)
         n, d = Xa.shape
         key = make_key(self.random_state)
-        hold = _holdout_mask(key, n, float(self.holdout), n_threads)
-        n_train_public = int(n - hold.sum()) if rel == "replace" else None
+        codes = None
+        if grouping is None:
+            hold = _holdout_mask(key, n, float(self.holdout), n_threads)
+            n_train_public = int(n - hold.sum()) if rel == "replace" else None
+        else:
+            hold = _group_holdout_mask(key, grouping, float(self.holdout), n_threads)
+            n_train_public = None               # a group's row count is private under both relations
         self._preflight(cands, mu, rel, d, n_train_public, n_threads)
         lo, hi = score_range(self.estimator, d)
         width = hi - lo
         sens = width if rel == "replace" else width / 2.0
+        if m is not None:
+            sens *= m                           # at most m hold-out rows per group (padded pairs)
         release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:
             self.budget.spend(event, label=f"{type(self).__name__}.fit")    # before any statistic
+        if grouping is not None:                # at most m rows per group, after the charge
+            keep = bound_mask(grouping, bounding_key(key), m, n_threads)
+            Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
         # the layer may release one score per trial, max(T, T_max) of them (T secret); the record
         # shows the public T_max only
         plan = Plan(releases={SCORE: dataclasses.replace(release, count=2 ** 62)}, event=event, accountant="rdp",
                     neighbouring=rel, epsilon_spent=spent)
         layer = ReleaseLayer(plan, key, n_threads)
-        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape)
+        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes)
         record = PrivacyRecord(
             mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
                        f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
@@ -459,7 +528,8 @@ class PrivateModelSelection(BaseEstimator):
                    f"every trial is {mu:.6g}-GDP (its fit and its score, parallel composition)",
                    f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g} "
                    "(the wall time of runs with more trials)"),
-            private=True, noise="gaussian", delta_tail=float(tail))
+            private=True, noise="gaussian", delta_tail=float(tail), privacy_unit="row" if m is None else "group",
+            max_rows_per_group=m)
         model, params, score, warned = best
         model.set_params(random_state=None)
         model.privacy_ = record
@@ -472,12 +542,14 @@ class PrivateModelSelection(BaseEstimator):
         self.privacy_ = record
         return self
 
-    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape):
+    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None):
         """The T_max trials; the best of the first T (see the class docstring).  Returns
-        (model, params, noisy score, its warnings) or raises the one RuntimeError."""
+        (model, params, noisy score, its warnings) or raises the one RuntimeError.  ``codes``:
+        the (bounded) rows' groups of a person-level selection, else None."""
         lo, hi = bounds
         centre = 0.5 * (lo + hi)
         X_train, X_hold = X[~hold], X[hold]
+        g_train = None if codes is None else codes[~hold]
         d = X.shape[1]
         T = _draw_count(key, shape, mean, t_max)
         n_trials = max(T, t_max)
@@ -493,7 +565,7 @@ class PrivateModelSelection(BaseEstimator):
             try:
                 with warnings.catch_warnings(record=True) as seen:
                     warnings.simplefilter("always")
-                    model.fit(X_train)
+                    model.fit(X_train) if g_train is None else model.fit(X_train, groups=g_train)
                     domain = resolve_domain(d, model.data_norm, model.bounds)
                     with blas_single_thread():
                         v = row_scores(model, X_hold, domain)
@@ -568,7 +640,7 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     return 2.0
 
 
-def select_size(estimator, size_param, max_size, X, **law):
+def select_size(estimator, size_param, max_size, X, groups=None, **law):
     """The ``"auto"`` shortcut: select ``size_param`` in 1 .. ``max_size`` for ``estimator``
     (its own ε, δ, relation, seed, threads and ledger) and return the fitted
     :class:`PrivateModelSelection`.
@@ -584,10 +656,10 @@ def select_size(estimator, size_param, max_size, X, **law):
         base, {size_param: list(range(1, int(max_size) + 1))}, epsilon=params["epsilon"],
         delta=params["delta"], random_state=params.get("random_state"), n_threads=params.get("n_threads"),
         budget=params.get("budget"), complexity=size_param, **law)
-    return sel.fit(X)
+    return sel.fit(X, groups=groups)
 
 
-def fit_auto(estimator, size_param, max_param, X, *, strategy="select", overrides=None):
+def fit_auto(estimator, size_param, max_param, X, *, strategy="select", overrides=None, groups=None):
     """Fit ``estimator`` (whose ``size_param`` is ``"auto"``) with its size chosen privately in
     1 .. ``getattr(estimator, max_param)`` within its own (ε, δ), and copy the released model's
     fitted attributes (its ``_saved`` ones, ``n_features_in_``, ``feature_names_in_`` and
@@ -602,6 +674,8 @@ def fit_auto(estimator, size_param, max_param, X, *, strategy="select", override
       rule, post-processing); the number kept is the choice.  No budget goes to the choice
       itself; ``privacy_`` is the one fit's.  ``overrides``: parameters of that fit (e.g. the
       private start).
+
+    ``groups``: a person-level fit's groups (``fit``'s argument), passed on.
     """
     max_size = getattr(estimator, max_param)
     if isinstance(max_size, (bool, np.bool_)) or not isinstance(max_size, numbers.Integral) or max_size < 1:
@@ -610,12 +684,12 @@ def fit_auto(estimator, size_param, max_param, X, *, strategy="select", override
     if isinstance(eps, numbers.Real) and not isinstance(eps, (bool, np.bool_)) and math.isinf(eps) and eps > 0:
         raise ValueError(f"{size_param}='auto' selects privately: it needs a finite epsilon")
     if strategy == "select":
-        best = select_size(estimator, size_param, max_size, X).best_estimator_
+        best = select_size(estimator, size_param, max_size, X, groups=groups).best_estimator_
     elif strategy == "prune":
         best = clone(estimator).set_params(**{size_param: int(max_size), **(overrides or {})})
         best.budget = estimator.budget          # the caller's ledger itself, not a copy
         best._choosing_k = True                 # dropping components is the choice, not a failure
-        best.fit(X)
+        best.fit(X) if groups is None else best.fit(X, groups=groups)
     else:
         raise ValueError(f"strategy must be 'select' or 'prune', got {strategy!r}")
     names = tuple(type(estimator)._saved) + ("n_features_in_", "feature_names_in_", "privacy_")

@@ -66,6 +66,14 @@ What a task holds, exactly (nothing else is pickled into the graph):
   BLAKE2b of the fit's key (a one-way derivation: neither the key nor any other sub-key
   can be computed from it), which need not be secret.
 
+* a person-level fit (``groups``, :mod:`~dpem_fast._engine._groups`): the chunk's part of the
+  groups array (its own graph, like X's), ``max_rows_per_group`` and the bounding sub-key
+  ``derive_key(key, "groups", "bound")`` — one-way from the fit's key like the token cap's,
+  and safe to reveal: the bounding is a function of each group's own rows for *every* key,
+  so the guarantee holds conditionally on it.  Each task bounds its chunk itself; that
+  equals the in-memory bounding because the validation pass refused groups whose rows lie
+  in more than one chunk (it gathers each chunk's sorted group stream ids on the client).
+
 Never in a task: the estimator (so neither ``random_state``, ``budget``, ``privacy_`` nor
 ``diagnostics_``), a budget ledger, a random generator, the fit's key or a noise sub-key.
 :func:`check_public` refuses, before anything is sent, a bound method, lambda or closure
@@ -89,7 +97,7 @@ import numpy as np
 
 from ._rows import DataSummary, Rows
 
-__all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public"]
+__all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public", "dask_grouping"]
 
 
 def is_dask_array(X) -> bool:
@@ -186,6 +194,68 @@ def _apply_rows(fn, block, dtype, prepare, n_rows, args):
     return fn(X, *args)
 
 
+def _bounded(X, gblock, bound):
+    """The rows of one prepared chunk that the person-level bounding keeps (``bound``: the
+    bounding sub-key and m; the chunk holds whole groups, checked at validation)."""
+    from .._groups import bound_mask, check_groups
+
+    bkey, m = bound
+    return X[bound_mask(check_groups(np.asarray(gblock), X.shape[0]), bkey, m)]
+
+
+def _apply_bounded(fn, block, gblock, dtype, prepare, bound):
+    """Worker task: ``fn`` of the kept rows of one prepared chunk (None if none are kept)."""
+    X = _bounded(_prepared(_as_chunk(block, dtype), prepare), gblock, bound)
+    return fn(X) if X.shape[0] else None
+
+
+def _count_bounded(block, gblock, dtype, prepare, bound):
+    return int(_bounded(_prepared(_as_chunk(block, dtype), prepare), gblock, bound).shape[0])
+
+
+def _range_bounded(block, gblock, dtype, prepare, bound):
+    X = _bounded(_prepared(_as_chunk(block, dtype), prepare), gblock, bound)
+    if not X.shape[0]:
+        return None
+    return X.min(axis=0).astype(np.float64), X.max(axis=0).astype(np.float64)
+
+
+def _group_chunk(gblock, n_rows):
+    """Worker task: validate one chunk of the groups array; its sorted distinct stream ids."""
+    from .._groups import check_groups
+
+    return np.unique(check_groups(np.asarray(gblock), n_rows).streams)
+
+
+def dask_grouping(rows, groups):
+    """The groups of a dask fit, validated on the workers before anything is charged: a 1-D
+    dask array (or an in-memory array, then chunked like X) whose chunks match X's row chunks,
+    and no group in two chunks (:mod:`~dpem_fast._engine._groups`, "Row sources").  Returns
+    the list of the groups' chunks (delayed), to bound with :meth:`DaskRows.bounded`."""
+    import dask.array as da
+
+    if not is_dask_array(groups):
+        g = np.asarray(groups)
+        if g.ndim != 1 or g.shape[0] != rows.n_rows:
+            raise ValueError("groups must be 1-D with one entry per row of X (its length differs from X's)")
+        groups = da.from_array(g, chunks=(rows.chunk_rows,))
+    if groups.ndim != 1:
+        raise ValueError(f"groups must be 1-D (one id per row of X), got {groups.ndim} dimension(s)")
+    if tuple(int(c) for c in groups.chunks[0]) != rows.chunk_rows:
+        raise ValueError("groups: a dask array of groups must be chunked like X's rows (the same row chunks)")
+    blocks = list(groups.to_delayed().ravel())
+    import dask
+
+    task = dask.delayed(_group_chunk, pure=True)
+    streams = _compute([task(b, n) for b, n in zip(blocks, rows.chunk_rows)])
+    every = np.concatenate([np.asarray(s, dtype=np.uint64) for s in streams]) if streams else np.empty(0, np.uint64)
+    if np.unique(every).size != every.size:
+        raise ValueError("groups: the rows of a group must lie in one chunk of X (shuffle the rows by group "
+                         "on the cluster first, e.g. a dask DataFrame set_index or shuffle on the group column, "
+                         "then to_dask_array(lengths=True))")
+    return blocks
+
+
 def _range(block, dtype, prepare):
     X = _prepared(_as_chunk(block, dtype), prepare)
     if not X.shape[0]:
@@ -205,12 +275,27 @@ class DaskRows:
     #: the engine sends a pass's kernel to the workers: only public things may go in it
     remote = True
 
-    def __init__(self, blocks, dtype, prepare, summary, chunk_rows):
+    def __init__(self, blocks, dtype, prepare, summary, chunk_rows, groups=None, bound=None):
         self._blocks = blocks
         self._prepare = prepare
         self.summary = summary
         self.dtype = dtype
         self.chunk_rows = tuple(int(r) for r in chunk_rows)
+        self._groups = groups         # a person-level fit: the groups' chunks, and
+        self._bound = bound           # (the bounding sub-key, m)
+
+    def bounded(self, group_blocks, bkey, m):
+        """These rows bounded to at most ``m`` per group, chunk by chunk on the workers (the
+        groups from :func:`dask_grouping`; ``bkey`` the bounding sub-key).  Every pass then
+        reads the kept rows only; the kept count is gathered once (for the diagnostics)."""
+        import dask
+
+        bound = (np.asarray(bkey, dtype=np.uint32), int(m))
+        task = dask.delayed(_count_bounded, pure=True)
+        counts = _compute([task(b, g, self.dtype, self._prepare, bound)
+                           for b, g in zip(self._blocks, group_blocks)])
+        summary = DataSummary(int(sum(counts)), self.n_features)
+        return DaskRows(self._blocks, self.dtype, self._prepare, summary, self.chunk_rows, group_blocks, bound)
 
     n_rows = Rows.n_rows
     n_features = Rows.n_features
@@ -225,8 +310,13 @@ class DaskRows:
         import dask
 
         check_public(fn, "reduce")
-        task = dask.delayed(_apply, pure=True)
-        parts = _compute([task(fn, b, self.dtype, self._prepare) for b in self._blocks])
+        if self._bound is not None:
+            task = dask.delayed(_apply_bounded, pure=True)
+            parts = _compute([task(fn, b, g, self.dtype, self._prepare, self._bound)
+                              for b, g in zip(self._blocks, self._groups)])
+        else:
+            task = dask.delayed(_apply, pure=True)
+            parts = _compute([task(fn, b, self.dtype, self._prepare) for b in self._blocks])
         if len(parts) != len(self._blocks):       # dask returns one result per task or raises
             raise RuntimeError("X: a dask pass returned fewer chunk results than chunks")
         total = None
@@ -244,6 +334,9 @@ class DaskRows:
 
         if len(args) != len(self._blocks):
             raise ValueError(f"map_chunks: {len(args)} argument tuples for {len(self._blocks)} chunks")
+        if self._bound is not None:
+            raise TypeError("map_chunks: per-chunk row selections of a person-level (bounded) dask fit are "
+                            "not supported")
         check_public((fn, args), "map_chunks")
         task = dask.delayed(_apply_rows, pure=True)
         todo = [i for i, a in enumerate(args) if a is not None]
@@ -260,9 +353,14 @@ class DaskRows:
         """Exact column minima and maxima (NOT private: for ``bounds='from_data'`` only)."""
         import dask
 
-        task = dask.delayed(_range, pure=True)
+        if self._bound is not None:
+            task = dask.delayed(_range_bounded, pure=True)
+            tasks = [task(b, g, self.dtype, self._prepare, self._bound) for b, g in zip(self._blocks, self._groups)]
+        else:
+            task = dask.delayed(_range, pure=True)
+            tasks = [task(b, self.dtype, self._prepare) for b in self._blocks]
         lo = hi = None
-        for part in _compute([task(b, self.dtype, self._prepare) for b in self._blocks]):
+        for part in _compute(tasks):
             if part is None:
                 continue
             lo = part[0] if lo is None else np.minimum(lo, part[0])

@@ -21,7 +21,7 @@ from ..._dpcore._contract import superblock_rows
 from ...io import as_row_source, is_block_source, scan
 from ._rows import DataSummary, Rows, summarize
 
-__all__ = ["DataSummary", "Rows", "summarize", "validated_rows"]
+__all__ = ["DataSummary", "Rows", "summarize", "validated_rows", "kept_rows"]
 
 
 def validated_rows(estimator, X, private):
@@ -57,3 +57,40 @@ def validated_rows(estimator, X, private):
     X = estimator._prepare_rows(X)
     summary = summarize(X) if not private else DataSummary(X.shape[0], X.shape[1])
     return Rows(as_row_source(X, superblock_rows(X.shape[1])), None, summary)
+
+
+class _KeptBlocks:
+    """The rows ``keep`` selects of a validated :class:`Rows`, as a block source (one block per
+    superblock of the rows, in order): regrouped by :func:`~dpem_fast.io.as_row_source` into
+    the standard superblocks, so that every source of the same rows gives the same passes."""
+
+    def __init__(self, rows, keep):
+        self._rows = rows
+        self._keep = keep
+        self.n_features = rows.n_features
+        self.dtype = rows.dtype
+        self.n_rows = int(np.count_nonzero(keep))
+
+    def iter_blocks(self):
+        r0 = 0
+        for block in self._rows.superblocks():
+            k = self._keep[r0:r0 + block.shape[0]]
+            r0 += block.shape[0]
+            yield block[k]
+        if r0 != self._keep.size:
+            raise ValueError("X: a pass of the block source yielded another number of rows than its first")
+
+
+def kept_rows(rows, keep):
+    """:class:`Rows` of the rows of ``rows`` that the bool mask ``keep`` selects, in order (the
+    contribution bounding of a person-level fit, :mod:`~dpem_fast._engine._groups`).  An
+    in-memory array is gathered once; a memory map or a stream is filtered pass by pass (never
+    copied whole).  Either way the superblocks are the standard ones of the kept rows, so the
+    fit is the same bit for bit.  The summary holds the shape only (a private fit's)."""
+    d = rows.n_features
+    summary = DataSummary(int(np.count_nonzero(keep)), d)
+    source = rows._source
+    X = getattr(source, "_X", None)
+    if X is not None and not isinstance(X, np.memmap) and rows._prepare is None:
+        return Rows(as_row_source(np.ascontiguousarray(X[keep]), superblock_rows(d)), None, summary)
+    return Rows(as_row_source(_KeptBlocks(rows, keep), superblock_rows(d)), None, summary)
