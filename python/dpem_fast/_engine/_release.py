@@ -62,9 +62,13 @@ def add_noise(value, release, key, n_threads=1):
     if release.mechanism == "discrete_gaussian":
         return _add_discrete_noise(value, release, key, n_threads)
     if release.mechanism == "gaussian" and release.symmetric:
+        # value + noise in one threaded pass (the noise matrix is never formed on its own)
         d = value.shape[-1]
-        noise = np.empty((int(np.prod(value.shape[:-2], dtype=np.int64)), d, d))
-        _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, noise, n_threads)
+        batch = int(np.prod(value.shape[:-2], dtype=np.int64))
+        out = np.empty((batch, d, d))
+        _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, out, n_threads,
+                                        value=np.ascontiguousarray(value).reshape(batch, d, d))
+        return out.reshape(value.shape)
     else:
         noise = np.empty(value.size)
         if release.mechanism == "gaussian":
