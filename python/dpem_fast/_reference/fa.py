@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import linalg
 
 from .._engine._plan import make_plan
 from .._engine._release import ReleaseLayer
@@ -111,13 +112,25 @@ def _top_subspace_v1(M, k, Q, steps=3):
     return lam[::-1][:k], V[:, :k], V
 
 
+def _loglik_lemmas(C, W, psi):
+    """:func:`fa_loglik_reference` through the determinant and inversion lemmas (O(k d²), as
+    the previous solver computed it): ``Σ = WᵀW + Ψ``, ``B = I + W Ψ⁻¹ Wᵀ``."""
+    d = C.shape[0]
+    Wp = W / psi
+    B = np.eye(W.shape[0]) + Wp @ W.T
+    logdet = np.sum(np.log(psi)) + np.linalg.slogdet(B)[1]
+    tr = np.sum(np.diag(C) / psi) - np.trace(np.linalg.solve(B, Wp @ C @ Wp.T))
+    return -0.5 * (d * np.log(2 * np.pi) + logdet + tr)
+
+
 def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling=1.0, start=None):
     """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_noisy` as it was before issue 26:
-    the residual ``R = C − diag(ψ)`` formed every iteration, its leading eigenpairs by a full
-    ``np.linalg.eigh`` (``start`` None) or, from the basis ``start``, by three power steps on
-    ``R + edge I`` warm-started from the previous iteration's block (the old subspace path);
-    the log-likelihood by :func:`fa_loglik_reference`.  The oracle and benchmark baseline of
-    the structured solver.  Returns ``(W, psi, n_resolved, loglik, n_iter)``."""
+    the residual ``R = C − diag(ψ)`` formed every iteration, its leading eigenpairs by a dense
+    ``eigh`` of the wanted index range (``start`` None) or, from the basis ``start``, by three
+    power steps on ``R + edge I`` warm-started from the previous iteration's block;
+    the log-likelihood by the matrix lemmas (:func:`fa_loglik_reference`'s value).  The
+    oracle and benchmark baseline of the structured solver.  Returns ``(W, psi, n_resolved,
+    loglik, n_iter)``."""
     C = np.asarray(C, dtype=np.float64)
     d, k = C.shape[0], int(n_components)
     v = np.minimum(variance_posterior_mean(np.diag(C), sigma_cov), ceiling)
@@ -128,8 +141,8 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
     for it in range(1, int(max_iter) + 1):
         R = C - np.diag(psi)
         if Q is None:
-            lam, V = np.linalg.eigh(R)
-            lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+            lam, V = linalg.eigh(R, subset_by_index=[d - k, d - 1], driver="evr")
+            lam, V = lam[::-1], V[:, ::-1]
         else:
             lam, V, Q = _top_subspace_v1(R + edge * np.eye(d), k, Q)
             lam = lam - edge
@@ -139,7 +152,7 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
         new = np.maximum(v - np.sum(W * W, axis=0), low)
         moved = float(np.max(np.abs(new - psi)))
         psi = new
-        lls.append(n_rows * fa_loglik_reference(C, W, psi))
+        lls.append(n_rows * _loglik_lemmas(C, W, psi))
         if moved <= tol * sigma_cov:
             break
     return W, psi, n_resolved, lls, it
