@@ -13,7 +13,7 @@ run by the kernels' one parallel driver (``_driver.pxd``).
 from libc.stdint cimport uint32_t, uint64_t
 
 from ._driver cimport run_blocks
-from ._rng cimport dpc_stream, dpc_stream_init, dpc_normal, dpc_normal_init
+from ._rng cimport dpc_stream, dpc_stream_init, dpc_stream_prefill, dpc_normal, dpc_normal_init
 from ._symmetric cimport sym_from_upper, sym_tile_rows
 
 dpc_normal_init()
@@ -36,6 +36,8 @@ cdef int _sym_normal_row(const void *args, Py_ssize_t r, double *unused) noexcep
     cdef Py_ssize_t j, d = a.d, i = r % a.d
     cdef double *row = a.out + (r // d) * d * d + i * d
     dpc_stream_init(&st, a.key, a.stream0 + <uint64_t> r)
+    if d - i < 256:                 # a short row: two words a normal, no 16-block refill
+        dpc_stream_prefill(&st, <int> (2 * (d - i)))
     for j in range(i, d):
         row[j] = a.sigma * dpc_normal(&st)
     return 0

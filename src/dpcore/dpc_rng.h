@@ -36,6 +36,7 @@ typedef struct {
     uint64_t counter;   /* next block counter, words 12, 13 */
     uint32_t buf[DPC_BUF_WORDS];
     int pos;            /* next unread word of buf */
+    int end;            /* words of buf filled (DPC_BUF_WORDS but after dpc_stream_prefill) */
     int nbits;          /* bits left in the reservoir */
     uint64_t bits;
 } dpc_stream;
@@ -161,6 +162,7 @@ static inline void dpc_stream_init(dpc_stream *s, const uint32_t key[8], uint64_
     s->stream = stream;
     s->counter = 0;
     s->pos = DPC_BUF_WORDS;
+    s->end = DPC_BUF_WORDS;
     s->nbits = 0;
     s->bits = 0;
 }
@@ -170,18 +172,42 @@ static inline void dpc_refill(dpc_stream *s)
     dpc_chacha20_blocks16(s->key, s->counter, s->stream, s->buf);
     s->counter += DPC_NBLK;
     s->pos = 0;
+    s->end = DPC_BUF_WORDS;
+}
+
+/* A fresh stream's first refill, for a draw expected to need about `words` words: only
+ * that many blocks (and one spare), one at a time.  Later refills continue at the next
+ * block counter, so the words drawn are exactly those of the full refill; a short draw
+ * (a 10-entry row of a small symmetric matrix) no longer computes 16 blocks for 1. */
+static inline void dpc_stream_prefill(dpc_stream *s, int words)
+{
+    uint32_t in[16];
+    int i, nb = (words + 15) / 16 + 1;
+    if (nb >= DPC_NBLK || s->counter != 0 || s->pos < s->end) return;
+    memcpy(in, DPC_SIGMA, sizeof(DPC_SIGMA));
+    memcpy(in + 4, s->key, sizeof(s->key));
+    in[14] = (uint32_t)s->stream;
+    in[15] = (uint32_t)(s->stream >> 32);
+    for (i = 0; i < nb; i++) {
+        in[12] = (uint32_t)i;
+        in[13] = 0;
+        dpc_chacha20_block(in, s->buf + 16 * i);
+    }
+    s->counter = (uint64_t)nb;
+    s->pos = 0;
+    s->end = 16 * nb;
 }
 
 static inline uint32_t dpc_next_u32(dpc_stream *s)
 {
-    if (__builtin_expect(s->pos >= DPC_BUF_WORDS, 0)) dpc_refill(s);
+    if (__builtin_expect(s->pos >= s->end, 0)) dpc_refill(s);
     return s->buf[s->pos++];
 }
 
 static inline uint64_t dpc_next_u64(dpc_stream *s)
 {
     uint64_t lo, hi;
-    if (__builtin_expect(s->pos <= DPC_BUF_WORDS - 2, 1)) {   /* both words in the buffer */
+    if (__builtin_expect(s->pos <= s->end - 2, 1)) {          /* both words in the buffer */
         lo = s->buf[s->pos];
         hi = s->buf[s->pos + 1];
         s->pos += 2;

@@ -10,7 +10,7 @@ from scipy import stats
 import dpem_fast
 from dpem_fast import random as dr
 from dpem_fast._dpcore import _rng
-from dpem_fast._rng import derive_key, make_key
+from dpem_fast._rng import KeyDeriver, derive_key, make_key
 
 SIGMA = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574]
 
@@ -102,6 +102,35 @@ def test_derive_key_is_injective_on_tags():
     assert_array_equal(derive_key(k, "x", 1), derive_key(k, "x", 1))
     with pytest.raises(TypeError, match="tags"):
         derive_key(k, 1.0)
+
+
+def test_key_deriver_equals_derive_key():
+    """The release layer's cached keyed hash (issue 26) gives derive_key's sub-keys."""
+    k = make_key(3)
+    kd = KeyDeriver(k)
+    for i in (0, 1, 7, 2**40, -5):
+        for prefix, suffix in ((("release",), ("counts",)), (("release",), ("second_moments",)), ((), ()),
+                               (("a", 2), ("b", 3))):
+            assert_array_equal(kd.derive(prefix, i, suffix), derive_key(k, *prefix, i, *suffix))
+    assert not np.array_equal(kd.derive(("release",), 1, ("x",)), KeyDeriver(make_key(4)).derive(("release",), 1, ("x",)))
+
+
+def test_short_draws_prefill_the_same_keystream():
+    """A short draw fills only the blocks it needs first (dpc_stream_prefill): every fill size
+    around the block and refill edges equals the same outputs of a long draw."""
+    k = make_key(5)
+    long = np.empty(600)
+    for fill in (_rng.fill_normal, _rng.fill_laplace):
+        fill(k, 3, 1.25, long, 1)
+        for n in (1, 2, 7, 8, 9, 63, 64, 65, 127, 128, 129, 300):
+            short = np.empty(n)
+            fill(k, 3, 1.25, short, 1)
+            assert_array_equal(short, long[:n])
+    _rng.fill_uniform(k, 3, long, 1)
+    for n in (1, 8, 9, 120, 127, 128, 129):
+        short = np.empty(n)
+        _rng.fill_uniform(k, 3, short, 1)
+        assert_array_equal(short, long[:n])
 
 
 SAMPLERS = {
