@@ -176,14 +176,22 @@ static inline void dpc_refill(dpc_stream *s)
 }
 
 /* A fresh stream's first refill, for a draw expected to need about `words` words: only
- * that many blocks (and one spare), one at a time.  Later refills continue at the next
- * block counter, so the words drawn are exactly those of the full refill; a short draw
- * (a 10-entry row of a small symmetric matrix) no longer computes 16 blocks for 1. */
+ * the blocks that hold them with at least 4 words to spare, one at a time (a scalar block
+ * costs about a third of an 8-lane pass), or one 8-lane pass.  Later refills continue at
+ * the next block counter, so the words drawn are exactly those of the full refill; a short
+ * draw (a 10-entry row of a small symmetric matrix) no longer computes 16 blocks for 2. */
 static inline void dpc_stream_prefill(dpc_stream *s, int words)
 {
     uint32_t in[16];
-    int i, nb = (words + 15) / 16 + 1;
-    if (nb >= DPC_NBLK || s->counter != 0 || s->pos < s->end) return;
+    int i, nb = (words + 4) / 16 + 1;
+    if (nb > 8 || s->counter != 0 || s->pos < s->end) return;
+    if (nb > 2) {
+        dpc_chacha20_blocks8(s->key, 0, s->stream, s->buf);
+        s->counter = 8;
+        s->pos = 0;
+        s->end = 128;
+        return;
+    }
     memcpy(in, DPC_SIGMA, sizeof(DPC_SIGMA));
     memcpy(in + 4, s->key, sizeof(s->key));
     in[14] = (uint32_t)s->stream;
