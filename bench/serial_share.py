@@ -31,9 +31,10 @@ small n, d <= 10 and K <= 5 (``SERIAL_SHAPES``), one thread, CPU time of the fit
 (``time.thread_time``: a busy machine inflates it less than wall time), per iteration from
 fits of 2 and 102 iterations: ``release`` (``ReleaseLayer.release``: the iteration's noise
 and its bookkeeping), of which ``keys`` (the releases' sub-key derivation), ``M-step``
-(``_update``: the M-step and the precision Cholesky factors), and ``rest`` (the kernel's
-Python face, the engine loop, tail averaging); ``serial`` is their sum (every CPU second of
-the iteration outside the kernel calls).  Target: serial <= 0.1 ms::
+(``_update``: the M-step and the precision Cholesky factors), ``E-face`` (the E-step's Python
+face around the kernel calls: parameter checks, log normalizers, buffers, the mirror) and
+``loop`` (the engine's loop and tail averaging, and the timers' own cost); ``serial`` is
+their sum (every CPU second of the iteration outside the kernel calls).  Target: serial <= 0.1 ms::
 
     python bench/serial_share.py --serial [--repeat 5]
 """
@@ -125,18 +126,21 @@ def print_serial(repeat):
     parts.wrap(_release.ReleaseLayer, "release", "release")
     parts.wrap(_release.KeyDeriver, "derive", "keys")
     parts.wrap(DPGaussianMixture, "_update", "mstep")
+    from dpem_fast.mixture import _dp_gmm
+    parts.wrap(_dp_gmm, "compute_stats", "estep")
     print("# serial part of one private GMM iteration (full covariances, declared box), 1 thread, "
           "CPU ms per iteration; target serial <= 0.1 ms")
     print(f"{'shape (n, d, K)':>18} {'iteration':>9} {'kernel':>7} {'serial':>7} {'release':>8} {'(keys)':>7} "
-          f"{'M-step':>7} {'rest':>7}")
+          f"{'M-step':>7} {'E-face':>7} {'loop':>7}")
     for n, d, K in SERIAL_SHAPES:
         X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(n, d))
         _fit_times(X, K, 1, 1, counter)
         p = serial_parts(X, K, repeat, parts, counter)
         serial = p["total"] - p["kernel"]
-        rest = serial - p.get("release", 0.0) - p.get("mstep", 0.0)
+        face = p.get("estep", 0.0) - p["kernel"]
+        loop = serial - p.get("release", 0.0) - p.get("mstep", 0.0) - face
         print(f"{str((n, d, K)):>18} {p['total']:9.3f} {p['kernel']:7.3f} {serial:7.3f} {p.get('release', 0):8.3f} "
-              f"{p.get('keys', 0):7.3f} {p.get('mstep', 0):7.3f} {rest:7.3f}", flush=True)
+              f"{p.get('keys', 0):7.3f} {p.get('mstep', 0):7.3f} {face:7.3f} {loop:7.3f}", flush=True)
 
 
 def _fit_times(X, K, J, threads, counter, clock=time.process_time):

@@ -62,9 +62,23 @@ _controller = None
 _held = threading.local()       # this thread's blas_single_thread depth (0 or 1)
 
 
-@contextmanager
+class _Unlimited:
+    """A context manager that does nothing (cheaper than a generator-based one: it is
+    entered on every kernel call)."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_UNLIMITED = _Unlimited()
+
+
 def blas_single_thread(enabled=True):
-    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription).
+    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription); a context
+    manager.
 
     ``enabled=False`` does nothing: for kernel paths that call no BLAS, which then skip
     threadpoolctl's round trip (~25 us, more than a small E-step).  Nor does a call inside
@@ -72,8 +86,12 @@ def blas_single_thread(enabled=True):
     BLAS to one thread): the outer limit stays in force until it ends.
     """
     if not enabled or getattr(_held, "depth", 0):
-        yield
-        return
+        return _UNLIMITED
+    return _held_limit()
+
+
+@contextmanager
+def _held_limit():
     _held.depth = 1
     try:
         with _blas_limit_one():

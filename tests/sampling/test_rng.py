@@ -285,3 +285,34 @@ def test_effective_n_threads(monkeypatch):
         assert effective_n_threads(-2) == 2
     else:  # pragma: no cover
         assert effective_n_threads(None) == 1
+
+
+def test_effective_n_threads_checks_before_the_fast_path():
+    from dpem_fast._threads import effective_n_threads
+
+    for bad in (True, 1.0, "2"):
+        with pytest.raises(TypeError, match="n_threads"):
+            effective_n_threads(bad)
+    with pytest.raises(ValueError, match="n_threads=0"):
+        effective_n_threads(0)
+    assert effective_n_threads(np.int64(2)) == (2 if _rng.openmp_enabled() else 1)
+
+
+def test_blas_single_thread_holds_once_per_thread():
+    """The engine's loop holds BLAS to one thread; a kernel's own hold inside it is a no-op
+    (no threadpoolctl round trip), and the limit ends with the outer hold."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from dpem_fast._threads import blas_single_thread
+
+    def blas_threads():
+        return [m["num_threads"] for m in threadpoolctl.threadpool_info() if m["user_api"] == "blas"]
+
+    before = blas_threads()
+    with blas_single_thread():
+        assert all(t == 1 for t in blas_threads())
+        with blas_single_thread():
+            assert all(t == 1 for t in blas_threads())
+        assert all(t == 1 for t in blas_threads())         # the inner exit did not restore
+    assert blas_threads() == before
+    with blas_single_thread(enabled=False):
+        assert blas_threads() == before
