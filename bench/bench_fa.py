@@ -61,34 +61,27 @@ def make():
         return FactorAnalysis(k, random_state=0)
     eps = float("inf") if which == "ours_inf" else 1.0
     return DPFactorAnalysis(k, epsilon=eps, delta=1e-5, data_norm=norm, random_state=0, n_threads=nt)
-parts = {"pass": 0.0, "release": 0.0, "post": 0.0}
-def timed(owner, name, part):
-    fn = getattr(owner, name)
-    def wrapper(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            parts[part] += time.perf_counter() - t
-    setattr(owner, name, wrapper)
-timed(_base.PrivateEM, "_pass", "pass")
-timed(ReleaseLayer, "release", "release")
-timed(DPFactorAnalysis, "_update", "post")
-timed(DPFactorAnalysis, "_exact_update", "post")
+sys.path.insert(0, sys.argv[6])
+from _timing import Parts
+timer = Parts()
+parts = timer.seconds
+timer.wrap(_base.PrivateEM, "_pass", "pass")
+timer.wrap(ReleaseLayer, "release", "release")
+timer.wrap(DPFactorAnalysis, "_update", "post")
+timer.wrap(DPFactorAnalysis, "_exact_update", "post")
 make().fit(X[:500, :64])                              # warm imports
 times, cpus, split = [], [], []
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     for r in range(repeat):
-        for key in parts:
-            parts[key] = 0.0
+        parts.clear()
         base = status("VmRSS")
         open("/proc/self/clear_refs", "w").write("5")
         t, c = time.perf_counter(), time.process_time()
         est = make().fit(X)
         times.append(time.perf_counter() - t)
         cpus.append(time.process_time() - c)
-        split.append(dict(parts))
+        split.append({key: parts.get(key, 0.0) for key in ("pass", "release", "post")})
         peak = status("VmHWM") - base
     old = []
     if which == "ours_eps1":
@@ -98,20 +91,21 @@ with warnings.catch_warnings():
             return fa_noisy_reference(C.dense(), k, n, start=start if d > 1024 else None, **kw)
         _dp_fa.fa_noisy = old_solver
         for r in range(repeat):
-            parts["post"] = 0.0
+            parts.clear()
             make().fit(X)
-            old.append(parts["post"])
+            old.append(parts.get("post", 0.0))
 ll = float(est.score(X[:2000]))
 med = lambda v: sorted(v)[len(v) // 2]
 print(json.dumps({"times": times, "cpus": cpus, "peak_mb": peak / 2**20, "x_mb": X.nbytes / 2**20, "n_iter": int(est.n_iter_),
-                  "score": ll, "parts": {key: med([s[key] for s in split]) for key in parts},
+                  "score": ll, "parts": {key: med([s[key] for s in split]) for key in split[0]},
                   "old_post": med(old) if old else None, "n": X.shape[0], "d": X.shape[1]}))
 """
 
 
 def run(shape, k, which, nt, repeat):
     env = dict(os.environ, OMP_NUM_THREADS=str(nt), OPENBLAS_NUM_THREADS=str(nt), MKL_NUM_THREADS=str(nt))
-    out = subprocess.run([sys.executable, "-c", CHILD, shape, str(k), which, str(nt), str(repeat)],
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", CHILD, shape, str(k), which, str(nt), str(repeat), here],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

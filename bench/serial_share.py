@@ -54,6 +54,8 @@ from dpem_fast._dpcore import _contract, _estep
 from dpem_fast._engine import _release
 from dpem_fast._kernels import gmm as _stats
 
+from _timing import Parts
+
 ISSUE_SHAPES = [(4_000_000, 10, 5), (16_000_000, 2, 5), (1_000_000, 2, 5), (200_000, 50, 10)]
 #: small n, d <= 10, K <= 5: where the serial part is what a many-core machine waits on
 SERIAL_SHAPES = [(2_000, 10, 5), (2_000, 5, 5), (2_000, 2, 5), (2_000, 10, 3), (2_000, 2, 2)]
@@ -84,24 +86,6 @@ class _Clock:
     cpu = wall = 0.0
 
 
-class _Parts:
-    """CPU seconds of the fitting thread inside the wrapped callables, by part."""
-
-    def __init__(self):
-        self.seconds = {}
-
-    def wrap(self, owner, name, part):
-        fn = getattr(owner, name)
-
-        def timed(*args, **kwargs):
-            t = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[part] = self.seconds.get(part, 0.0) + time.thread_time() - t
-        setattr(owner, name, timed)
-
-
 def serial_parts(X, K, repeat, parts, counter):
     """{part: ms per iteration} from fits of 2 and 102 iterations (best of ``repeat``, by
     total CPU time), one thread."""
@@ -122,7 +106,7 @@ def print_serial(repeat):
     counter = _Clock()
     _stats._estep, _stats._contract = _Counting(_estep, counter, time.thread_time), \
         _Counting(_contract, counter, time.thread_time)
-    parts = _Parts()
+    parts = Parts(time.thread_time)
     parts.wrap(_release.ReleaseLayer, "release", "release")
     parts.wrap(_release.KeyDeriver, "derive", "keys")
     parts.wrap(DPGaussianMixture, "_update", "mstep")

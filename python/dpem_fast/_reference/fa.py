@@ -15,7 +15,7 @@ from .._engine._specs import moments_joint_bound
 from .._engine._statistics import StatSpec
 from .._preprocess import project_into_domain, resolve_domain, scale_and_clip
 from .._rng import make_key
-from ..decomposition._fa_em import spike_shrink, variance_posterior_mean
+from ..decomposition._fa_em import noisy_factor_step, variance_posterior_mean
 
 __all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "fa_noisy_reference", "private_diagonal_gaussian", "PrivateDiagonalGaussian",
            "diagonal_gaussian_loglik"]
@@ -146,10 +146,7 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
         else:
             lam, V, Q = _top_subspace_v1(R + edge * np.eye(d), k, Q)
             lam = lam - edge
-        eta = spike_shrink(lam, edge)
-        n_resolved = int(np.count_nonzero(eta))
-        W = np.sqrt(eta)[:, None] * V.T
-        new = np.maximum(v - np.sum(W * W, axis=0), low)
+        W, new, n_resolved = noisy_factor_step(lam, V, edge, v, low)    # the model's step; the solver differs
         moved = float(np.max(np.abs(new - psi)))
         psi = new
         lls.append(n_rows * _loglik_lemmas(C, W, psi))

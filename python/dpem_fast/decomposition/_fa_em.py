@@ -40,7 +40,7 @@ from scipy import linalg, special
 
 from .._kernels.moments import product_rows
 
-__all__ = ["Covariance", "fa_em", "fa_noisy", "gaussian_loglik", "noise_edge", "spike_shrink", "variance_posterior_mean", "orthomax",
+__all__ = ["Covariance", "fa_em", "fa_noisy", "noisy_factor_step", "gaussian_loglik", "noise_edge", "spike_shrink", "variance_posterior_mean", "orthomax",
            "fix_signs", "uses_subspace", "subspace_width", "DENSE_MAX_D", "SMALL"]
 
 #: sklearn's guard for tiny variances (a public constant)
@@ -385,16 +385,22 @@ def fa_noisy(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling
             # R + edge I: PSD up to the noise, so its leading values are the wanted ones
             theta, V = _solve(basis, _ritz_standard(psi - edge), k, it == 1, res_tol)
             lam = theta - edge
-        eta = spike_shrink(lam, edge)
-        n_resolved = int(np.count_nonzero(eta))
-        W = np.sqrt(eta)[:, None] * V.T
-        new = np.maximum(v - np.sum(W * W, axis=0), low)
+        W, new, n_resolved = noisy_factor_step(lam, V, edge, v, low)
         moved = float(np.max(np.abs(new - psi)))
         psi = new
         lls.append(gaussian_loglik(C, W, psi, n_rows))
         if moved <= tol * sigma_cov:
             break
     return W, psi, n_resolved, lls, it
+
+
+def noisy_factor_step(lam, V, edge, v, low):
+    """One step of :func:`fa_noisy` from the leading eigenpairs ``(lam, V)`` of the residual:
+    the eigenvalues cleaned of the noise (:func:`spike_shrink`), ``W_j = √η_j u_jᵀ`` and the new
+    noise variances ``max(v − Σ_j W_j², low)``.  Returns ``(W, psi, n_resolved)``."""
+    eta = spike_shrink(lam, edge)
+    W = np.sqrt(eta)[:, None] * V.T
+    return W, np.maximum(v - np.sum(W * W, axis=0), low), int(np.count_nonzero(eta))
 
 
 def gaussian_loglik(C, W, psi, n_rows):
