@@ -1,4 +1,4 @@
-"""The one wall-clock timer of the benchmark scripts (``from _timing import median_time``)."""
+"""The timers of the benchmark scripts (``from _timing import median_time, Parts``)."""
 import statistics
 import time
 
@@ -14,3 +14,24 @@ def median_time(fn, repeat, *, warmup=False):
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+class Parts:
+    """Seconds spent inside wrapped callables, by part: ``parts.wrap(owner, "name", "part")``
+    replaces ``owner.name`` by a timed copy; ``parts.seconds`` sums ``clock`` per part
+    (``time.perf_counter`` wall, ``time.thread_time`` CPU of the calling thread)."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
+        self.seconds = {}
+
+    def wrap(self, owner, name, part):
+        fn = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            t = self.clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[part] = self.seconds.get(part, 0.0) + self.clock() - t
+        setattr(owner, name, timed)

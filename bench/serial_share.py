@@ -25,6 +25,18 @@ a 16-core measurement; run this script on the many-core machine for the real fig
 ``--scale`` shrinks n (memory: the largest shape holds 16e6 x 2 float64, 256 MB).
 Per-iteration figures are differences of fits with 2 and 12 iterations (initialisation and
 validation cancel); each is the best of ``--repeat`` runs.
+
+``--serial`` (issue 26) prints instead the serial time of one iteration and its parts, at
+small n, d <= 10 and K <= 5 (``SERIAL_SHAPES``), one thread, CPU time of the fitting thread
+(``time.thread_time``: a busy machine inflates it less than wall time), per iteration from
+fits of 2 and 102 iterations: ``release`` (``ReleaseLayer.release``: the iteration's noise
+and its bookkeeping), of which ``keys`` (the releases' sub-key derivation), ``M-step``
+(``_update``: the M-step and the precision Cholesky factors), ``E-face`` (the E-step's Python
+face around the kernel calls: parameter checks, log normalizers, buffers, the mirror) and
+``loop`` (the engine's loop and tail averaging, and the timers' own cost); ``serial`` is
+their sum (every CPU second of the iteration outside the kernel calls).  Target: serial <= 0.1 ms::
+
+    python bench/serial_share.py --serial [--repeat 5]
 """
 from __future__ import annotations
 
@@ -33,21 +45,27 @@ import math
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
 from dpem_fast import DPGaussianMixture
 from dpem_fast._dpcore import _contract, _estep
+from dpem_fast._engine import _release
 from dpem_fast._kernels import gmm as _stats
 
+from _timing import Parts
+
 ISSUE_SHAPES = [(4_000_000, 10, 5), (16_000_000, 2, 5), (1_000_000, 2, 5), (200_000, 50, 10)]
+#: small n, d <= 10, K <= 5: where the serial part is what a many-core machine waits on
+SERIAL_SHAPES = [(2_000, 10, 5), (2_000, 5, 5), (2_000, 2, 5), (2_000, 10, 3), (2_000, 2, 2)]
 
 
 class _Counting:
     """A module whose parallel entry points (``estep_stats``, ``sum_blocks``) are timed."""
 
-    def __init__(self, module, clock):
-        self._module, self._clock = module, clock
+    def __init__(self, module, clock, cpu_clock=time.process_time):
+        self._module, self._clock, self._cpu = module, clock, cpu_clock
 
     def __getattr__(self, name):
         fn = getattr(self._module, name)
@@ -55,11 +73,11 @@ class _Counting:
             return fn
 
         def timed(*args, **kwargs):
-            c, w = time.process_time(), time.perf_counter()
+            c, w = self._cpu(), time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._clock.cpu += time.process_time() - c
+                self._clock.cpu += self._cpu() - c
                 self._clock.wall += time.perf_counter() - w
         return timed
 
@@ -68,14 +86,57 @@ class _Clock:
     cpu = wall = 0.0
 
 
-def _fit_times(X, K, J, threads, counter):
+def serial_parts(X, K, repeat, parts, counter):
+    """{part: ms per iteration} from fits of 2 and 102 iterations (best of ``repeat``, by
+    total CPU time), one thread."""
+    best = {}
+    for J in (2, 102):
+        runs = []
+        for _ in range(repeat):
+            parts.seconds.clear()
+            cpu, _, kcpu, _ = _fit_times(X, K, J, 1, counter, clock=time.thread_time)
+            runs.append(dict(parts.seconds, total=cpu, kernel=kcpu))
+        best[J] = min(runs, key=lambda r: r["total"])
+    keys = set(best[2]) | set(best[102])
+    return {k: 1e3 * (best[102].get(k, 0.0) - best[2].get(k, 0.0)) / 100 for k in keys}
+
+
+def print_serial(repeat):
+    """The ``--serial`` table (module docstring)."""
+    counter = _Clock()
+    _stats._estep, _stats._contract = _Counting(_estep, counter, time.thread_time), \
+        _Counting(_contract, counter, time.thread_time)
+    parts = Parts(time.thread_time)
+    parts.wrap(_release.ReleaseLayer, "release", "release")
+    parts.wrap(_release.KeyDeriver, "derive", "keys")
+    parts.wrap(DPGaussianMixture, "_update", "mstep")
+    from dpem_fast.mixture import _dp_gmm
+    parts.wrap(_dp_gmm, "compute_stats", "estep")
+    print("# serial part of one private GMM iteration (full covariances, declared box), 1 thread, "
+          "CPU ms per iteration; target serial <= 0.1 ms")
+    print(f"{'shape (n, d, K)':>18} {'iteration':>9} {'kernel':>7} {'serial':>7} {'release':>8} {'(keys)':>7} "
+          f"{'M-step':>7} {'E-face':>7} {'loop':>7}")
+    for n, d, K in SERIAL_SHAPES:
+        X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(n, d))
+        _fit_times(X, K, 1, 1, counter)
+        p = serial_parts(X, K, repeat, parts, counter)
+        serial = p["total"] - p["kernel"]
+        face = p.get("estep", 0.0) - p["kernel"]
+        loop = serial - p.get("release", 0.0) - p.get("mstep", 0.0) - face
+        print(f"{str((n, d, K)):>18} {p['total']:9.3f} {p['kernel']:7.3f} {serial:7.3f} {p.get('release', 0):8.3f} "
+              f"{p.get('keys', 0):7.3f} {p.get('mstep', 0):7.3f} {face:7.3f} {loop:7.3f}", flush=True)
+
+
+def _fit_times(X, K, J, threads, counter, clock=time.process_time):
     d = X.shape[1]
     model = DPGaussianMixture(K, epsilon=1.0, delta=1e-5, bounds=(np.full(d, -1.0), np.full(d, 1.0)),
                               max_iter=J, random_state=0, n_threads=threads)
     counter.cpu = counter.wall = 0.0
-    c, w = time.process_time(), time.perf_counter()
-    model.fit(X)
-    return time.process_time() - c, time.perf_counter() - w, counter.cpu, counter.wall
+    c, w = clock(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # small fits warn that noise dominates: not timed
+        model.fit(X)
+    return clock() - c, time.perf_counter() - w, counter.cpu, counter.wall
 
 
 def per_iteration(X, K, threads, repeat, counter):
@@ -105,7 +166,11 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--ceiling", type=float, default=11.0,
                    help="the machine's measured throughput ceiling at 16 threads (issue 14: 11.0)")
+    p.add_argument("--serial", action="store_true", help="the serial part of an iteration at small n (issue 26)")
     args = p.parse_args(argv)
+    if args.serial:
+        print_serial(args.repeat)
+        return
     counter = _Clock()
     _stats._estep, _stats._contract = _Counting(_estep, counter), _Counting(_contract, counter)
     print(f"# serial share of one private GMM iteration; threads 1 and {args.threads}; "

@@ -17,6 +17,7 @@ that width, not of the widest feature's.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,14 +69,20 @@ class DataDomain:
 
     @property
     def box_image(self):
-        """Per-feature half-width of the box's image ``(hi - lo) / (2 s)`` (shape (d,)),
+        """Per-feature half-width of the box's image ``(hi - lo) / (2 s)`` (shape (d,), read-only),
         or None without a box: the image of the box is ``[-box_image, box_image]``
-        (the box is centred at ``center`` whenever it exists)."""
+        (the box is centred at ``center`` whenever it exists).  Computed once per domain (an
+        M-step reads it every iteration)."""
         if self.bounds is None:
             return None
-        lo, hi = self.bounds
-        with np.errstate(over="ignore"):
-            return (hi / 2 - lo / 2) / self.scale
+        cached = self.__dict__.get("_box_image")
+        if cached is None:
+            lo, hi = self.bounds
+            with np.errstate(over="ignore"):
+                cached = (hi / 2 - lo / 2) / self.scale
+            cached.setflags(write=False)
+            self.__dict__["_box_image"] = cached      # derived from the fields (frozen): a cache
+        return cached
 
     def to_scaled(self, X):
         """``(X - center) / scale`` in float64 (no clip): original units -> working units."""
@@ -89,10 +96,16 @@ class DataDomain:
 
     def loader_array(self):
         """The (4, d) float64 array the kernels' row loader takes (``dpc_rows.h``): lower,
-        upper (+-inf without a box), center and the per-feature inverse scale."""
-        d = self.center.shape[0]
-        lo, hi = self.bounds if self.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
-        return np.ascontiguousarray(np.stack([lo, hi, self.center, 1.0 / self.scale]), dtype=np.float64)
+        upper (+-inf without a box), center and the per-feature inverse scale (read-only,
+        computed once per domain: every pass reads it)."""
+        cached = self.__dict__.get("_loader_array")
+        if cached is None:
+            d = self.center.shape[0]
+            lo, hi = self.bounds if self.bounds is not None else (np.full(d, -np.inf), np.full(d, np.inf))
+            cached = np.ascontiguousarray(np.stack([lo, hi, self.center, 1.0 / self.scale]), dtype=np.float64)
+            cached.setflags(write=False)
+            self.__dict__["_loader_array"] = cached
+        return cached
 
 
 def _as_bounds(bounds, n_features):
@@ -216,6 +229,7 @@ def cube_corners(n_features, key, limit=256):
     return rng.choice([-1.0, 1.0], size=(int(limit), d))
 
 
+@functools.lru_cache(maxsize=64)
 def clip_target(n_features: int, dtype) -> float:
     """Norm given to rows beyond the unit ball: a little below 1.
 

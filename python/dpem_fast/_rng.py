@@ -21,7 +21,7 @@ from numbers import Integral
 
 import numpy as np
 
-__all__ = ["make_key", "derive_key", "KEY_WORDS"]
+__all__ = ["make_key", "derive_key", "KeyDeriver", "KEY_WORDS"]
 
 KEY_WORDS = 8
 _PERSON = b"dpem_fast.rng.1"
@@ -66,6 +66,33 @@ def _encode_tag(parts) -> bytes:
         else:
             raise TypeError(f"stream tags are str or int, got {type(p).__name__}")
     return b"".join(out)
+
+
+def _keyed_hash(key):
+    k = np.ascontiguousarray(key, dtype=np.uint32)
+    if k.shape != (KEY_WORDS,):
+        raise ValueError(f"key must have shape ({KEY_WORDS},), got {k.shape}")
+    return hashlib.blake2b(digest_size=32, key=k.astype("<u4").tobytes(), person=_PERSON)
+
+
+class KeyDeriver:
+    """:func:`derive_key` for one key, for a draw site that derives many sub-keys (a fit's
+    releases): the keyed BLAKE2b state is set up once and copied per tag (keyed BLAKE2b
+    hashes the key block first, so the digest is the same), and a tag's fixed leading and
+    trailing parts are encoded once.  ``deriver.derive(prefix, i, suffix)`` equals
+    ``derive_key(key, *prefix, i, *suffix)`` for an int ``i``."""
+
+    def __init__(self, key):
+        self._hash = _keyed_hash(key)
+        self._parts = {}
+
+    def derive(self, prefix, index, suffix=()):
+        parts = self._parts.get((prefix, suffix))
+        if parts is None:
+            parts = self._parts[(prefix, suffix)] = (_encode_tag(prefix), _encode_tag(suffix))
+        h = self._hash.copy()
+        h.update(parts[0] + b"i" + int(index).to_bytes(16, "little", signed=True) + parts[1])
+        return np.frombuffer(h.digest(), dtype="<u4").astype(np.uint32)
 
 
 def derive_key(key: np.ndarray, *tag) -> np.ndarray:

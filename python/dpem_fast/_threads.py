@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from numbers import Integral
 
 from ._dpcore import _rng as _core_rng
 
 __all__ = ["effective_n_threads", "blas_single_thread"]
+
+_OPENMP = bool(_core_rng.openmp_enabled())
 
 
 def _available_cpus() -> int:
@@ -32,11 +35,13 @@ def effective_n_threads(n_threads: int | None = None) -> int:
     int
         At least 1; always 1 when the core was built without OpenMP.
     """
+    if type(n_threads) is int and n_threads > 0:      # the common case, without a system call
+        return n_threads if _OPENMP else 1
     if n_threads is not None and (isinstance(n_threads, bool) or not isinstance(n_threads, Integral)):
         raise TypeError(f"n_threads must be an int or None, got {type(n_threads).__name__}")
     if n_threads == 0:
         raise ValueError("n_threads=0 is invalid: use None (all cores), a positive or a negative int")
-    if not _core_rng.openmp_enabled():
+    if not _OPENMP:
         return 1
     env = os.environ.get("OMP_NUM_THREADS")
     max_threads = _available_cpus()
@@ -54,19 +59,50 @@ def effective_n_threads(n_threads: int | None = None) -> int:
 
 
 _controller = None
+_held = threading.local()       # this thread's blas_single_thread depth (0 or 1)
+
+
+class _Unlimited:
+    """A context manager that does nothing (cheaper than a generator-based one: it is
+    entered on every kernel call)."""
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_UNLIMITED = _Unlimited()
+
+
+def blas_single_thread(enabled=True):
+    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription); a context
+    manager.
+
+    ``enabled=False`` does nothing: for kernel paths that call no BLAS, which then skip
+    threadpoolctl's round trip (~25 us, more than a small E-step).  Nor does a call inside
+    another one of the same thread (a kernel inside the engine's loop, which already holds
+    BLAS to one thread): the outer limit stays in force until it ends.
+    """
+    if not enabled or getattr(_held, "depth", 0):
+        return _UNLIMITED
+    return _held_limit()
 
 
 @contextmanager
-def blas_single_thread(enabled=True):
-    """Hold BLAS to one thread while OpenMP kernels run (no oversubscription).
+def _held_limit():
+    _held.depth = 1
+    try:
+        with _blas_limit_one():
+            yield
+    finally:
+        _held.depth = 0
 
-    ``enabled=False`` does nothing: for kernel paths that call no BLAS, which then skip
-    threadpoolctl's round trip (~25 us, more than a small E-step).
-    """
+
+@contextmanager
+def _blas_limit_one():
     global _controller
-    if not enabled:
-        yield
-        return
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency

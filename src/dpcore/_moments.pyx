@@ -41,6 +41,7 @@ from .dpc_contract cimport (
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
+from ._symmetric cimport sym_from_lower, sym_tile_rows
 
 cdef enum:
     # d from which the "tiles" layout is used: a fixed constant of this kernel (chosen when
@@ -49,9 +50,13 @@ cdef enum:
     _TILE_MIN_D = 513
     # tile edge of the "tiles" layout
     _TILE = 256
+    # rows of one task of the blocked product (a fixed constant: the bits of each output
+    # row come from the one dgemm call of its block, whatever the thread count)
+    _PRODUCT_ROWS = 128
 
 TILE_MIN_D = _TILE_MIN_D
 TILE = _TILE
+PRODUCT_ROWS = _PRODUCT_ROWS
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d):
@@ -211,15 +216,67 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
         free(a.Yt)
 
 
+cdef int _mirror_tiles(const void *args, Py_ssize_t t, double *unused) noexcept nogil:
+    """Tile row ``t`` of the lower triangle copied above the diagonal (the driver's body)."""
+    cdef const _Args *a = <const _Args *> args
+    sym_from_lower(a.s2, a.d, t)
+    return 0
+
+
 def mirror_lower(double[:, ::1] S, int n_threads):   # INOUT (d, d)
-    """Copy the lower triangle of ``S`` above the diagonal, in place (exact symmetry).
+    """Copy the lower triangle of ``S`` above the diagonal, in place (exact symmetry), one
+    tile row per task (``_symmetric.pxd``).
 
     Equivalent to: ``S[np.triu_indices(d, 1)] = S.T[np.triu_indices(d, 1)]``.
     """
-    cdef Py_ssize_t d = S.shape[0], i, j
+    cdef Py_ssize_t d = S.shape[0]
+    cdef _Args a
     if S.shape[1] != d:
         raise ValueError("S must be square")
-    with nogil:
-        for i in prange(d, schedule='static', num_threads=max(1, n_threads)):
-            for j in range(i + 1, d):
-                S[i, j] = S[j, i]
+    if d == 0:
+        return
+    a.d, a.s2 = d, &S[0, 0]
+    run_blocks(_mirror_tiles, &a, sym_tile_rows(d), 0, n_threads, "the mirrored second moment")
+
+
+cdef struct _ProductArgs:
+    const double *A               # (m, kk) row-major
+    const double *B               # (kk, p) row-major
+    double *out                   # (m, p) row-major
+    Py_ssize_t m, kk, p
+
+
+cdef int _product_rows(const void *args, Py_ssize_t b, double *unused) noexcept nogil:
+    """Rows ``b * PRODUCT_ROWS ...`` of ``A @ B`` by one dgemm (the driver's body)."""
+    cdef const _ProductArgs *a = <const _ProductArgs *> args
+    cdef Py_ssize_t r0 = b * _PRODUCT_ROWS
+    cdef int rows = <int> min(<Py_ssize_t> _PRODUCT_ROWS, a.m - r0), p = <int> a.p, kk = <int> a.kk
+    cdef double one = 1.0, zero = 0.0
+    # column-major view: out^T (p x rows) = B^T (p x kk) A^T (kk x rows)
+    dgemm(b'N', b'N', &p, &rows, &kk, &one, <double *> a.B, &p, <double *> a.A + r0 * a.kk, &kk,
+          &zero, a.out + r0 * a.p, &p)
+    return 0
+
+
+def product_rows(const double[:, ::1] A,     # IN  (m, kk)
+                 const double[:, ::1] B,     # IN  (kk, p)
+                 double[:, ::1] out,         # OUT (m, p)
+                 int n_threads):
+    """``out = A @ B`` in fixed blocks of ``PRODUCT_ROWS`` rows, one single-threaded dgemm
+    per block, the blocks over ``n_threads`` threads: bit-identical for every thread count
+    (a threaded BLAS is not: its bits changed with the thread count at d = 300).  BLAS must
+    be held to one thread.  The large products of factor analysis's post-processing.
+
+    Equivalent to: ``A @ B``.
+    """
+    cdef Py_ssize_t m = A.shape[0], kk = A.shape[1], p = B.shape[1]
+    cdef _ProductArgs a
+    if B.shape[0] != kk or out.shape[0] != m or out.shape[1] != p:
+        raise ValueError("shapes must be A (m, k), B (k, p), out (m, p)")
+    if m == 0 or p == 0:
+        return
+    if kk == 0:
+        out[:, :] = 0.0
+        return
+    a.A, a.B, a.out, a.m, a.kk, a.p = &A[0, 0], &B[0, 0], &out[0, 0], m, kk, p
+    run_blocks(_product_rows, &a, (m + _PRODUCT_ROWS - 1) // _PRODUCT_ROWS, 0, n_threads, "the blocked product")

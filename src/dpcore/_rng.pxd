@@ -13,6 +13,7 @@ cdef extern from "dpc_rng.h" nogil:
     void dpc_chacha20_blocks16(const uint32_t *key, uint64_t counter, uint64_t stream, uint32_t *out)
     int dpc_simd_level()
     void dpc_stream_init(dpc_stream *s, const uint32_t *key, uint64_t stream)
+    void dpc_stream_prefill(dpc_stream *s, int words)
     uint32_t dpc_next_u32(dpc_stream *s)
     uint64_t dpc_next_u64(dpc_stream *s)
     int dpc_bit(dpc_stream *s)

@@ -14,7 +14,7 @@ from ._driver cimport run_blocks
 from ._omp cimport DPC_OPENMP_ENABLED, omp_get_max_threads
 from .dpc_contract cimport DPC_SAMPLER_BLOCK, dpc_sampler_blocks
 from ._rng cimport (
-    dpc_stream, dpc_stream_init, dpc_chacha20_block, dpc_chacha20_blocks16,
+    dpc_stream, dpc_stream_init, dpc_stream_prefill, dpc_chacha20_block, dpc_chacha20_blocks16,
     dpc_simd_level, dpc_next_u32, dpc_uniform, dpc_normal, dpc_laplace,
     dpc_normal_init, dpc_below_u64,
 )
@@ -93,6 +93,8 @@ cdef int _double_block(const void *args, Py_ssize_t b, double *unused) noexcept 
     cdef double *out = a.out_double
     cdef double scale = a.scale
     dpc_stream_init(&st, a.key, a.stream0 + <uint64_t> b)
+    if hi - b * DPC_SAMPLER_BLOCK < 128:     # a short draw: two words an output
+        dpc_stream_prefill(&st, <int> (2 * (hi - b * DPC_SAMPLER_BLOCK)))
     if a.kind == _UNIFORM:
         for i in range(b * DPC_SAMPLER_BLOCK, hi):
             out[i] = dpc_uniform(&st)

@@ -19,6 +19,7 @@
 #define DPC_NORMAL_H
 
 #include <math.h>
+#include <string.h>
 #include "dpc_rng.h"
 
 #define DPC_ZIG_N 256
@@ -66,7 +67,15 @@ static inline double dpc_normal(dpc_stream *s)
         const int i = (int)(u & 0xFF);
         const int neg = (int)((u >> 8) & 1);
         double z = (double)(u >> 11) * 0x1.0p-53 * dpc_zig_x[i];
-        if (__builtin_expect(z < dpc_zig_x[i + 1], 1)) return neg ? -z : z;
+        if (__builtin_expect(z < dpc_zig_x[i + 1], 1)) {
+            /* -z when bit 8 is set, written into the sign bit: the same value as the
+             * branch on a random bit, which mispredicted half the time */
+            uint64_t bits;
+            memcpy(&bits, &z, sizeof bits);
+            bits |= (u & 0x100u) << 55;
+            memcpy(&z, &bits, sizeof z);
+            return z;
+        }
         if (i == 0) {
             double a, b;
             do {

@@ -10,7 +10,7 @@ from sklearn.decomposition import FactorAnalysis
 from conformance import PrivateEstimatorConformance
 from dpem_fast import DPFactorAnalysis
 from dpem_fast._reference.fa import (diagonal_gaussian_loglik, fa_em_reference, fa_eigen_em_reference,
-                                     fa_loglik_reference, private_diagonal_gaussian)
+                                     fa_loglik_reference, fa_noisy_reference, private_diagonal_gaussian)
 from dpem_fast.decomposition import _fa_em
 from dpem_fast._kernels.moments import COUNT, SECOND, SUM
 
@@ -63,13 +63,12 @@ def test_epsilon_inf_reaches_the_textbook_em_optimum():
     assert ll_ours == pytest.approx(est.score(X), rel=1e-10)
 
 
-def test_subspace_path_equals_dense_path(monkeypatch):
-    """d > DENSE_MAX_D uses subspace iteration: on a matrix with a spectral gap it gives the
-    dense path's fit (patched threshold, small d)."""
+def test_subspace_path_equals_dense_path():
+    """With a start basis the structured solver runs (as for d > DENSE_MAX_D): on a matrix
+    with a spectral gap it gives the dense path's fit (small d)."""
     X, _, _ = _factor_data(4000, 40, 3, seed=2)
     m, C = _exact_cov(X)
     Wd, psid, _, itd = _fa_em.fa_em(C, 3, 4000, max_iter=200, tol=1e-6)
-    monkeypatch.setattr(_fa_em, "DENSE_MAX_D", 10)
     start = np.linalg.qr(np.random.default_rng(0).normal(size=(40, 13)))[0]
     Ws, psis, _, its = _fa_em.fa_em(C, 3, 4000, max_iter=200, tol=1e-6, start=start)
     assert_allclose(Ws.T @ Ws + np.diag(psis), Wd.T @ Wd + np.diag(psid), atol=1e-6)
@@ -169,9 +168,9 @@ def test_variance_posterior_mean_is_the_truncated_normal_mean():
     assert far[0] == pytest.approx(stats.truncnorm(10.5, np.inf, loc=-10.5).mean(), rel=1e-4)
 
 
-def test_noisy_fit_subspace_path_equals_dense_path(monkeypatch):
-    """d > DENSE_MAX_D: the noise-aware fit's subspace iteration (on the shifted residual)
-    gives the dense path's loadings and variances (patched threshold, small d)."""
+def test_noisy_fit_subspace_path_equals_dense_path():
+    """With a start basis (as for d > DENSE_MAX_D) the noise-aware fit's structured solver
+    (on the shifted residual) gives the dense path's loadings and variances (small d)."""
     rng = np.random.default_rng(5)
     d = 40
     W0 = rng.normal(size=(3, d)) * np.array([[1.0], [0.7], [0.5]])
@@ -179,12 +178,89 @@ def test_noisy_fit_subspace_path_equals_dense_path(monkeypatch):
     C = W0.T @ W0 / d + np.diag(rng.uniform(0.05, 0.1, d)) + (E + E.T) / 2
     kw = dict(sigma_cov=0.01, edge=_fa_em.noise_edge(0.01, 0.0, 0.0, d), max_iter=300, tol=1e-6)
     Wd, psid, rd, _, _ = _fa_em.fa_noisy(C, 4, 1000, **kw)
-    monkeypatch.setattr(_fa_em, "DENSE_MAX_D", 10)
     start = np.linalg.qr(rng.normal(size=(d, 14)))[0]
     Ws, psis, rs, _, _ = _fa_em.fa_noisy(C, 4, 1000, start=start, **kw)
     assert rd == rs == 3
     assert_allclose(Ws.T @ Ws, Wd.T @ Wd, atol=1e-6)
     assert_allclose(psis, psid, atol=1e-6)
+
+
+def _gapped_covariance(d, seed, noise=0.0):
+    """k = 3 strong directions over heteroscedastic variances, plus symmetric noise."""
+    rng = np.random.default_rng(seed)
+    W0 = rng.normal(size=(3, d)) * np.array([[1.0], [0.7], [0.5]]) * math.sqrt(3.0 / d)
+    E = np.triu(rng.normal(scale=noise, size=(d, d)))
+    return W0.T @ W0 + np.diag(rng.uniform(0.05, 0.1, d)) + E + np.triu(E, 1).T
+
+
+def test_structured_solver_equals_dense_and_previous_solver_private():
+    """Issue 26: at d > DENSE_MAX_D (no patch) the structured noise-aware solver reaches the
+    dense path's fixed point, as the previous solver (numpy twin) does, to tight tolerance
+    when both converge (tol small); the log-likelihood record agrees too."""
+    d, sigma = _fa_em.DENSE_MAX_D + 44, 0.002
+    assert _fa_em.uses_subspace(d, 4)
+    C = _gapped_covariance(d, 5, sigma)
+    kw = dict(sigma_cov=sigma, edge=_fa_em.noise_edge(sigma, 0.0, 0.0, d), max_iter=300, tol=1e-7)
+    start = np.linalg.qr(np.random.default_rng(1).normal(size=(d, _fa_em.subspace_width(d, 4))))[0]
+    Wd, psid, rd, lld, _ = _fa_em.fa_noisy(C, 4, 1000, **kw)
+    Ws, psis, rs, lls, its = _fa_em.fa_noisy(C, 4, 1000, start=start, **kw)
+    Wo, psio, ro, llo, _ = fa_noisy_reference(C, 4, 1000, start=start, **kw)
+    assert rd == rs == ro == 3
+    for W, psi in ((Ws, psis), (Wo, psio)):
+        assert_allclose(W.T @ W, Wd.T @ Wd, atol=1e-8)
+        assert_allclose(psi, psid, atol=1e-8)
+    assert lls[-1] == pytest.approx(lld[-1], rel=1e-10) and lls[-1] == pytest.approx(llo[-1], rel=1e-10)
+    # the same fixed point from a formed matrix or its Covariance operator
+    S, m = C * 7.0, np.zeros(d)
+    Wc, psic, *_ = _fa_em.fa_noisy(_fa_em.Covariance(S, 7.0, m), 4, 1000, start=start, **kw)
+    assert_allclose(Wc.T @ Wc, Ws.T @ Ws, atol=1e-10)
+
+
+def test_structured_solver_equals_dense_and_previous_solver_exact():
+    d = _fa_em.DENSE_MAX_D + 44
+    X = np.random.default_rng(3).normal(size=(3000, 3)) @ np.random.default_rng(4).normal(size=(3, d))
+    X += np.random.default_rng(5).normal(size=(3000, d)) * np.random.default_rng(6).uniform(0.5, 1.0, d)
+    m, C = _exact_cov(X)
+    start = np.linalg.qr(np.random.default_rng(1).normal(size=(d, _fa_em.subspace_width(d, 3))))[0]
+    Wd, psid, lld, _ = _fa_em.fa_em(C, 3, 3000, max_iter=500, tol=1e-9)
+    Ws, psis, lls, _ = _fa_em.fa_em(_fa_em.Covariance(X.T @ X, 3000, m), 3, 3000, max_iter=500, tol=1e-9,
+                                    start=start)
+    Wo, psio, _ = fa_eigen_em_reference(C, 3, 3000, 500, 1e-9, start=start)
+    for W, psi in ((Ws, psis), (Wo, psio)):
+        assert_allclose(W.T @ W, Wd.T @ Wd, rtol=1e-6, atol=1e-7)
+        assert_allclose(psi, psid, rtol=1e-6)
+    assert lls[-1] == pytest.approx(lld[-1], rel=1e-10)
+
+
+def test_covariance_operator_is_the_formed_matrix():
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(30, 30))
+    S = S + S.T
+    m = rng.normal(size=30)
+    op = _fa_em.Covariance(S, 4.0, m, 0.3)
+    C = S / 4.0 - np.outer(m, m)
+    C.flat[::31] += 0.3
+    assert_array_equal(op.dense(), C)
+    assert_array_equal(op.diagonal(), np.diag(C))
+    Q = rng.normal(size=(30, 5))
+    assert_allclose(op @ Q, C @ Q, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.filterwarnings(UNRESOLVED)
+def test_structured_fit_is_thread_invariant_and_equals_the_dense_fit(monkeypatch):
+    """A private fit above DENSE_MAX_D (start basis from the key, BLAS threads following
+    n_threads in the post-processing): the same bits for 1 and 2 threads, and the dense
+    path's model to rounding."""
+    d = _fa_em.DENSE_MAX_D + 44
+    X = _factor_data(4000, d, 3, seed=9)[0]
+    fits = [DPFactorAnalysis(3, epsilon=50.0, data_norm=3.0 * math.sqrt(d), random_state=0, n_threads=t,
+                             tol=1e-6).fit(X) for t in (1, 2)]
+    for name in ("components_", "noise_variance_", "mean_", "loglike_"):
+        assert_array_equal(getattr(fits[0], name), getattr(fits[1], name), err_msg=name)
+    assert fits[0].n_resolved_ == 3
+    monkeypatch.setattr(_fa_em, "DENSE_MAX_D", 10 ** 6)
+    dense = DPFactorAnalysis(3, epsilon=50.0, data_norm=3.0 * math.sqrt(d), random_state=0, tol=1e-6).fit(X)
+    assert_allclose(dense.get_covariance(), fits[0].get_covariance(), rtol=1e-6, atol=1e-6)
 
 
 def test_a_noise_dominated_fit_warns_and_is_the_diagonal_model():

@@ -10,7 +10,7 @@ from dpem_fast._kernels import gradem
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "dpcore"
 #: prange loops that are reductions over finished partials, not passes over blocks of work
-REDUCTIONS = {"_contract.pyx": 1, "_moments.pyx": 1, "_lda.pyx": 1}
+REDUCTIONS = {"_contract.pyx": 1, "_lda.pyx": 1}
 
 
 @pytest.mark.parametrize("n_chunks", [0, 1, 2, 7, 63, 64, 65, 257, 1000, 4099])

@@ -6,7 +6,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from dpem_fast._dpcore import _moments
 from dpem_fast._preprocess import resolve_domain
 from dpem_fast._reference.fa import second_moment_reference
-from dpem_fast._kernels.moments import second_moment_stats
+from dpem_fast._kernels.moments import product_rows, second_moment_stats
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (7, 3), (255, 5), (257, 5), (3000, 17), (600, 64),
@@ -45,8 +45,25 @@ def test_layouts_and_block_counts():
                                np.zeros(1, dtype=np.int64), 1)
 
 
-def test_mirror_lower():
-    S = np.tril(np.arange(25.0).reshape(5, 5))
-    _moments.mirror_lower(S, 2)
-    assert_array_equal(S, S.T)
-    assert_array_equal(np.tril(S), np.tril(np.arange(25.0).reshape(5, 5)))
+@pytest.mark.parametrize("d", [1, 5, 64, 65, 200])
+def test_mirror_lower(d):
+    """One tile row (64) per task: exact copy of the lower triangle, any thread count."""
+    L = np.tril(np.arange(d * d, dtype=np.float64).reshape(d, d))
+    for nt in (1, 3):
+        S = L.copy()
+        _moments.mirror_lower(S, nt)
+        assert_array_equal(S, L + np.tril(L, -1).T)
+
+
+@pytest.mark.parametrize("m, k, p", [(1, 3, 2), (_moments.PRODUCT_ROWS, 40, 7), (300, 300, 14), (257, 5, 1)])
+def test_product_rows_is_thread_invariant(m, k, p):
+    """The blocked product equals ``A @ B`` to rounding and has the same bits for any thread
+    count (a threaded BLAS did not)."""
+    rng = np.random.default_rng(m + p)
+    A, B = rng.normal(size=(m, k)), rng.normal(size=(k, p))
+    outs = [product_rows(A, B, n_threads=t) for t in (1, 2, 3)]
+    assert_array_equal(outs[0], outs[1])
+    assert_array_equal(outs[0], outs[2])
+    assert_allclose(outs[0], A @ B, rtol=1e-12, atol=1e-12 * k)
+    with pytest.raises(ValueError, match="shapes"):
+        _moments.product_rows(A, B, np.empty((m, p + 1)), 1)

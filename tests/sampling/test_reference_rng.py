@@ -61,7 +61,23 @@ def test_integers_equal_reference(m):
     assert out.tolist() == ref.integers(KEY, 1000, m)
 
 
-def test_symmetric_normal_equals_reference():
-    out = np.empty((2, 5, 5))
-    _symnoise.fill_symmetric_normal(KEY, 9, 1.5, out, 2)
-    assert_array_equal(out, np.asarray(ref.symmetric_normal(KEY, 5, 1.5, batch=2, stream0=9)))
+@pytest.mark.parametrize("d", [5, 64, 65, 130])
+def test_symmetric_normal_equals_reference(d):
+    """Rows drawn, then mirrored one tile row per task (tile edges at 64): the twin's values,
+    exactly symmetric, for 1 and 3 threads; with ``value`` the same noise added to it."""
+    want = np.asarray(ref.symmetric_normal(KEY, d, 1.5, batch=2, stream0=9)) if d <= 65 else None
+    outs = []
+    for nt in (1, 3):
+        out = np.empty((2, d, d))
+        _symnoise.fill_symmetric_normal(KEY, 9, 1.5, out, nt)
+        outs.append(out)
+    assert_array_equal(outs[0], outs[1])
+    assert_array_equal(outs[0], np.swapaxes(outs[0], 1, 2))
+    if want is not None:
+        assert_array_equal(outs[0], want)
+    value = np.random.default_rng(d).normal(size=(2, d, d))
+    added = np.empty((2, d, d))
+    _symnoise.fill_symmetric_normal(KEY, 9, 1.5, added, 2, value=value)
+    assert_array_equal(added, value + outs[0])
+    with pytest.raises(ValueError, match="overlap"):
+        _symnoise.fill_symmetric_normal(KEY, 9, 1.5, value, 2, value=value)

@@ -10,7 +10,7 @@ from scipy import stats
 import dpem_fast
 from dpem_fast import random as dr
 from dpem_fast._dpcore import _rng
-from dpem_fast._rng import derive_key, make_key
+from dpem_fast._rng import KeyDeriver, derive_key, make_key
 
 SIGMA = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574]
 
@@ -102,6 +102,35 @@ def test_derive_key_is_injective_on_tags():
     assert_array_equal(derive_key(k, "x", 1), derive_key(k, "x", 1))
     with pytest.raises(TypeError, match="tags"):
         derive_key(k, 1.0)
+
+
+def test_key_deriver_equals_derive_key():
+    """The release layer's cached keyed hash (issue 26) gives derive_key's sub-keys."""
+    k = make_key(3)
+    kd = KeyDeriver(k)
+    for i in (0, 1, 7, 2**40, -5):
+        for prefix, suffix in ((("release",), ("counts",)), (("release",), ("second_moments",)), ((), ()),
+                               (("a", 2), ("b", 3))):
+            assert_array_equal(kd.derive(prefix, i, suffix), derive_key(k, *prefix, i, *suffix))
+    assert not np.array_equal(kd.derive(("release",), 1, ("x",)), KeyDeriver(make_key(4)).derive(("release",), 1, ("x",)))
+
+
+def test_short_draws_prefill_the_same_keystream():
+    """A short draw fills only the blocks it needs first (dpc_stream_prefill): every fill size
+    around the block and refill edges equals the same outputs of a long draw."""
+    k = make_key(5)
+    long = np.empty(600)
+    for fill in (_rng.fill_normal, _rng.fill_laplace):
+        fill(k, 3, 1.25, long, 1)
+        for n in (1, 2, 7, 8, 9, 63, 64, 65, 127, 128, 129, 300):
+            short = np.empty(n)
+            fill(k, 3, 1.25, short, 1)
+            assert_array_equal(short, long[:n])
+    _rng.fill_uniform(k, 3, long, 1)
+    for n in (1, 8, 9, 120, 127, 128, 129):
+        short = np.empty(n)
+        _rng.fill_uniform(k, 3, short, 1)
+        assert_array_equal(short, long[:n])
 
 
 SAMPLERS = {
@@ -256,3 +285,34 @@ def test_effective_n_threads(monkeypatch):
         assert effective_n_threads(-2) == 2
     else:  # pragma: no cover
         assert effective_n_threads(None) == 1
+
+
+def test_effective_n_threads_checks_before_the_fast_path():
+    from dpem_fast._threads import effective_n_threads
+
+    for bad in (True, 1.0, "2"):
+        with pytest.raises(TypeError, match="n_threads"):
+            effective_n_threads(bad)
+    with pytest.raises(ValueError, match="n_threads=0"):
+        effective_n_threads(0)
+    assert effective_n_threads(np.int64(2)) == (2 if _rng.openmp_enabled() else 1)
+
+
+def test_blas_single_thread_holds_once_per_thread():
+    """The engine's loop holds BLAS to one thread; a kernel's own hold inside it is a no-op
+    (no threadpoolctl round trip), and the limit ends with the outer hold."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from dpem_fast._threads import blas_single_thread
+
+    def blas_threads():
+        return [m["num_threads"] for m in threadpoolctl.threadpool_info() if m["user_api"] == "blas"]
+
+    before = blas_threads()
+    with blas_single_thread():
+        assert all(t == 1 for t in blas_threads())
+        with blas_single_thread():
+            assert all(t == 1 for t in blas_threads())
+        assert all(t == 1 for t in blas_threads())         # the inner exit did not restore
+    assert blas_threads() == before
+    with blas_single_thread(enabled=False):
+        assert blas_threads() == before

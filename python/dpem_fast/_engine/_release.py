@@ -22,12 +22,14 @@ another release's noise.  :func:`add_noise` chooses the sampler from the release
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._dpcore import _dgauss, _symnoise
 from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
-from .._rng import derive_key
+from .._rng import KeyDeriver, derive_key
 from ..random import _discrete_gaussian_params
 from ._lattice import to_lattice
 
@@ -62,9 +64,13 @@ def add_noise(value, release, key, n_threads=1):
     if release.mechanism == "discrete_gaussian":
         return _add_discrete_noise(value, release, key, n_threads)
     if release.mechanism == "gaussian" and release.symmetric:
+        # value + noise in one threaded pass (the noise matrix is never formed on its own)
         d = value.shape[-1]
-        noise = np.empty((int(np.prod(value.shape[:-2], dtype=np.int64)), d, d))
-        _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, noise, n_threads)
+        batch = math.prod(value.shape[:-2])
+        out = np.empty((batch, d, d))
+        _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, out, n_threads,
+                                        value=np.ascontiguousarray(value).reshape(batch, d, d))
+        return out.reshape(value.shape)
     else:
         noise = np.empty(value.size)
         if release.mechanism == "gaussian":
@@ -92,6 +98,7 @@ class ReleaseLayer:
     def __init__(self, plan, key, n_threads=1):
         self._plan = plan
         self._key = np.array(key, dtype=np.uint32)
+        self._keys = KeyDeriver(self._key)     # release_key's sub-keys, the keyed hash set up once
         self._n_threads = int(n_threads)
         self._made = set()
 
@@ -121,7 +128,8 @@ class ReleaseLayer:
                 raise ValueError(f"statistic {name!r} was already released at index {index}")
         for name in statistics:
             r = self._plan.releases[name]
-            out[name] = add_noise(statistics[name], r, release_key(self._key, index, name), self._n_threads)
+            key = self._keys.derive(("release",), index, (name,))       # = release_key(key, index, name)
+            out[name] = add_noise(statistics[name], r, key, self._n_threads)
             self._made.add((name, index))
         return out
 
@@ -156,7 +164,7 @@ class ReleaseLayer:
         zeros = np.zeros(tuple(r.shape))
         out = np.empty((stop - start, *tuple(r.shape)))
         for i in range(start, stop):
-            out[i - start] = add_noise(zeros, r, release_key(self._key, i, name), self._n_threads)
+            out[i - start] = add_noise(zeros, r, self._keys.derive(("release",), i, (name,)), self._n_threads)
         self._made.update((name, i) for i in range(start, stop))
         return out
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _contract, _estep, _estep_diag
+from .._dpcore import _contract, _estep, _estep_diag, _mstep
 from .._engine import Statistics
 from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 
 __all__ = ["COUNTS", "FIRST", "SECOND", "COVARIANCE_TYPES", "gmm_statistics", "second_moments_of_type", "compute_stats", "predict_log_resp", "log_normalizers",
-           "compute_stats_diag", "predict_log_resp_diag", "log_normalizers_diag"]
+           "compute_stats_diag", "predict_log_resp_diag", "log_normalizers_diag", "full_m_step"]
 
 
 #: Names of the mixture's statistics, in the engine's :class:`Statistics`.
@@ -60,22 +60,10 @@ def second_moments_of_type(s2, covariance_type):
     raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
 
 
-_TRIL_CACHE: dict = {}
-
-
-def _strict_lower(d):
-    """Flat indices of the strictly lower triangle of a d x d matrix (cached)."""
-    idx = _TRIL_CACHE.get(d)
-    if idx is None:
-        i, j = np.tril_indices(d, -1)
-        idx = _TRIL_CACHE[d] = i * d + j
-    return idx
-
-
 def _is_upper(P):
-    """True when every P_k is upper triangular (``not np.any(np.tril(P, -1))``)."""
-    K, d = P.shape[0], P.shape[-1]
-    return not P.reshape(K, d * d)[:, _strict_lower(d)].any()
+    """True when every P_k is upper triangular (``not np.any(np.tril(P, -1))``; compiled: it
+    runs every iteration)."""
+    return _mstep.is_upper_triangular(np.ascontiguousarray(P, dtype=np.float64))
 
 
 def _params(X, weights, means, precisions_cholesky):
@@ -106,7 +94,7 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     if upper_triangular is None:
         upper_triangular = _is_upper(P)
     if upper_triangular:
-        log_det = np.sum(np.log(np.diagonal(P, axis1=1, axis2=2)), axis=1)
+        log_det = np.log(P.diagonal(axis1=1, axis2=2)).sum(axis=1)
     else:
         log_det = np.linalg.slogdet(P)[1]
     weights = np.asarray(weights, dtype=np.float64)
@@ -305,3 +293,31 @@ def predict_log_resp_diag(X, weights, means, prec_diag, n_threads=None):
     ll = np.empty(n, dtype=X.dtype)
     _estep_diag.log_resp_diag(X, means, p, log_const, out, ll, effective_n_threads(n_threads))
     return out, ll
+
+
+def full_m_step(nk, s1, s2, count_floor, sd1, sigma2, low, box=None):
+    """The private full-covariance M-step and precision Cholesky factors in one compiled call
+    (:mod:`dpem_fast._dpcore._mstep`; post-processing of noisy statistics).
+
+    ``count_floor``, ``sd1``, ``sigma2``, ``low``: the counts' floor ``max(1, 3 σ_N)``, the
+    noise sd of a first-moment coordinate, the second moments' noise scale and the eigenvalue
+    floor's lowest value; ``box``: the box image's half-widths (None: the unit ball).
+
+    Returns
+    -------
+    weights (K,), means (K, d), covariances (K, d, d), precision Cholesky factors (K, d, d)
+
+    Notes
+    -----
+    Equivalent to: ``private_m_step(...)`` with ``covariance_type="full"`` and no prior, then
+    ``compute_precision_cholesky`` (:mod:`dpem_fast.mixture._gmm_mstep`, the numpy twin).
+    """
+    s1 = np.ascontiguousarray(s1, dtype=np.float64)
+    K, d = s1.shape
+    weights, means = np.empty(K), np.empty((K, d))
+    covs, prec_chol = np.empty((K, d, d)), np.empty((K, d, d))
+    _mstep.full_m_step(np.ascontiguousarray(nk, dtype=np.float64), s1, np.ascontiguousarray(s2, dtype=np.float64),
+                       float(count_floor), float(sd1), float(sigma2), float(low),
+                       None if box is None else np.ascontiguousarray(box, dtype=np.float64),
+                       weights, means, covs, prec_chol)
+    return weights, means, covs, prec_chol

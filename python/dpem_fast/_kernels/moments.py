@@ -17,7 +17,7 @@ from .._preprocess import clip_target
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 
-__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats"]
+__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "product_rows"]
 
 COUNT, SUM, SECOND = "count", "sum", "second_moment"
 
@@ -63,3 +63,15 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     s1 = _contract.sum_blocks(part_s1, nt)
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: s2}, int(n), 0.0,
                       int(part_clip.sum()))
+
+
+def product_rows(A, B, n_threads=None):
+    """``A @ B`` (float64) over ``n_threads`` threads with the same bits for every thread
+    count (fixed row blocks, one single-threaded dgemm each; :func:`_moments.product_rows`):
+    the post-processing's products with a (released) d x d matrix."""
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    out = np.empty((A.shape[0], B.shape[1]))
+    with blas_single_thread():
+        _moments.product_rows(A, B, out, effective_n_threads(n_threads))
+    return out

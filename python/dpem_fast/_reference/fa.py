@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import linalg
 
 from .._engine._plan import make_plan
 from .._engine._release import ReleaseLayer
@@ -14,9 +15,9 @@ from .._engine._specs import moments_joint_bound
 from .._engine._statistics import StatSpec
 from .._preprocess import project_into_domain, resolve_domain, scale_and_clip
 from .._rng import make_key
-from ..decomposition._fa_em import variance_posterior_mean
+from ..decomposition._fa_em import noisy_factor_step, variance_posterior_mean
 
-__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "private_diagonal_gaussian", "PrivateDiagonalGaussian",
+__all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "fa_noisy_reference", "private_diagonal_gaussian", "PrivateDiagonalGaussian",
            "diagonal_gaussian_loglik"]
 
 
@@ -67,10 +68,11 @@ def fa_em_reference(C, n_components, n_iter, psi0=None, small=1e-12):
     return W, psi
 
 
-def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
-    """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_em` (dense path): the same
-    fixed point with a full ``np.linalg.eigh`` per step.  Returns (W, psi, n_iter), W with
-    :func:`fix_signs` applied."""
+def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12, start=None):
+    """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_em`: the same fixed point with
+    a full ``np.linalg.eigh`` per step, or from the basis ``start`` the solver before issue 26
+    (three power steps per step on the formed ``M``, warm-started).  Returns (W, psi, n_iter),
+    W with :func:`fix_signs` applied."""
     from ..decomposition._fa_em import fix_signs
 
     C = np.asarray(C, dtype=np.float64)
@@ -80,11 +82,15 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
     old = -np.inf
     W = np.zeros((k, d))
     it = 0
+    Q = start
     for it in range(1, max_iter + 1):
         sp = np.sqrt(psi) + 1e-12
         M = C / np.outer(sp, sp)
-        lam, V = np.linalg.eigh(M)
-        lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        if Q is None:
+            lam, V = np.linalg.eigh(M)
+            lam, V = lam[::-1][:k], V[:, ::-1][:, :k]
+        else:
+            lam, V, Q = _top_subspace_v1(M, k, Q)
         W = np.sqrt(np.maximum(lam - 1.0, 0.0))[:, None] * V.T * sp
         ll = -0.5 * n_rows * (d * np.log(2 * np.pi) + k + np.sum(np.log(lam)) + np.trace(M) - lam.sum()
                               + np.sum(np.log(psi)))
@@ -93,6 +99,60 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12):
         old = ll
         psi = np.maximum(var - np.sum(W ** 2, axis=0), floor)
     return fix_signs(W), psi, it
+
+
+def _top_subspace_v1(M, k, Q, steps=3):
+    """The previous solver's eigenpairs (before issue 26): ``steps`` power steps of the block
+    Q on the formed matrix M, then Rayleigh-Ritz with one more product."""
+    for _ in range(steps):
+        Q, _ = np.linalg.qr(M @ Q)
+    B = Q.T @ (M @ Q)
+    lam, U = np.linalg.eigh((B + B.T) / 2)
+    V = Q @ U[:, ::-1]
+    return lam[::-1][:k], V[:, :k], V
+
+
+def _loglik_lemmas(C, W, psi):
+    """:func:`fa_loglik_reference` through the determinant and inversion lemmas (O(k d²), as
+    the previous solver computed it): ``Σ = WᵀW + Ψ``, ``B = I + W Ψ⁻¹ Wᵀ``."""
+    d = C.shape[0]
+    Wp = W / psi
+    B = np.eye(W.shape[0]) + Wp @ W.T
+    logdet = np.sum(np.log(psi)) + np.linalg.slogdet(B)[1]
+    tr = np.sum(np.diag(C) / psi) - np.trace(np.linalg.solve(B, Wp @ C @ Wp.T))
+    return -0.5 * (d * np.log(2 * np.pi) + logdet + tr)
+
+
+def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling=1.0, start=None):
+    """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_noisy` as it was before issue 26:
+    the residual ``R = C − diag(ψ)`` formed every iteration, its leading eigenpairs by a dense
+    ``eigh`` of the wanted index range (``start`` None) or, from the basis ``start``, by three
+    power steps on ``R + edge I`` warm-started from the previous iteration's block;
+    the log-likelihood by the matrix lemmas (:func:`fa_loglik_reference`'s value).  The
+    oracle and benchmark baseline of the structured solver.  Returns ``(W, psi, n_resolved,
+    loglik, n_iter)``."""
+    C = np.asarray(C, dtype=np.float64)
+    d, k = C.shape[0], int(n_components)
+    v = np.minimum(variance_posterior_mean(np.diag(C), sigma_cov), ceiling)
+    low = np.minimum(v, sigma_cov)
+    psi = low.copy()
+    Q = start
+    W, n_resolved, it, lls = np.zeros((k, d)), 0, 0, []
+    for it in range(1, int(max_iter) + 1):
+        R = C - np.diag(psi)
+        if Q is None:
+            lam, V = linalg.eigh(R, subset_by_index=[d - k, d - 1], driver="evr")
+            lam, V = lam[::-1], V[:, ::-1]
+        else:
+            lam, V, Q = _top_subspace_v1(R + edge * np.eye(d), k, Q)
+            lam = lam - edge
+        W, new, n_resolved = noisy_factor_step(lam, V, edge, v, low)    # the model's step; the solver differs
+        moved = float(np.max(np.abs(new - psi)))
+        psi = new
+        lls.append(n_rows * _loglik_lemmas(C, W, psi))
+        if moved <= tol * sigma_cov:
+            break
+    return W, psi, n_resolved, lls, it
 
 
 def private_diagonal_gaussian(X, *, epsilon, delta, data_norm=None, bounds=None, random_state=0):

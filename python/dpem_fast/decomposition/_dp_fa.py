@@ -15,8 +15,9 @@ from ..accounting import NoiseDominatedWarning
 from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
+from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._fa_em import DENSE_MAX_D, SMALL, SUBSPACE_OVERSAMPLE, fa_em, fa_noisy, fix_signs, noise_edge, orthomax
+from ._fa_em import SMALL, Covariance, fa_em, fa_noisy, fix_signs, noise_edge, orthomax, subspace_width, uses_subspace
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
 
 __all__ = ["DPFactorAnalysis"]
@@ -168,8 +169,12 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     6. ``noise_variance_`` adds ``σ_m²``: a new row's distance to the released mean carries
        the mean's noise, so the model's density is the predictive one.
 
-    Initialisation is data-independent (the subspace basis for d > 1024 is drawn from the
-    fit's key).
+    Initialisation is data-independent (the start basis of the structured eigensolver, used
+    above :data:`~._fa_em.DENSE_MAX_D` = 256 features, is drawn from the fit's key).  The
+    post-processing never forms a d x d matrix besides the release: the covariance is read
+    through products with a block of columns (:class:`~._fa_em.Covariance`), each over
+    ``n_threads`` threads with the same bits for every count, and the leading eigenpairs
+    come from a warm-started block subspace (:mod:`~._fa_em`; issue 26).
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
@@ -247,8 +252,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         d = summary.n_features
         k = self._k(d)
         start = None
-        if d > DENSE_MAX_D:
-            p = min(d, k + SUBSPACE_OVERSAMPLE)
+        if uses_subspace(d, k):
+            p = subspace_width(d, k)
             g = np.empty(d * p)
             _core_rng.fill_normal(derive_key(key, "init", "subspace"), 0, 1.0, g, 1)
             start = linalg.qr(g.reshape(d, p), mode="economic")[0]
@@ -272,9 +277,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         # a feature's variance is at most b_i² (b: the box image's half-widths), at most 1
         box = None if ctx.domain is None else ctx.domain.box_image
         ceiling = 1.0 if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
-        C = noisy[SECOND] / n - np.outer(mean, mean)
-        C = (C + C.T) / 2
-        C.flat[:: d + 1] += sigma_mean * sigma_mean           # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I
+        # S̃2/N − m̃ m̃ᵀ + σ_m² I (E[m̃ m̃ᵀ] = m mᵀ + σ_m² I): read through its products, not formed
+        C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, effective_n_threads(self.n_threads))
         edge = noise_edge(sigma_cov, sigma_mean, norm, d)
         W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
                                                tol=self.tol, ceiling=ceiling, start=params["start"])
@@ -293,8 +297,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _exact_update(self, stats, params):
         n = float(stats[COUNT][0])
         mean = stats[SUM] / n
-        C = stats[SECOND] / n - np.outer(mean, mean)
-        return self._em((C + C.T) / 2, n, params, mean, floor=SMALL, ceiling=np.inf)
+        C = Covariance(stats[SECOND], n, mean, 0.0, effective_n_threads(self.n_threads))
+        return self._em(C, n, params, mean, floor=SMALL, ceiling=np.inf)
 
     def _em(self, C, n, params, mean, floor, ceiling):
         k = self._k(C.shape[0])

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..accounting import NoiseDominatedWarning
 
-__all__ = ["CountAndSumMixture", "weights_from_counts", "floored_counts", "noise_std", "count_threshold", "live_components",
+__all__ = ["CountAndSumMixture", "weights_from_counts", "count_floor", "floored_counts", "noise_std", "count_threshold", "live_components",
            "check_counts_resolvable", "shrunk_means", "MixtureInferenceMixin"]
 
 #: Smallest mixing weight after renormalisation (keeps log π finite).
@@ -41,10 +41,15 @@ def weights_from_counts(nk):
     return w / w.sum()
 
 
+def count_floor(counts_release):
+    """The floor of :func:`floored_counts`: ``max(1, 3 σ_N)`` (public)."""
+    return max(1.0, 3.0 * noise_std(counts_release))
+
+
 def floored_counts(nk, counts_release):
     """Noisy counts floored so that divisions by them stay bounded: never below 1, nor below
     three noise standard deviations of the count release (public)."""
-    return np.maximum(nk, max(1.0, 3.0 * noise_std(counts_release)))
+    return np.maximum(nk, count_floor(counts_release))
 
 
 def count_threshold(counts_release):

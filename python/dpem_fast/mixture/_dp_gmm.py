@@ -25,7 +25,7 @@ from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
-from ._gmm_mstep import full_covariances, precision_cholesky_full
+from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
                             predict_log_resp_diag, second_moments_of_type)
@@ -582,6 +582,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return dataclasses.replace(domain, scale=np.full(domain.scale.shape, float(np.max(domain.scale))))
 
     def _update(self, noisy, params, ctx):
+        if self.covariance_type == "full" and self.estimator == "mle":
+            # the same M-step and factors, compiled (the serial part of an iteration; issue 26)
+            return private_full_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
+                                     ctx.domain)
         weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases,
                                                     ctx.domain, ctx.n_public)
         return weights, means, covs, self._precision_cholesky(covs, means.shape)

@@ -29,12 +29,12 @@ import warnings
 import numpy as np
 from scipy import linalg
 
-from .._kernels.gmm import COUNTS, FIRST, SECOND
+from .._kernels.gmm import COUNTS, FIRST, SECOND, full_m_step
 from .._preprocess import project_into_domain
 from ..accounting import NoiseDominatedWarning
-from ._common import REMEDY, floored_counts, noise_std, weights_from_counts
+from ._common import REMEDY, count_floor, floored_counts, noise_std, weights_from_counts
 
-__all__ = ["full_covariances", "precision_cholesky_full", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
+__all__ = ["full_covariances", "precision_cholesky_full", "private_full_step", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
@@ -261,6 +261,17 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None, cov
         # Dirichlet posterior mode: counts + alpha - 1, clipped and renormalised as above
         weights = weights_from_counts(np.maximum(nk, 0.0) + prior["alpha"] - 1.0)
     return weights, means, covs
+
+
+def private_full_step(nk, s1, s2, releases, reg_covar, domain=None):
+    """:func:`private_m_step` (maximum likelihood, ``covariance_type="full"``) and
+    :func:`compute_precision_cholesky` in one compiled call (issue 26: the serial part of a
+    private iteration); the same values, bit for bit where the builds' sums agree (the
+    tests compare both).  Returns ``(weights, means, covariances, precision Cholesky
+    factors)``."""
+    box = None if domain is None else domain.box_image
+    return full_m_step(nk, s1, s2, count_floor(releases[COUNTS]), noise_std(releases[FIRST]),
+                       releases[SECOND].noise_scale, max(reg_covar, 1e-6), box)
 
 
 def exact_m_step(stats, reg_covar, covariance_type="full"):
