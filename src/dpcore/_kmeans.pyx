@@ -39,7 +39,7 @@ from .dpc_contract cimport (
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport (
-    DPK_LD, dpk_accumulate, dpk_assign, dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
+    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_accumulate, dpk_assign, dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
 )
 from .dpc_rows cimport check_domain, load_rows_simd
 
@@ -48,8 +48,12 @@ cdef int _SIMD = dpk_simd_path()
 
 
 def simd_path():
-    """The assignment code path this CPU runs: ``"AVX2+FMA"`` or ``"portable C"``."""
-    return "AVX2+FMA" if _SIMD else "portable C"
+    """The assignment code path this CPU runs: ``"AVX2+FMA"``, ``"portable C (fma)"`` (the
+    same labels) or ``"portable C (direct distances)"`` (no hardware FMA: the twin's
+    arithmetic, labels that can differ from the others' at near-ties)."""
+    if _SIMD == DPK_PATH_AVX2:
+        return "AVX2+FMA"
+    return "portable C (fma)" if _SIMD == DPK_PATH_FMA else "portable C (direct distances)"
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
@@ -68,7 +72,8 @@ cdef inline Py_ssize_t _scratch_size(Py_ssize_t d) noexcept nogil:
 cdef struct _Args:
     # what a block of either pass reads (from the driver's arguments) and writes
     Py_ssize_t n, d, K
-    int simd                      # dpk_assign's path (1: AVX2 + FMA, 0: portable C)
+    int path                      # dpk_assign's path (DPK_PATH_*)
+    int simd                      # the AVX2 loader and distances (path == DPK_PATH_AVX2)
     dpc_block_plan plan           # kmeans_stats: the chunks of each block
     const double *C               # (K, d) centres
     const double *tab             # dpk_centre_table of C
@@ -83,16 +88,30 @@ cdef struct _Args:
     void *out_dist                # dtype of X
 
 
+cdef int _path_code(path) except -1:
+    """The DPK_PATH_* of a kernel's ``path`` argument: None (this CPU's path, simd_path()),
+    "fma" (the portable score path: the AVX2 path's labels) or "direct" (direct distances)."""
+    if path is None:
+        return _SIMD
+    if path == "fma":
+        return DPK_PATH_FMA
+    if path == "direct":
+        return DPK_PATH_DIRECT
+    raise ValueError(f"path must be None, 'fma' or 'direct', got {path!r}")
+
+
 cdef double *_set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C,
-                       bint simd) except NULL:
+                       path) except NULL:
     """The arguments both passes read, with the centre table (the caller frees the returned
     pointer); everything else empty (NULL / 0)."""
+    cdef int code = _path_code(path)
     cdef double *tab = <double *> PyMem_Malloc(dpk_table_size(d, K) * sizeof(double))
     if tab == NULL:
         raise MemoryError("could not allocate the k-means centre table")
     memset(a, 0, sizeof(_Args))
     a.n, a.d, a.K, a.C = n, d, K, C
-    a.simd = _SIMD if simd else 0
+    a.path = code
+    a.simd = a.path == DPK_PATH_AVX2
     a.target = 1.0
     dpk_centre_table(C, d, K, tab)
     dpk_centre_bounds(C, d, K, tab, &a.cmax, &a.hmax)
@@ -116,7 +135,7 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double 
                                     a.simd)
         # rows mapped into the unit ball have |x_i| <= 1; raw rows: their own maximum
         dpk_assign(Xt, d, DPK_LD, npad, a.tab, K, 1.0 if a.dom != NULL else -1.0, a.cmax, a.hmax,
-                   best, lab, a.simd)
+                   best, lab, a.path)
         dpk_distances(Xt, d, DPK_LD, npad, a.C, lab, best, a.simd)
         dpk_accumulate(Xt, d, DPK_LD, nr, best, lab, a.counts + b * K,
                        a.sums + b * K * d, a.inertia + b)
@@ -134,7 +153,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
                  const double[:, ::1] domain=None,    # IN  (4, d) lower, upper, center, 1/scale
                  double clip_target=1.0,              # norm given to rows beyond the unit ball
                  int64_t[::1] part_clipped=None,      # OUT (n_blocks,) rows clipped per block
-                 bint simd=True):                     # False: the portable path (tests)
+                 path=None):                          # tests: "fma" / "direct" (_path_code)
     """Hard assignment and per-cluster counts, sums and inertia, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
@@ -163,7 +182,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     part_counts[:, :] = 0.0
     part_sums[:, :, :] = 0.0
     part_inertia[:] = 0.0
-    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], simd)
+    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], path)
     try:
         a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
         a.counts, a.sums, a.inertia = &part_counts[0, 0], &part_sums[0, 0, 0], &part_inertia[0]
@@ -188,7 +207,7 @@ cdef int _assign_chunk(const floating *X, const void *args, Py_ssize_t c,
     cdef double *lab = best + DPC_CHUNK_SIZE
     cdef floating *out_dist = <floating *> a.out_dist
     load_rows_simd(X + r0 * d, d, nr, npad, DPK_LD, NULL, 1.0, Xt, a.simd)
-    dpk_assign(Xt, d, DPK_LD, npad, a.tab, a.K, -1.0, a.cmax, a.hmax, best, lab, a.simd)
+    dpk_assign(Xt, d, DPK_LD, npad, a.tab, a.K, -1.0, a.cmax, a.hmax, best, lab, a.path)
     dpk_distances(Xt, d, DPK_LD, npad, a.C, lab, best, a.simd)
     for r in range(nr):
         a.out_lab[r0 + r] = <long long> lab[r]
@@ -201,7 +220,7 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
                   long long[::1] out_labels,         # OUT (n,) nearest centre
                   floating[::1] out_sq_dist,         # OUT (n,) squared distance to it
                   int n_threads,
-                  bint simd=True):                   # False: the portable path (tests)
+                  path=None):                        # tests: "fma" / "direct" (_path_code)
     """Nearest centre of every row and the squared distance to it (predict / score).
 
     Equivalent to: ``D = sum_i (X[:, i, None] - C[None, :, i]) ** 2; (D.argmin(1), D.min(1))``
@@ -214,7 +233,7 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], simd)
+    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], path)
     try:
         a.out_lab, a.out_dist = &out_labels[0], &out_sq_dist[0]
         run_row_chunks(&X[0, 0], n, _assign_chunk[float], _assign_chunk[double], &a,
@@ -243,5 +262,5 @@ def _load_rows_wrapper(const floating[:, ::1] X, const double[:, ::1] domain=Non
     cdef double[:, ::1] Xt = out
     n_clipped = load_rows_simd(&X[0, 0], d, n, npad, DPK_LD,
                                NULL if domain is None else &domain[0, 0], clip_target,
-                               &Xt[0, 0], _SIMD if simd else 0)
+                               &Xt[0, 0], simd and _SIMD == DPK_PATH_AVX2)
     return out[:, :npad].copy(), int(n_clipped)

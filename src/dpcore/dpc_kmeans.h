@@ -12,9 +12,12 @@
  * (dpk_centre_table, no contraction).  An fma is rounded once on every machine (the AVX2
  * path uses the instruction, the portable path C's fma()), and a row's arithmetic never
  * depends on its neighbours in a vector: the labels are a function of the inputs alone,
- * the same for any thread count, SIMD path or machine.  They agree with the numpy twin
- * (dpem_fast._reference.kmeans, direct differences) except where two centres are
- * within rounding of each other (|s_j - s_k| <~ 1e-16 d (h + |x| |c|)).
+ * the same for any thread count and on every machine with a fused multiply-add.  They
+ * agree with the numpy twin (dpem_fast._reference.kmeans, direct differences) except where
+ * two centres are within rounding of each other (|s_j - s_k| <~ 1e-16 d (h + |x| |c|)).
+ * An x86-64 CPU without AVX2 + FMA (where fma() would be a slow software routine) labels by
+ * the direct distances instead (DPK_PATH_DIRECT): the twin's labels, which can differ from
+ * the scores' only at such near-ties.
  *
  * A score can overflow only for inputs beyond about 1e150: a chunk whose largest |x_ri|
  * and the largest |c_ki| and h_k could make any partial score exceed DBL_MAX / 4 is
@@ -26,6 +29,7 @@
  *   dpk_centre_bounds  max |c_ki| and max h_k (the overflow guard's inputs).
  *   dpk_assign         labels (as doubles) of npad rows; best[] gets the smallest score.
  *                      AVX2 + FMA (runtime dispatch, dpk_simd_path) or portable C.
+ *                      Loaders and distances take simd = (path == DPK_PATH_AVX2).
  *   dpk_distances      dist[r] = |x_r - c_lab(r)|^2 summed over features in order,
  *                      ((0 + t_0 t_0) + t_1 t_1) + ..., t_i = x_i - c_i: the twin's number
  *                      bit for bit (no FMA: the products are kept apart from the sums).
@@ -330,27 +334,43 @@ static DPK_AVX2 void dpk_panels_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld
 }
 #endif /* DPK_X86 */
 
-/* Which assignment path this CPU runs: 1 AVX2 + FMA, 0 portable C. */
+/* The assignment paths.  DPK_PATH_AVX2 and DPK_PATH_FMA compute the same scores and give
+   the same labels; DPK_PATH_DIRECT (a CPU without a fused multiply-add, where C's fma()
+   is a slow software routine) labels by the direct squared distances, the twin's
+   arithmetic: its labels can differ from the other two only at near-ties. */
+#define DPK_PATH_FMA 0      /* portable C, scores by fma() (native on such a build) */
+#define DPK_PATH_AVX2 1     /* AVX2 + FMA register tiles (x86-64, runtime dispatch) */
+#define DPK_PATH_DIRECT 2   /* portable C, direct distances (no hardware FMA) */
+
+/* Which path this CPU runs. */
 static int dpk_simd_path(void)
 {
 #ifdef DPK_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 1;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return DPK_PATH_AVX2;
+    return DPK_PATH_DIRECT;
+#elif defined(__FP_FAST_FMA)
+    return DPK_PATH_FMA;
+#else
+    return DPK_PATH_DIRECT;
 #endif
-    return 0;
 }
 
 /* Labels (as doubles) and smallest scores of the npad rows of Xt (npad % DPC_LANES == 0)
    against the table tab of K centres (bounds cmax, hmax: dpk_centre_bounds); xmax: a bound
-   on |Xt[i, r]| (1 for rows mapped into the unit ball), or < 0 to take it from Xt.  simd =
-   dpk_simd_path(), or 0 for the portable path.  Both paths give the same labels. */
+   on |Xt[i, r]| (1 for rows mapped into the unit ball), or < 0 to take it from Xt.  path:
+   dpk_simd_path(), or DPK_PATH_FMA (the portable score path, e.g. in tests). */
 static void dpk_assign(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                        const double *tab, ptrdiff_t K, double xmax, double cmax, double hmax,
-                       double *best, double *lab, int simd)
+                       double *best, double *lab, int path)
 {
+    if (path == DPK_PATH_DIRECT) {
+        dpk_assign_direct(Xt, d, ld, npad, tab, K, best, lab);
+        return;
+    }
     if (xmax < 0.0) {
 #ifdef DPK_X86
-        xmax = simd ? dpk_max_abs_avx2(Xt, d, ld, npad) : dpk_max_abs(Xt, d, ld, npad);
+        xmax = path == DPK_PATH_AVX2 ? dpk_max_abs_avx2(Xt, d, ld, npad) : dpk_max_abs(Xt, d, ld, npad);
 #else
         xmax = dpk_max_abs(Xt, d, ld, npad);
 #endif
@@ -360,13 +380,12 @@ static void dpk_assign(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t np
         return;
     }
 #ifdef DPK_X86
-    if (simd) {
+    if (path == DPK_PATH_AVX2) {
         if (d <= DPK_SMALL_D) dpk_rows_avx2(Xt, d, ld, npad, tab, K, best, lab);
         else dpk_panels_avx2(Xt, d, ld, npad, tab, K, best, lab);
         return;
     }
 #endif
-    (void)simd;
     dpk_assign_generic(Xt, d, ld, npad, tab, K, best, lab);
 }
 

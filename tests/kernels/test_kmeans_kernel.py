@@ -85,8 +85,9 @@ def test_thread_count_does_not_change_a_bit(d, K):
         assert_array_equal(kmeans_assign(X, C, 1)[1], kmeans_assign(X, C, nt)[1])
 
 
-def _raw_stats(X, C, simd, domain=None, n_threads=2):
-    """The Cython kernel's partials summed in block order, on the chosen path."""
+def _raw_stats(X, C, path, domain=None, n_threads=2):
+    """The Cython kernel's partials summed in block order, on the chosen path (None: this
+    CPU's; "fma": the portable score path; "direct": direct distances)."""
     n, d = X.shape
     K = C.shape[0]
     nb = _kmeans.block_count(n, d, K)
@@ -94,7 +95,7 @@ def _raw_stats(X, C, simd, domain=None, n_threads=2):
     kw = {}
     if domain is not None:
         kw = dict(domain=domain.loader_array(), clip_target=0.99, part_clipped=np.zeros(nb, np.int64))
-    _kmeans.kmeans_stats(X, C, *parts, n_threads, simd=simd, **kw)
+    _kmeans.kmeans_stats(X, C, *parts, n_threads, path=path, **kw)
     return [p.sum(axis=0) for p in parts] + [kw["part_clipped"].sum() if kw else 0]
 
 
@@ -111,7 +112,7 @@ def _ties(n, d, K, dtype, seed):
     return X.astype(dtype), C
 
 
-@pytest.mark.skipif(_kmeans.simd_path() == "portable C", reason="this CPU runs the portable path only")
+@pytest.mark.skipif(_kmeans.simd_path() != "AVX2+FMA", reason="this CPU has no AVX2 + FMA path")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n, d, K", [(CHUNK + 5, 1, 3), (2 * CHUNK + 3, 2, 50), (CHUNK - 1, 3, 7),
                                      (CHUNK + 2, 4, 5), (CHUNK + 9, 5, 6), (300, 7, 13),
@@ -125,7 +126,7 @@ def test_simd_and_portable_paths_agree_bit_for_bit(n, d, K, dtype):
         X[5] = 1e300                                            # squared norm overflows
     boxed, ball = resolve_domain(d, 1.5, (-2.0, 2.0)), resolve_domain(d, 1.5, None)
     for domain in (None, boxed, ball):                          # ball: 1e300 overflows |v|^2
-        fast, slow = _raw_stats(X, C / 4, True, domain), _raw_stats(X, C / 4, False, domain)
+        fast, slow = _raw_stats(X, C / 4, None, domain), _raw_stats(X, C / 4, "fma", domain)
         for f, s_ in zip(fast, slow):
             assert_array_equal(f, s_)
     for dom in (boxed, ball):
@@ -135,9 +136,9 @@ def test_simd_and_portable_paths_agree_bit_for_bit(n, d, K, dtype):
         assert got[1] == ref[1] > 0
         assert np.all(np.linalg.norm(got[0], axis=0) <= 1.0 + 1e-12)     # in the unit ball
     out = []
-    for simd in (True, False):
+    for path in (None, "fma"):
         lab, sq = np.empty(n, np.int64), np.empty(n, dtype)
-        _kmeans.kmeans_assign(X, C, lab, sq, 2, simd=simd)
+        _kmeans.kmeans_assign(X, C, lab, sq, 2, path=path)
         out.append((lab, sq))
     assert_array_equal(out[0][0], out[1][0])
     assert_array_equal(out[0][1], out[1][1])
@@ -169,8 +170,8 @@ def test_labels_equal_the_twin_except_at_near_ties(n, d, K):
     assert s.loglik == pytest.approx(ref.loglik, rel=1e-12)
 
 
-@pytest.mark.parametrize("simd", [True, False])
-def test_scores_that_would_overflow_use_the_direct_distances(simd):
+@pytest.mark.parametrize("path", [None, "fma", "direct"])
+def test_scores_that_would_overflow_use_the_direct_distances(path):
     """|x| |c| near the double range: the scores |c|^2/2 - x.c would overflow (inf - inf),
     so the chunk is labelled by the direct distances, as the twin labels it."""
     rng = np.random.default_rng(3)
@@ -179,13 +180,13 @@ def test_scores_that_would_overflow_use_the_direct_distances(simd):
     X[7] = [1e200, 1.0]                                         # nearest: centre 1 (distance 1)
     X[CHUNK + 3] = [1e200, -5.0]
     lab, sq = np.empty(len(X), np.int64), np.empty(len(X))
-    _kmeans.kmeans_assign(X, C, lab, sq, 2, simd=simd)
+    _kmeans.kmeans_assign(X, C, lab, sq, 2, path=path)
     with np.errstate(over="ignore"):                            # the twin's far distances: inf
         rlab, rsq = kmeans_assign_reference(X, C)
     assert lab[7] == 1 and lab[CHUNK + 3] == 1
     assert_array_equal(lab, rlab)
     assert_array_equal(sq, rsq)
-    assert_array_equal(_raw_stats(X, C, simd)[0], np.bincount(rlab, minlength=3))
+    assert_array_equal(_raw_stats(X, C, path)[0], np.bincount(rlab, minlength=3))
 
 
 def test_ties_go_to_the_lowest_index_and_empty_input():
@@ -217,3 +218,21 @@ def test_nicv_equals_numpy():
         nicv(np.array([[np.nan, 0, 0, 0]]), C)
     with pytest.raises(ValueError, match="centers"):
         nicv(X, C[:, :3])
+
+
+@pytest.mark.parametrize("n, d, K", [(2 * CHUNK + 3, 2, 50), (300, 100, 64)])
+def test_direct_path_is_the_twin_bit_for_bit(n, d, K):
+    """The path of a CPU without FMA labels by the twin's own arithmetic: labels, distances
+    and counts equal the twin's, near-ties included; bad path names are refused."""
+    X, C = _ties(n, d, K, np.float64, seed=11)
+    lab, sq = np.empty(n, np.int64), np.empty(n)
+    _kmeans.kmeans_assign(X, C, lab, sq, 2, path="direct")
+    rlab, rsq = kmeans_assign_reference(X, C)
+    assert_array_equal(lab, rlab)
+    assert_array_equal(sq, rsq)
+    counts, sums, inertia, _ = _raw_stats(X, C, "direct")
+    ref = kmeans_stats_reference(X, C)
+    assert_array_equal(counts, ref["counts"])
+    assert_allclose(sums, ref["sums"], rtol=1e-12, atol=1e-12 * n)
+    with pytest.raises(ValueError, match="path"):
+        _kmeans.kmeans_assign(X, C, lab, sq, 2, path="avx")
