@@ -121,21 +121,27 @@ static inline int dpk_scores_safe(ptrdiff_t d, double xmax, double cmax, double 
     return hmax <= lim && xmax <= lim && cmax <= lim && (double)d * (xmax * cmax) <= lim;
 }
 
-/* Nearest centre of each of the npad rows by the direct squared distances (the twin's
-   arithmetic, ties to the lowest index): the labels of a chunk whose scores could
-   overflow. */
-static void dpk_assign_direct(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                              const double *tab, ptrdiff_t K, double *best, double *lab)
+/* One row at a time: the nearest centre of each of the npad rows, ties to the lowest
+   index, by the scores (C's fma: the same labels as the AVX2 path) or, with direct, by the
+   direct squared distances (the twin's arithmetic: a CPU without FMA, or a chunk whose
+   scores could overflow). */
+static inline __attribute__((always_inline)) void
+dpk_assign_rows_c(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                  const double *tab, ptrdiff_t K, double *best, double *lab, const int direct)
 {
     ptrdiff_t r, k, i;
     for (r = 0; r < npad; r++) {
         double b = HUGE_VAL, l = 0.0;
         for (k = 0; k < K; k++) {
             const double *c = dpk_centre(tab, d, K, k);
-            double s = 0.0;
+            double s = direct ? 0.0 : tab[k];
             for (i = 0; i < d; i++) {
-                double t = Xt[i * ld + r] - c[i * DPK_KC];
-                s += t * t;
+                if (direct) {
+                    double t = Xt[i * ld + r] - c[i * DPK_KC];
+                    s += t * t;
+                } else {
+                    s = fma(-Xt[i * ld + r], c[i * DPK_KC], s);
+                }
             }
             if (s < b) {
                 b = s;
@@ -147,25 +153,16 @@ static void dpk_assign_direct(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdi
     }
 }
 
-/* The portable path: one row at a time, the same scores (C's fma) and comparisons. */
+static void dpk_assign_direct(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                              const double *tab, ptrdiff_t K, double *best, double *lab)
+{
+    dpk_assign_rows_c(Xt, d, ld, npad, tab, K, best, lab, 1);
+}
+
 static void dpk_assign_generic(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                const double *tab, ptrdiff_t K, double *best, double *lab)
 {
-    ptrdiff_t r, k, i;
-    for (r = 0; r < npad; r++) {
-        double b = HUGE_VAL, l = 0.0;
-        for (k = 0; k < K; k++) {
-            const double *c = dpk_centre(tab, d, K, k);
-            double s = tab[k];
-            for (i = 0; i < d; i++) s = fma(-Xt[i * ld + r], c[i * DPK_KC], s);
-            if (s < b) {
-                b = s;
-                l = (double)k;
-            }
-        }
-        best[r] = b;
-        lab[r] = l;
-    }
+    dpk_assign_rows_c(Xt, d, ld, npad, tab, K, best, lab, 0);
 }
 
 #ifdef DPK_X86

@@ -282,35 +282,27 @@ DPE_LANES_LOAD_DEF(dpe_lanes_load_f32, float, dpe_load_domain_f32_row)
 #endif /* x86-64 */
 
 /* Which loader: the lane-wise one when simd (and built for x86-64), else the scalar one;
-   the same numbers either way.  dom == NULL: plain transposition. */
-static ptrdiff_t dpe_load_any_f64(const double *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
-                                  ptrdiff_t ld, const double *dom, double target, double *Xt,
-                                  int simd)
-{
+   the same numbers either way.  dom == NULL: plain transposition.
+   dpe_load_any_f64 / dpe_load_any_f32 (X, d, nr, npad, ld, dom, target, Xt, simd). */
 #ifdef DPE_ROWS_AVX2
-    if (simd) return dpe_lanes_load_f64(X, d, nr, npad, ld, dom, target, Xt);
+#define DPE_LANES_OR_NOT(LANES, X, d, nr, npad, ld, dom, target, Xt) \
+    if (simd) return LANES(X, d, nr, npad, ld, dom, target, Xt);
+#else
+#define DPE_LANES_OR_NOT(LANES, X, d, nr, npad, ld, dom, target, Xt)
 #endif
-    (void)simd;
-    if (dom == NULL) {
-        dpe_load_f64(X, d, nr, npad, ld, Xt);
-        return 0;
-    }
-    return dpe_load_domain_f64(X, d, nr, npad, ld, dom, target, Xt);
+#define DPE_LOAD_ANY_DEF(NAME, T, LANES, PLAIN, DOMAIN)                                    \
+static ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, \
+                      const double *dom, double target, double *Xt, int simd)             \
+{                                                                                          \
+    DPE_LANES_OR_NOT(LANES, X, d, nr, npad, ld, dom, target, Xt)                           \
+    (void)simd;                                                                            \
+    if (dom == NULL) {                                                                     \
+        PLAIN(X, d, nr, npad, ld, Xt);                                                     \
+        return 0;                                                                          \
+    }                                                                                      \
+    return DOMAIN(X, d, nr, npad, ld, dom, target, Xt);                                    \
 }
-
-static ptrdiff_t dpe_load_any_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
-                                  ptrdiff_t ld, const double *dom, double target, double *Xt,
-                                  int simd)
-{
-#ifdef DPE_ROWS_AVX2
-    if (simd) return dpe_lanes_load_f32(X, d, nr, npad, ld, dom, target, Xt);
-#endif
-    (void)simd;
-    if (dom == NULL) {
-        dpe_load_f32(X, d, nr, npad, ld, Xt);
-        return 0;
-    }
-    return dpe_load_domain_f32(X, d, nr, npad, ld, dom, target, Xt);
-}
+DPE_LOAD_ANY_DEF(dpe_load_any_f64, double, dpe_lanes_load_f64, dpe_load_f64, dpe_load_domain_f64)
+DPE_LOAD_ANY_DEF(dpe_load_any_f32, float, dpe_lanes_load_f32, dpe_load_f32, dpe_load_domain_f32)
 
 #endif /* DPC_ROWS_H */
