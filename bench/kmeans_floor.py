@@ -23,6 +23,10 @@ What is timed (medians of ``--repeat`` calls, ms, float64, BLAS held to one thre
   machine's nominal 50 GFLOP/s per core (PERF_NOTES) and at the single-thread DGEMM rate
   measured in this run (a 2000 x 2000 matmul), divided by the thread count.
 
+Every one-thread row is also timed in process CPU time (``time.process_time``, medians): on
+a shared machine a busy neighbour inflates wall time but not the CPU time of a one-thread
+pass (the ``cpu`` lines).
+
 Run: ``python bench/kmeans_floor.py [--repeat 7] [--shapes airports google] [--threads 1 2]``.
 """
 from __future__ import annotations
@@ -34,6 +38,17 @@ import numpy as np
 from _timing import median_time
 
 NOMINAL_GFLOPS = 50.0
+
+
+def cpu_time(fn, repeat):
+    """Median process CPU seconds of ``repeat`` calls of ``fn`` (after one untimed call)."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.process_time()
+        fn()
+        times.append(time.process_time() - t0)
+    return float(np.median(times))
 
 
 def airports(K=50):
@@ -66,7 +81,7 @@ def dgemm_gflops():
     return 2 * 2000 ** 3 / best / 1e9
 
 
-def sklearn_iteration(X, C, n_threads, repeat):
+def sklearn_iteration(X, C, n_threads, repeat, timer=median_time):
     """Median seconds of one scikit-learn Lloyd iteration, and how it was measured."""
     try:
         from sklearn.cluster._k_means_lloyd import lloyd_iter_chunked_dense
@@ -89,7 +104,7 @@ def sklearn_iteration(X, C, n_threads, repeat):
     old = np.ascontiguousarray(C, dtype=np.float64)
     run = lambda: lloyd_iter_chunked_dense(X, w, old, new, wic, labels, shift, n_threads)  # noqa: E731
     run()
-    return median_time(run, repeat), "lloyd_iter_chunked_dense"
+    return timer(run, repeat), "lloyd_iter_chunked_dense"
 
 
 def main(argv=None):
@@ -124,6 +139,13 @@ def main(argv=None):
                 f50, fnow = flops / (NOMINAL_GFLOPS * 1e9 * t), flops / (gf * 1e9 * t)
                 print("%-9s %-7d %9.2f %9.2f %9.2f %9.2f %9.2f %8.1fx %8.2fx %8.2fx" % (
                     shape, t, 1e3 * kd, 1e3 * kr, 1e3 * sk, 1e3 * f50, 1e3 * fnow, sk / kd, kd / f50, kd / fnow))
+                if t == 1:
+                    kd = cpu_time(lambda: kmeans_stats(X, Cs, n_threads=1, domain=dom), args.repeat)
+                    kr = cpu_time(lambda: kmeans_stats(X, C, n_threads=1), args.repeat)
+                    sk = sklearn_iteration(X, C, 1, args.repeat, timer=cpu_time)[0]
+                    print("%-9s %-7s %9.2f %9.2f %9.2f %9.2f %9.2f %8.1fx %8.2fx %8.2fx" % (
+                        "", "1 cpu", 1e3 * kd, 1e3 * kr, 1e3 * sk, 1e3 * f50, 1e3 * fnow, sk / kd, kd / f50,
+                        kd / fnow))
             if not args.no_numpy:
                 ref = median_time(lambda: kmeans_stats_reference(X, C), 1)
                 kr1 = median_time(lambda: kmeans_stats(X, C, n_threads=1), args.repeat)

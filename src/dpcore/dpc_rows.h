@@ -196,14 +196,30 @@ static inline DPE_AVX2_FN __m256d dpe_mul_apart(__m256d a, __m256d b)
 #define DPE_LD4_double(p) _mm256_loadu_pd(p)
 #define DPE_LD4_float(p) _mm256_cvtps_pd(_mm_loadu_ps(p))
 
-/* One feature (column) of 4 rows: v = the domain map of feature i, s2 += v^2, boxed |= ... */
-static inline DPE_AVX2_FN __attribute__((always_inline)) __m256d
-dpe_domain_lane(__m256d v, const double *dom, ptrdiff_t d, ptrdiff_t i, __m256d *s2, __m256d *boxed)
+/* Whether the domain dom (d features) has a box at all (some finite lower or upper bound):
+   without one the clip to it changes nothing and is skipped. */
+static inline int dpe_domain_has_box(const double *dom, ptrdiff_t d)
 {
-    const __m256d lo = _mm256_broadcast_sd(dom + i), hi = _mm256_broadcast_sd(dom + d + i);
-    const __m256d lt = _mm256_cmp_pd(v, lo, _CMP_LT_OQ), gt = _mm256_cmp_pd(v, hi, _CMP_GT_OQ);
-    *boxed = _mm256_or_pd(*boxed, _mm256_or_pd(lt, gt));
-    v = _mm256_blendv_pd(_mm256_blendv_pd(v, hi, gt), lo, lt);
+    ptrdiff_t i;
+    for (i = 0; i < d; i++)
+        if (!(dom[i] < -DBL_MAX) || !(dom[d + i] > DBL_MAX)) return 1;
+    return 0;
+}
+
+/* One feature (column) of 4 rows: v = the domain map of feature i, s2 += v^2, boxed |= the
+   lanes the box changed.  The clip min(hi, max(lo, v)) is the scalar
+   v < lo ? lo : (v > hi ? hi : v) for every non-NaN v, signed zeros included (max / min
+   return their second operand, v, on equal zeros). */
+static inline DPE_AVX2_FN __attribute__((always_inline)) __m256d
+dpe_domain_lane(__m256d v, const double *dom, ptrdiff_t d, ptrdiff_t i, __m256d *s2, __m256d *boxed,
+                int box)
+{
+    if (box) {
+        const __m256d a = _mm256_min_pd(_mm256_broadcast_sd(dom + d + i),
+                                        _mm256_max_pd(_mm256_broadcast_sd(dom + i), v));
+        *boxed = _mm256_or_pd(*boxed, _mm256_cmp_pd(a, v, _CMP_NEQ_OQ));
+        v = a;
+    }
     v = _mm256_mul_pd(_mm256_sub_pd(v, _mm256_broadcast_sd(dom + 2 * d + i)),
                       _mm256_broadcast_sd(dom + 3 * d + i));
     *s2 = _mm256_add_pd(*s2, dpe_mul_apart(v, v));
@@ -216,6 +232,7 @@ static DPE_AVX2_FN ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff
                                   double *Xt)                                              \
 {                                                                                          \
     ptrdiff_t r, i, q, n_clipped = 0;                                                      \
+    const int box = dom != NULL && dpe_domain_has_box(dom, d);                             \
     for (r = 0; r + 4 <= nr; r += 4) {                                                     \
         const T *x = X + r * d;                                                            \
         double *xt = Xt + r;                                                               \
@@ -227,7 +244,7 @@ static DPE_AVX2_FN ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff
             v[0] = _mm256_permute4x64_pd(_mm256_unpacklo_pd(p, u), 0xD8);                  \
             v[1] = _mm256_permute4x64_pd(_mm256_unpackhi_pd(p, u), 0xD8);                  \
             for (q = 0; q < 2; q++) {                                                      \
-                if (dom != NULL) v[q] = dpe_domain_lane(v[q], dom, d, q, &s2, &boxed);     \
+                if (dom != NULL) v[q] = dpe_domain_lane(v[q], dom, d, q, &s2, &boxed, box); \
                 _mm256_storeu_pd(xt + q * ld, v[q]);                                       \
             }                                                                              \
             i = 2;                                                                         \
@@ -237,14 +254,14 @@ static DPE_AVX2_FN ptrdiff_t NAME(const T *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff
             __m256d r2 = DPE_LD4_##T(x + 2 * d + i), r3 = DPE_LD4_##T(x + 3 * d + i);      \
             DPE_TRANSPOSE4(r0, r1, r2, r3, v);                                             \
             for (q = 0; q < 4; q++) {                                                      \
-                if (dom != NULL) v[q] = dpe_domain_lane(v[q], dom, d, i + q, &s2, &boxed); \
+                if (dom != NULL) v[q] = dpe_domain_lane(v[q], dom, d, i + q, &s2, &boxed, box); \
                 _mm256_storeu_pd(xt + (i + q) * ld, v[q]);                                 \
             }                                                                              \
         }                                                                                  \
         for (; i < d; i++) {                                                               \
             v[0] = _mm256_set_pd((double)x[3 * d + i], (double)x[2 * d + i],               \
                                  (double)x[d + i], (double)x[i]);                          \
-            if (dom != NULL) v[0] = dpe_domain_lane(v[0], dom, d, i, &s2, &boxed);         \
+            if (dom != NULL) v[0] = dpe_domain_lane(v[0], dom, d, i, &s2, &boxed, box);    \
             _mm256_storeu_pd(xt + i * ld, v[0]);                                           \
         }                                                                                  \
         if (dom != NULL) {                                                                 \

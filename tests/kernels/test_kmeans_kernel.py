@@ -236,3 +236,26 @@ def test_direct_path_is_the_twin_bit_for_bit(n, d, K):
     assert_allclose(sums, ref["sums"], rtol=1e-12, atol=1e-12 * n)
     with pytest.raises(ValueError, match="path"):
         _kmeans.kmeans_assign(X, C, lab, sq, 2, path="avx")
+
+
+@pytest.mark.skipif(_kmeans.simd_path() != "AVX2+FMA", reason="this CPU has no AVX2 + FMA path")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 8])
+def test_lane_loader_is_the_scalar_loader_bit_for_bit(d, dtype):
+    """Signed zeros, values on the box's faces and beyond, rows beyond the ball, a box with
+    infinite faces on some features and none at all: the lane-wise loader writes the scalar
+    loader's bits (signs of zero included) and counts the same clipped rows."""
+    rng = np.random.default_rng(d)
+    n = CHUNK - 3
+    X = rng.choice([-0.0, 0.0, 0.5, 1.0, -1.0, 2.5, -3.0], size=(n, d)) * rng.choice([1.0, 1.0, 0.3], size=(n, d))
+    lo, hi = np.zeros(d), np.ones(d)
+    lo[::2], hi[1::3] = -np.inf, np.inf                         # some faces open
+    zeros = []
+    for dom in (np.array([lo, hi, np.zeros(d), np.full(d, 1.5)]),
+                np.array([np.full(d, -np.inf), np.full(d, np.inf), np.full(d, 0.25), np.full(d, 0.7)])):
+        got = _kmeans._load_rows_wrapper(X.astype(dtype), dom, 0.99)
+        ref = _kmeans._load_rows_wrapper(X.astype(dtype), dom, 0.99, simd=False)
+        assert_array_equal(got[0].view(np.uint64), ref[0].view(np.uint64))
+        assert got[1] == ref[1] > 0
+        zeros.append(np.any(np.signbit(got[0]) & (got[0] == 0)))
+    assert zeros[0]                                             # a -0.0 went through the box
