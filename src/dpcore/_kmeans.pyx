@@ -39,7 +39,8 @@ from .dpc_contract cimport (
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport (
-    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_accumulate, dpk_assign, dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
+    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_accumulate, dpk_assign,
+    dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
 )
 from .dpc_rows cimport check_domain, load_rows_simd
 
@@ -119,7 +120,8 @@ cdef double *_set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const
     return tab
 
 
-cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
+                      double *buf) noexcept nogil:
     """Block ``b`` (the driver's body): its chunks in order, rows in order, into its partial
     row; the rows clipped into the ball are counted in its ``clipped`` entry."""
     cdef const _Args *a = <const _Args *> args
@@ -136,9 +138,8 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double 
         # rows mapped into the unit ball have |x_i| <= 1; raw rows: their own maximum
         dpk_assign(Xt, d, DPK_LD, npad, a.tab, K, 1.0 if a.dom != NULL else -1.0, a.cmax, a.hmax,
                    best, lab, a.path)
-        dpk_distances(Xt, d, DPK_LD, npad, a.C, lab, best, a.simd)
-        dpk_accumulate(Xt, d, DPK_LD, nr, best, lab, a.counts + b * K,
-                       a.sums + b * K * d, a.inertia + b)
+        dpk_accumulate(Xt, d, DPK_LD, nr, a.C, lab, a.counts + b * K, a.sums + b * K * d,
+                       a.inertia + b)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0

@@ -33,8 +33,9 @@
  *   dpk_distances      dist[r] = |x_r - c_lab(r)|^2 summed over features in order,
  *                      ((0 + t_0 t_0) + t_1 t_1) + ..., t_i = x_i - c_i: the twin's number
  *                      bit for bit (no FMA: the products are kept apart from the sums).
- *   dpk_accumulate     counts[lab[r]] += 1, sums[lab[r], :] += x_r, inertia += dist[r], for
- *                      r < nr, in row order (fixed: no dependence on the thread count).
+ *   dpk_accumulate     counts[lab[r]] += 1, sums[lab[r], :] += x_r, inertia += dist_r (the
+ *                      same distance, computed on the way), for r < nr, in row order (fixed:
+ *                      no dependence on the thread count).
  */
 #ifndef DPC_KMEANS_H
 #define DPC_KMEANS_H
@@ -217,10 +218,14 @@ dpk_rows_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
     for (r0 = 0; r0 < npad; r0 += 16) {
         const double *x = Xt + r0;
 #define DPK_LDX(i, t) (d > (i) ? _mm256_loadu_pd(x + (i) * ld + 4 * (t)) : zero)
-        const __m256d x00 = DPK_LDX(0, 0), x01 = DPK_LDX(0, 1), x02 = DPK_LDX(0, 2), x03 = DPK_LDX(0, 3);
-        const __m256d x10 = DPK_LDX(1, 0), x11 = DPK_LDX(1, 1), x12 = DPK_LDX(1, 2), x13 = DPK_LDX(1, 3);
-        const __m256d x20 = DPK_LDX(2, 0), x21 = DPK_LDX(2, 1), x22 = DPK_LDX(2, 2), x23 = DPK_LDX(2, 3);
-        const __m256d x30 = DPK_LDX(3, 0), x31 = DPK_LDX(3, 1), x32 = DPK_LDX(3, 2), x33 = DPK_LDX(3, 3);
+        const __m256d x00 = DPK_LDX(0, 0), x01 = DPK_LDX(0, 1);
+        const __m256d x02 = DPK_LDX(0, 2), x03 = DPK_LDX(0, 3);
+        const __m256d x10 = DPK_LDX(1, 0), x11 = DPK_LDX(1, 1);
+        const __m256d x12 = DPK_LDX(1, 2), x13 = DPK_LDX(1, 3);
+        const __m256d x20 = DPK_LDX(2, 0), x21 = DPK_LDX(2, 1);
+        const __m256d x22 = DPK_LDX(2, 2), x23 = DPK_LDX(2, 3);
+        const __m256d x30 = DPK_LDX(3, 0), x31 = DPK_LDX(3, 1);
+        const __m256d x32 = DPK_LDX(3, 2), x33 = DPK_LDX(3, 3);
 #undef DPK_LDX
         __m256d b0 = _mm256_set1_pd(HUGE_VAL), b1 = b0, b2 = b0, b3 = b0;
         __m256d l0 = zero, l1 = zero, l2 = zero, l3 = zero, kd = zero;
@@ -367,7 +372,8 @@ static void dpk_assign(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t np
     }
     if (xmax < 0.0) {
 #ifdef DPK_X86
-        xmax = path == DPK_PATH_AVX2 ? dpk_max_abs_avx2(Xt, d, ld, npad) : dpk_max_abs(Xt, d, ld, npad);
+        xmax = path == DPK_PATH_AVX2 ? dpk_max_abs_avx2(Xt, d, ld, npad)
+                                      : dpk_max_abs(Xt, d, ld, npad);
 #else
         xmax = dpk_max_abs(Xt, d, ld, npad);
 #endif
@@ -438,34 +444,39 @@ static void dpk_distances(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
 }
 
 /* Add the nr assigned rows of the chunk into one block's partials, in row order:
-   counts[lab[r]] += 1, sums[lab[r], :] += x_r, inertia += dist[r] (a fixed order: no
-   dependence on the thread count). */
+   counts[lab[r]] += 1, sums[lab[r], :] += x_r, inertia += |x_r - c_lab[r]|^2 (dpk_dist_row's
+   number), a fixed order: no dependence on the thread count.  C: the centres (K, d). */
 static inline __attribute__((always_inline)) void
 dpk_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
-                    const double *dist, const double *lab, double *counts, double *sums,
+                    const double *C, const double *lab, double *counts, double *sums,
                     double *inertia)
 {
     ptrdiff_t r, i;
     double acc = 0.0;
     for (r = 0; r < nr; r++) {
         ptrdiff_t k = (ptrdiff_t)lab[r];
-        double *s = sums + k * d;
+        const double *c = C + k * d;
+        double *s = sums + k * d, dist = 0.0;
         counts[k] += 1.0;
-        for (i = 0; i < d; i++) s[i] += Xt[i * ld + r];
-        acc += dist[r];
+        for (i = 0; i < d; i++) {
+            double x = Xt[i * ld + r], t = x - c[i];
+            dist += t * t;
+            s[i] += x;
+        }
+        acc += dist;
     }
     inertia[0] += acc;
 }
 
 static void dpk_accumulate(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
-                           const double *dist, const double *lab,
+                           const double *C, const double *lab,
                            double *counts, double *sums, double *inertia)
 {
     switch (d) {
-    case 1: dpk_accumulate_body(Xt, 1, ld, nr, dist, lab, counts, sums, inertia); return;
-    case 2: dpk_accumulate_body(Xt, 2, ld, nr, dist, lab, counts, sums, inertia); return;
-    case 3: dpk_accumulate_body(Xt, 3, ld, nr, dist, lab, counts, sums, inertia); return;
-    default: dpk_accumulate_body(Xt, d, ld, nr, dist, lab, counts, sums, inertia); return;
+    case 1: dpk_accumulate_body(Xt, 1, ld, nr, C, lab, counts, sums, inertia); return;
+    case 2: dpk_accumulate_body(Xt, 2, ld, nr, C, lab, counts, sums, inertia); return;
+    case 3: dpk_accumulate_body(Xt, 3, ld, nr, C, lab, counts, sums, inertia); return;
+    default: dpk_accumulate_body(Xt, d, ld, nr, C, lab, counts, sums, inertia); return;
     }
 }
 

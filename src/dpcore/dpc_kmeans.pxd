@@ -18,5 +18,5 @@ cdef extern from "dpc_kmeans.h" nogil:
     void dpk_distances(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                        const double *C, const double *lab, double *dist, int simd)
     void dpk_accumulate(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
-                        const double *dist, const double *lab,
+                        const double *C, const double *lab,
                         double *counts, double *sums, double *inertia)

@@ -247,7 +247,8 @@ def test_lane_loader_is_the_scalar_loader_bit_for_bit(d, dtype):
     loader's bits (signs of zero included) and counts the same clipped rows."""
     rng = np.random.default_rng(d)
     n = CHUNK - 3
-    X = rng.choice([-0.0, 0.0, 0.5, 1.0, -1.0, 2.5, -3.0], size=(n, d)) * rng.choice([1.0, 1.0, 0.3], size=(n, d))
+    X = rng.choice([-0.0, 0.0, 0.5, 1.0, -1.0, 2.5, -3.0], size=(n, d))
+    X *= rng.choice([1.0, 1.0, 0.3], size=(n, d))
     lo, hi = np.zeros(d), np.ones(d)
     lo[::2], hi[1::3] = -np.inf, np.inf                         # some faces open
     zeros = []
