@@ -42,13 +42,7 @@ NOMINAL_GFLOPS = 50.0
 
 def cpu_time(fn, repeat):
     """Median process CPU seconds of ``repeat`` calls of ``fn`` (after one untimed call)."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return float(np.median(times))
+    return median_time(fn, repeat, warmup=True, clock=time.process_time)
 
 
 def airports(K=50):

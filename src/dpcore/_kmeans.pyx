@@ -139,7 +139,7 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
         dpk_assign(Xt, d, DPK_LD, npad, a.tab, K, 1.0 if a.dom != NULL else -1.0, a.cmax, a.hmax,
                    best, lab, a.path)
         dpk_accumulate(Xt, d, DPK_LD, nr, a.C, lab, a.counts + b * K, a.sums + b * K * d,
-                       a.inertia + b)
+                       a.inertia + b, a.simd)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0

@@ -406,25 +406,34 @@ static inline double dpk_dist_row(const double *Xt, ptrdiff_t d, ptrdiff_t ld, p
 }
 
 #ifdef DPK_X86
-/* The same, 4 rows at a time (their centres' features gathered into one vector), each
-   lane the scalar sequence; the products are kept apart from the sums (no FMA). */
+/* The same for rows r .. r+3 (centres c0 .. c3), in four lanes: each lane the scalar
+   sequence (the centres' features gathered into one vector), the products kept apart from
+   the sums (no FMA). */
+static inline DPK_AVX2 __attribute__((always_inline)) __m256d
+dpk_dist4_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t r, const double *c0,
+               const double *c1, const double *c2, const double *c3)
+{
+    ptrdiff_t i;
+    __m256d s = _mm256_setzero_pd();
+    for (i = 0; i < d; i++) {
+        __m256d t = _mm256_sub_pd(_mm256_loadu_pd(Xt + i * ld + r),
+                                  _mm256_set_pd(c3[i], c2[i], c1[i], c0[i]));
+        t = _mm256_mul_pd(t, t);
+        __asm__("" : "+x"(t));
+        s = _mm256_add_pd(s, t);
+    }
+    return s;
+}
+
 static DPK_AVX2 void dpk_distances_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                                         const double *C, const double *lab, double *dist)
 {
-    ptrdiff_t r, i;
-    for (r = 0; r < npad; r += 4) {
-        const double *c0 = C + (ptrdiff_t)lab[r] * d, *c1 = C + (ptrdiff_t)lab[r + 1] * d;
-        const double *c2 = C + (ptrdiff_t)lab[r + 2] * d, *c3 = C + (ptrdiff_t)lab[r + 3] * d;
-        __m256d s = _mm256_setzero_pd();
-        for (i = 0; i < d; i++) {
-            __m256d t = _mm256_sub_pd(_mm256_loadu_pd(Xt + i * ld + r),
-                                      _mm256_set_pd(c3[i], c2[i], c1[i], c0[i]));
-            __m256d p = _mm256_mul_pd(t, t);
-            __asm__("" : "+x"(p));
-            s = _mm256_add_pd(s, p);
-        }
-        _mm256_storeu_pd(dist + r, s);
-    }
+    ptrdiff_t r;
+    for (r = 0; r < npad; r += 4)
+        _mm256_storeu_pd(dist + r, dpk_dist4_avx2(Xt, d, ld, r, C + (ptrdiff_t)lab[r] * d,
+                                                  C + (ptrdiff_t)lab[r + 1] * d,
+                                                  C + (ptrdiff_t)lab[r + 2] * d,
+                                                  C + (ptrdiff_t)lab[r + 3] * d));
 }
 #endif
 
@@ -444,15 +453,15 @@ static void dpk_distances(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
 }
 
 /* Add the nr assigned rows of the chunk into one block's partials, in row order:
-   counts[lab[r]] += 1, sums[lab[r], :] += x_r, inertia += |x_r - c_lab[r]|^2 (dpk_dist_row's
-   number), a fixed order: no dependence on the thread count.  C: the centres (K, d). */
-static inline __attribute__((always_inline)) void
+   counts[lab[r]] += 1, sums[lab[r], :] += x_r, acc += |x_r - c_lab[r]|^2 (dpk_dist_row's
+   number), a fixed order: no dependence on the thread count.  Returns acc; dpk_accumulate
+   adds the chunk's acc to the block's inertia once.  C: the centres (K, d). */
+static inline __attribute__((always_inline)) double
 dpk_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                     const double *C, const double *lab, double *counts, double *sums,
-                    double *inertia)
+                    double acc)
 {
     ptrdiff_t r, i;
-    double acc = 0.0;
     for (r = 0; r < nr; r++) {
         ptrdiff_t k = (ptrdiff_t)lab[r];
         const double *c = C + k * d;
@@ -465,19 +474,85 @@ dpk_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
         }
         acc += dist;
     }
-    inertia[0] += acc;
+    return acc;
 }
+
+#ifdef DPK_X86
+/* dpk_accumulate for d > DPK_SMALL_D, four rows at a time: their distances in four lanes
+   (each lane the scalar sum, features in order), their sums four features at a time (the
+   4 x 4 block turned back into rows, then added row after row: every sums[k, i] still adds
+   its rows in row order); the rows left over by the scalar body. */
+static DPK_AVX2 double dpk_accumulate_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                           ptrdiff_t nr, const double *C, const double *lab,
+                                           double *counts, double *sums)
+{
+    ptrdiff_t r, i, q;
+    double acc = 0.0, dl[4];
+    for (r = 0; r + 4 <= nr; r += 4) {
+        const ptrdiff_t k0 = (ptrdiff_t)lab[r], k1 = (ptrdiff_t)lab[r + 1];
+        const ptrdiff_t k2 = (ptrdiff_t)lab[r + 2], k3 = (ptrdiff_t)lab[r + 3];
+        const double *c0 = C + k0 * d, *c1 = C + k1 * d, *c2 = C + k2 * d, *c3 = C + k3 * d;
+        double *s0 = sums + k0 * d, *s1 = sums + k1 * d, *s2 = sums + k2 * d, *s3 = sums + k3 * d;
+        const __m256d dist = dpk_dist4_avx2(Xt, d, ld, r, c0, c1, c2, c3);
+        counts[k0] += 1.0;
+        counts[k1] += 1.0;
+        counts[k2] += 1.0;
+        counts[k3] += 1.0;
+        for (i = 0; i + 4 <= d; i += 4) {
+            __m256d v[4];
+            for (q = 0; q < 4; q++) v[q] = _mm256_loadu_pd(Xt + (i + q) * ld + r);
+            {
+                /* feature vectors (4 rows each) -> row vectors (4 features each) */
+                __m256d t0 = _mm256_unpacklo_pd(v[0], v[1]), t1 = _mm256_unpackhi_pd(v[0], v[1]);
+                __m256d t2 = _mm256_unpacklo_pd(v[2], v[3]), t3 = _mm256_unpackhi_pd(v[2], v[3]);
+                v[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+                v[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+                v[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+                v[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+            }
+            _mm256_storeu_pd(s0 + i, _mm256_add_pd(_mm256_loadu_pd(s0 + i), v[0]));
+            _mm256_storeu_pd(s1 + i, _mm256_add_pd(_mm256_loadu_pd(s1 + i), v[1]));
+            _mm256_storeu_pd(s2 + i, _mm256_add_pd(_mm256_loadu_pd(s2 + i), v[2]));
+            _mm256_storeu_pd(s3 + i, _mm256_add_pd(_mm256_loadu_pd(s3 + i), v[3]));
+        }
+        for (; i < d; i++) {
+            const double *x = Xt + i * ld + r;
+            s0[i] += x[0];
+            s1[i] += x[1];
+            s2[i] += x[2];
+            s3[i] += x[3];
+        }
+        _mm256_storeu_pd(dl, dist);
+        acc += dl[0];
+        acc += dl[1];
+        acc += dl[2];
+        acc += dl[3];
+    }
+    return dpk_accumulate_body(Xt + r, d, ld, nr - r, C, lab + r, counts, sums, acc);
+}
+#endif
 
 static void dpk_accumulate(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                            const double *C, const double *lab,
-                           double *counts, double *sums, double *inertia)
+                           double *counts, double *sums, double *inertia, int simd)
 {
+    double acc;
     switch (d) {
-    case 1: dpk_accumulate_body(Xt, 1, ld, nr, C, lab, counts, sums, inertia); return;
-    case 2: dpk_accumulate_body(Xt, 2, ld, nr, C, lab, counts, sums, inertia); return;
-    case 3: dpk_accumulate_body(Xt, 3, ld, nr, C, lab, counts, sums, inertia); return;
-    default: dpk_accumulate_body(Xt, d, ld, nr, C, lab, counts, sums, inertia); return;
+    case 1: acc = dpk_accumulate_body(Xt, 1, ld, nr, C, lab, counts, sums, 0.0); break;
+    case 2: acc = dpk_accumulate_body(Xt, 2, ld, nr, C, lab, counts, sums, 0.0); break;
+    case 3: acc = dpk_accumulate_body(Xt, 3, ld, nr, C, lab, counts, sums, 0.0); break;
+    case 4: acc = dpk_accumulate_body(Xt, 4, ld, nr, C, lab, counts, sums, 0.0); break;
+    default:
+#ifdef DPK_X86
+        if (simd) {
+            acc = dpk_accumulate_avx2(Xt, d, ld, nr, C, lab, counts, sums);
+            break;
+        }
+#endif
+        (void)simd;
+        acc = dpk_accumulate_body(Xt, d, ld, nr, C, lab, counts, sums, 0.0);
     }
+    inertia[0] += acc;
 }
 
 #endif /* DPC_KMEANS_H */

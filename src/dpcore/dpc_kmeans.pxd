@@ -19,4 +19,4 @@ cdef extern from "dpc_kmeans.h" nogil:
                        const double *C, const double *lab, double *dist, int simd)
     void dpk_accumulate(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                         const double *C, const double *lab,
-                        double *counts, double *sums, double *inertia)
+                        double *counts, double *sums, double *inertia, int simd)
