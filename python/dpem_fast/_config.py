@@ -15,7 +15,7 @@ def config_dict() -> dict:
     import numpy as np
 
     from ._version import __version__
-    from ._dpcore import _rng
+    from ._dpcore import _kmeans, _rng
     from ._threads import effective_n_threads
 
     try:
@@ -33,12 +33,14 @@ def config_dict() -> dict:
         "n_threads": effective_n_threads(None),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "chacha20_path": _SIMD.get(_rng.simd_level(), "unknown"),
+        "kmeans_path": _kmeans.simd_path(),
         **build,
     }
 
 
 def show_config(file=None) -> None:
-    """Print version, OpenMP status, thread count, keystream code path and build flags."""
+    """Print version, OpenMP status, thread count, the keystream and k-means code paths and
+    build flags."""
     cfg = config_dict()
     w = max(len(k) for k in cfg)
     for k, v in cfg.items():

@@ -9,11 +9,16 @@ into float64 per-block partials::
 (the update is ``c_k = S_k / N_k``; the private versions add noise to N and S).  The n
 labels are never materialised.
 
+The nearest centre is found from the scores ``h_k - x . c_k`` (``h_k = |c_k|^2 / 2``, one
+fma per feature, register-tiled like a matrix product: ``dpc_kmeans.h``), the same on every
+code path and machine; ``W`` and the distances returned are the direct sums of squared
+differences of the twin, bit for bit.  Labels agree with the numpy twin except at near-ties
+within rounding.
+
 Shared pieces: the chunk loader with the declared-domain clip (``dpc_rows.h``, so a
 private fit clips rows into the unit ball inside the kernel, as the GMM E-step does), the
-contract constants, block count and block plan (``dpc_contract.h``), ``DPE_CLONES``
-(``dpc_simd.h``) and the parallel driver (``_driver.pxd``).  The assignment and
-accumulation are in ``dpc_kmeans.h``.
+contract constants, block count and block plan (``dpc_contract.h``) and the parallel driver
+(``_driver.pxd``).  The centre table, assignment and accumulation are in ``dpc_kmeans.h``.
 
 Work layout (reproducibility contract, as ``_estep.pyx``)
 ---------------------------------------------------------
@@ -21,9 +26,10 @@ Chunks of ``CHUNK_SIZE`` rows, grouped into ``block_count(n, d, K) =
 dpc_block_count(n, K (d + 1) + 1)`` blocks; block ``b`` owns row ``b`` of the partials and
 walks its chunks in order, rows in order; the caller sums the partial rows in block order.
 Results do not depend on the thread count.  This module is built without
-``-ffp-contract=fast``: no FMA, so distances equal the numpy twin's bit for bit.
+``-ffp-contract=fast``: the only fused multiply-adds are the explicit ones of the scores.
 """
 from cython cimport floating
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t
 from libc.string cimport memset
 
@@ -32,8 +38,23 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_kmeans cimport dpk_accumulate, dpk_assign
-from .dpc_rows cimport check_domain, load_rows, load_rows_domain
+from .dpc_kmeans cimport (
+    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_accumulate, dpk_assign,
+    dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
+)
+from .dpc_rows cimport check_domain, load_rows_simd
+
+
+cdef int _SIMD = dpk_simd_path()
+
+
+def simd_path():
+    """The assignment code path this CPU runs: ``"AVX2+FMA"``, ``"portable C (fma)"`` (the
+    same labels) or ``"portable C (direct distances)"`` (no hardware FMA: the twin's
+    arithmetic, labels that can differ from the others' at near-ties)."""
+    if _SIMD == DPK_PATH_AVX2:
+        return "AVX2+FMA"
+    return "portable C (fma)" if _SIMD == DPK_PATH_FMA else "portable C (direct distances)"
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
@@ -45,15 +66,19 @@ def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
 
 
 cdef inline Py_ssize_t _scratch_size(Py_ssize_t d) noexcept nogil:
-    """Doubles of one thread's scratch: Xt (d, CHUNK), best (CHUNK), lab (CHUNK)."""
-    return (d + 2) * DPC_CHUNK_SIZE
+    """Doubles of one thread's scratch: Xt (d, DPK_LD), best (CHUNK), lab (CHUNK)."""
+    return d * DPK_LD + 2 * DPC_CHUNK_SIZE
 
 
 cdef struct _Args:
     # what a block of either pass reads (from the driver's arguments) and writes
     Py_ssize_t n, d, K
+    int path                      # dpk_assign's path (DPK_PATH_*)
+    int simd                      # the AVX2 loader and distances (path == DPK_PATH_AVX2)
     dpc_block_plan plan           # kmeans_stats: the chunks of each block
     const double *C               # (K, d) centres
+    const double *tab             # dpk_centre_table of C
+    double cmax, hmax             # its bounds (dpk_centre_bounds: the overflow guard)
     const double *dom             # NULL: raw rows
     double target
     double *counts                # kmeans_stats: (n_blocks, K), (n_blocks, K, d), (n_blocks,)
@@ -64,33 +89,57 @@ cdef struct _Args:
     void *out_dist                # dtype of X
 
 
-cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C) noexcept:
-    """The arguments both passes read; everything else empty (NULL / 0)."""
+cdef int _path_code(path) except -1:
+    """The DPK_PATH_* of a kernel's ``path`` argument: None (this CPU's path, simd_path()),
+    "fma" (the portable score path: the AVX2 path's labels) or "direct" (direct distances)."""
+    if path is None:
+        return _SIMD
+    if path == "fma":
+        return DPK_PATH_FMA
+    if path == "direct":
+        return DPK_PATH_DIRECT
+    raise ValueError(f"path must be None, 'fma' or 'direct', got {path!r}")
+
+
+cdef double *_set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C,
+                       path) except NULL:
+    """The arguments both passes read, with the centre table (the caller frees the returned
+    pointer); everything else empty (NULL / 0)."""
+    cdef int code = _path_code(path)
+    cdef double *tab = <double *> PyMem_Malloc(dpk_table_size(d, K) * sizeof(double))
+    if tab == NULL:
+        raise MemoryError("could not allocate the k-means centre table")
     memset(a, 0, sizeof(_Args))
     a.n, a.d, a.K, a.C = n, d, K, C
+    a.path = code
+    a.simd = a.path == DPK_PATH_AVX2
     a.target = 1.0
+    dpk_centre_table(C, d, K, tab)
+    dpk_centre_bounds(C, d, K, tab, &a.cmax, &a.hmax)
+    a.tab = tab
+    return tab
 
 
-cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
+cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
+                      double *buf) noexcept nogil:
     """Block ``b`` (the driver's body): its chunks in order, rows in order, into its partial
     row; the rows clipped into the ball are counted in its ``clipped`` entry."""
     cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t c, r0, nr, npad, d = a.d, K = a.K, n_clipped = 0
     cdef double *Xt = buf
-    cdef double *best = buf + d * DPC_CHUNK_SIZE
+    cdef double *best = buf + d * DPK_LD
     cdef double *lab = best + DPC_CHUNK_SIZE
     for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
         nr = dpc_chunk_rows(a.n, c)
         npad = dpc_lane_pad(nr)
-        if a.dom == NULL:
-            load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, Xt)
-        else:
-            n_clipped += load_rows_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom,
-                                          a.target, Xt)
-        dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, a.C, K, best, lab)
-        dpk_accumulate(Xt, d, DPC_CHUNK_SIZE, nr, best, lab, a.counts + b * K,
-                       a.sums + b * K * d, a.inertia + b)
+        n_clipped += load_rows_simd(X + r0 * d, d, nr, npad, DPK_LD, a.dom, a.target, Xt,
+                                    a.simd)
+        # rows mapped into the unit ball have |x_i| <= 1; raw rows: their own maximum
+        dpk_assign(Xt, d, DPK_LD, npad, a.tab, K, 1.0 if a.dom != NULL else -1.0, a.cmax, a.hmax,
+                   best, lab, a.path)
+        dpk_accumulate(Xt, d, DPK_LD, nr, a.C, lab, a.counts + b * K, a.sums + b * K * d,
+                       a.inertia + b, a.simd)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0
@@ -104,7 +153,8 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
                  int n_threads,
                  const double[:, ::1] domain=None,    # IN  (4, d) lower, upper, center, 1/scale
                  double clip_target=1.0,              # norm given to rows beyond the unit ball
-                 int64_t[::1] part_clipped=None):     # OUT (n_blocks,) rows clipped per block
+                 int64_t[::1] part_clipped=None,      # OUT (n_blocks,) rows clipped per block
+                 path=None):                          # tests: "fma" / "direct" (_path_code)
     """Hard assignment and per-cluster counts, sums and inertia, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
@@ -114,7 +164,8 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
 
     Equivalent to: ``D = sum_i (X[:, i, None] - C[None, :, i]) ** 2`` (feature by feature),
     ``a = D.argmin(1)``, then ``(bincount(a, K), [X[a == k].sum(0) for k], D.min(1).sum())``
-    split over blocks of rows (Lloyd's update; DP-EM Sec. 7 k-means).
+    split over blocks of rows (Lloyd's update; DP-EM Sec. 7 k-means); ``a`` from the scores
+    (module docstring), equal to the twin's except at near-ties within rounding.
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = centers.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
@@ -132,15 +183,18 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
     part_counts[:, :] = 0.0
     part_sums[:, :, :] = 0.0
     part_inertia[:] = 0.0
-    _set_args(&a, n, d, K, &centers[0, 0])
-    a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
-    a.counts, a.sums, a.inertia = &part_counts[0, 0], &part_sums[0, 0, 0], &part_inertia[0]
-    if domain is not None:
-        part_clipped[:] = 0
-        a.dom, a.target = &domain[0, 0], clip_target
-        a.clipped = &part_clipped[0]
-    run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
-                   _scratch_size(d), n_threads, "k-means scratch")
+    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], path)
+    try:
+        a.plan = dpc_plan_blocks(dpc_chunk_count(n), nb)
+        a.counts, a.sums, a.inertia = &part_counts[0, 0], &part_sums[0, 0, 0], &part_inertia[0]
+        if domain is not None:
+            part_clipped[:] = 0
+            a.dom, a.target = &domain[0, 0], clip_target
+            a.clipped = &part_clipped[0]
+        run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
+                       _scratch_size(d), n_threads, "k-means scratch")
+    finally:
+        PyMem_Free(tab)
 
 
 cdef int _assign_chunk(const floating *X, const void *args, Py_ssize_t c,
@@ -150,11 +204,12 @@ cdef int _assign_chunk(const floating *X, const void *args, Py_ssize_t c,
     cdef Py_ssize_t d = a.d, r0 = c * DPC_CHUNK_SIZE, r
     cdef Py_ssize_t nr = dpc_chunk_rows(a.n, c), npad = dpc_lane_pad(nr)
     cdef double *Xt = buf
-    cdef double *best = buf + d * DPC_CHUNK_SIZE
+    cdef double *best = buf + d * DPK_LD
     cdef double *lab = best + DPC_CHUNK_SIZE
     cdef floating *out_dist = <floating *> a.out_dist
-    load_rows(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, Xt)
-    dpk_assign(Xt, d, DPC_CHUNK_SIZE, npad, a.C, a.K, best, lab)
+    load_rows_simd(X + r0 * d, d, nr, npad, DPK_LD, NULL, 1.0, Xt, a.simd)
+    dpk_assign(Xt, d, DPK_LD, npad, a.tab, a.K, -1.0, a.cmax, a.hmax, best, lab, a.path)
+    dpk_distances(Xt, d, DPK_LD, npad, a.C, lab, best, a.simd)
     for r in range(nr):
         a.out_lab[r0 + r] = <long long> lab[r]
         out_dist[r0 + r] = <floating> best[r]
@@ -165,10 +220,13 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
                   const double[:, ::1] centers,      # IN  (K, d)
                   long long[::1] out_labels,         # OUT (n,) nearest centre
                   floating[::1] out_sq_dist,         # OUT (n,) squared distance to it
-                  int n_threads):
+                  int n_threads,
+                  path=None):                        # tests: "fma" / "direct" (_path_code)
     """Nearest centre of every row and the squared distance to it (predict / score).
 
-    Equivalent to: ``D = sum_i (X[:, i, None] - C[None, :, i]) ** 2; (D.argmin(1), D.min(1))``.
+    Equivalent to: ``D = sum_i (X[:, i, None] - C[None, :, i]) ** 2; (D.argmin(1), D.min(1))``
+    (the label from the scores: equal except at near-ties within rounding; the distance to
+    it exactly the twin's).
     """
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = centers.shape[0]
     cdef _Args a
@@ -176,7 +234,34 @@ def kmeans_assign(const floating[:, ::1] X,          # IN  (n, d)
         raise ValueError("shapes do not match")
     if n == 0:
         return
-    _set_args(&a, n, d, K, &centers[0, 0])
-    a.out_lab, a.out_dist = &out_labels[0], &out_sq_dist[0]
-    run_row_chunks(&X[0, 0], n, _assign_chunk[float], _assign_chunk[double], &a,
-                   _scratch_size(d), n_threads, "k-means scratch")
+    cdef double *tab = _set_args(&a, n, d, K, &centers[0, 0], path)
+    try:
+        a.out_lab, a.out_dist = &out_labels[0], &out_sq_dist[0]
+        run_row_chunks(&X[0, 0], n, _assign_chunk[float], _assign_chunk[double], &a,
+                       _scratch_size(d), n_threads, "k-means scratch")
+    finally:
+        PyMem_Free(tab)
+
+
+def _load_rows_wrapper(const floating[:, ::1] X, const double[:, ::1] domain=None,
+                       double clip_target=1.0, bint simd=True):
+    """Test hook: the ``n <= CHUNK_SIZE`` rows of ``X`` through the chunk loader of this
+    module (``load_rows_simd``: lane-wise with ``simd`` on an AVX2 machine, else the scalar
+    loader), as ``(Xt, n_clipped)``: ``Xt`` of shape (d, npad), the rows' padded width.
+
+    Equivalent to: ``scale_and_clip(X, domain)[0].T`` (to rounding; bit for bit between
+    the two loaders).
+    """
+    import numpy as np
+
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], npad = dpc_lane_pad(X.shape[0])
+    cdef Py_ssize_t n_clipped
+    if n < 1 or n > DPC_CHUNK_SIZE or d < 1:
+        raise ValueError("X must have 1 to CHUNK_SIZE rows and at least one feature")
+    check_domain(domain, d, clip_target)
+    out = np.zeros((d, DPK_LD))
+    cdef double[:, ::1] Xt = out
+    n_clipped = load_rows_simd(&X[0, 0], d, n, npad, DPK_LD,
+                               NULL if domain is None else &domain[0, 0], clip_target,
+                               &Xt[0, 0], simd and _SIMD == DPK_PATH_AVX2)
+    return out[:, :npad].copy(), int(n_clipped)

@@ -13,6 +13,12 @@ cdef extern from "dpc_rows.h" nogil:
                                   ptrdiff_t ld, const double *dom, double target, double *Xt)
     ptrdiff_t dpe_load_domain_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
                                   ptrdiff_t ld, const double *dom, double target, double *Xt)
+    ptrdiff_t dpe_load_any_f64(const double *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
+                               ptrdiff_t ld, const double *dom, double target, double *Xt,
+                               int simd)
+    ptrdiff_t dpe_load_any_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
+                               ptrdiff_t ld, const double *dom, double target, double *Xt,
+                               int simd)
 
 
 cdef inline void load_rows(const floating *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
@@ -34,6 +40,17 @@ cdef inline ptrdiff_t load_rows_domain(const floating *X, ptrdiff_t d, ptrdiff_t
         return dpe_load_domain_f64(X, d, nr, npad, ld, dom, target, Xt)
     else:
         return dpe_load_domain_f32(X, d, nr, npad, ld, dom, target, Xt)
+
+
+cdef inline ptrdiff_t load_rows_simd(const floating *X, ptrdiff_t d, ptrdiff_t nr,
+                                     ptrdiff_t npad, ptrdiff_t ld, const double *dom,
+                                     double target, double *Xt, int simd) noexcept nogil:
+    """load_rows (``dom`` NULL, returns 0) or load_rows_domain, vectorised across rows
+    when ``simd`` is nonzero on an x86-64 build (AVX2; the same numbers bit for bit)."""
+    if floating is double:
+        return dpe_load_any_f64(X, d, nr, npad, ld, dom, target, Xt, simd)
+    else:
+        return dpe_load_any_f32(X, d, nr, npad, ld, dom, target, Xt, simd)
 
 
 cdef inline const double *rows_f64(const floating *X, ptrdiff_t nr, ptrdiff_t d,

@@ -269,7 +269,7 @@ def test_show_config_reports_threads_and_flags():
     buf = io.StringIO()
     dpem_fast.show_config(file=buf)
     text = buf.getvalue()
-    for field in ("version", "openmp", "n_threads", "chacha20_path", "c_args", "compiler"):
+    for field in ("version", "openmp", "n_threads", "chacha20_path", "kmeans_path", "c_args", "compiler"):
         assert field in text
     assert dpem_fast.__version__ in text
 

@@ -56,8 +56,11 @@ def kmeans_stats(X, centers, n_threads=None, domain=None) -> Statistics:
 
     Notes
     -----
-    Equivalent to: ``dpem_fast._reference.kmeans.kmeans_stats_reference(X, centers, domain)``
-    (counts and labels exactly; sums to rounding).
+    Equivalent to: ``dpem_fast._reference.kmeans.kmeans_stats_reference(X, centers, domain)``:
+    the nearest centre comes from the scores ``|c_k|²/2 - x·c_k`` (``dpc_kmeans.h``; the same
+    on every machine and code path), so labels, and with them the counts, equal the twin's
+    except where two centres are within rounding of each other; sums and the inertia to
+    rounding.
     """
     X = as_kernel_rows(X)
     n, d = X.shape
@@ -87,7 +90,9 @@ def kmeans_assign(X, centers, n_threads=None):
 
     Notes
     -----
-    Equivalent to: ``dpem_fast._reference.kmeans.kmeans_assign_reference(X, centers)``.
+    Equivalent to: ``dpem_fast._reference.kmeans.kmeans_assign_reference(X, centers)``: labels
+    equal except at near-ties within rounding; ``sq_dist`` is the twin's distance to the label
+    returned, bit for bit.
     """
     X = as_kernel_rows(X)
     C = _centers(X, centers)

@@ -1,8 +1,10 @@
 """Obviously-correct numpy twin of the k-means kernel (test oracle, benchmark baseline).
 
 Squared distances are summed feature by feature, ``D = ((0 + t_0²) + t_1²) + ...`` with
-``t_i = x_i - c_i``, the order the kernel (``dpc_kmeans.h``, built without FMA) uses, so
-distances and labels agree bit for bit; ties go to the lowest index (``argmin``).  Rows are
+``t_i = x_i - c_i``, the order in which the kernel (``dpc_kmeans.h``, no FMA there) computes
+the distance of a row to its assigned centre, so those distances agree bit for bit; ties go to
+the lowest index (``argmin``).  The kernel picks the centre from the scores
+``|c|²/2 - x·c`` instead: labels agree except where two centres are within rounding.  Rows are
 mapped into the unit ball of a declared domain by :func:`dpem_fast._preprocess.scale_and_clip`
 (the numpy twin of the kernel's loader).  Everything is computed in float64.
 """
