@@ -257,8 +257,12 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     Events: ``ComposedEvent([GaussianEvent(z_u), SelfComposedEvent(PoissonSampledEvent(q,
     GaussianEvent(σ)), T)])`` tagged add/remove (without the first part when
     ``unigram_share=0``).  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
-    stopping is data-independent (T iterations).  The token cap and the minibatches use
-    randomness addressed from the key (the cap: one stream per document).
+    stopping is data-independent (T iterations).  The token cap, the E-step's starts and the
+    minibatches use randomness addressed from the key by document position (the cap: one
+    stream per document).  It must stay secret like the noise: removing a document moves the
+    later ones to other streams, so the sensitivity argument is over the key's randomness (the
+    per-position draws are i.i.d.: a coupling puts D′ next to D without the document), not for
+    each fixed draw (:func:`~dpem_fast.decomposition._lda_docs._cap_documents`).
 
     Person-level
     ------------

@@ -43,7 +43,14 @@ def _cap_documents(X, cap_key, N, doc_ids=None):
     (``doc_ids``: the documents' row numbers in the corpus, default ``0, 1, ...``), so a
     document is capped the same way whichever rows are capped with it: on the client once
     per fit, or on a dask worker for the documents of one chunk.  The randomness is
-    data-independent and need not be secret (the sensitivity holds for every draw).
+    data-independent but **must stay secret**, as every draw of the fit: it is addressed by
+    position, so removing a document moves the later documents to other streams.  The
+    guarantee holds over the secret key, not for each fixed draw: the per-position draws
+    are i.i.d., so D′'s capped corpus has the law of D's without the removed document (a
+    coupling), and the release's sensitivity C applies to that pair.  The same argument
+    covers the E-step's random starts and the Poisson minibatches, also addressed by
+    position.  The cap sub-key reaches the Dask workers that hold the documents (trusted
+    like the data; never a task's public part), and nothing else.
     """
     X = X.copy()
     lengths = np.asarray(X.sum(axis=1)).ravel()
