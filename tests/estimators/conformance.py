@@ -140,8 +140,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         """The domain a private fit of ``est`` on X maps rows into (None for fixed domains)."""
         if est._domain_kind != "ball":
             return None
-        from dpem_fast._preprocess import resolve_domain
-        return resolve_domain(X.shape[1], est.data_norm, est.bounds)
+        return est._declared_domain(len(self.domain_columns(X)))
 
     #: rows of the reproducibility fits: several blocks of the kernels' work layout
     reproducibility_rows = 3000
@@ -251,7 +250,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
         rec = est.privacy_
         specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
-        specs.update({s.name: s for s in domain_specs(X.shape[1])})
+        specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
@@ -369,7 +368,8 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         monkeypatch.setattr(ReleaseLayer, "release", capture)
         monkeypatch.setattr(engine_domain, "_scale_box", reader("domain_scale", engine_domain._scale_box))
         monkeypatch.setattr(engine_domain, "_refine_box", reader("domain_refine", engine_domain._refine_box))
-        smallest = min(int(np.prod(s.shape)) for s in domain_specs(X.shape[1]))
+        d_dom = len(self.domain_columns(X))           # the columns the domain covers
+        smallest = min(int(np.prod(s.shape)) for s in domain_specs(d_dom))
         n_fits = math.ceil((4.0 / 0.06) ** 2 / 2.0 / smallest)       # 4 se = 4 / sqrt(2 n) <= 6 %
         records = [self.make_estimator(random_state=100 + seed, max_iter=1, bounds=None, data_norm=None)
                    .fit(X).privacy_.releases for seed in range(n_fits)]
@@ -377,7 +377,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         for name in _ONE_OFF:
             r = records[0][name]
             assert all(rec[name] == r for rec in records) and sigmas[name] == {r.noise_scale}, name
-            assert len(exact[name]) == n_fits and len(seen[name]) == n_fits * X.shape[1], name
+            assert len(exact[name]) == n_fits and len(seen[name]) == n_fits * d_dom, name
             noise[name] = np.stack(seen[name]).reshape(n_fits, *r.shape) - np.stack(exact[name])
             flat = noise[name].ravel()
             se = math.sqrt(2.0 / (4.0 * flat.size))
@@ -550,7 +550,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
         X = self.make_data(100)
         if self.make_estimator()._domain_kind != "ball":
             pytest.skip("the model's domain is fixed: no bounds")
-        d = X.shape[1]
+        d = len(self.domain_columns(X))
         for bounds in ((np.zeros(d - 1), np.ones(d - 1)), (np.zeros(d + 1), 1.0), (0.0, np.ones((d, 1)))):
             with pytest.raises(ValueError, match=rf"bounds: the (lower|upper) bound has shape .*\({d},\)"):
                 self.make_estimator(bounds=bounds, data_norm=None).fit(X)
@@ -615,7 +615,7 @@ class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
             assert est.n_features_in_ == X.shape[1]
             assert est.privacy_.epsilon_spent == ref.privacy_.epsilon_spent
             for name, v in self._fitted(ref).items():
-                assert_array_equal(getattr(est, name), v, err_msg=f"{type(src).__name__}: {name}")
+                assert_array_equal(self._fitted(est)[name], v, err_msg=f"{type(src).__name__}: {name}")
             assert_array_equal(est.diagnostics_["train_loglik_per_row"], ref.diagnostics_["train_loglik_per_row"])
 
     def test_a_bad_stream_is_refused_before_the_budget_is_charged(self, tmp_path):

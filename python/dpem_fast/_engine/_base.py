@@ -388,6 +388,8 @@ class PrivateEM(PrivateEstimator):
         source = self._domain_source() if self._domain_kind == "ball" else None
         cols = self._domain_columns(d)
         dd = d if cols is None else len(cols)       # the columns the domain maps
+        if dd == 0:
+            source = None                           # no column to map: every column's domain is fixed
         domain = None
         if source == "declared":
             domain = self._declared_domain(dd)      # reads only the declaration
