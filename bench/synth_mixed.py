@@ -157,7 +157,6 @@ def peer_child(args):
         def mirror_descent(domain, measurements, iters=1000, potentials=None, callback_fn=None, known_total=None):
             model = estimation.MirrorDescent().estimate(domain, measurements, known_total=known_total, iters=iters,
                                                         callback_fn=callback_fn, warm_start=potentials)
-            object.__setattr__(model, "cliques", list(model.cliques))    # AIM appends to a list
             return model
         estimation.mirror_descent = mirror_descent
     if not hasattr(Dataset, "df"):      # 2.0's Dataset holds a dict of columns; the mechanisms read .df
@@ -168,6 +167,10 @@ def peer_child(args):
             object.__setattr__(self, "data", {k: np.asarray(v, dtype=np.int64) for k, v in dict(self.data).items()})
             post(self)
         Dataset.__post_init__ = integer_columns
+    from mbi import MarkovRandomField
+    cliques = MarkovRandomField.cliques
+    if isinstance(cliques, property):   # a tuple in 2.0; AIM appends a list to it
+        MarkovRandomField.cliques = property(lambda self: list(cliques.fget(self)))
     if not hasattr(Domain, "attrs"):    # renamed "attributes" in 2.0
         Domain.attrs = property(lambda self: self.attributes)
 

@@ -57,6 +57,22 @@ _ONE_OFF = ("domain_scale", "domain_refine")
 _BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums")
 
 
+def random_gaussian_components(rng, K, d):
+    """Random mixture parameters in working units for a sensitivity search: weights on the
+    simplex, means in the ball of radius 1.2, covariances with eigenvalues over six decades;
+    returns (weights, means, covariances, precision Cholesky factors)."""
+    from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky
+
+    w = rng.dirichlet(np.ones(K))
+    means = rng.normal(size=(K, d))
+    means *= rng.uniform(0, 1.2, size=(K, 1)) / np.linalg.norm(means, axis=1, keepdims=True)
+    covs = np.empty((K, d, d))
+    for k in range(K):
+        Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+        covs[k] = (Q * 10.0 ** rng.uniform(-5, 1, size=d)) @ Q.T
+    return w, means, covs, compute_precision_cholesky(covs)
+
+
 class PrivateEstimatorConformance(GeometryConformance, PrivacyConformance):
     """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator
     (the privacy part every private estimator runs is inherited from

@@ -21,7 +21,7 @@ from dpem_fast._rng import make_key
 from dpem_fast.accounting import PrivacyLeakWarning
 from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky
 
-from conformance import PrivateEstimatorConformance
+from conformance import PrivateEstimatorConformance, random_gaussian_components
 
 # the conformance tables: x0 numeric, x1 three categories, x2 numeric, x3 two categories
 CATS = {"x1": 3, "x3": 2}
@@ -214,16 +214,8 @@ class TestConformance(PrivateEstimatorConformance):
 
     def random_parameters(self, est, rng, d):
         K, lay = est.n_components, est._layout
-        dn = lay.d
-        w = rng.dirichlet(np.ones(K))
-        means = rng.normal(size=(K, dn))
-        means *= rng.uniform(0, 1.2, size=(K, 1)) / np.linalg.norm(means, axis=1, keepdims=True)
-        covs = np.empty((K, dn, dn))
-        for k in range(K):
-            Q = np.linalg.qr(rng.normal(size=(dn, dn)))[0]
-            covs[k] = (Q * 10.0 ** rng.uniform(-5, 1, size=dn)) @ Q.T
         theta = rng.dirichlet(np.full(lay.n_slots, 0.5), K)
-        return w, means, covs, compute_precision_cholesky(covs), theta
+        return (*random_gaussian_components(rng, K, lay.d), theta)
 
     def _codes(self, rng):
         return [rng.integers(-1, 4), rng.integers(-1, 3)]
