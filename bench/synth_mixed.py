@@ -272,7 +272,7 @@ def main():
 
     if args.peers and not args.pgm:
         ap.error("--pgm PATH (Private-PGM's mechanisms folder) is needed for the peers; or --peers with none")
-    clf = HistGradientBoostingClassifier(max_iter=100, random_state=SEED)
+    clf = HistGradientBoostingClassifier(max_iter=100, early_stopping=False, random_state=SEED)
     rows = []
     print(f"threads={args.threads}; shared machine: compare within a run")
     for name in args.datasets:

@@ -177,7 +177,7 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
     real_train : pandas DataFrame or None
         Real training rows: adds the train-on-real accuracy of the same classifier for reference.
     classifier : scikit-learn classifier or None
-        Default ``HistGradientBoostingClassifier(random_state=random_state)``.
+        Default ``HistGradientBoostingClassifier(early_stopping=False, random_state=random_state)``.
 
     Returns
     -------
@@ -229,7 +229,8 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
         from sklearn.base import clone
         from sklearn.ensemble import HistGradientBoostingClassifier
 
-        clf = classifier if classifier is not None else HistGradientBoostingClassifier(random_state=random_state)
+        clf = classifier if classifier is not None else HistGradientBoostingClassifier(early_stopping=False,
+                                                                                      random_state=random_state)
         y_syn, y_real = cells[target][1][0], cells[target][0][0]
         X_syn, X_real = _features(synthetic, grid, target), _features(real_holdout, grid, target)
         classes = np.unique(y_syn)

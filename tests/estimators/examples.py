@@ -61,4 +61,4 @@ EXAMPLES = {
 }
 
 #: estimators whose fit takes a dask array (DP-SEP is sequential over rows and refuses one)
-DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")
+DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")

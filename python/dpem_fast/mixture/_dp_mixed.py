@@ -96,8 +96,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     ----------
     n_components : int, default=1
         Number of latent classes K.
-    epsilon, delta : float
-        Total privacy budget of the fit (all iterations; ``epsilon=inf``: non-private EM).
+    epsilon : float, default=1.0
+        Total ε of the fit (all iterations; ``inf``: non-private EM).
+    delta : float, default=1e-5
     bounds : dict, tuple (lower, upper), "from_data" or None
         The numeric columns' public domain: a dict ``{column: (lo, hi)}`` naming every numeric
         column (an array's columns are named ``x0, x1, ...``), or the engine's pair of scalars or
@@ -130,16 +131,20 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     averaging : {"tail", "none"}, default="tail"
         Polyak–Ruppert averaging of the last ``max_iter // 2`` releases (post-processing).
     reg_covar : float, default=1e-6
-    n_threads, random_state, budget, verbose
+    n_threads : int or None
+    random_state : None, int, SeedSequence or Generator
+    budget : BudgetLedger or None
+    verbose : int
         As :class:`DPGaussianMixture`.
 
     Attributes
     ----------
-    weights_ : ndarray of shape (n_components_,)
-    means_ : ndarray of shape (n_components_, n_numeric)
-    covariances_ : ndarray of shape (n_components_, n_numeric, n_numeric) or (n_components_, n_numeric)
-    precisions_, precisions_cholesky_ : ndarray of the shape of ``covariances_``
-    category_probs_ : list of ndarray of shape (n_components_, n_categories_j + 1)
+    weights_ : ndarray of shape ``(n_components_,)``
+    means_ : ndarray of shape ``(n_components_, n_numeric)``
+    covariances_ : ndarray of shape ``(n_components_, n_numeric, n_numeric)`` or ``(n_components_, n_numeric)``
+    precisions_ : ndarray of the shape of ``covariances_``
+    precisions_cholesky_ : ndarray of the shape of ``covariances_``
+    category_probs_ : list of ndarray of shape ``(n_components_, n_categories_j + 1)``
         θ_{k,j} per categorical column, over its declared categories and "other" (last).
     categorical_columns_ : ndarray of int
         Positions of the categorical columns.
@@ -147,10 +152,19 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         Their declared labels.
     dtypes_ : ndarray of str or None
         The fitted DataFrame's dtypes (None when fitted on an array).
-    bounds_ : ndarray of shape (2, n_numeric) or None
+    bounds_ : ndarray of shape ``(2, n_numeric)`` or None
         The numeric box (declared, or released by the private estimate).
-    n_components_, n_iter_, converged_, n_features_in_, feature_names_in_, privacy_, diagnostics_
-        As :class:`DPGaussianMixture`.
+    n_components_ : int
+        Components of the released model: ``n_components`` less those dropped as dead.
+    n_iter_ : int
+    converged_ : bool
+        Always False in private mode.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The fitted DataFrame's column names.
+    privacy_ : PrivacyRecord or None
+    diagnostics_ : dict
+        Rows clipped and training log-likelihood per iteration: **not private**.
 
     Privacy
     -------
