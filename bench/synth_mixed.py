@@ -31,8 +31,8 @@ private) at (epsilon, 1e-5):
 Metrics (:func:`dpem_fast.synth_report` on the held-out rows; not private): mean 2-way total
 variation on the same public grid (16 bins per numeric column), mean absolute error of the
 numeric columns' correlation matrix, and train-on-synthetic / test-on-real accuracy of a
-histogram gradient-boosting classifier for a stated target (flights: ``origin``; diamonds:
-``cut``).  Times are wall-clock fit + sample, medians over ``--repeats`` where repeated; the
+histogram gradient-boosting classifier (50 iterations, trained on 20,000 synthetic rows) for a
+stated target (flights: ``origin``; diamonds: ``cut``).  Times are wall-clock fit + sample, medians over ``--repeats`` where repeated; the
 machine is shared with other jobs (compare ratios in one run).
 
 Run::
@@ -202,15 +202,14 @@ def peer_child(args):
     elapsed = time.perf_counter() - t0
     check = float("nan")
     if fitted is not None:
+        # the sampler against the fitted model, on the model's own domain (MST's is compressed:
+        # its returned rows are mapped back, so draw once more from the model itself)
+        drawn = synth if args.peer == "aim" else fitted.synthetic_data()
+        attrs = list(fitted.domain.attrs)
         worst = 0.0
-        for cl in [(a,) for a in dom.attrs] + list(itertools.combinations(dom.attrs, 2)):
-            try:
-                p = fitted.project(cl).datavector()
-            except Exception:           # MST's model lives on a compressed domain
-                continue
-            q = synth.project(cl).datavector()
-            if p.size != q.size:
-                continue
+        for cl in [(a,) for a in attrs] + list(itertools.combinations(attrs, 2)):
+            p = np.asarray(fitted.project(cl).datavector())
+            q = np.asarray(drawn.project(cl).datavector())
             worst = max(worst, 0.5 * float(np.abs(p / p.sum() - q / q.sum()).sum()))
         check = worst
     out = pd.DataFrame(synth.to_dict()) if hasattr(synth, "to_dict") else synth.df
@@ -255,7 +254,7 @@ def main():
     ap.add_argument("--peer-timeout", type=float, default=900.0)
     ap.add_argument("--aim-epsilons", nargs="*", type=float, default=[1.0],
                     help="AIM is slow: the epsilons it runs at (MST runs at every epsilon)")
-    ap.add_argument("--tstr-rows", type=int, default=50_000, help="synthetic rows the TSTR classifier trains on")
+    ap.add_argument("--tstr-rows", type=int, default=20_000, help="synthetic rows the TSTR classifier trains on")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out",
                                                   "synth_mixed.csv"))
     ap.add_argument("--child")
@@ -272,7 +271,7 @@ def main():
 
     if args.peers and not args.pgm:
         ap.error("--pgm PATH (Private-PGM's mechanisms folder) is needed for the peers; or --peers with none")
-    clf = HistGradientBoostingClassifier(max_iter=100, early_stopping=False, random_state=SEED)
+    clf = HistGradientBoostingClassifier(max_iter=50, early_stopping=False, random_state=SEED)
     rows = []
     print(f"threads={args.threads}; shared machine: compare within a run")
     for name in args.datasets:
