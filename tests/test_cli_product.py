@@ -429,3 +429,48 @@ def test_groups_column_fits_person_level_and_is_not_a_feature(data, capsys):
     at = args.index("--groups")
     assert main(args[:at] + ["--groups", "who", "--max-rows-per-group", "2", "-o", str(d / "h.npz")]) != 0
     assert "no column 'who'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- mixed tables (issue 28)
+def _mixed_csv(d, n=3000):
+    import pandas as pd
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 2, n)
+    df = pd.DataFrame({"delay": (rng.normal(size=n) + 3 * z).clip(-5, 8),
+                       "carrier": np.where(rng.random(n) < 0.9, np.where(z == 1, "UA", "AA"), "B6"),
+                       "distance": rng.integers(100, 1000, n) + 1000 * z})
+    df.to_csv(d / "t.csv", index=False)
+    (d / "b.csv").write_text("column,lower,upper\ndelay,-5,8\ndistance,0,2000\n")
+    return df
+
+
+def test_mixed_csv_fit_and_sample_keep_columns_and_categories(tmp_path, capsys):
+    import pandas as pd
+    df = _mixed_csv(tmp_path)
+    assert main(["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "2", "--category",
+                 "carrier=AA|B6|UA", "--bounds-file", str(tmp_path / "b.csv"), "--n-components", "2",
+                 "--random-state", "0", "-o", str(tmp_path / "m.npz")]) == 0
+    assert "fitted DPMixedMixture on 3 columns" in capsys.readouterr().out
+    assert main(["sample", str(tmp_path / "m.npz"), "-n", "2000", "--drop-other", "--random-state", "1",
+                 "-o", str(tmp_path / "s.csv")]) == 0
+    s = pd.read_csv(tmp_path / "s.csv")
+    assert list(s.columns) == list(df.columns) and len(s) == 2000
+    assert set(s["carrier"]) <= {"AA", "B6", "UA"} and s["distance"].dtype.kind == "i"
+    assert s["delay"].between(-5, 8).all() and s["distance"].between(0, 2000).all()
+    # the dependence between carrier and distance is kept
+    assert s.loc[s.carrier == "UA", "distance"].mean() > s.loc[s.carrier == "AA", "distance"].mean() + 500
+    m = dpem_fast.load(tmp_path / "m.npz")
+    assert m.bounds_.tolist() == [[-5.0, 0.0], [8.0, 2000.0]]
+
+
+@pytest.mark.parametrize("extra, cause", [
+    ([], "column 'carrier' is not numeric: declare it with --category"),
+    (["--category", "carrier"], "--category: expected COLUMN=LABEL"),
+    (["--category", "airline=AA|UA"], "--category: no column \\['airline'\\]"),
+])
+def test_mixed_csv_mistakes_name_the_option(tmp_path, capsys, extra, cause):
+    import re
+    _mixed_csv(tmp_path, 50)
+    assert main(["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "1", *extra,
+                 "-o", str(tmp_path / "m.npz")]) == 2
+    assert re.search(cause, capsys.readouterr().err)

@@ -19,6 +19,11 @@ X_BIN = (RNG.random((120, 5)) < np.linspace(0.1, 0.9, 5)).astype(float)
 CORPUS = sp.csr_matrix(RNG.poisson(1.0, (60, 12)).astype(float))
 
 
+def _frame():
+    import pandas as pd
+    return pd.DataFrame({"a": X_GAUSS[:, 0], "c": np.where(X_BIN[:, 1] > 0, "yes", "no"), "b": X_GAUSS[:, 1]})
+
+
 def _fits():
     """(name, fitted model, data, methods to compare) for every estimator, small and seeded."""
     return [
@@ -30,6 +35,12 @@ def _fits():
                                                      random_state=0),
            X_GAUSS, ("predict", "predict_proba", "score_samples", "score", "bic"))
           for ct in ("diag", "tied", "spherical")],
+        ("mixed", dpem_fast.DPMixedMixture(2, epsilon=8.0, max_iter=3, bounds=(-4, 4), categories={"x3": 2},
+                                           random_state=0),
+         np.column_stack([X_GAUSS, X_BIN[:, 0]]), ("predict", "predict_proba", "score_samples", "score")),
+        ("mixed_frame", dpem_fast.DPMixedMixture(2, epsilon=8.0, max_iter=3, bounds={"a": (-4, 4), "b": (-4, 4)},
+                                                 categories={"c": ["no", "yes"]}, random_state=0),
+         _frame(), ("predict", "score_samples")),
         ("bernoulli", dpem_fast.DPBernoulliMixture(2, epsilon=1.0, max_iter=3, noise="discrete_gaussian",
                                                    random_state=0),
          X_BIN, ("predict", "predict_proba", "score_samples", "score")),

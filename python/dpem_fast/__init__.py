@@ -7,6 +7,7 @@ from . import audit  # noqa: E402,F401  (above the models: imported after them)
 from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
+from .synth import synth_report  # noqa: E402
 from .accounting import BudgetExceededError, NoiseDominatedWarning, PrivacyLeakWarning  # noqa: E402
 
 # every registered estimator by its class name (a model registers when its subpackage imports it)
@@ -39,6 +40,7 @@ __all__ = [
     "model_selection",
     "random",
     "show_config",
+    "synth_report",
     "get_include",
     "load",
     "ModelFormatError",

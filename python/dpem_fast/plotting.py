@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-__all__ = ["privacy_utility", "mixture_ellipses", "loadings_grid", "top_words"]
+__all__ = ["privacy_utility", "mixture_ellipses", "loadings_grid", "top_words", "synth_fidelity"]
 
 #: Utility columns of the benchmark CSVs (bench/*.py), tried in this order.
 UTILITY_COLUMNS = ("test_ll", "perplexity", "error")
@@ -327,4 +327,46 @@ def top_words(model, vocabulary=None, n_words=10, *, topics=None, n_cols=None, f
         ax.tick_params(axis="x", labelsize=7)
     if title:
         fig.suptitle(title)
+    return fig
+
+
+# ---------------------------------------------------------------- synthetic tables
+def synth_fidelity(report, *, figsize=(11.0, 4.0), title=None):
+    """The fidelity of a synthetic table (:func:`dpem_fast.synth_report`): each column's total
+    variation distance on the grid, every pair's (a heatmap), and the correlation matrices of the
+    numeric columns, real against synthetic.  The report is computed from real hold-out rows:
+    **not private** — do not publish the figure with the synthetic data.
+
+    .. versionadded:: 0.1 (issue 28)
+    """
+    fig = _new_figure(figsize)
+    axes = fig.subplots(1, 3)
+    names = list(report.column_tvd)
+    ax = axes[0]
+    ax.barh(range(len(names)), [report.column_tvd[n] for n in names], color="C0")
+    ax.set_yticks(range(len(names)), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("column TVD")
+    ax.set_xlim(0, max(0.05, max(report.column_tvd.values()) * 1.1))
+    M = np.zeros((len(names), len(names)))
+    for (a, b), v in report.pair_tvd.items():
+        i, j = names.index(a), names.index(b)
+        M[i, j] = M[j, i] = v
+    im = axes[1].imshow(M, cmap="viridis", vmin=0.0, vmax=max(0.05, float(M.max())))
+    axes[1].set_xticks(range(len(names)), names, rotation=90)
+    axes[1].set_yticks(range(len(names)), names)
+    axes[1].set_title(f"pair TVD (mean {report.mean_pair_tvd:.3f})")
+    fig.colorbar(im, ax=axes[1], shrink=0.8)
+    ax = axes[2]
+    if report.corr_real is not None:
+        k = len(report.numeric)
+        C = np.where(np.triu(np.ones((k, k), dtype=bool)), report.corr_real, report.corr_synthetic)
+        im = ax.imshow(C, cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+        ax.set_xticks(range(k), report.numeric, rotation=90)
+        ax.set_yticks(range(k), report.numeric)
+        ax.set_title(f"corr: real (upper) / synthetic (lower)\nmean abs. error {report.corr_error:.3f}")
+        fig.colorbar(im, ax=ax, shrink=0.8)
+    else:
+        ax.set_axis_off()
+    fig.suptitle(title or "synthetic vs real hold-out (not private)")
     return fig

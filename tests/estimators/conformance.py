@@ -60,6 +60,22 @@ _ONE_OFF = ("domain_scale", "domain_refine")
 _BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums")
 
 
+def random_gaussian_components(rng, K, d):
+    """Random mixture parameters in working units for a sensitivity search: weights on the
+    simplex, means in the ball of radius 1.2, covariances with eigenvalues over six decades;
+    returns (weights, means, covariances, precision Cholesky factors)."""
+    from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky
+
+    w = rng.dirichlet(np.ones(K))
+    means = rng.normal(size=(K, d))
+    means *= rng.uniform(0, 1.2, size=(K, 1)) / np.linalg.norm(means, axis=1, keepdims=True)
+    covs = np.empty((K, d, d))
+    for k in range(K):
+        Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+        covs[k] = (Q * 10.0 ** rng.uniform(-5, 1, size=d)) @ Q.T
+    return w, means, covs, compute_precision_cholesky(covs)
+
+
 class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance, PrivacyConformance):
     """Subclass and provide the hooks; every ``test_*`` method then runs for the estimator
     (the privacy part every private estimator runs is inherited from
@@ -143,8 +159,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         """The domain a private fit of ``est`` on X maps rows into (None for fixed domains)."""
         if est._domain_kind != "ball":
             return None
-        from dpem_fast._preprocess import resolve_domain
-        return resolve_domain(X.shape[1], est.data_norm, est.bounds)
+        return est._declared_domain(len(self.domain_columns(X)))
 
     #: rows of the reproducibility fits: several blocks of the kernels' work layout
     reproducibility_rows = 3000
@@ -254,7 +269,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
         rec = est.privacy_
         specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
-        specs.update({s.name: s for s in domain_specs(X.shape[1])})
+        specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
@@ -372,7 +387,8 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         monkeypatch.setattr(ReleaseLayer, "release", capture)
         monkeypatch.setattr(engine_domain, "_scale_box", reader("domain_scale", engine_domain._scale_box))
         monkeypatch.setattr(engine_domain, "_refine_box", reader("domain_refine", engine_domain._refine_box))
-        smallest = min(int(np.prod(s.shape)) for s in domain_specs(X.shape[1]))
+        d_dom = len(self.domain_columns(X))           # the columns the domain covers
+        smallest = min(int(np.prod(s.shape)) for s in domain_specs(d_dom))
         n_fits = math.ceil((4.0 / 0.06) ** 2 / 2.0 / smallest)       # 4 se = 4 / sqrt(2 n) <= 6 %
         records = [self.make_estimator(random_state=100 + seed, max_iter=1, bounds=None, data_norm=None)
                    .fit(X).privacy_.releases for seed in range(n_fits)]
@@ -380,7 +396,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         for name in _ONE_OFF:
             r = records[0][name]
             assert all(rec[name] == r for rec in records) and sigmas[name] == {r.noise_scale}, name
-            assert len(exact[name]) == n_fits and len(seen[name]) == n_fits * X.shape[1], name
+            assert len(exact[name]) == n_fits and len(seen[name]) == n_fits * d_dom, name
             noise[name] = np.stack(seen[name]).reshape(n_fits, *r.shape) - np.stack(exact[name])
             flat = noise[name].ravel()
             se = math.sqrt(2.0 / (4.0 * flat.size))
@@ -543,7 +559,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         X = self.make_data(100)
         if self.make_estimator()._domain_kind != "ball":
             pytest.skip("the model's domain is fixed: no bounds")
-        d = X.shape[1]
+        d = len(self.domain_columns(X))
         for bounds in ((np.zeros(d - 1), np.ones(d - 1)), (np.zeros(d + 1), 1.0), (0.0, np.ones((d, 1)))):
             with pytest.raises(ValueError, match=rf"bounds: the (lower|upper) bound has shape .*\({d},\)"):
                 self.make_estimator(bounds=bounds, data_norm=None).fit(X)
@@ -608,7 +624,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
             assert est.n_features_in_ == X.shape[1]
             assert est.privacy_.epsilon_spent == ref.privacy_.epsilon_spent
             for name, v in self._fitted(ref).items():
-                assert_array_equal(getattr(est, name), v, err_msg=f"{type(src).__name__}: {name}")
+                assert_array_equal(self._fitted(est)[name], v, err_msg=f"{type(src).__name__}: {name}")
             assert_array_equal(est.diagnostics_["train_loglik_per_row"], ref.diagnostics_["train_loglik_per_row"])
 
     def test_a_bad_stream_is_refused_before_the_budget_is_charged(self, tmp_path):

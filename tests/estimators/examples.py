@@ -27,6 +27,12 @@ def _binary(n=120, d=5):
     return (rng.random((n, d)) < np.linspace(0.1, 0.9, d)).astype(float)
 
 
+def _mixed(n=120):
+    """Two numeric columns and one of three category codes that follows the class."""
+    X = _gauss(n, 2)
+    return np.column_stack([X[:, 0], (X[:, 1] > 0) + (X[:, 0] > 2), X[:, 1]])
+
+
 def _corpus(n=60, V=12):
     rng = np.random.default_rng(2)
     return sp.csr_matrix(rng.poisson(1.0, (n, V)).astype(float))
@@ -48,9 +54,11 @@ EXAMPLES = {
     "fa": (_make(dpem_fast.DPFactorAnalysis, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
     "poisson": (_make(dpem_fast.DPPoissonMixture, n_components=2, max_count=6.0, epsilon=1.0, max_iter=3),
                 lambda: np.random.default_rng(3).poisson([[1.0, 4.0]], (120, 2)).astype(float)),
+    "mixed": (_make(dpem_fast.DPMixedMixture, n_components=2, epsilon=1.0, max_iter=3, bounds=(-4, 4),
+                    categories={"x1": 3}), _mixed),
     "lda": (_make(dpem_fast.DPLatentDirichletAllocation, n_components=3, epsilon=2.0, batch_size=20,
                   max_doc_length=30, total_samples=60, vocabulary=[f"w{i}" for i in range(12)]), _corpus),
 }
 
 #: estimators whose fit takes a dask array (DP-SEP is sequential over rows and refuses one)
-DASK = ("gmm", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")
+DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")

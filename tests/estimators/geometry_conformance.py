@@ -76,6 +76,11 @@ class GeometryConformance:
     #: common factor only, e.g. spherical covariances)
     equivariance_factors = FACTORS
 
+    def domain_columns(self, X):
+        """The columns a ball model's declared domain covers (default: all; a mixed table's
+        numeric columns).  The geometry tests scale and box these columns only."""
+        return np.arange(np.shape(X)[1])
+
     def _transforms(self):
         table = {**SCALE_TRANSFORMS, **self.scale_transforms}
         return {a: table[a] for a in self.fitted_attributes if a in table}
@@ -94,11 +99,14 @@ class GeometryConformance:
         diag(c) S diag(c), loadings W diag(c), variances c² psi, to 1e-9 relative."""
         self._ball_model_or_skip()
         X = np.asarray(self.make_data(600, seed=4), dtype=np.float64)
-        d = X.shape[1]
+        cols = self.domain_columns(X)
+        d = cols.size
         c = np.resize(self.equivariance_factors, d)
-        lo, hi = _box(X)
+        lo, hi = _box(X[:, cols])
+        Xc = X.copy()
+        Xc[:, cols] *= c
         a = self._boxed((lo, hi), epsilon=1.0, random_state=7).fit(X)
-        b = self._boxed((lo * c, hi * c), epsilon=1.0, random_state=7).fit(X * c)
+        b = self._boxed((lo * c, hi * c), epsilon=1.0, random_state=7).fit(Xc)
         checked = self._transforms()
         assert checked, "no fitted attribute with a known scale transform"
         for name, kind in checked.items():
@@ -115,7 +123,7 @@ class GeometryConformance:
         add/remove: replace-one refuses the hopeless small fits before the charge)."""
         self._ball_model_or_skip()
         X = np.asarray(self.make_data(n, seed=5), dtype=np.float64)
-        lo, hi = _box(X, widen=0.0)
+        lo, hi = _box(X[:, self.domain_columns(X)], widen=0.0)
         est = self._boxed((lo, hi), epsilon=epsilon, random_state=11, neighbouring="add_remove").fit(X)
         tol = 1e-12 * (hi - lo)
         for name, kind in self._transforms().items():
@@ -131,12 +139,14 @@ class GeometryConformance:
         (one radius for all features gave them the wide feature's size)."""
         self._ball_model_or_skip()
         X = np.asarray(self.make_data(2000, seed=6), dtype=np.float64)
-        d = X.shape[1]
+        cols = self.domain_columns(X)
+        d = cols.size
         widths = np.ones(d)
         widths[0], widths[1] = 0.03, 4000.0
-        lo0, hi0 = X.min(axis=0), X.max(axis=0)
-        X = (X - lo0) / (hi0 - lo0) * widths + np.arange(d)      # feature j in [j, j + width_j]
-        lo, hi = _box(X)
+        Z = X[:, cols]
+        lo0, hi0 = Z.min(axis=0), Z.max(axis=0)
+        X[:, cols] = (Z - lo0) / (hi0 - lo0) * widths + np.arange(d)      # feature j in [j, j + width_j]
+        lo, hi = _box(X[:, cols])
         est = self._boxed((lo, hi), epsilon=1.0, random_state=13).fit(X)
         box_w = hi - lo
         for name, kind in self._transforms().items():

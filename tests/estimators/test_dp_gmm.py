@@ -19,7 +19,7 @@ from dpem_fast._rng import make_key
 from dpem_fast.accounting import BudgetLedger, NoiseDominatedWarning, PrivacyLeakWarning
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
 
-from conformance import PrivateEstimatorConformance
+from conformance import PrivateEstimatorConformance, random_gaussian_components
 
 
 def _blobs(n=3000, d=3, K=3, seed=0, dtype=np.float64):
@@ -501,15 +501,7 @@ class TestConformance(PrivateEstimatorConformance):
     joint_splits = ((0.001, 1.0, 0.26),)
 
     def random_parameters(self, est, rng, d):
-        K = est.n_components
-        w = rng.dirichlet(np.ones(K))
-        means = rng.normal(size=(K, d))
-        means *= rng.uniform(0, 1.2, size=(K, 1)) / np.linalg.norm(means, axis=1, keepdims=True)
-        covs = np.empty((K, d, d))
-        for k in range(K):
-            Q = np.linalg.qr(rng.normal(size=(d, d)))[0]
-            covs[k] = (Q * 10.0 ** rng.uniform(-5, 1, size=d)) @ Q.T
-        return w, means, covs, _compute_precision_cholesky(covs)
+        return random_gaussian_components(rng, est.n_components, d)
 
     def random_row(self, est, rng, d):
         c, R = self._unit(est)

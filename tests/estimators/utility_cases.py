@@ -122,12 +122,28 @@ def _low_rank(n, seed, d=6, k=2):
     return (rng.normal(size=(n, k)) @ W.T + 0.5 * rng.normal(size=(n, d))).clip(-6, 6)
 
 
+def _mixed(n, seed):
+    """The blobs with two category columns that follow the class (codes; the "other" slot unused)."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(12345).uniform(-3, 3, (3, 3))
+    z = rng.integers(3, size=n)
+    X = (centres[z] + rng.normal(scale=0.6, size=(n, 3))).clip(-6, 6)
+    c1 = np.where(rng.random(n) < 0.8, z, rng.integers(3, size=n))
+    c2 = (rng.random(n) < np.array([0.1, 0.5, 0.9])[z]).astype(float)
+    return np.column_stack([X[:, 0], c1, X[:, 1:], c2])
+
+
 CASES = {
     "gmm": Case(
         data=_split(_blobs),
         model=lambda eps, seed: dpem_fast.DPGaussianMixture(3, epsilon=eps, max_iter=10, bounds=(-6, 6),
                                                             random_state=seed),
         trivial=_refit(n_components=1), sane=_sane_gmm),
+    "mixed": Case(
+        data=_split(_mixed),
+        model=lambda eps, seed: dpem_fast.DPMixedMixture(3, epsilon=eps, max_iter=10, bounds=(-6, 6),
+                                                         categories={"x1": 3, "x4": 2}, random_state=seed),
+        trivial=_refit(n_components=1), sane=_sane_mixture_in(-6, 6)),
     "kmeans": Case(
         data=_split(_blobs),
         model=lambda eps, seed: dpem_fast.DPKMeans(3, epsilon=eps, max_iter=5, bounds=(-6, 6), random_state=seed),

@@ -10,7 +10,8 @@ import warnings
 import numpy as np
 
 from ._parser import _estimator_class, _model_options
-from ._readers import UserError, _bounds_file, _key_file, _parse_float, read_documents, read_table, read_vocabulary
+from ._readers import (UserError, _bounds_file, _key_file, _parse_float, read_documents, read_mixed_table, read_table,
+                       read_vocabulary)
 
 
 def _fit_reporting_noise(model, X, groups=None):
@@ -48,13 +49,25 @@ def cmd_fit(args, extra):
     else:
         if args.vocabulary is not None:
             raise UserError("--vocabulary: only for --model lda")
-        X, names = read_table(args.data, args.columns)
+        if "categories" in cls().get_params():      # a mixed table: text columns with declared categories
+            if args.columns is not None:
+                raise UserError("--columns: not used by --model mixed (every column of the CSV is fitted)")
+            X, names, categories = read_mixed_table(args.data, args.category)
+        elif args.category:
+            raise UserError("--category: only for --model mixed")
+        else:
+            X, names = read_table(args.data, args.columns)
     groups = None
     if args.groups is not None:
         if lda:
             raise UserError("--groups: the command line fits lda per document")
+        if "categories" in cls().get_params():
+            raise UserError("--groups: the command line fits a mixed table per row (fit DPMixedMixture with "
+                            "groups= from Python)")
         X, names, groups = _group_column(args, X, names)
     kw = _model_options(cls, extra)
+    if not lda and "categories" in cls().get_params():
+        kw["categories"] = categories or None
     known = cls().get_params()
     kw.update(epsilon=args.epsilon, delta=args.delta)
     if lda:
@@ -81,7 +94,11 @@ def cmd_fit(args, extra):
             raise UserError(f"--bounds: expected LO,HI, got {args.bounds!r}")
         kw["bounds"] = (_parse_float(parts[0], "--bounds"), _parse_float(parts[1], "--bounds"))
     if args.bounds_file is not None:
-        kw["bounds"] = _bounds_file(args.bounds_file, names)
+        if "categories" in known:           # mixed: the numeric columns' bounds, by name
+            numeric = [n for n in names if n not in (kw.get("categories") or {})]
+            kw["bounds"] = dict(zip(numeric, zip(*_bounds_file(args.bounds_file, numeric))))
+        else:
+            kw["bounds"] = _bounds_file(args.bounds_file, names)
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
     model = _fit_reporting_noise(cls(**kw), X, groups)
@@ -153,8 +170,19 @@ def cmd_sample(args, extra):
         raise UserError(f"MODEL: {type(model).__name__} does not support sampling (gmm and bernoulli do)")
     if args.n < 1:
         raise UserError(f"-n must be >= 1, got {args.n}")
-    X, _ = model.sample(args.n, random_state=args.random_state)
-    X = np.random.default_rng(args.random_state).permutation(_clip_to_domain(model, np.asarray(X, dtype=float)))
+    if args.drop_other and "categories" not in model.get_params():
+        raise UserError("--drop-other: only for a mixed model")
+    if "categories" in model.get_params():      # a table: the model's own columns and dtypes, clipped by it
+        X, _ = model.sample(args.n, other="drop" if args.drop_other else "missing", random_state=args.random_state)
+        if hasattr(X, "to_csv"):
+            X.to_csv(args.output, index=False)
+            print(f"wrote {args.n} synthetic rows to {args.output} (post-processing of the private model)")
+            return 0
+        X = np.asarray(X, dtype=float)
+    else:
+        X, _ = model.sample(args.n, random_state=args.random_state)
+        X = _clip_to_domain(model, np.asarray(X, dtype=float))
+    X = np.random.default_rng(args.random_state).permutation(X)
     names = info.get("columns") or [f"x{i}" for i in range(X.shape[1])]
     with open(args.output, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -167,7 +195,13 @@ def cmd_sample(args, extra):
 def _summary(model):
     from .._persist import _persist_attrs
 
-    return {k: (list(np.shape(v)) if isinstance(v, np.ndarray) else v) for k, v in _persist_attrs(model).items()
+    def shape(v):
+        if isinstance(v, np.ndarray):
+            return list(np.shape(v))
+        if isinstance(v, list) and v and all(isinstance(a, np.ndarray) for a in v):
+            return [list(np.shape(a)) for a in v]       # a list of arrays (a mixed model's per-column ones)
+        return v
+    return {k: shape(v) for k, v in _persist_attrs(model).items()
             if not k.startswith("_")}     # private inference state (e.g. DPKMeans._domain) is not summarised
 
 

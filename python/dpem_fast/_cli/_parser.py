@@ -18,7 +18,7 @@ def models():
 
 #: set by dedicated flags, not by the generic model options
 _RESERVED = {"epsilon", "delta", "bounds", "data_norm", "random_state", "n_threads", "budget", "verbose",
-             "vocabulary"}
+             "vocabulary", "categories"}
 
 
 
@@ -39,6 +39,9 @@ def _model_options_help():
     lines.append("public word list, one word per line, never built from the documents; a private fit also")
     lines.append("needs --total-samples N, the public number of documents (the corpus size is private and")
     lines.append("is never counted from DATA).")
+    lines.append("mixed: DATA is a CSV with a header whose text columns are categorical: declare each with")
+    lines.append("--category COLUMN=LABEL|LABEL|... (public labels, never read from DATA; other values count")
+    lines.append("as 'other'); --bounds LO,HI or --bounds-file cover its numeric columns only.")
     return "\n".join(lines)
 
 
@@ -116,6 +119,8 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("--random-state", type=int, default=None,
                      help="seed of the noise (kept secret: it is not written to the model file)")
     fit.add_argument("--threads", type=int, default=None)
+    fit.add_argument("--category", action="append", metavar="COLUMN=LABEL|LABEL|...",
+                     help="mixed: a categorical column and its public categories (repeat for each column)")
     fit.add_argument("--vocabulary", metavar="VOCAB.txt",
                      help="lda: the public vocabulary, one word per line (never built from the documents)")
     fit.add_argument("--progress", action="store_true",
@@ -123,7 +128,7 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (.npz)")
     fit.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_SIGN)
 
-    sample = sub.add_parser("sample", help="synthetic rows from a saved model (gmm, bernoulli)",
+    sample = sub.add_parser("sample", help="synthetic rows from a saved model (gmm, bernoulli, mixed, ...)",
                             description="Synthetic rows from a fitted private model, in the original units and "
                                         "column names, clipped to the model's domain and shuffled: "
                                         "post-processing only, no extra privacy cost.")
@@ -131,6 +136,8 @@ def build_parser(prog="dpem-fast"):
     sample.add_argument("-n", type=int, required=True, help="number of rows")
     sample.add_argument("-o", "--output", required=True, metavar="OUT.csv")
     sample.add_argument("--random-state", type=int, default=None)
+    sample.add_argument("--drop-other", action="store_true",
+                        help="mixed: draw categorical columns from their declared categories only (no 'other')")
     sample.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_VERIFY)
 
     report = sub.add_parser("report", help="the privacy record and a summary of a saved model")

@@ -66,6 +66,43 @@ def read_table(path, columns=None):
     return np.ascontiguousarray(X), names
 
 
+def read_mixed_table(path, category_flags):
+    """(a pandas DataFrame, column names, {column: labels}) from a CSV with a header for the mixed
+    model: the columns named by ``--category COLUMN=LABEL|LABEL|...`` are read as text and their
+    declared labels returned; every other column must be numeric."""
+    try:
+        import pandas as pd
+    except ImportError:
+        raise UserError("--model mixed reads CSV files with pandas (pip install pandas)") from None
+    if not os.path.isfile(path):
+        raise UserError(f"DATA: no such file: {path}")
+    if os.path.splitext(path)[1].lower() != ".csv":
+        raise UserError(f"DATA: --model mixed reads a CSV file with a header, got {path}")
+    categories = {}
+    for flag in category_flags or ():
+        col, sep, labels = flag.partition("=")
+        if not sep or not col.strip() or not labels:
+            raise UserError(f"--category: expected COLUMN=LABEL|LABEL|..., got {flag!r}")
+        categories[col.strip()] = labels.split("|")
+    try:
+        df = pd.read_csv(path, dtype={c: str for c in categories}, keep_default_na=False,
+                         na_values={c: [] for c in categories})
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise UserError(f"DATA: cannot read {path} as CSV ({exc})") from None
+    names = [str(c) for c in df.columns]
+    df.columns = names
+    missing = sorted(set(categories) - set(names))
+    if missing:
+        raise UserError(f"--category: no column {missing} in {path} (columns: {', '.join(names)})")
+    for c in names:
+        if c not in categories and not pd.api.types.is_numeric_dtype(df[c]):
+            raise UserError(f"DATA: column {c!r} is not numeric: declare it with --category {c}=LABEL|LABEL|... "
+                            "(its public categories; the values in the file are private and never listed)")
+    if len(df) == 0:
+        raise UserError(f"DATA: {path} has no rows")
+    return df, names, categories
+
+
 def _read_csv(path):
     try:
         with open(path, newline="", encoding="utf-8") as fh:

@@ -168,14 +168,16 @@ class PrivateEM(PrivateEstimator):
     holds: it runs in every Dask task; :meth:`_prepare_rows` calls it), _mechanisms(),
     _shares(), _default_accountant(mechanisms), _describe() -> (mechanism, notes),
     _joint_sensitivity(a, neighbouring) (joint accounting of an iteration's Gaussian
-    releases, :mod:`~dpem_fast._engine._plan`), _n_averaged(n_iter) (tail averaging, below),
+    releases, :mod:`~dpem_fast._engine._plan`), _domain_columns(d) and _declared_domain(dd)
+    (a ball domain over some of the columns only, e.g. a mixed table's numeric ones), _n_averaged(n_iter) (tail averaging, below),
     _working_domain(domain) (a public coarsening of the domain map), _n_release_rounds() (J,
     the number of statistics → release → update rounds; default ``max_iter``; public
     parameters only), _start_specs(n_features) and _private_start(rows,
     layer, domain, key, n_threads) (a private start: one-off releases in the same plan, made
     after the domain and before the loop, in place of ``_initial_parameters``),
     _extreme_rows(n_features, key) (a fixed-domain model's rows of largest contribution: the
-    audit's canary candidates).
+    audit's canary candidates), _column_values(n_features) (the public values of a ball
+    model's columns outside its domain, for the audit).
 
     Tail averaging: with ``_n_averaged(J) = m > 1``, the update of each of the last ``m``
     iterations receives the mean of the noisy statistics released since iteration
@@ -266,6 +268,12 @@ class PrivateEM(PrivateEstimator):
         (0 or 1: none)."""
         return 0
 
+    def _column_values(self, n_features):
+        """``{column: its public values}`` for the columns outside :meth:`_domain_columns` of a
+        ball model (a mixed table's categorical codes), ``{}`` when the domain covers every
+        column.  The audit's canaries and base rows take these values there."""
+        return {}
+
     def _extreme_rows(self, n_features, key):
         """Rows (m, n_features) in the units of X at which one row's contribution to the
         statistics is largest in the model's *fixed* domain — from the domain and public
@@ -279,6 +287,21 @@ class PrivateEM(PrivateEstimator):
         calibrated ``plan`` (its releases' noise scales), the row count ``n_public`` where it is
         public (replace-one; else None) and the rounds J.  Runs before the budget is charged
         and before any statistic of the data is computed.  Default: nothing to refuse."""
+
+    def _domain_columns(self, n_features):
+        """The columns of the rows that the ball domain maps (an integer index array into the
+        ``n_features`` columns), or None for all of them (the default).  A model whose rows
+        also hold columns that live in a fixed domain of their own (the category codes of a
+        mixed table) returns its numeric columns: the declared domain, the private domain
+        estimate (its histograms: one count per *domain* column and row) and the data's box
+        then cover those columns only.  Public parameters only."""
+        return None
+
+    def _declared_domain(self, n_domain):
+        """The declared domain of ``n_domain`` columns (:func:`~dpem_fast._preprocess.resolve_domain`
+        of ``data_norm`` and ``bounds``); a model whose ``bounds`` take another public form
+        (per column name) converts them here.  Reads only the declaration."""
+        return resolve_domain(n_domain, self.data_norm, self.bounds)
 
     def _working_domain(self, domain):
         """The domain the fit works in, from the declared / estimated / data-derived one
@@ -374,7 +397,9 @@ class PrivateEM(PrivateEstimator):
         if summary.max_abs > _MAX_ABS_EXACT:
             raise ValueError(f"X: values up to {summary.max_abs:.3g} overflow the non-private EM's second "
                              "moments; rescale the data, or fit privately with a declared domain")
-        domain = DataDomain(np.zeros(d), np.ones(d), None, False)
+        cols = self._domain_columns(d)
+        dd = d if cols is None else len(cols)
+        domain = DataDomain(np.zeros(dd), np.ones(dd), None, False)
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         rounds = self._n_release_rounds()
@@ -402,11 +427,15 @@ class PrivateEM(PrivateEstimator):
         rounds = self._n_release_rounds()
         specs = tuple(self._statistic_specs(d))
         source = self._domain_source() if self._domain_kind == "ball" else None
+        cols = self._domain_columns(d)
+        dd = d if cols is None else len(cols)       # the columns the domain maps
+        if dd == 0:
+            source = None                           # no column to map: every column's domain is fixed
         domain = None
         if source == "declared":
-            domain = resolve_domain(d, self.data_norm, self.bounds)   # reads only the declaration
+            domain = self._declared_domain(dd)      # reads only the declaration
         start = tuple(self._start_specs(d))         # a private start's one-off releases, or ()
-        one_off = (domain_specs(d) if source == "estimate" else ()) + start
+        one_off = (domain_specs(dd) if source == "estimate" else ()) + start
         shares = {s.name: DOMAIN_SHARE / 2.0 for s in one_off[:len(one_off) - len(start)]}
         if start:
             split = start_shares(d, self.neighbouring)
@@ -426,7 +455,7 @@ class PrivateEM(PrivateEstimator):
             joint=self._joint_bound(), max_rows_per_group=self._max_rows_per_group(),
         )
         if source == "estimate":
-            check_estimable(plan, d, n_public)     # public quantities: before the charge
+            check_estimable(plan, dd, n_public)    # public quantities: before the charge
         self._check_plan(plan, n_public, rounds)        # public quantities only, before the charge
         return plan, specs, source, domain
 
@@ -443,10 +472,11 @@ class PrivateEM(PrivateEstimator):
             rows = bounded_rows(rows, grouping, key, plan.max_rows_per_group, n_threads)
         n = rows.n_rows
         layer = ReleaseLayer(plan, key, n_threads)
+        cols = self._domain_columns(d)
         if source == "estimate":
-            domain = estimate_domain(rows, layer, n_threads)
+            domain = estimate_domain(rows, layer, n_threads, columns=cols)
         elif source == "data":
-            domain = domain_from_data(rows)
+            domain = domain_from_data(rows, columns=cols)
         if domain is not None:
             domain = self._working_domain(domain)
         if start:

@@ -107,12 +107,15 @@ def _counts(fill, X, n_threads, shape, *args):
     return partial.sum(axis=0).astype(np.float64)
 
 
-def _histogram(fill, n_threads, shape, args, X):
+def _histogram(fill, n_threads, shape, args, X, columns=None):
     """``_counts`` of the compiled kernel named ``fill`` with the block last:
-    ``functools.partial(_histogram, fill, n_threads, shape, args)`` is a pass's kernel — a
-    module function and public values (the kernel's name, the thread count, the shape, stage
-    2's released stage-1 box), all that a Dask task of the pass holds.  (The name, not the
-    compiled function: Cython functions do not pickle by reference.)"""
+    ``functools.partial(_histogram, fill, n_threads, shape, args, columns=...)`` is a pass's
+    kernel — a module function and public values (the kernel's name, the thread count, the
+    shape, stage 2's released stage-1 box, the domain's columns), all that a Dask task of the
+    pass holds.  (The name, not the compiled function: Cython functions do not pickle by
+    reference.)  ``columns``: the block's domain columns only (None: all)."""
+    if columns is not None:
+        X = np.ascontiguousarray(X[:, columns])
     return _counts(getattr(_kernel, fill), X, n_threads, shape, *args)
 
 
@@ -203,20 +206,23 @@ def _box_domain(lo, hi, source):
                       max_scale=2.0 ** 500)
 
 
-def estimate_domain(rows, layer, n_threads=1):
+def estimate_domain(rows, layer, n_threads=1, columns=None):
     """A per-feature box from two noisy histograms released through ``layer``.
 
     ``rows`` is the engine's :class:`~dpem_fast._engine._sources._rows.Rows` (one pass per histogram,
     integer counts summed over superblocks) or a 2-D array.  ``layer``'s plan must hold the
-    two :func:`domain_specs` releases.  Returns a :class:`DataDomain` whose box and scales
-    depend on the rows only through those releases.
+    two :func:`domain_specs` releases (of ``len(columns)`` features).  ``columns``: the
+    columns the domain covers (public; None for all).  Returns a :class:`DataDomain` whose box
+    and scales depend on the rows only through those releases.
     """
     rows = _as_rows(rows)
-    d = rows.n_features
+    columns = None if columns is None else np.asarray(columns, dtype=np.intp)
+    d = rows.n_features if columns is None else columns.size
     rel = layer.releases
     lower, upper = _scale_edges()
     # stage 1: scale
-    hist = rows.reduce(functools.partial(_histogram, "scale_histogram", n_threads, (d, SCALE_BINS), ()))
+    hist = rows.reduce(functools.partial(_histogram, "scale_histogram", n_threads, (d, SCALE_BINS), (),
+                                         columns=columns))
     noisy = layer.release({"domain_scale": hist}, 0)["domain_scale"]
     sigma, z = rel["domain_scale"].noise_scale, _z(1, SCALE_BINS * d)
     lo, hi = np.empty(d), np.empty(d)
@@ -236,7 +242,7 @@ def estimate_domain(rows, layer, n_threads=1):
     lo[flat], hi[flat] = lo[flat] - tiny, hi[flat] + tiny
     # stage 2: refine inside the stage-1 box
     hist = rows.reduce(functools.partial(_histogram, "refine_histogram", n_threads, (d, REFINE_BINS),
-                                         (lo, hi)))
+                                         (lo, hi), columns=columns))
     noisy2 = layer.release({"domain_refine": hist}, 0)["domain_refine"]
     sigma, z = rel["domain_refine"].noise_scale, _z(2, 3 * REFINE_BINS * d)
     half_step = (hi / 2 - lo / 2) / REFINE_BINS       # edges in halves: no overflow near DBL_MAX
@@ -250,8 +256,9 @@ def estimate_domain(rows, layer, n_threads=1):
     return _box_domain(lo2, hi2, "private estimate")
 
 
-def domain_from_data(rows, stacklevel=5):
-    """The data's exact bounding box: NOT private (explicit opt-in only)."""
+def domain_from_data(rows, stacklevel=5, columns=None):
+    """The data's exact bounding box (of ``columns``, None for all): NOT private (explicit
+    opt-in only)."""
     warnings.warn(
         "bounds='from_data': the domain is the data's exact bounding box, which leaks privacy; the "
         "fit is not differentially private. Declare bounds or data_norm from public knowledge, or "
@@ -266,6 +273,8 @@ def domain_from_data(rows, stacklevel=5):
         b_lo, b_hi = block.min(axis=0).astype(np.float64), block.max(axis=0).astype(np.float64)
         lo = b_lo if lo is None else np.minimum(lo, b_lo)
         hi = b_hi if hi is None else np.maximum(hi, b_hi)
+    if columns is not None:
+        lo, hi = lo[columns], hi[columns]
     hi = np.where(hi > lo, hi, lo + 1.0)
     return _box_domain(lo, hi, "from data")
 

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from .._engine._sources._memory import validated_rows
-from .._preprocess import cube_corners, resolve_domain
+from .._preprocess import cube_corners
 from .._rng import derive_key
 
 __all__ = ["EMTarget", "LDATarget", "SEPTarget"]
@@ -125,6 +125,28 @@ def _sharpened_binary(est, d, key):
     return sharp
 
 
+def _domain_columns(est, d):
+    """The columns a ball model's domain maps (all of them unless the model says otherwise)."""
+    cols = est._domain_columns(d)
+    return np.arange(d) if cols is None else np.asarray(cols, dtype=np.intp)
+
+
+def _with_free_columns(points, cols, values, d):
+    """Full rows from boundary points of the domain's columns ``cols``: the other columns
+    (a mixed table's categorical codes, ``values``: column -> its public values) take every
+    value in turn, each point twice with the codes shifted by one (so that two canaries may
+    differ in their codes too)."""
+    if cols.size == d:
+        return points
+    rows = np.zeros((2 * points.shape[0], d))
+    rows[:, cols] = np.vstack([points, points])
+    idx = np.arange(rows.shape[0])
+    for j, v in values.items():
+        v = np.asarray(v, dtype=np.float64)
+        rows[:, j] = v[(idx + (idx >= points.shape[0])) % v.size]
+    return rows
+
+
 class EMTarget:
     """A full-pass EM estimator's audit target (module docstring)."""
 
@@ -165,9 +187,11 @@ class EMTarget:
         self.plan, self.domain, self.d = plan, domain, d
         self.params = est._initial_parameters(rows.summary, domain, key, True)   # data-independent
         if domain is not None:
+            cols = _domain_columns(est, d)
             means = self.params[1] if isinstance(self.params, tuple) and len(self.params) > 1 else None
-            ok = np.ndim(means) == 2 and np.shape(means)[-1] == d
-            self.candidates = _ball_candidates(domain, means if ok else None, d, key)
+            ok = np.ndim(means) == 2 and np.shape(means)[-1] == cols.size
+            self.candidates = _with_free_columns(_ball_candidates(domain, means if ok else None, cols.size, key),
+                                                 cols, est._column_values(d), d)
         else:
             self.candidates = np.asarray(est._extreme_rows(d, key), dtype=np.float64)
         self.base = np.asarray(est._prepare_rows(np.asarray(X, dtype=np.float64)), dtype=np.float64)
@@ -196,10 +220,16 @@ class EMTarget:
         if est._domain_kind != "ball":
             rows = np.asarray(est._extreme_rows(d, key), dtype=np.float64)
             return rows[rng.integers(rows.shape[0], size=_N_BASE)]
-        w = rng.standard_normal((_N_BASE, d))
-        w *= (0.5 * rng.uniform(size=(_N_BASE, 1)) ** (1.0 / d)) / np.linalg.norm(w, axis=1, keepdims=True)
-        decl = resolve_domain(d, est.data_norm, est.bounds)
-        return decl.center + decl.scale * w
+        cols = _domain_columns(est, d)
+        w = rng.standard_normal((_N_BASE, cols.size))
+        w *= (0.5 * rng.uniform(size=(_N_BASE, 1)) ** (1.0 / max(cols.size, 1))) \
+            / np.linalg.norm(w, axis=1, keepdims=True)
+        decl = est._declared_domain(cols.size)
+        X = np.zeros((_N_BASE, d))
+        X[:, cols] = decl.center + decl.scale * w
+        for j, values in est._column_values(d).items():
+            X[:, j] = rng.choice(np.asarray(values, dtype=np.float64), size=_N_BASE)
+        return X
 
     def _stats(self, block, names):
         block = np.ascontiguousarray(self.est._prepare_rows(np.asarray(block, dtype=np.float64)))

@@ -1,0 +1,590 @@
+"""Differentially private EM for mixed tables: a latent-class mixture whose components are a
+Gaussian over the numeric columns times one categorical distribution per discrete column, on
+the private-EM engine (DP-EM's moment perturbation for this exponential-family mixture)."""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM, StatSpec
+from .._engine._groups import split_groups
+from .._engine._specs import diagonal_second_moments, moments_joint_bound, second_moments, soft_counts, weighted_sums
+from .._kernels.gmm import COUNTS, FIRST, SECOND
+from .._kernels.mixed import CATEGORIES, MixedLayout, mixed_log_resp, mixed_stats
+from .._preprocess import DataDomain, box_domain, project_into_domain, resolve_domain
+from .._rng import derive_key
+from .._threads import effective_n_threads
+from .._validation import check_nonnegative_real, check_positive_int
+from ._common import (MixtureInferenceMixin, check_counts_resolvable, floored_counts, live_components, noise_std,
+                      shrunk_means, weights_from_counts)
+from ._dp_gmm import DPGaussianMixture
+from ._gmm_mstep import (covariance_from_precision_cholesky, exact_m_step, precision_cholesky_full, private_m_step,
+                         warn_if_covariances_unresolved)
+from ._tables import TableSchema, is_frame, table_schema
+
+__all__ = ["DPMixedMixture"]
+
+#: category probabilities of a private fit are at least this (log θ stays finite)
+PROB_FLOOR = 1e-10
+_TYPES = ("full", "diag")
+
+
+def _mixed_statistics(X, params, domain, n_threads, layout=None, covariance_type="full"):
+    """The E-step statistics kernel (a Dask task's: the released parameters, the public layout
+    and covariance type)."""
+    weights, means, _, prec_chol, theta = params
+    prec = np.ascontiguousarray(np.diagonal(prec_chol, axis1=1, axis2=2)) if covariance_type == "diag" else prec_chol
+    with np.errstate(divide="ignore"):
+        log_theta = np.log(theta)
+    return mixed_stats(X, layout, weights, means, prec, log_theta, covariance_type, n_threads, domain)
+
+
+def _slot_ranges(layout):
+    off = layout.offset
+    return [slice(int(off[j]), int(off[j + 1])) for j in range(len(layout.cat_cols))]
+
+
+def category_probabilities(T, nk, releases):
+    """Per-component category probabilities (K, M) from the noisy category sums ``T`` and
+    counts ``nk`` (post-processing, public constants only), one column's slots at a time.
+
+    Each column's sums are divided by the floored noisy counts, shrunk towards the pooled
+    distribution of all components (itself shrunk towards uniform) by
+    :func:`~dpem_fast.mixture._common.shrunk_means` with the variance of one coordinate of a
+    uniform (flat Dirichlet) distribution on the column's m slots, ``(m − 1)/(m²(m + 1))``, as
+    the prior's; then floored at ``σ_T/Ñ_k`` (the noise of one probability; at least
+    :data:`PROB_FLOOR`, at most ``1/(2m)``) and renormalised.  A noise-dominated column thus
+    approaches the one-component model's distribution, not noise.
+    """
+    return _probabilities(T, nk, releases, None)
+
+
+def _probabilities(T, nk, releases, layout):
+    K, M = T.shape
+    out = np.empty((K, M))
+    nk_f = floored_counts(nk, releases[COUNTS])
+    sd = noise_std(releases[CATEGORIES])
+    for sl in _slot_ranges(layout):
+        m = sl.stop - sl.start
+        prior_var = (m - 1.0) / (m * m * (m + 1.0)) if m > 1 else 1.0
+        p = shrunk_means(T[:, sl], nk, releases[COUNTS], releases[CATEGORIES], np.full(m, 1.0 / m), prior_var)
+        lo = np.clip(sd / nk_f, PROB_FLOOR, 0.5 / m)[:, None]
+        p = np.maximum(p, lo)
+        out[:, sl] = p / p.sum(axis=1, keepdims=True)
+    return out
+
+
+class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
+    """Private synthetic-data model for tables with numeric and categorical columns.
+
+    A latent-class mixture fitted by differentially private EM: component k draws the numeric
+    columns from a Gaussian ``N(μ_k, Σ_k)`` and each categorical column j, independently given
+    k, from its own distribution ``θ_{k,j}``:
+
+        p(x) = Σ_k π_k N(x_num | μ_k, Σ_k) Π_j θ_{k, j}(x_j).
+
+    Mixing over components lets the model carry dependence between every pair of columns —
+    numeric-numeric (within and across components), categorical-categorical and
+    numeric-categorical — which a product of marginals cannot.  ``fit`` takes a pandas
+    DataFrame (or an array whose categorical columns hold codes); ``sample`` returns a table of
+    the same columns and dtypes.
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Number of latent classes K.
+    epsilon : float, default=1.0
+        Total ε of the fit (all iterations; ``inf``: non-private EM).
+    delta : float, default=1e-5
+    bounds : dict, tuple (lower, upper), "from_data" or None
+        The numeric columns' public domain: a dict ``{column: (lo, hi)}`` naming every numeric
+        column (an array's columns are named ``x0, x1, ...``), or the engine's pair of scalars or
+        arrays over the numeric columns in order.  Rows are clipped to it and mapped into the
+        unit ball as :class:`DPGaussianMixture` does.  ``None`` (default): estimated privately
+        from two noisy histograms of the numeric columns only, on 10 % of the budget.
+        ``"from_data"``: the data's box, **not private** (explicit opt-in, flagged).
+        ``sample`` clips the numeric columns to this box (declared or released: public).
+    categories : dict or None
+        ``{column: labels}`` for the categorical columns (a list of labels, or for an array's
+        code columns the number of categories).  In a DataFrame a column of ``category`` dtype
+        takes its dtype's categories and a ``bool`` column ``[False, True]`` unless named here;
+        a text column that is neither is refused (see Privacy).  Every categorical column also
+        has an **"other"** slot: a value outside its declared list (or missing) counts there;
+        ``sample`` writes it as missing.
+    covariance_type : {"full", "diag"}, default="full"
+        One full covariance of the numeric columns per component, or a diagonal one.
+    data_norm : float or None
+        Alternatively, a norm bound of the centred numeric block (the engine's ball).
+    max_iter : int, default=20
+        EM iterations J (a fixed count in private mode).
+    neighbouring : {"replace", "add_remove"}, default="replace"
+    accountant : str or None
+        As :class:`DPGaussianMixture` (default: exact Gaussian DP).
+    noise : {"gaussian", "discrete_gaussian"}, default="gaussian"
+    budget_split : "auto" or tuple of positive floats
+        Shares of each iteration's privacy loss for counts, first moments, second moments and
+        category sums (the releases the table has, in that order).  ``"auto"``: ∝ √m_r, the
+        number of noised coordinates (as :class:`DPGaussianMixture`).
+    averaging : {"tail", "none"}, default="tail"
+        Polyak–Ruppert averaging of the last ``max_iter // 2`` releases (post-processing).
+    reg_covar : float, default=1e-6
+    n_threads : int or None
+    random_state : None, int, SeedSequence or Generator
+    budget : BudgetLedger or None
+    verbose : int
+        As :class:`DPGaussianMixture`.
+    max_rows_per_group : int or None, default=None
+        Person-level privacy (issue 27), as :class:`DPGaussianMixture`: with ``fit(X,
+        groups=...)`` each group keeps at most this many rows and every sensitivity above is m
+        times a row's (set in the plan, :mod:`dpem_fast._engine._groups`).
+
+    Attributes
+    ----------
+    weights_ : ndarray of shape ``(n_components_,)``
+    means_ : ndarray of shape ``(n_components_, n_numeric)``
+    covariances_ : ndarray of shape ``(n_components_, n_numeric, n_numeric)`` or ``(n_components_, n_numeric)``
+    precisions_ : ndarray of the shape of ``covariances_``
+    precisions_cholesky_ : ndarray of the shape of ``covariances_``
+    category_probs_ : list of ndarray of shape ``(n_components_, n_categories_j + 1)``
+        θ_{k,j} per categorical column, over its declared categories and "other" (last).
+    categorical_columns_ : ndarray of int
+        Positions of the categorical columns.
+    categories_ : list of ndarray
+        Their declared labels.
+    dtypes_ : ndarray of str or None
+        The fitted DataFrame's dtypes (None when fitted on an array).
+    bounds_ : ndarray of shape ``(2, n_numeric)`` or None
+        The numeric box (declared, or released by the private estimate).
+    n_components_ : int
+        Components of the released model: ``n_components`` less those dropped as dead.
+    n_iter_ : int
+    converged_ : bool
+        Always False in private mode.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The fitted DataFrame's column names.
+    privacy_ : PrivacyRecord or None
+    diagnostics_ : dict
+        Rows clipped and training log-likelihood per iteration: **not private**.
+
+    Privacy
+    -------
+    Neighbouring relation: ``neighbouring``; every sensitivity below is derived under both.
+    The **numeric block** ``z`` of a row (its d numeric columns) is clipped to the declared (or
+    privately estimated) box and mapped into the unit ball, ``‖z‖ ≤ 1``, by the engine's domain
+    machinery (the domain covers the numeric columns only; the estimate's histograms count one
+    value per numeric column and row: ℓ2 √d / √(2d)).  The **categorical columns** live in a
+    fixed public domain: column j's value is one of its ``C_j`` declared categories or "other",
+    so the row's one-hot vector ``e_{s_j}`` over the column's ``C_j + 1`` slots has norm 1.
+    The categories are public: declared in ``categories`` or by a pandas ``category`` dtype,
+    which is taken as the user's declaration — **if its list was inferred from the private data**
+    (``astype("category")``), the set of values that occur is released with the model (a rare
+    value reveals that someone has it): declare the list from public knowledge instead.  Text
+    columns without a declaration are refused for that reason.
+
+    A row's responsibilities γ (γ_k ≥ 0, Σγ_k = 1) depend only on the row and on released
+    parameters, so one row changes each statistic by its own term:
+
+    - counts ``N_k = Σ_i γ_ik``: ℓ2 ‖γ‖ ≤ 1 (add/remove), ‖γ − γ'‖ ≤ √2 (replace);
+    - first moments ``S1_k = Σ_i γ_ik z_i``: 1 / 2; second moments ``Σ_i γ_ik z_i z_iᵀ``
+      (full, Analyze-Gauss on the upper triangle) or ``Σ_i γ_ik z_i²`` (diag): 1 / √2 — the
+      Gaussian mixture's, derived in :mod:`dpem_fast._engine._specs`;
+    - category sums ``T_k[s] = Σ_i γ_ik [s ∈ {s_1(x_i), …, s_J(x_i)}]`` over all J columns'
+      slots (one release of shape (K, M)): the row adds γ_k at (k, s_j) for every column j, and
+      the columns' slots are disjoint, so add/remove ``‖δ‖² = Σ_j ‖γ‖² ≤ J``: **√J**; replace
+      ``‖δ‖² = Σ_j ‖γ e_{s_j} − γ' e_{s'_j}‖² = Σ_j (‖γ‖² + ‖γ'‖² − 2[s_j = s'_j] γ·γ') ≤ 2J``:
+      **√(2J)**, attained by γ = e_1, γ' = e_2 (or one component and every category changed).
+
+    **Joint accounting** (Gaussian noise).  An iteration's releases are one Gaussian mechanism
+    with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``; with ``a_r = Δ_r²/σ_r²`` a row's contribution to it in
+    component k is ``‖γ_k u − γ'_k u'‖²`` for the stacked ``u = (√(a_c/2), √a_1 z/2,
+    √(a_2/2) zzᵀ, √(a_T/(2J)) Σ_j e_{s_j})``, jointly convex in (γ, γ'), so maximal at
+    vertices γ = e_i, γ' = e_l.  For i ≠ l it is ``‖u‖² + ‖u'‖² ≤ a_c + a_1/2 + a_2 + a_T``;
+    for i = l the Gaussian part is the mixture's (``a_1/2 + a_2 + φ``, φ as in
+    :mod:`dpem_fast._engine._specs`) and the category part ``(a_T/(2J)) · 2 #{j: s_j ≠ s'_j}
+    ≤ a_T``, both attained at once (they depend on different columns).  Hence, under replace,
+
+        μ² = a_1/2 + a_2 + a_T + max(a_c, φ)
+
+    (:func:`~dpem_fast._engine._specs.moments_joint_bound` plus ``a_T``; without numeric
+    columns ``a_c + a_T``), and under add/remove ``Σ_r a_r`` (no gain).  The conformance
+    suite's adversarial search attains it and never exceeds it.  Per iteration: up to 4
+    releases, ``SelfComposedEvent(GaussianEvent(z_joint), max_iter)`` in ``privacy_.event``.
+
+    Post-processing (no privacy cost): the Gaussian M-step of :class:`DPGaussianMixture`
+    (floored counts, shrinkage, eigenvalue floors, means projected into the box), the category
+    probabilities of :func:`category_probabilities`, tail averaging, and dropping components
+    whose noisy count is indistinguishable from zero (``n_components_``; a
+    ``NoiseDominatedWarning`` when most or all are).  Under replace-one a fit whose counts could
+    not be told from noise is refused before the budget is charged.  Initialisation is
+    data-independent (uniform weights, random means in the domain and random category
+    probabilities from the fit's own stream); the iteration count is fixed.  ``sample`` is
+    post-processing of the released model and the public schema.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from dpem_fast import DPMixedMixture
+    >>> rng = np.random.default_rng(0)
+    >>> df = pd.DataFrame({"x": rng.normal(size=5000).clip(-4, 4),
+    ...                    "c": rng.choice(["a", "b"], 5000)})
+    >>> m = DPMixedMixture(2, epsilon=1.0, bounds={"x": (-4, 4)},
+    ...                    categories={"c": ["a", "b"]}, random_state=0).fit(df)
+    >>> list(m.sample(3)[0].columns)
+    ['x', 'c']
+    """
+
+    _cli_name = "mixed"
+    _saved = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_", "category_probs_",
+              "categorical_columns_", "categories_", "dtypes_", "bounds_", "converged_", "n_iter_",
+              "n_features_in_")
+    _not_saved = ("_layout", "_frame_schema")
+
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None,
+                 covariance_type="full", data_norm=None, max_iter=20, neighbouring="replace", accountant=None,
+                 noise="gaussian", budget_split="auto", averaging="tail", reg_covar=1e-6, n_threads=None,
+                 random_state=None, budget=None, verbose=0, max_rows_per_group=None):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.bounds = bounds
+        self.categories = categories
+        self.covariance_type = covariance_type
+        self.data_norm = data_norm
+        self.max_iter = max_iter
+        self.neighbouring = neighbouring
+        self.accountant = accountant
+        self.noise = noise
+        self.budget_split = budget_split
+        self.averaging = averaging
+        self.reg_covar = reg_covar
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.budget = budget
+        self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, groups=None):
+        """Fit the mixture on a DataFrame (numeric and categorical columns) or on rows whose
+        categorical columns hold codes (an array, memory map, block source or dask array);
+        see :meth:`PrivateEM.fit`.  ``groups``: person-level privacy with
+        ``max_rows_per_group`` (one id per row, or the name of a DataFrame column, which is
+        then not a column of the table)."""
+        X, groups = split_groups(X, groups)
+        self._frame_schema = table_schema(X, self.categories, None) if is_frame(X) else None
+        Xe = self._frame_schema.encode(X) if self._frame_schema is not None else X
+        super().fit(Xe, y, groups)
+        schema = self._schema()
+        self.categorical_columns_ = np.asarray(schema.cat_cols, dtype=np.intp)
+        self.categories_ = [np.asarray(c) for c in schema.categories]
+        self.dtypes_ = None if schema.dtypes is None else np.array(schema.dtypes, dtype=object)
+        return self
+
+    def _schema(self):
+        """The fit's schema: the data frame's, else the array's from ``categories``."""
+        if getattr(self, "_frame_schema", None) is not None:
+            return self._frame_schema
+        return table_schema(None, self.categories, self.n_features_in_)
+
+    def _fitted_schema(self):
+        """The schema of the fitted (or loaded) model, from its saved attributes."""
+        check_is_fitted(self, "category_probs_")
+        names = getattr(self, "feature_names_in_", None)
+        names = tuple(str(c) for c in names) if names is not None else tuple(f"x{i}" for i in range(self.n_features_in_))
+        dtypes = None if self.dtypes_ is None else tuple(str(t) for t in self.dtypes_)
+        return TableSchema(names, tuple(int(c) for c in self.categorical_columns_),
+                           tuple(np.asarray(c) for c in self.categories_), dtypes)
+
+    # ------------------------------------------------------------ model hooks
+    def _check_model_params(self, n_samples, n_features):
+        K = check_positive_int(self.n_components, "n_components")
+        if not isinstance(self.covariance_type, str) or self.covariance_type not in _TYPES:
+            raise ValueError(f"covariance_type must be one of {_TYPES}, got {self.covariance_type!r}")
+        if n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
+        if self.averaging not in ("tail", "none"):
+            raise ValueError(f"averaging must be 'tail' or 'none', got {self.averaging!r}")
+        check_nonnegative_real(self.reg_covar, "reg_covar")
+        schema = self._schema()
+        if len(schema.names) != n_features:
+            raise ValueError(f"X has {n_features} columns, the schema {len(schema.names)}")
+        self._layout = schema.layout
+        if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
+            n = len(self._release_names())
+            split = None if isinstance(self.budget_split, str) else np.asarray(self.budget_split, dtype=np.float64)
+            if split is None or split.shape != (n,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
+                raise ValueError(f"budget_split must be 'auto' or {n} positive finite numbers (one per release "
+                                 f"{self._release_names()}), got {self.budget_split!r}")
+        if isinstance(self.bounds, dict):
+            self._bounds_arrays(schema)
+
+    def _bounds_arrays(self, schema):
+        """(lo, hi) over the numeric columns, in order, from a ``bounds`` dict naming each."""
+        names = schema.numeric_names
+        missing = [n for n in names if n not in self.bounds]
+        extra = sorted(str(k) for k in set(self.bounds) - set(names))
+        if missing or extra:
+            raise ValueError(f"bounds: a dict must name every numeric column and nothing else (missing "
+                             f"{missing}, not numeric columns {extra}); or leave bounds=None to estimate them "
+                             "privately")
+        pairs = [self.bounds[n] for n in names]
+        if not all(np.shape(p) == (2,) for p in pairs):
+            raise ValueError("bounds: each entry must be a pair (lo, hi)")
+        try:
+            lo, hi = (np.array([float(p[i]) for p in pairs]) for i in (0, 1))
+        except (TypeError, ValueError):
+            raise TypeError("bounds: each entry must be a pair of numbers (lo, hi)") from None
+        return lo, hi
+
+    def _lay(self, n_features):
+        """The layout of rows of ``n_features`` columns: the fit's, or (an unfitted model, an
+        array) the one ``categories`` declares."""
+        lay = getattr(self, "_layout", None)
+        if lay is not None and lay.d + len(lay.cat_cols) == n_features:
+            return lay
+        return table_schema(None, self.categories, n_features).layout
+
+    def _domain_columns(self, n_features):
+        return np.asarray(self._lay(n_features).num_cols, dtype=np.intp)
+
+    def _column_values(self, n_features):
+        """The codes of each categorical column: ``0 .. C_j - 1`` and -1 ("other")."""
+        lay = self._lay(n_features)
+        return {int(j): np.arange(-1, int(c)) for j, c in zip(lay.cat_cols, lay.n_categories)}
+
+    def _declared_domain(self, n_domain):
+        if isinstance(self.bounds, dict):
+            return resolve_domain(n_domain, self.data_norm, self._bounds_arrays(self._schema()))
+        return resolve_domain(n_domain, self.data_norm, self.bounds)
+
+    def _release_names(self):
+        lay = self._lay(self.n_features_in_)      # the plan's (public) layout, also before a fit
+        return ((COUNTS,) + ((FIRST, SECOND) if lay.d else ()) + ((CATEGORIES,) if lay.cat_cols else ()))
+
+    def _statistic_specs(self, n_features):
+        """Counts, first and second moments of the numeric block (if any) and the category sums
+        (if any), with the sensitivities of the class docstring."""
+        K, lay = self.n_components, self._lay(n_features)
+        d, J = lay.d, len(lay.cat_cols)
+        specs = [soft_counts(COUNTS, K)]
+        if d:
+            specs.append(weighted_sums(FIRST, (K, d), d))
+            specs.append(second_moments(SECOND, (K, d, d)) if self.covariance_type == "full"
+                         else diagonal_second_moments(SECOND, (K, d)))
+        if J:
+            specs.append(StatSpec(CATEGORIES, (K, lay.n_slots),
+                                  l2={"add_remove": math.sqrt(J), "replace": math.sqrt(2.0 * J)},
+                                  l1={"add_remove": float(J), "replace": 2.0 * J}))
+        return tuple(specs)
+
+    def _shares(self):
+        names = self._release_names()
+        if not isinstance(self.budget_split, str):
+            return dict(zip(names, map(float, self.budget_split)))
+        lay = self._lay(self.n_features_in_)
+        K, d, M = self.n_components, lay.d, lay.n_slots
+        m = {COUNTS: K, FIRST: K * d, SECOND: K * d * (d + 1) / 2 if self.covariance_type == "full" else K * d,
+             CATEGORIES: K * M}
+        return {n: math.sqrt(m[n]) for n in names}
+
+    def _joint_sensitivity(self, a, neighbouring):
+        """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for one iteration's releases, given
+        ``a[r] = Δ_r²/σ_r²`` (class docstring, "Joint accounting")."""
+        a_t = a.get(CATEGORIES, 0.0)
+        if FIRST not in a:
+            return a[COUNTS] + a_t
+        return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
+                                   second=self.covariance_type) + a_t
+
+    def _n_averaged(self, n_iter):
+        return n_iter // 2 if self.averaging == "tail" else 0
+
+    def _check_plan(self, plan, n_public, rounds):
+        check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
+
+    def _statistics_task(self):
+        return functools.partial(_mixed_statistics, layout=self._layout, covariance_type=str(self.covariance_type))
+
+    def _describe(self):
+        return (f"DP-EM moment perturbation for a mixed latent-class mixture (Gaussian x categorical), "
+                f"covariance_type={self.covariance_type!r}",
+                ("initialisation: data-independent (random draw in the domain from the fit's own stream)",))
+
+    # -------------------------------------------------------- initialisation
+    def _initial_parameters(self, summary, domain, key, private):
+        """Uniform weights; means uniform in the ball of radius 1/2 of the domain (of the data's
+        box of the numeric columns in the non-private fit), moved into the box's image;
+        covariances ``I / (4 d)`` in its units; category probabilities ∝ 1 + u (u uniform),
+        all from the fit's own stream (data-independent in private mode)."""
+        K, lay = self.n_components, self._layout
+        d = lay.d
+        weights = np.full(K, 1.0 / K)
+        init_dom = domain
+        if not private and d:
+            num = list(lay.num_cols)
+            lo, hi = summary.column_min[num], summary.column_max[num]
+            init_dom = box_domain(lo, np.where(hi > lo, hi, lo + 1.0))
+        means = np.zeros((K, d))
+        prec_chol = np.zeros((K, d, d))
+        if d:
+            means = project_into_domain(DPGaussianMixture._random_means(K, d, key), init_dom)
+            if init_dom is not domain:
+                means = domain.to_scaled(init_dom.to_original(means))
+            diag = math.sqrt(4.0 * d) * domain.scale / init_dom.scale
+            prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
+        covs = self._typed_covariances(prec_chol)
+        u = np.empty(K * lay.n_slots)
+        _core_rng.fill_uniform(derive_key(key, "init", "categories"), 0, u, 1)
+        theta = 1.0 + u.reshape(K, lay.n_slots)
+        for sl in _slot_ranges(lay):
+            theta[:, sl] /= theta[:, sl].sum(axis=1, keepdims=True)
+        return weights, means, covs, prec_chol, theta
+
+    def _typed_covariances(self, prec_chol):
+        covs = covariance_from_precision_cholesky(prec_chol) if prec_chol.shape[1] else prec_chol.copy()
+        return np.diagonal(covs, axis1=1, axis2=2).copy() if self.covariance_type == "diag" else covs
+
+    # --------------------------------------------------------------- updates
+    def _update(self, noisy, params, ctx):
+        K, lay = self.n_components, self._layout
+        nk = noisy[COUNTS]
+        if lay.d:
+            weights, means, covs = private_m_step(nk, noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
+                                                  None, ctx.domain, self.covariance_type, ctx.n_public)
+            prec_chol = precision_cholesky_full(covs, self.covariance_type, K, lay.d)
+        else:
+            weights, means, covs, prec_chol = weights_from_counts(nk), params[1], params[2], params[3]
+        theta = _probabilities(noisy[CATEGORIES], nk, ctx.releases, lay) if lay.cat_cols else params[4]
+        return weights, means, covs, prec_chol, theta
+
+    def _finish(self, params, noisy, ctx):
+        """Drop the components whose noisy counts are indistinguishable from zero
+        (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
+        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
+        if self._layout.d:
+            warn_if_covariances_unresolved(noisy[COUNTS][live], ctx.releases, ctx.domain, type(self).__name__,
+                                           self.covariance_type, ctx.n_public)
+        weights, means, covs, prec_chol, theta = params
+        return weights[live] / weights[live].sum(), means[live], covs[live], prec_chol[live], theta[live]
+
+    def _exact_update(self, stats, params):
+        K, lay = self.n_components, self._layout
+        if lay.d:
+            weights, means, covs = exact_m_step(stats, self.reg_covar, self.covariance_type)
+            prec_chol = precision_cholesky_full(covs, self.covariance_type, K, lay.d)
+        else:
+            nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
+            weights, means, covs, prec_chol = nk / nk.sum(), params[1], params[2], params[3]
+        theta = params[4]
+        if lay.cat_cols:
+            theta = stats[CATEGORIES] + 10 * np.finfo(np.float64).eps
+            for sl in _slot_ranges(lay):
+                theta[:, sl] /= theta[:, sl].sum(axis=1, keepdims=True)
+        return weights, means, covs, prec_chol, theta
+
+    def _set_fitted(self, params, domain, dtype):
+        """Parameters back to the original units (post-processing): as
+        :meth:`DPGaussianMixture._set_fitted` for the numeric block; the category probabilities
+        split per column; the numeric box kept for ``sample``."""
+        weights, means, covs, prec_chol, theta = params
+        if domain is None:              # no numeric column: nothing to map back
+            domain = DataDomain(np.zeros(0), np.ones(0), None, False)
+        s = domain.scale
+        self.weights_ = weights
+        self.means_ = domain.to_original(means).astype(dtype, copy=False) if means.shape[1] else means
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if self.covariance_type == "full":
+                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
+                self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
+            else:
+                self.covariances_ = (covs * s * s).astype(dtype, copy=False)
+                self.precisions_cholesky_ = (np.diagonal(prec_chol, axis1=1, axis2=2) / s).astype(dtype, copy=False)
+                self.precisions_ = self.precisions_cholesky_ ** 2
+        self.category_probs_ = [theta[:, sl].copy() for sl in _slot_ranges(self._layout)]
+        box = domain.bounds
+        self.bounds_ = None if box is None else np.stack([box[0], box[1]]).astype(np.float64)
+        self.converged_ = False
+
+    # ------------------------------------------------------------- inference
+    def _model_arrays(self):
+        lay = self._fitted_schema().layout
+        prec = np.asarray(self.precisions_cholesky_, dtype=np.float64)
+        theta = (np.concatenate([np.asarray(p, dtype=np.float64) for p in self.category_probs_], axis=1)
+                 if self.category_probs_ else np.zeros((self.n_components_, 0)))
+        with np.errstate(divide="ignore"):
+            log_theta = np.log(theta)
+        return lay, np.asarray(self.means_, dtype=np.float64), prec, log_theta
+
+    def _log_resp(self, X):
+        schema = self._fitted_schema()
+        X = self._check_X(schema.encode(X) if is_frame(X) else X)
+        lay, means, prec, log_theta = self._model_arrays()
+        return mixed_log_resp(X, lay, self.weights_, means, prec, log_theta, self.covariance_type,
+                              n_threads=effective_n_threads(self.n_threads))
+
+    def sample(self, n_samples=1, *, other="missing", random_state=None):
+        """Synthetic rows from the fitted (private) model: post-processing, no extra privacy cost.
+
+        Numeric columns are drawn from the component's Gaussian and clipped to ``bounds_`` (the
+        public box; integer columns rounded); categorical columns from the component's
+        category probabilities.
+
+        Parameters
+        ----------
+        n_samples : int
+        other : {"missing", "drop"}, default="missing"
+            What a draw of a column's "other" slot becomes: a missing value (the model's own
+            distribution: its released probability of unknown or missing categories, which noise
+            keeps above zero even when the data has none), or ``"drop"``: the slot is left out and
+            the column drawn from its declared categories, renormalised — for a column known
+            (publicly) to hold only declared values.
+        random_state : None, int or Generator
+
+        Returns
+        -------
+        X : pandas DataFrame with the fitted columns and dtypes (fitted on a DataFrame), else an
+            ndarray of shape (n_samples, n_features) with the category codes (-1: "other")
+        y : ndarray of shape (n_samples,)
+            The latent class of each row.
+        """
+        check_is_fitted(self, "category_probs_")
+        n = check_positive_int(n_samples, "n_samples")
+        if other not in ("missing", "drop"):
+            raise ValueError(f"other must be 'missing' or 'drop', got {other!r}")
+        rng = np.random.default_rng(random_state)
+        schema = self._fitted_schema()
+        lay = schema.layout
+        y = rng.choice(self.n_components_, size=n, p=np.asarray(self.weights_) / np.sum(self.weights_))
+        Z = np.zeros((n, len(schema.names)))
+        if lay.d:
+            num = list(lay.num_cols)
+            means = np.asarray(self.means_, dtype=np.float64)
+            covs = np.asarray(self.covariances_, dtype=np.float64)
+            for k in range(self.n_components_):
+                rows = np.flatnonzero(y == k)
+                if not rows.size:
+                    continue
+                if self.covariance_type == "full":
+                    Z[np.ix_(rows, num)] = rng.multivariate_normal(means[k], covs[k], size=rows.size)
+                else:
+                    Z[np.ix_(rows, num)] = means[k] + rng.standard_normal((rows.size, lay.d)) * np.sqrt(covs[k])
+        for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
+            probs = np.asarray(probs, dtype=np.float64)
+            if other == "drop":
+                probs = probs[:, :C]
+            cdf = np.cumsum(probs[y], axis=1)
+            u = rng.random(n) * cdf[:, -1]
+            slot = np.minimum((u[:, None] >= cdf).sum(axis=1), C)
+            Z[:, col] = np.where(slot < C, slot, -1)
+        return schema.decode(Z, None if self.bounds_ is None else (self.bounds_[0], self.bounds_[1])), y
+
+    def _n_parameters(self):
+        K, d = self.n_components_, self._fitted_schema().layout.d
+        cov = K * d * (d + 1) / 2 if self.covariance_type == "full" else K * d
+        return int(cov + K * d + K - 1 + sum(K * (p.shape[1] - 1) for p in self.category_probs_))

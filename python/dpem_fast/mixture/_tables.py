@@ -1,0 +1,228 @@
+"""Mixed tables (numeric and categorical columns) as the engine's rows: the public schema of a
+table, its encoding into numeric values and category codes, and back.
+
+Everything here reads only public declarations: column names and pandas dtypes, the user's
+``categories`` (or a ``category`` dtype's list, taken as the user's declaration), never the
+values that occur in the data.  A text column without declared categories is refused: the
+list of its distinct values is itself private (a rare value reveals that someone has it).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._kernels.mixed import MixedLayout
+
+__all__ = ["TableSchema", "table_schema", "is_frame"]
+
+_ARRAY_NAME = re.compile(r"^x(\d+)$")
+
+
+def is_frame(X):
+    """True for a pandas DataFrame (duck-typed: no pandas import needed to say no)."""
+    return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
+
+
+def _labels(values, where):
+    """A declared category list as a 1-D array: all strings (object), or all numbers / booleans
+    (numeric), unique, not empty.  An int ``C`` declares the codes 0 .. C - 1."""
+    if isinstance(values, (int, np.integer)) and not isinstance(values, (bool, np.bool_)):
+        if values < 1:
+            raise ValueError(f"categories[{where!r}]: a number of categories must be >= 1, got {values}")
+        return np.arange(int(values))
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"categories[{where!r}] must be a list of category labels or a number of "
+                        f"categories, got {type(values).__name__}")
+    vals = list(values)
+    if not vals:
+        raise ValueError(f"categories[{where!r}] is empty: declare at least one category")
+    if all(isinstance(v, str) for v in vals):
+        arr = np.array(vals, dtype=object)
+    elif all(isinstance(v, (bool, np.bool_)) for v in vals):
+        arr = np.array(vals, dtype=bool)
+    elif all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+             for v in vals):
+        arr = np.array(vals)
+        if not np.all(np.isfinite(arr.astype(np.float64))):
+            raise ValueError(f"categories[{where!r}]: labels must be finite")
+    else:
+        raise TypeError(f"categories[{where!r}]: labels must be all strings or all numbers (or booleans)")
+    if len(set(arr.tolist())) != arr.size:
+        raise ValueError(f"categories[{where!r}]: labels must be unique")
+    return arr
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The public schema of a fitted table.
+
+    ``names`` the D column names (an array's are ``x0 .. x{D-1}``); ``cat_cols`` the positions
+    of the categorical columns, ``categories`` their declared labels (the codes are the
+    positions in these lists); ``dtypes`` the pandas dtype names of a data frame's columns
+    (None for an array: its categorical columns hold codes).
+    """
+
+    names: tuple
+    cat_cols: tuple
+    categories: tuple
+    dtypes: tuple | None = None
+
+    @property
+    def layout(self):
+        cats = set(self.cat_cols)
+        return MixedLayout(tuple(i for i in range(len(self.names)) if i not in cats), self.cat_cols,
+                           tuple(len(c) for c in self.categories))
+
+    @property
+    def numeric_names(self):
+        return [self.names[i] for i in self.layout.num_cols]
+
+    def encode(self, X):
+        """A data frame as a float64 frame of the same column names: numeric columns as
+        floats, categorical ones as codes (-1: an undeclared or missing category, which the
+        kernel counts as "other").  Anything else is returned as it is (its categorical columns
+        must already hold codes)."""
+        if not is_frame(X):
+            return X
+        import pandas as pd
+
+        names = [str(c) for c in X.columns]
+        if names != list(self.names):
+            raise ValueError(f"The feature names should match those that were passed during fit: "
+                             f"expected {list(self.names)}, got {names}")
+        out = {}
+        cat = dict(zip(self.cat_cols, self.categories))
+        for i, name in enumerate(self.names):
+            col = X.iloc[:, i]
+            if i in cat:
+                labels = cat[i]
+                values = col.astype(object) if labels.dtype == object or isinstance(
+                    col.dtype, pd.CategoricalDtype) else col
+                codes = pd.Index(list(labels), dtype=object).get_indexer(pd.Index(values, dtype=object))
+                out[name] = codes.astype(np.float64)
+            else:
+                try:
+                    out[name] = np.asarray(col, dtype=np.float64)
+                except (TypeError, ValueError):
+                    raise TypeError(f"column {name!r} is numeric in the fitted schema but holds "
+                                    "values that are not numbers") from None
+        return pd.DataFrame(out, index=X.index, columns=list(self.names))
+
+    def decode(self, Z, bounds=None):
+        """Rows (n, D) of numeric values and codes back to the table's form: a data frame with
+        the fitted columns and dtypes (categories restored; "other" as missing) for a frame
+        schema, else the array (codes as they are, "other" as -1).  ``bounds``: the numeric box
+        the values are clipped to (public), or None."""
+        Z = np.array(Z, dtype=np.float64, copy=True)
+        num = list(self.layout.num_cols)
+        if bounds is not None and num:
+            Z[:, num] = np.clip(Z[:, num], bounds[0], bounds[1])
+        if self.dtypes is None:
+            return Z
+        import pandas as pd
+
+        cat = dict(zip(self.cat_cols, self.categories))
+        cols = {}
+        for i, (name, dt) in enumerate(zip(self.names, self.dtypes)):
+            if i in cat:
+                labels = list(cat[i])
+                codes = Z[:, i].astype(np.int64)
+                codes[(codes < 0) | (codes >= len(labels))] = -1
+                ordered = dt == "category[ordered]"
+                values = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
+                if dt in ("category", "category[ordered]"):
+                    cols[name] = values
+                elif (dt == "bool" or (_is_numpy_dtype(dt) and np.dtype(dt).kind in "iuf")) and (codes >= 0).all():
+                    cols[name] = np.asarray(cat[i])[codes].astype(np.dtype(dt))
+                else:
+                    s = pd.Series(values).astype(object)
+                    cols[name] = s.where(s.notna(), None) if dt == "object" else s
+            else:
+                v = Z[:, i]
+                kind = np.dtype(dt).kind if _is_numpy_dtype(dt) else "f"
+                if kind in "iu":
+                    info = np.iinfo(np.dtype(dt))
+                    v = np.clip(np.rint(v), info.min, info.max).astype(np.dtype(dt))
+                elif kind == "f":
+                    v = v.astype(np.dtype(dt))
+                cols[name] = v
+        return pd.DataFrame(cols, columns=list(self.names))
+
+
+def _is_numpy_dtype(name):
+    try:
+        np.dtype(name)
+        return True
+    except TypeError:
+        return False
+
+
+def _dtype_name(dtype):
+    import pandas as pd
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        return "category[ordered]" if dtype.ordered else "category"
+    return str(dtype)
+
+
+def table_schema(X, categories, n_features):
+    """The schema of the table ``X`` (a data frame) or of rows of ``n_features`` columns (an
+    array, a memory map, a block source), from public declarations only.
+
+    Data frame: a column is categorical when ``categories`` names it, or its dtype is
+    ``category`` (its list of categories, taken as declared) or ``bool`` ([False, True]);
+    numeric when its dtype is a number; any other column (text, dates) is refused with a
+    message naming it.  Array: the columns are named ``x0 .. x{D-1}`` and ``categories`` names
+    the categorical ones, each with its labels or their number; their values are the codes.
+    """
+    if categories is not None and not isinstance(categories, dict):
+        raise TypeError(f"categories must be a dict {{column name: labels}} or None, got "
+                        f"{type(categories).__name__}")
+    declared = dict(categories or {})
+    for key in declared:
+        if not isinstance(key, str):
+            raise TypeError(f"categories: keys are column names (str); an array's columns are named "
+                            f"'x0', 'x1', ...; got {key!r}")
+    if is_frame(X):
+        import pandas as pd
+
+        names = list(X.columns)
+        if not all(isinstance(c, str) for c in names):
+            raise TypeError("X: a data frame's column names must be strings")
+        unknown = sorted(set(declared) - set(names))
+        if unknown:
+            raise ValueError(f"categories: no column named {unknown} in X")
+        cat_cols, cats, dtypes = [], [], []
+        for i, (name, dtype) in enumerate(zip(names, X.dtypes)):
+            dtypes.append(_dtype_name(dtype))
+            if name in declared:
+                cat_cols.append(i)
+                cats.append(_labels(declared[name], name))
+            elif isinstance(dtype, pd.CategoricalDtype):
+                cat_cols.append(i)
+                cats.append(_labels(list(dtype.categories), name))
+            elif pd.api.types.is_bool_dtype(dtype):
+                cat_cols.append(i)
+                cats.append(np.array([False, True]))
+            elif not pd.api.types.is_numeric_dtype(dtype):
+                raise ValueError(
+                    f"column {name!r} ({dtype}) is neither numeric nor declared categorical: declare its "
+                    f"categories from public knowledge (categories={{{name!r}: [...]}}) or give it a pandas "
+                    "CategoricalDtype with a declared list; the list of values that occur in the data is "
+                    "private, so it is never read from the data")
+        return TableSchema(tuple(names), tuple(cat_cols), tuple(cats), tuple(dtypes))
+    D = int(n_features)
+    names = tuple(f"x{i}" for i in range(D))
+    cat_cols, cats = [], []
+    for key in declared:
+        m = _ARRAY_NAME.match(key)
+        if m is None or int(m.group(1)) >= D:
+            raise ValueError(f"categories: no column named {key!r} in X (an array's {D} columns are named "
+                             f"'x0' .. 'x{D - 1}')")
+    for i, name in enumerate(names):
+        if name in declared:
+            cat_cols.append(i)
+            cats.append(_labels(declared[name], name))
+    return TableSchema(names, tuple(cat_cols), tuple(cats), None)
