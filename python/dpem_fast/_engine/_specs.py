@@ -75,12 +75,20 @@ from noise, and dividing by it would blow the update up.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from .._dpcore._contract import F32_LANE_ROWS
 from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
-           "row_count", "moments_joint_bound", "count_for_update"]
+           "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
+           "float32_rounding_factor", "float32_specs"]
+
+#: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
+FLOAT32_WIDENING = 1.0 + 2.0 ** -10
+#: Components up to which the float32 path's responsibilities keep (b) of the derivation.
+FLOAT32_MAX_COMPONENTS = 2 ** 20
 
 
 def soft_counts(name, K, *, integer=False):
@@ -140,3 +148,31 @@ def count_for_update(noisy_count, release, n_public):
         raise ValueError("count_for_update: under add/remove the noisy count and its release are needed")
     sd = release.noise_scale * (math.sqrt(2.0) if release.mechanism == "laplace" else 1.0)
     return max(float(noisy_count), 1.0, 3.0 * sd)
+
+
+def float32_rounding_factor(lane_rows=F32_LANE_ROWS, n_components=FLOAT32_MAX_COMPONENTS):
+    """``(1 + κ)(1 + u)² (1 + 2 m γ_{m+5})``: the factor by which float rounding on the float32 path
+    can exceed a replace-one sensitivity, for ``m = lane_rows`` rows per float lane and ``K``
+    components (module docstring, "Float32 rows"); at most :data:`FLOAT32_WIDENING`."""
+    u, v = 2.0 ** -24, 2.0 ** -53
+    kappa = (1.0 + u) * (1.0 + v) ** 2 * (1.0 + (n_components - 1) * v) - 1.0
+    m5 = lane_rows + 5
+    gamma = m5 * u / (1.0 - m5 * u)
+    return (1.0 + kappa) * (1.0 + u) ** 2 * (1.0 + 2.0 * lane_rows * gamma)
+
+
+def float32_specs(specs):
+    """The specs of statistics computed on the float32 path: every ℓ2 and ℓ1 sensitivity, under
+    both relations, times :data:`FLOAT32_WIDENING` (module docstring, "Float32 rows"; only the
+    replace-one values are used by such a fit, the add/remove ones are widened alike for
+    simplicity).  Integer statistics are refused: float rounding would make them non-integer."""
+    if float32_rounding_factor() > FLOAT32_WIDENING:       # the contract constants moved
+        raise RuntimeError("FLOAT32_WIDENING no longer bounds the float32 rounding; please report")
+    out = []
+    for s in specs:
+        if s.integer:
+            raise ValueError(f"statistic {s.name!r} is integer-valued: no float32 path")
+        out.append(dataclasses.replace(
+            s, l2={r: v * FLOAT32_WIDENING for r, v in s.l2.items()},
+            l1=None if s.l1 is None else {r: v * FLOAT32_WIDENING for r, v in s.l1.items()}))
+    return tuple(out)
