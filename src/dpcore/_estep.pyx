@@ -66,7 +66,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_lanes_flush, dpf_load, dpf_lse, dpf_narrow
+from .dpc_f32 cimport dpf_exp_neg, dpf_lanes_flush, dpf_load, dpf_lse, dpf_narrow
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
     dpf_logp_small,
@@ -458,3 +458,13 @@ def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_l
     for i in range(x.shape[0]):
         out_exp[i] = dpe_exp_neg(x[i])
         out_log[i] = dpe_log_pos(-x[i])
+
+
+def _exp_f32_wrapper(const float[::1] x, float[::1] out):
+    """Test hook: ``out = exp(x)`` in float (x <= 0; the float32 path's log-sum-exp).
+
+    Equivalent to: ``np.where(x < -87, 0, np.exp(x)).astype(np.float32)`` to a few ulp.
+    """
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        out[i] = dpf_exp_neg(x[i])
