@@ -218,7 +218,7 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 # The float32 path (float32 rows, ``single=True``): the same block layout, with the chunk in
 # float (a declared domain's clip is done in float64 first, then the clipped row is rounded),
 # log-densities, log-sum-exp and moments in float, and float64 accumulation: a float lane
-# holds at most DPC_F32_LANE_ROWS (64) rows before it is added into its float64 lane
+# holds at most DPC_F32_LANE_ROWS (128) rows before it is added into its float64 lane
 # (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and on the BLAS path each
 # ssyrk covers at most that many rows and is added into the float64 partial at once.  The
 # responsibilities are normalised in float64 (dpf_lse).  These are the facts that

@@ -46,8 +46,8 @@
 #define DPC_PARTIAL_BUDGET (1 << 23)     /* doubles (64 MiB) of partials before blocks grow */
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
-#define DPC_F32_FLUSH_CHUNKS 4           /* chunks between float -> float64 lane flushes */
-#define DPC_F32_LANE_ROWS (DPC_F32_FLUSH_CHUNKS * DPC_CHUNK_SIZE / DPC_LANES)   /* 64 rows */
+#define DPC_F32_FLUSH_CHUNKS 8           /* chunks between float -> float64 lane flushes */
+#define DPC_F32_LANE_ROWS (DPC_F32_FLUSH_CHUNKS * DPC_CHUNK_SIZE / DPC_LANES)   /* 128 rows */
 #define DPC_LDA_DOC_CHUNK 32
 #define DPC_SAMPLER_BLOCK 4096
 #define DPC_SUPERBLOCK_DOUBLES (1 << 23)  /* 64 MiB of float64 rows per superblock */

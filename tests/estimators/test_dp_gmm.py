@@ -91,7 +91,9 @@ def test_dtype_preserved_and_float32_close_to_float64():
     g64 = DPGaussianMixture(3, **kw).fit(X)
     g32 = DPGaussianMixture(3, **kw).fit(X.astype(np.float32))
     assert g32.means_.dtype == np.float32 and g64.means_.dtype == np.float64
-    assert_allclose(g32.means_, g64.means_, rtol=1e-3, atol=1e-3)
+    # the same noise draws, 0.4 % larger for float32 rows (FLOAT32_WIDENING): the means differ
+    # by about 0.4 % of their noise (about 1 here), plus float rounding
+    assert_allclose(g32.means_, g64.means_, rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
@@ -141,7 +143,7 @@ def test_float32_plan_widens_its_sensitivities_only_where_the_float32_path_runs(
 def test_float32_held_out_score_within_noise_of_float64():
     """The same seeded private fit on float32 and on float64 rows: held-out scores far closer
     to each other than the scores of different seeds (the float32 path's rounding and its
-    0.1 % wider noise are lost in the privacy noise)."""
+    0.4 % wider noise are lost in the privacy noise)."""
     X, _ = _blobs(n=8000, d=3, seed=4)
     X_test, _ = _blobs(n=4000, d=3, seed=5)
     s64, s32 = [], []

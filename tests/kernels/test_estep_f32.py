@@ -118,16 +118,15 @@ def test_identical_for_every_thread_count(kind, n, d, K):
 def test_blocks_longer_than_a_flush():
     """Blocks of more than F32_FLUSH_CHUNKS chunks (the partial budget caps the block count at
     large K d²): their float lanes are flushed inside the block; still the numbers of the
-    float64 pass over the same rounded rows (the twin, tested above, is slow at this size) and
-    the same bits for every thread count."""
-    n, d, K = 40 * CHUNK, 128, 64
+    float64 pass over the same rounded rows (the twin, tested above, is slow at this size).
+    (A flush is per block, so which thread runs it cannot matter; the thread tests above
+    cover the driver.)"""
+    n, d, K = 72 * CHUNK, 128, 64
     nb = _estep.block_count(n, d, K)
-    assert -(-40 // nb) > _contract.F32_FLUSH_CHUNKS
+    assert -(-72 // nb) > _contract.F32_FLUSH_CHUNKS
     X, dom, w, means, P = problem(n, d, K, seed=5)
-    runs = [compute_stats(X, w, means, P, n_threads=t, domain=dom, single=True) for t in (1, 2)]
-    for name in ("counts", "first_moments", "second_moments"):
-        assert_array_equal(runs[1][name], runs[0][name], err_msg=name)
-    assert_close(runs[0], compute_stats(rounded_rows(X, dom).astype(np.float64), w, means, P))
+    got = compute_stats(X, w, means, P, n_threads=2, domain=dom, single=True)
+    assert_close(got, compute_stats(rounded_rows(X, dom).astype(np.float64), w, means, P, n_threads=2))
 
 
 @pytest.mark.parametrize("kind", ["full", "diag"])
@@ -198,15 +197,15 @@ def test_float_exp():
 
 def test_widening_bounds_the_derived_rounding_factor():
     """_specs' derivation: (1 + κ)(1 + u)² (1 + 2 m γ_{m+5}) with m = F32_LANE_ROWS rows per float
-    lane, at most FLOAT32_WIDENING; a longer lane (no flush inside a block of 8 chunks: m = 128)
+    lane, at most FLOAT32_WIDENING; a longer lane (one ssyrk per chunk: m = 256)
     or a float normalisation of the responsibilities (κ ~ K u) would break it for large K."""
-    assert _contract.F32_LANE_ROWS == _contract.F32_FLUSH_CHUNKS * CHUNK // _contract.LANES == 64
+    assert _contract.F32_LANE_ROWS == _contract.F32_FLUSH_CHUNKS * CHUNK // _contract.LANES == 128
     u = 2.0 ** -24
-    m = 64
+    m = 128
     expected = (1 + u) ** 3 * (1 + 2 * m * (m + 5) * u / (1 - (m + 5) * u))
     assert float32_rounding_factor() == pytest.approx(expected, rel=1e-9)
-    assert float32_rounding_factor() <= FLOAT32_WIDENING < 1 + 1e-3
-    assert float32_rounding_factor(lane_rows=128) > FLOAT32_WIDENING
+    assert float32_rounding_factor() <= FLOAT32_WIDENING < 1 + 4e-3
+    assert float32_rounding_factor(lane_rows=256) > FLOAT32_WIDENING
 
 
 def test_float32_specs_widen_every_sensitivity():
@@ -220,4 +219,4 @@ def test_float32_specs_widen_every_sensitivity():
                 assert b.sensitivity("l1", rel) == a.sensitivity("l1", rel) * FLOAT32_WIDENING
     with pytest.raises(ValueError, match="integer"):
         float32_specs((StatSpec("n", (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True),))
-    assert math.isclose(wide[2].sensitivity("l2", "replace"), math.sqrt(2) * (1 + 2 ** -10))
+    assert math.isclose(wide[2].sensitivity("l2", "replace"), math.sqrt(2) * (1 + 2 ** -8))

@@ -455,7 +455,7 @@ class PrivateEM(PrivateEstimator):
         mechanism, notes = self._describe()
         if specs != tuple(self._statistic_specs(d)):
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
-                                    "iteration sensitivity widened by 2^-10 for float rounding "
+                                    "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)
         record = PrivacyRecord(
             mechanism=mechanism,

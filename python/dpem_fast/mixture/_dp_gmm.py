@@ -305,10 +305,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     **Float32 rows** (issue 26).  Under replace-one, float32 ``X`` runs the kernels' float32 path:
     each row is clipped into the ball in float64, then rounded to float, and the E-step and the
     moments run in single precision (SIMD width doubled) with float64 accumulation, a float
-    lane never summing more than 64 rows.  Its rounding is bounded row by row, so every
-    sensitivity above (and the joint bound) is multiplied by ``1 + 2⁻¹⁰`` (the derivation,
-    ``Δ̃ ≤ Δ (1 + κ)(1 + u)² (1 + 2 m γ_{m+5}) = Δ (1 + 5.3·10⁻⁴)`` with ``u = 2⁻²⁴``, ``m = 64``,
-    is in :mod:`dpem_fast._engine._specs`, "Float32 rows"): the noise grows by 0.1 % at the same
+    lane never summing more than 128 rows.  Its rounding is bounded row by row, so every
+    sensitivity above (and the joint bound) is multiplied by ``1 + 2⁻⁸`` (the derivation,
+    ``Δ̃ ≤ Δ (1 + κ)(1 + u)² (1 + 2 m γ_{m+5}) = Δ (1 + 2.03·10⁻³)`` with ``u = 2⁻²⁴``, ``m = 128``,
+    is in :mod:`dpem_fast._engine._specs`, "Float32 rows"): the noise grows by 0.4 % at the same
     (ε, δ), and ``privacy_`` records the widened values with a note.  Under add/remove a removed
     row moves every later row to another float lane, so the rounding of the change grows with n:
     float32 rows are computed in float64 there, with the sensitivities above.
