@@ -66,7 +66,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_exp_neg, dpf_lanes_flush, dpf_load, dpf_lse, dpf_narrow
+from .dpc_f32 cimport dpf_exp_neg, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
     dpf_logp_small,
@@ -77,7 +77,7 @@ from .dpc_lanes cimport (
     dpf_moments_prep,
 )
 from .dpc_lse cimport dpe_lse, store_log_resp
-from .dpc_rows cimport check_domain, dpe_load_domain_f32, load_rows, load_rows_domain
+from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 from .dpc_scratch cimport dpc_scratch, dpf_scratch, dpf_scratch_init
 from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
 
@@ -287,9 +287,8 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
             dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
         else:
             # the clip in float64, then the clipped row rounded to float
-            n_clipped += dpe_load_domain_f32(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom,
-                                             a.target, s.Xt)
-            dpf_narrow(s.Xt, d, DPC_CHUNK_SIZE, npad, s.Xs)
+            n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
+                                         s.Xt, s.Xs)
         _logp_chunk_single(s.Xs, npad, d, K, a.means32, a.prec32, a.log_const32, a.tri,
                            s.D, s.W, s.L)
         dpf_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)

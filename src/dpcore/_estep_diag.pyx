@@ -32,12 +32,12 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_F32_FLUSH_CHUNKS, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_lanes_flush, dpf_load, dpf_lse, dpf_narrow
+from .dpc_f32 cimport dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm_diag cimport (
     dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag, dpf_lanes_diag, dpf_logp_diag,
 )
 from .dpc_lse cimport dpe_lse, store_log_resp
-from .dpc_rows cimport check_domain, dpe_load_domain_f32, load_rows, load_rows_domain
+from .dpc_rows cimport check_domain, load_rows, load_rows_domain
 from .dpc_scratch cimport dpc_scratch, dpc_scratch_init, dpf_scratch, dpf_scratch_init
 
 
@@ -147,9 +147,9 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
         if a.dom == NULL:
             dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
         else:
-            n_clipped += dpe_load_domain_f32(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom,
-                                             a.target, s.Xt)
-            dpf_narrow(s.Xt, d, DPC_CHUNK_SIZE, npad, s.Xs)
+            # the clip in float64, then the clipped row rounded to float
+            n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
+                                         s.Xt, s.Xs)
         dpf_logp_diag(s.Xs, d, DPC_CHUNK_SIZE, npad, K, a.means32, a.prec32, a.log_const32, s.L)
         dpf_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)
         acc = 0.0

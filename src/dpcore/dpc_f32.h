@@ -8,14 +8,16 @@
  *   dpf_exp_neg       exp(x) in float, x <= 0, about 1 ulp; 0 below -87 (no denormals).
  *   dpf_narrow        Xs = (float) Xt: a chunk loaded (and clipped) in float64, rounded.
  *   dpf_load          Xs[i, r] = X[r, i] for float32 rows (no domain: no arithmetic).
+ *   dpf_load_domain   float32 rows mapped into the unit ball of a declared domain in float64
+ *                     (dpc_rows.h's map, 8 rows at a time), then rounded into Xs.
  *   dpf_lse           the log-sum-exp of a chunk's (K, ld) float log-densities into float
  *                     responsibilities, normalised in float64 (see below), and the per-row
  *                     log-likelihood in float64.
  *   dpf_lanes_flush   a float lane array added into its float64 twin and zeroed.
  *
  * The rounding contract (what the sensitivity of dpem_fast._engine._specs.FLOAT32_WIDENING
- * is derived from): a float lane accumulates at most DPC_F32_LANE_ROWS rows (dpc_contract.h)
- * before it is
+ * is derived from): rows are clipped into the unit ball in float64 before they are rounded;
+ * a float lane accumulates at most DPC_F32_LANE_ROWS rows (dpc_contract.h) before it is
  * added (exactly: every float is a double) into a float64 lane and zeroed; the
  * responsibilities of a row are e_k * (1 / s) with s = sum_k e_k summed in float64, so
  * sum_k gamma_k <= (1 + 2^-24)(1 + 2^-53)^2 (1 + (K - 1) 2^-53).
@@ -30,6 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dpc_rows.h"
 #include "dpc_simd.h"
 
 typedef float dpf_v8 __attribute__((vector_size(32), aligned(4), __may_alias__));
@@ -87,6 +90,79 @@ static void dpf_load(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, 
     }
     for (i = 0; i < d; i++)
         for (r = nr; r < npad; r++) Xs[i * ld + r] = 0.0f;
+}
+
+typedef double dpf_v4d __attribute__((vector_size(32), aligned(8), __may_alias__));
+typedef int64_t dpf_v4l __attribute__((vector_size(32), aligned(8), __may_alias__));
+#define DPF_STD(p, v) (*(dpf_v4d *)(p) = (v))
+
+/* float32 rows mapped into the unit ball of the domain dom = (lower, upper, center,
+   inv_scale: (4, d)) as dpe_load_domain_f32 maps them -- every value upcast to float64,
+   clipped to the box, centred and scaled, the row rescaled to norm `target` when its
+   squared norm exceeds 1 -- and the result rounded to float: Xs[i, r] for r < nr, 0 up to
+   npad (nr <= DPC_CHUNK_SIZE).  Xt: (d, ld) float64 scratch.  Rows are taken 8 at a time
+   (two 4-double vectors per feature; each squared norm summed in feature order), so the
+   transposition costs no strided scalar stores, and the factor onto the rim is applied as
+   the rows are rounded (one product, as in the float64 loader); a row whose squared norm is
+   not finite (a huge value) is redone by dpe_load_domain_f32 alone, as is a last group of
+   fewer than 8 rows.  Returns the rows changed by the box or the ball.  (FMA contraction in
+   the squared norms changes their last bit, not the guarantee: a rescaled row's norm is at
+   most 1 for the clip target's margin, dpem_fast._preprocess.clip_target.) */
+DPE_CLONES static ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
+                                            ptrdiff_t ld, const double *dom, double target, double *Xt,
+                                            float *Xs)
+{
+    const double *lo = dom, *hi = dom + d, *ctr = dom + 2 * d, *inv = dom + 3 * d;
+    ptrdiff_t r, i, q, n_clipped = 0;
+    double fac[DPC_CHUNK_SIZE];          /* per-row factor onto the rim (1: inside the ball) */
+    for (r = 0; r + 8 <= nr; r += 8) {
+        const float *x0 = X + r * d;
+        dpf_v4d s0 = {0}, s1 = {0};
+        dpf_v4l m0 = {0}, m1 = {0};
+        double sq[8];
+        int64_t box[8];
+        for (i = 0; i < d; i++) {
+            const float *xi = x0 + i;
+            dpf_v4d l = {lo[i], lo[i], lo[i], lo[i]}, h = {hi[i], hi[i], hi[i], hi[i]};
+            double c = ctr[i], v = inv[i];
+            dpf_v4d a0 = {xi[0], xi[d], xi[2 * d], xi[3 * d]};
+            dpf_v4d a1 = {xi[4 * d], xi[5 * d], xi[6 * d], xi[7 * d]};
+            dpf_v4l lo0 = a0 < l, hi0 = a0 > h, lo1 = a1 < l, hi1 = a1 > h;
+            m0 |= lo0 | hi0;
+            m1 |= lo1 | hi1;
+            a0 = (dpf_v4d)(((dpf_v4l)l & lo0) | ((dpf_v4l)h & hi0) | ((dpf_v4l)a0 & ~(lo0 | hi0)));
+            a1 = (dpf_v4d)(((dpf_v4l)l & lo1) | ((dpf_v4l)h & hi1) | ((dpf_v4l)a1 & ~(lo1 | hi1)));
+            a0 = (a0 - c) * v;
+            a1 = (a1 - c) * v;
+            DPF_STD(Xt + i * ld + r, a0);
+            DPF_STD(Xt + i * ld + r + 4, a1);
+            s0 += a0 * a0;
+            s1 += a1 * a1;
+        }
+        DPF_STD(sq, s0); DPF_STD(sq + 4, s1);
+        *(dpf_v4l *)box = m0; *(dpf_v4l *)(box + 4) = m1;
+        for (q = 0; q < 8; q++) {
+            fac[r + q] = 1.0;
+            if (sq[q] > 1.0) {
+                if (sq[q] <= DBL_MAX)
+                    fac[r + q] = target / __builtin_sqrt(sq[q]);
+                else
+                    dpe_load_domain_f32(x0 + q * d, d, 1, 1, ld, dom, target, Xt + r + q);
+                box[q] = 1;
+            }
+            n_clipped += box[q] != 0;
+        }
+    }
+    for (q = r; q < nr; q++) fac[q] = 1.0;
+    if (r < nr)
+        n_clipped += dpe_load_domain_f32(X + r * d, d, nr - r, nr - r, ld, dom, target, Xt + r);
+    for (i = 0; i < d; i++) {
+        const double *xt = Xt + i * ld;
+        float *y = Xs + i * ld;
+        for (q = 0; q < nr; q++) y[q] = (float)(xt[q] * fac[q]);
+        for (q = nr; q < npad; q++) y[q] = 0.0f;
+    }
+    return n_clipped;
 }
 
 /* Log-sum-exp over the K rows of L (K, ld) floats: L becomes the responsibilities

@@ -76,6 +76,42 @@ def test_full_matches_the_twin_on_rounded_rows(n, d, K):
     assert_array_equal(got["second_moments"], got["second_moments"].transpose(0, 2, 1))
 
 
+@pytest.mark.parametrize("kind", ["full", "diag"])
+def test_box_and_per_feature_scales(kind):
+    """A declared box and per-feature scales (the vectorised float32 loader's box test and its
+    clip counts): the twin on the clipped-then-rounded rows, the same rows counted as clipped."""
+    from dpem_fast._preprocess import DataDomain
+
+    n, d, K = 3 * CHUNK + 5, 7, 3
+    X, _, w, means, P = problem(n, d, K, seed=6)
+    lo, hi = np.full(d, -4.0), np.full(d, 5.0)
+    dom = DataDomain(np.full(d, 0.5), np.linspace(2.0, 6.0, d), (lo, hi), False)
+    ref_rows, ref_clipped = scale_and_clip(X.astype(np.float64), dom)
+    assert 0 < ref_clipped < n
+    if kind == "diag":
+        p = np.ascontiguousarray(np.abs(np.diagonal(P, axis1=1, axis2=2)))
+        got = compute_stats_diag(X, w, means, p, domain=dom, single=True)
+        ref = estep_diag_stats_reference(ref_rows.astype(np.float32), w, means, p)
+    else:
+        got = compute_stats(X, w, means, P, domain=dom, single=True)
+        ref = estep_stats_reference(ref_rows.astype(np.float32), w, means, P)
+    assert got.n_clipped == ref_clipped
+    assert_close(got, ref)
+
+
+def test_rows_whose_squared_norm_overflows():
+    """A scale so small that a row's squared norm overflows float64: the loader redoes that row
+    along its own direction, onto the rim of the ball (as the float64 loader does)."""
+    X, _, w, means, P = problem(2 * CHUNK + 3, 4, 2, seed=7)
+    dom = resolve_domain(4, 1e-200, None)
+    got = compute_stats(X, w, means * 0, P, domain=dom, single=True)
+    ref = compute_stats(X, w, means * 0, P, domain=dom)
+    assert got.n_clipped == ref.n_clipped == X.shape[0]
+    trace = np.trace(got["second_moments"], axis1=1, axis2=2).sum()
+    assert np.all(np.isfinite(got["second_moments"])) and trace <= X.shape[0] * (1 + 1e-6)
+    assert_close(got, ref, rtol=1e-5)
+
+
 @pytest.mark.parametrize("d", [3, 20])
 def test_full_non_triangular_factor(d):
     X, dom, w, means, P = problem(900, d, 3, triangular=False)
