@@ -11,7 +11,7 @@ from cython.parallel cimport prange
 
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
-    DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
+    DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
     dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 
@@ -31,6 +31,10 @@ PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
 BLAS_MIN_D = DPC_BLAS_MIN_D
 #: The Bernoulli-mixture E-step uses BLAS from this number of features on.
 BERNOULLI_BLAS_MIN_D = DPC_BERNOULLI_BLAS_MIN_D
+#: The float32 path: chunks between the flushes of its float lanes into float64 lanes ...
+F32_FLUSH_CHUNKS = DPC_F32_FLUSH_CHUNKS
+#: ... so that a float lane (or one float ssyrk) never sums more than this many rows.
+F32_LANE_ROWS = DPC_F32_LANE_ROWS
 #: Documents per chunk of the LDA E-step.
 LDA_DOC_CHUNK = DPC_LDA_DOC_CHUNK
 #: Outputs per ChaCha20 stream in the samplers.

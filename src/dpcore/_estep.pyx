@@ -59,21 +59,26 @@ C code into the shared headers.  ``exp``/``log`` are vectorisable polynomial ver
 from cython cimport floating
 from libc.stdint cimport int64_t
 from libc.string cimport memset
-from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
+from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm, sgemm, ssyrk, strmm
 
 from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, dpc_block_count, dpc_block_plan, dpc_chunk_count,
+    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_gmm cimport dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small
+from .dpc_f32 cimport dpf_exp_neg, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_gmm cimport (
+    dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
+    dpf_logp_small,
+)
 from .dpc_lanes cimport (
     dpe_lanes_flush_n_s1, dpe_lanes_flush_s2, dpe_lanes_n_s1, dpe_lanes_n_s1_size,
-    dpe_lanes_s2, dpe_moments_prep,
+    dpe_lanes_s2, dpe_lanes_s2_size, dpe_moments_prep, dpf_add_upper, dpf_lanes_n_s1, dpf_lanes_s2,
+    dpf_moments_prep,
 )
 from .dpc_lse cimport dpe_lse, store_log_resp
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
-from .dpc_scratch cimport dpc_scratch
+from .dpc_scratch cimport dpc_scratch, dpf_scratch, dpf_scratch_init
 from .dpc_simd cimport dpe_exp_neg, dpe_log_pos
 
 
@@ -164,6 +169,9 @@ cdef struct _Args:
     int64_t *clipped              # (n_blocks,) rows clipped, or NULL without a domain
     void *out_resp                # log_resp: (n, K) and (n,) outputs, dtype of X
     void *out_ll
+    const float *means32          # the float32 path: the parameters rounded to float
+    const float *prec32
+    const float *log_const32
 
 
 cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
@@ -206,6 +214,114 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
     return 0
 
 
+# ------------------------------------------------------------------ single precision
+# The float32 path (float32 rows, ``single=True``): the same block layout, with the chunk in
+# float (a declared domain's clip is done in float64 first, then the clipped row is rounded),
+# log-densities, log-sum-exp and moments in float, and float64 accumulation: a float lane
+# holds at most DPC_F32_LANE_ROWS (128) rows before it is added into its float64 lane
+# (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and on the BLAS path each
+# ssyrk covers at most that many rows and is added into the float64 partial at once.  The
+# responsibilities are normalised in float64 (dpf_lse).  These are the facts that
+# dpem_fast._engine._specs.FLOAT32_WIDENING is derived from.
+
+cdef inline Py_ssize_t _single_scratch(dpf_scratch *s, Py_ssize_t d, Py_ssize_t K,
+                                       double *buf) noexcept nogil:
+    """The float32 path's chunk scratch (dpc_scratch.h): on the hand-loop path the lanes of
+    n, s1 and s2 of every component; on the BLAS path the lanes of n and s1 and the (d, d)
+    ssyrk product."""
+    if d < DPC_BLAS_MIN_D:
+        return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d) + dpe_lanes_s2_size(d), 0, buf)
+    return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d), d * d, buf)
+
+
+cdef void _logp_chunk_single(const float *Xs, Py_ssize_t npad, Py_ssize_t d, Py_ssize_t K,
+                             const float *means, const float *prec, const float *log_const,
+                             int tri, float *D, float *W, float *L) noexcept nogil:
+    """_logp_chunk in float: L[k, r] = log pi_k + log N(x_r | mu_k, Sigma_k)."""
+    cdef Py_ssize_t k
+    cdef int m = <int> npad, dd = <int> d, ld = <int> DPC_CHUNK_SIZE
+    cdef float one = 1.0, zero = 0.0
+    cdef const float *P
+    for k in range(K):
+        P = prec + k * d * d
+        if d < DPC_BLAS_MIN_D:
+            dpf_logp_small(Xs, d, DPC_CHUNK_SIZE, npad, means + k * d, P, tri, log_const[k],
+                           D, L + k * DPC_CHUNK_SIZE)
+        else:
+            dpf_center(Xs, d, DPC_CHUNK_SIZE, npad, means + k * d, D)
+            if tri:
+                strmm(b'R', b'L', b'T', b'N', &m, &dd, &one, <float *> P, &dd, D, &ld)
+                dpf_logp_from_y(D, d, DPC_CHUNK_SIZE, npad, log_const[k], L + k * DPC_CHUNK_SIZE)
+            else:
+                sgemm(b'N', b'T', &m, &dd, &dd, &one, D, &ld, <float *> P, &dd, &zero, W, &ld)
+                dpf_logp_from_y(W, d, DPC_CHUNK_SIZE, npad, log_const[k], L + k * DPC_CHUNK_SIZE)
+
+
+cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
+                             double *buf) noexcept nogil:
+    """Block ``b`` on the float32 path (the driver's body for float32 rows, ``single=True``)."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t c, c0, c1, r, r0, nr, npad, k, i, d = a.d, K = a.K
+    cdef Py_ssize_t ns1 = dpe_lanes_n_s1_size(d), lpc, piece = DPC_F32_LANE_ROWS
+    cdef double *nk = a.nk + b * K
+    cdef double *s1 = a.s1 + b * K * d
+    cdef double *s2 = a.s2 + b * K * d * d
+    cdef dpf_scratch s
+    cdef float *la
+    cdef const float *g
+    cdef int dd = <int> d, m, ld = <int> DPC_CHUNK_SIZE
+    cdef float one = 1.0, zero = 0.0
+    cdef double acc
+    cdef Py_ssize_t n_clipped = 0
+    _single_scratch(&s, d, K, buf)
+    lpc = s.lanes_per_component
+    for i in range(K * lpc):
+        s.lanes[i] = 0.0
+        s.lanes32[i] = 0.0
+    c0, c1 = dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)
+    for c in range(c0, c1):
+        r0 = c * DPC_CHUNK_SIZE
+        nr = dpc_chunk_rows(a.n, c)
+        npad = dpc_lane_pad(nr)
+        if a.dom == NULL:
+            dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
+        else:
+            # the clip in float64, then the clipped row rounded to float
+            n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
+                                         s.Xt, s.Xs)
+        _logp_chunk_single(s.Xs, npad, d, K, a.means32, a.prec32, a.log_const32, a.tri,
+                           s.D, s.W, s.L)
+        dpf_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)
+        acc = 0.0
+        for r in range(nr):
+            acc += s.ll[r]
+        a.ll[b] += acc
+        for k in range(K):
+            la = s.lanes32 + k * lpc
+            g = s.L + k * DPC_CHUNK_SIZE
+            if d < DPC_BLAS_MIN_D:
+                dpf_lanes_n_s1(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.W, la)
+                dpf_lanes_s2(s.Xs, s.W, d, DPC_CHUNK_SIZE, npad, la + ns1)
+            else:
+                dpf_moments_prep(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.sg, s.W, la)
+                # s2_k += W^T W over at most DPC_F32_LANE_ROWS rows per float product
+                r = 0
+                while r < npad:
+                    m = <int> (npad - r if npad - r < piece else piece)
+                    ssyrk(b'L', b'T', &dd, &m, &one, s.W + r, &ld, &zero, s.C, &dd)
+                    dpf_add_upper(s.C, d, s2 + k * d * d)
+                    r += piece
+        if (c - c0 + 1) % DPC_F32_FLUSH_CHUNKS == 0 or c + 1 == c1:
+            dpf_lanes_flush(s.lanes32, K * lpc, s.lanes)
+    for k in range(K):
+        dpe_lanes_flush_n_s1(s.lanes + k * lpc, d, nk + k, s1 + k * d)
+        if d < DPC_BLAS_MIN_D:
+            dpe_lanes_flush_s2(s.lanes + k * lpc + ns1, d, s2 + k * d * d)
+    if a.clipped != NULL:
+        a.clipped[b] += n_clipped
+    return 0
+
+
 def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                 const double[:, ::1] means,         # IN  (K, d)
                 const double[:, :, ::1] prec_chol,  # IN  (K, d, d) precision = P_k @ P_k.T
@@ -218,7 +334,10 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                 int n_threads,
                 const double[:, ::1] domain=None,   # IN  (4, d) lower, upper, center, 1/scale
                 double clip_target=1.0,             # norm given to rows beyond the unit ball
-                int64_t[::1] part_clipped=None):    # OUT (n_blocks,) rows clipped per block
+                int64_t[::1] part_clipped=None,     # OUT (n_blocks,) rows clipped per block
+                const float[:, ::1] means32=None,   # IN  (K, d) the float32 path: means in float
+                const float[:, :, ::1] prec32=None, # IN  (K, d, d) precision factors in float
+                const float[::1] log_const32=None): # IN  (K,) constants in float
     """Fused E-step (DP-EM Eq. 10) and Eq. 11 moments, as per-block float64 partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over
@@ -228,6 +347,11 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     (clip to the box, centre, scale, clip the norm) while it is loaded, so a private fit
     needs no transformed copy of ``X``; ``means``/``prec_chol`` are then in those units.
 
+    With float32 ``X`` and the parameters in float (``means32``, ``prec32``,
+    ``log_const32``: all three, or none) the pass runs in single precision with float64
+    accumulation (the float32 path, above ``estep_stats`` in this module); without them
+    float32 rows are upcast and the pass runs in float64.
+
     Equivalent to: ``lp = log_gaussian_prob(X) + log_w; ll = logsumexp(lp, 1);
     g = exp(lp - ll[:, None]); (g.sum(0), g.T @ X, einsum('nk,ni,nj->kij', g, X, X), ll.sum())``
     split over blocks of rows.
@@ -235,7 +359,9 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
     cdef dpc_scratch layout
+    cdef dpf_scratch single_layout
     cdef _Args a
+    cdef bint single
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
@@ -246,6 +372,14 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
             or part_ll.shape[0] != nb or part_s1.shape[1] != K or part_s1.shape[2] != d
             or part_s2.shape[1] != K or part_s2.shape[2] != d or part_s2.shape[3] != d):
         raise ValueError("partial arrays must have n_blocks = block_count(n, d, K) rows")
+    single = means32 is not None or prec32 is not None or log_const32 is not None
+    if single and (means32 is None or prec32 is None or log_const32 is None):
+        raise ValueError("the float32 path needs means32, prec32 and log_const32")
+    if single and floating is double:
+        raise ValueError("the float32 path needs float32 rows")
+    if single and (means32.shape[0] != K or means32.shape[1] != d or prec32.shape[0] != K
+                   or prec32.shape[1] != d or prec32.shape[2] != d or log_const32.shape[0] != K):
+        raise ValueError("float32 parameter shapes do not match X")
     if n == 0:
         return
     part_nk[:, :] = 0.0
@@ -260,6 +394,11 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         part_clipped[:] = 0
         a.dom, a.target = &domain[0, 0], clip_target
         a.clipped = &part_clipped[0]
+    if single:
+        a.means32, a.prec32, a.log_const32 = &means32[0, 0], &prec32[0, 0, 0], &log_const32[0]
+        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")
 
@@ -318,3 +457,13 @@ def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_l
     for i in range(x.shape[0]):
         out_exp[i] = dpe_exp_neg(x[i])
         out_log[i] = dpe_log_pos(-x[i])
+
+
+def _exp_f32_wrapper(const float[::1] x, float[::1] out):
+    """Test hook: ``out = exp(x)`` in float (x <= 0; the float32 path's log-sum-exp).
+
+    Equivalent to: ``np.where(x < -87, 0, np.exp(x)).astype(np.float32)`` to a few ulp.
+    """
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        out[i] = dpf_exp_neg(x[i])

@@ -29,13 +29,16 @@ from libc.string cimport memset
 
 from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
+    DPC_CHUNK_SIZE, DPC_F32_FLUSH_CHUNKS, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_gmm_diag cimport dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag
+from .dpc_f32 cimport dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_gmm_diag cimport (
+    dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag, dpf_lanes_diag, dpf_logp_diag,
+)
 from .dpc_lse cimport dpe_lse, store_log_resp
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
-from .dpc_scratch cimport dpc_scratch, dpc_scratch_init
+from .dpc_scratch cimport dpc_scratch, dpc_scratch_init, dpf_scratch, dpf_scratch_init
 
 
 def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
@@ -73,6 +76,9 @@ cdef struct _Args:
     int64_t *clipped              # (n_blocks,) or NULL
     void *out_resp                # log_resp: (n, K) and (n,) outputs, dtype of X
     void *out_ll
+    const float *means32          # the float32 path: the parameters rounded to float
+    const float *prec32
+    const float *log_const32
 
 
 cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
@@ -109,6 +115,58 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
     return 0
 
 
+# The float32 path (float32 rows with the parameters in float): the rules of ``_estep.pyx``'s
+# float32 path -- a declared domain's clip in float64, then the row rounded to float; the
+# log-densities, log-sum-exp (normalised in float64) and the moments in float; a float lane
+# flushed into its float64 lane every DPC_F32_FLUSH_CHUNKS chunks (at most 128 rows) and at
+# the block's end.
+
+cdef inline Py_ssize_t _single_scratch(dpf_scratch *s, Py_ssize_t d, Py_ssize_t K,
+                                       double *buf) noexcept nogil:
+    return dpf_scratch_init(s, d, K, 0, dpe_lanes_diag_size(d), 0, buf)
+
+
+cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
+                             double *buf) noexcept nogil:
+    """Block ``b`` on the float32 path (the driver's body for float32 rows)."""
+    cdef const _Args *a = <const _Args *> args
+    cdef Py_ssize_t c, c0, c1, r, r0, nr, npad, k, i, d = a.d, K = a.K, lpc
+    cdef Py_ssize_t n_clipped = 0
+    cdef double acc
+    cdef dpf_scratch s
+    _single_scratch(&s, d, K, buf)
+    lpc = s.lanes_per_component
+    for i in range(K * lpc):
+        s.lanes[i] = 0.0
+        s.lanes32[i] = 0.0
+    c0, c1 = dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)
+    for c in range(c0, c1):
+        r0 = c * DPC_CHUNK_SIZE
+        nr = dpc_chunk_rows(a.n, c)
+        npad = dpc_lane_pad(nr)
+        if a.dom == NULL:
+            dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
+        else:
+            # the clip in float64, then the clipped row rounded to float
+            n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
+                                         s.Xt, s.Xs)
+        dpf_logp_diag(s.Xs, d, DPC_CHUNK_SIZE, npad, K, a.means32, a.prec32, a.log_const32, s.L)
+        dpf_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)
+        acc = 0.0
+        for r in range(nr):
+            acc += s.ll[r]
+        a.ll[b] += acc
+        dpf_lanes_diag(s.Xs, d, DPC_CHUNK_SIZE, npad, K, s.L, s.lanes32, lpc)
+        if (c - c0 + 1) % DPC_F32_FLUSH_CHUNKS == 0 or c + 1 == c1:
+            dpf_lanes_flush(s.lanes32, K * lpc, s.lanes)
+    for k in range(K):
+        dpe_lanes_diag_flush(s.lanes + k * lpc, d, a.nk + b * K + k,
+                             a.s1 + (b * K + k) * d, a.sq + (b * K + k) * d)
+    if a.clipped != NULL:
+        a.clipped[b] += n_clipped
+    return 0
+
+
 cdef int _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double[:, ::1] means,
                    const double[:, ::1] prec_diag, const double[::1] log_const) except -1:
     if (means.shape[1] != d or prec_diag.shape[0] != K or prec_diag.shape[1] != d
@@ -135,12 +193,17 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
                      int n_threads,
                      const double[:, ::1] domain=None,   # IN  (4, d) lower, upper, center, 1/scale
                      double clip_target=1.0,             # norm given to rows beyond the unit ball
-                     int64_t[::1] part_clipped=None):    # OUT (n_blocks,) rows clipped per block
+                     int64_t[::1] part_clipped=None,     # OUT (n_blocks,) rows clipped per block
+                     const float[:, ::1] means32=None,   # IN  (K, d) the float32 path: means in float
+                     const float[:, ::1] prec32=None,    # IN  (K, d) diagonal factors in float
+                     const float[::1] log_const32=None): # IN  (K,) constants in float
     """Fused E-step (DP-EM Eq. 10) and the diagonal Eq. 11 moments, as per-block partials.
 
     ``n_blocks`` must equal ``block_count(n, d, K)``; the caller sums the partials over axis
     0 in block order.  With ``domain`` each row is mapped into the unit ball of the declared
-    domain as it is loaded (as ``_estep.estep_stats`` does).
+    domain as it is loaded (as ``_estep.estep_stats`` does).  With float32 ``X`` and the
+    parameters in float (``means32``, ``prec32``, ``log_const32``: all three or none) the pass
+    runs on the float32 path (above).
 
     Equivalent to: ``lp = log_gaussian_prob_diag(X) + log_w; ll = logsumexp(lp, 1);
     g = exp(lp - ll[:, None]); (g.sum(0), g.T @ X, g.T @ X**2, ll.sum())`` split over blocks.
@@ -148,9 +211,18 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], K = means.shape[0]
     cdef Py_ssize_t nb = block_count(n, d, K)
     cdef dpc_scratch layout
+    cdef dpf_scratch single_layout
     cdef _Args a
+    cdef bint single = means32 is not None or prec32 is not None or log_const32 is not None
     _set_args(&a, n, d, K, means, prec_diag, log_const)
     check_domain(domain, d, clip_target)
+    if single and (means32 is None or prec32 is None or log_const32 is None):
+        raise ValueError("the float32 path needs means32, prec32 and log_const32")
+    if single and floating is double:
+        raise ValueError("the float32 path needs float32 rows")
+    if single and (means32.shape[0] != K or means32.shape[1] != d or prec32.shape[0] != K
+                   or prec32.shape[1] != d or log_const32.shape[0] != K):
+        raise ValueError("float32 parameter shapes do not match X")
     if domain is not None and (part_clipped is None or part_clipped.shape[0] != nb):
         raise ValueError("part_clipped must have n_blocks entries when domain is given")
     if (part_nk.shape[0] != nb or part_nk.shape[1] != K or part_s1.shape[0] != nb
@@ -173,6 +245,13 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         part_clipped[:] = 0
         a.dom, a.target = &domain[0, 0], clip_target
         a.clipped = &part_clipped[0]
+    if single:
+        if d > 0:
+            a.means32, a.prec32 = &means32[0, 0], &prec32[0, 0]
+        a.log_const32 = &log_const32[0]
+        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    _scratch(&layout, d, K, NULL), n_threads, "E-step scratch")
 

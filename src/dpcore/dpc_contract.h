@@ -20,6 +20,11 @@
  *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
  *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
  *                    crossover: hand loops win below 8 features, BLAS from 16 on).
+ *   DPC_F32_FLUSH_CHUNKS / DPC_F32_LANE_ROWS   the float32 path (float32 rows in single
+ *                    precision, dpc_f32.h): a float lane is added into its float64 lane every
+ *                    DPC_F32_FLUSH_CHUNKS chunks, so it never sums more than DPC_F32_LANE_ROWS
+ *                    rows; the float32 sensitivity widening (_engine/_specs.py) is derived
+ *                    from this bound.
  *   DPC_LDA_DOC_CHUNK  documents per chunk of the LDA E-step (_lda.pyx); blocks of
  *                    consecutive chunks as above (dpc_lda_block_count), each block
  *                    summing its documents' statistics in document order.
@@ -41,6 +46,8 @@
 #define DPC_PARTIAL_BUDGET (1 << 23)     /* doubles (64 MiB) of partials before blocks grow */
 #define DPC_BLAS_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
+#define DPC_F32_FLUSH_CHUNKS 8           /* chunks between float -> float64 lane flushes */
+#define DPC_F32_LANE_ROWS (DPC_F32_FLUSH_CHUNKS * DPC_CHUNK_SIZE / DPC_LANES)   /* 128 rows */
 #define DPC_LDA_DOC_CHUNK 32
 #define DPC_SAMPLER_BLOCK 4096
 #define DPC_SUPERBLOCK_DOUBLES (1 << 23)  /* 64 MiB of float64 rows per superblock */

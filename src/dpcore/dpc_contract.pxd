@@ -16,6 +16,8 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_SAMPLER_BLOCK
         DPC_LDA_DOC_CHUNK
         DPC_SUPERBLOCK_DOUBLES
+        DPC_F32_FLUSH_CHUNKS
+        DPC_F32_LANE_ROWS
     ptrdiff_t dpc_chunk_count(ptrdiff_t n)
     ptrdiff_t dpc_chunk_rows(ptrdiff_t n, ptrdiff_t c)
     ptrdiff_t dpc_lane_pad(ptrdiff_t nr)

@@ -15,6 +15,7 @@
 #ifndef DPC_GMM_H
 #define DPC_GMM_H
 
+#include "dpc_f32.h"
 #include "dpc_lanes.h"
 #include "dpc_scratch.h"
 #include "dpc_simd.h"
@@ -130,6 +131,92 @@ DPE_CLONES static void dpe_logp_from_y(const double *Y, ptrdiff_t d, ptrdiff_t l
         for (r = 0; r < npad; r++) out[r] += y[r] * y[r];
     }
     for (r = 0; r < npad; r++) out[r] = c - 0.5 * out[r];
+}
+
+/* ---------------------------------------------------------------- single precision
+   The float32 path (float32 rows): the same Mahalanobis term in float, over a float chunk
+   Xs (d, ld) and float parameters.  A tile is 8 rows (one dpf_v8): the d centred values
+   of a tile stay in registers on AVX2 (16 registers) as on AVX-512; every row's
+   operations are those of the generic loop below, in the same order. */
+static inline __attribute__((always_inline)) void
+dpf_logp_tri_tiles(const float *Xs, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                   const float *mu, const float *P, float c, float *out)
+{
+    ptrdiff_t r, i, j;
+    for (r = 0; r < npad; r += DPF_W) {
+        dpf_v8 c0[DPE_MAXD];
+        dpf_v8 m0 = {0};
+        #pragma GCC unroll 16
+        for (i = 0; i < d; i++) c0[i] = DPF_LD(Xs + i * ld + r) - mu[i];
+        #pragma GCC unroll 16
+        for (j = 0; j < d; j++) {
+            dpf_v8 y0 = {0};
+            #pragma GCC unroll 16
+            for (i = 0; i <= j; i++) y0 += c0[i] * P[i * d + j];
+            m0 += y0 * y0;
+        }
+        DPF_ST(out + r, c - 0.5f * m0);
+    }
+}
+
+/* dpe_logp_small in float: out[r] = c - 0.5 || (x_r - mu) P ||^2, r < npad. */
+DPE_CLONES static void dpf_logp_small(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      const float *mu, const float *P, int tri, float c,
+                                      float *D, float *out)
+{
+    ptrdiff_t i, j, r;
+    if (tri) {
+        switch (d) {
+#define DPF_LOGP_CASE(n) case n: dpf_logp_tri_tiles(Xs, n, ld, npad, mu, P, c, out); return;
+        DPF_LOGP_CASE(1) DPF_LOGP_CASE(2) DPF_LOGP_CASE(3) DPF_LOGP_CASE(4) DPF_LOGP_CASE(5)
+        DPF_LOGP_CASE(6) DPF_LOGP_CASE(7) DPF_LOGP_CASE(8) DPF_LOGP_CASE(9) DPF_LOGP_CASE(10)
+        DPF_LOGP_CASE(11) DPF_LOGP_CASE(12) DPF_LOGP_CASE(13) DPF_LOGP_CASE(14) DPF_LOGP_CASE(15)
+#undef DPF_LOGP_CASE
+        default: break;
+        }
+    }
+    for (i = 0; i < d; i++) {
+        const float *x = Xs + i * ld;
+        float *dd = D + i * ld;
+        float m = mu[i];
+        for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+    }
+    for (r = 0; r < npad; r += DPF_W) {
+        dpf_v8 m0 = {0};
+        for (j = 0; j < d; j++) {
+            ptrdiff_t iend = tri ? j + 1 : d;
+            dpf_v8 y0 = {0};
+            for (i = 0; i < iend; i++) y0 += DPF_LD(D + i * ld + r) * P[i * d + j];
+            m0 += y0 * y0;
+        }
+        DPF_ST(out + r, c - 0.5f * m0);
+    }
+}
+
+/* D = Xs - mu (row-wise) in float, for the BLAS path (strmm / sgemm). */
+DPE_CLONES static void dpf_center(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                  const float *mu, float *D)
+{
+    ptrdiff_t i, r;
+    for (i = 0; i < d; i++) {
+        const float *x = Xs + i * ld;
+        float *dd = D + i * ld;
+        float m = mu[i];
+        for (r = 0; r < npad; r++) dd[r] = x[r] - m;
+    }
+}
+
+/* out[r] = c - 0.5 * sum_j Y[j, r]^2 in float (Y = (X - mu) P from BLAS, stored (d, ld)). */
+DPE_CLONES static void dpf_logp_from_y(const float *Y, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                       float c, float *out)
+{
+    ptrdiff_t j, r;
+    for (r = 0; r < npad; r++) out[r] = 0.0f;
+    for (j = 0; j < d; j++) {
+        const float *y = Y + j * ld;
+        for (r = 0; r < npad; r++) out[r] += y[r] * y[r];
+    }
+    for (r = 0; r < npad; r++) out[r] = c - 0.5f * out[r];
 }
 
 /* The GMM's chunk scratch (dpc_scratch.h): D (centred rows) and W (products), and on the

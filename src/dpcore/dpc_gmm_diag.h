@@ -21,6 +21,7 @@
 #ifndef DPC_GMM_DIAG_H
 #define DPC_GMM_DIAG_H
 
+#include "dpc_f32.h"
 #include "dpc_simd.h"
 
 /* Doubles of lane accumulators of one component: counts, first moments, squared sums. */
@@ -106,6 +107,70 @@ static void dpe_lanes_diag_flush(const double *la, ptrdiff_t d, double *nk, doub
     dpe_hsum_add(la, 1, nk);
     dpe_hsum_add(la + DPE_L, d, s1);
     dpe_hsum_add(la + (1 + d) * DPE_L, d, sq);
+}
+
+/* ---------------------------------------------------------------- single precision
+   The float32 path: dpe_logp_diag and dpe_lanes_diag in float (same loops, same order),
+   into float lanes flushed every DPC_F32_FLUSH_CHUNKS chunks (dpf_lanes_flush). */
+DPE_CLONES static void dpf_logp_diag(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                     ptrdiff_t K, const float *mu, const float *p, const float *c,
+                                     float *L)
+{
+    ptrdiff_t j, k, r;
+    for (k = 0; k < K; k++)
+        for (r = 0; r < npad; r++) L[k * ld + r] = 0.0f;
+    for (j = 0; j < d; j++) {
+        const float *x = Xs + j * ld;
+        for (k = 0; k < K; k++) {
+            float mj = mu[k * d + j], pj = p[k * d + j];
+            float *m = L + k * ld;
+            for (r = 0; r < npad; r += DPE_L) {
+                dpf_v8 y0 = (DPF_LD(x + r) - mj) * pj, y1 = (DPF_LD(x + r + 8) - mj) * pj;
+                DPF_ST(m + r, DPF_LD(m + r) + y0 * y0);
+                DPF_ST(m + r + 8, DPF_LD(m + r + 8) + y1 * y1);
+            }
+        }
+    }
+    for (k = 0; k < K; k++) {
+        float *m = L + k * ld;
+        for (r = 0; r < npad; r += DPE_L) {
+            DPF_ST(m + r, c[k] - 0.5f * DPF_LD(m + r));
+            DPF_ST(m + r + 8, c[k] - 0.5f * DPF_LD(m + r + 8));
+        }
+    }
+}
+
+DPE_CLONES static void dpf_lanes_diag(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      ptrdiff_t K, const float *G, float *la, ptrdiff_t lpc)
+{
+    ptrdiff_t j, k, r;
+    for (k = 0; k < K; k++) {
+        const float *g = G + k * ld;
+        float *lk = la + k * lpc;
+        dpf_v8 a0 = DPF_LD(lk), a1 = DPF_LD(lk + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPF_LD(g + r);
+            a1 += DPF_LD(g + r + 8);
+        }
+        DPF_ST(lk, a0); DPF_ST(lk + 8, a1);
+    }
+    for (j = 0; j < d; j++) {
+        const float *x = Xs + j * ld;
+        for (k = 0; k < K; k++) {
+            const float *g = G + k * ld;
+            float *ls = la + k * lpc + (1 + j) * DPE_L, *lq = la + k * lpc + (1 + d + j) * DPE_L;
+            dpf_v8 s0 = DPF_LD(ls), s1 = DPF_LD(ls + 8);
+            dpf_v8 q0 = DPF_LD(lq), q1 = DPF_LD(lq + 8);
+            for (r = 0; r < npad; r += DPE_L) {
+                dpf_v8 x0 = DPF_LD(x + r), x1 = DPF_LD(x + r + 8);
+                dpf_v8 w0 = DPF_LD(g + r) * x0, w1 = DPF_LD(g + r + 8) * x1;
+                s0 += w0; s1 += w1;
+                q0 += w0 * x0; q1 += w1 * x1;
+            }
+            DPF_ST(ls, s0); DPF_ST(ls + 8, s1);
+            DPF_ST(lq, q0); DPF_ST(lq + 8, q1);
+        }
+    }
 }
 
 #endif /* DPC_GMM_DIAG_H */

@@ -8,3 +8,8 @@ cdef extern from "dpc_gmm_diag.h" nogil:
     void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                         ptrdiff_t K, const double *G, double *la, ptrdiff_t lpc)
     void dpe_lanes_diag_flush(const double *la, ptrdiff_t d, double *nk, double *s1, double *sq)
+    # the float32 path (dpc_f32.h's conventions)
+    void dpf_logp_diag(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
+                       const float *mu, const float *p, const float *c, float *L)
+    void dpf_lanes_diag(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
+                        const float *G, float *la, ptrdiff_t lpc)

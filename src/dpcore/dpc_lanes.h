@@ -23,6 +23,7 @@
 #ifndef DPC_LANES_H
 #define DPC_LANES_H
 
+#include "dpc_f32.h"
 #include "dpc_simd.h"
 
 /* Doubles of lane accumulators for the counts and first moments of one component. */
@@ -229,6 +230,141 @@ DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t
         DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
         s1[i] += dpe_hsum(tmp);
     }
+}
+
+/* ---------------------------------------------------------------- single precision
+   The float32 path's accumulators: the same lane layout (16 lanes, rows r % 16 == l in lane
+   l) in floats, flushed into the float64 lanes above (dpf_lanes_flush) every
+   DPC_F32_FLUSH_CHUNKS chunks, so a float lane never holds more than DPC_F32_LANE_ROWS
+   rows (the bound the float32 sensitivity widening is derived from). */
+
+/* dpe_lanes_n_s1 (W path) in float: n += g, w = g x_i rounded to float and kept in W,
+   s1_i += w. */
+DPE_CLONES static void dpf_lanes_n_s1(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                      const float *g, float *W, float *la)
+{
+    ptrdiff_t i, r;
+    float *lp = la;
+    dpf_v8 a0 = DPF_LD(lp), a1 = DPF_LD(lp + 8);
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 += DPF_LD(g + r);
+        a1 += DPF_LD(g + r + 8);
+    }
+    DPF_ST(lp, a0); DPF_ST(lp + 8, a1);
+    lp += DPE_L;
+    for (i = 0; i < d; i++, lp += DPE_L) {
+        const float *x = Xs + i * ld;
+        float *w = W + i * ld;
+        a0 = DPF_LD(lp); a1 = DPF_LD(lp + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            dpf_v8 v0 = DPF_LD(g + r) * DPF_LD(x + r), v1 = DPF_LD(g + r + 8) * DPF_LD(x + r + 8);
+            DPF_ST(w + r, v0); DPF_ST(w + r + 8, v1);
+            a0 += v0; a1 += v1;
+        }
+        DPF_ST(lp, a0); DPF_ST(lp + 8, a1);
+    }
+}
+
+/* dpe_lanes_s2 in float: s2_ij += W_i x_j (i <= j), accumulator of (i, j) at
+   lp + 16 (off(i) + j - i), off(i) = i d - i (i - 1) / 2.  Rows two at a time and columns
+   two at a time (2 x 2 blocks of 16 lanes: 8 accumulators, within AVX2's 16 registers);
+   every accumulator adds its tiles in row order. */
+DPE_CLONES static void dpf_lanes_s2(const float *Xs, const float *W, ptrdiff_t d, ptrdiff_t ld,
+                                    ptrdiff_t npad, float *lp)
+{
+    ptrdiff_t i, j, r;
+    dpf_v8 a0, a1;
+    for (i = 0; i < d; i += 2) {
+        const float *w = W + i * ld, *xi = Xs + i * ld;
+        float *ai = lp + DPE_L * (i * d - i * (i - 1) / 2);
+        a0 = DPF_LD(ai); a1 = DPF_LD(ai + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            a0 += DPF_LD(w + r) * DPF_LD(xi + r);
+            a1 += DPF_LD(w + r + 8) * DPF_LD(xi + r + 8);
+        }
+        DPF_ST(ai, a0); DPF_ST(ai + 8, a1);
+        if (i + 1 == d) break;
+        {
+            const float *v = w + ld;                    /* row i + 1 */
+            float *bi = ai + DPE_L * (d - i);           /* accumulator of (i + 1, i + 1) */
+            for (j = i + 1; j + 1 < d; j += 2) {
+                const float *x0 = Xs + j * ld, *x1 = x0 + ld;
+                float *p00 = ai + DPE_L * (j - i), *p01 = p00 + DPE_L;
+                float *p10 = bi + DPE_L * (j - i - 1), *p11 = p10 + DPE_L;
+                dpf_v8 e00 = DPF_LD(p00), f00 = DPF_LD(p00 + 8);
+                dpf_v8 e01 = DPF_LD(p01), f01 = DPF_LD(p01 + 8);
+                dpf_v8 e10 = DPF_LD(p10), f10 = DPF_LD(p10 + 8);
+                dpf_v8 e11 = DPF_LD(p11), f11 = DPF_LD(p11 + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpf_v8 w0 = DPF_LD(w + r), w1 = DPF_LD(w + r + 8);
+                    dpf_v8 v0 = DPF_LD(v + r), v1 = DPF_LD(v + r + 8);
+                    dpf_v8 y0 = DPF_LD(x0 + r), y1 = DPF_LD(x0 + r + 8);
+                    dpf_v8 z0 = DPF_LD(x1 + r), z1 = DPF_LD(x1 + r + 8);
+                    DPE_KEEP_LOADS();
+                    e00 += w0 * y0; f00 += w1 * y1;
+                    e01 += w0 * z0; f01 += w1 * z1;
+                    e10 += v0 * y0; f10 += v1 * y1;
+                    e11 += v0 * z0; f11 += v1 * z1;
+                }
+                DPF_ST(p00, e00); DPF_ST(p00 + 8, f00);
+                DPF_ST(p01, e01); DPF_ST(p01 + 8, f01);
+                DPF_ST(p10, e10); DPF_ST(p10 + 8, f10);
+                DPF_ST(p11, e11); DPF_ST(p11 + 8, f11);
+            }
+            if (j < d) {
+                const float *x0 = Xs + j * ld;
+                float *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                dpf_v8 e00 = DPF_LD(p00), f00 = DPF_LD(p00 + 8);
+                dpf_v8 e10 = DPF_LD(p10), f10 = DPF_LD(p10 + 8);
+                for (r = 0; r < npad; r += DPE_L) {
+                    dpf_v8 y0 = DPF_LD(x0 + r), y1 = DPF_LD(x0 + r + 8);
+                    e00 += DPF_LD(w + r) * y0; f00 += DPF_LD(w + r + 8) * y1;
+                    e10 += DPF_LD(v + r) * y0; f10 += DPF_LD(v + r + 8) * y1;
+                }
+                DPF_ST(p00, e00); DPF_ST(p00 + 8, f00);
+                DPF_ST(p10, e10); DPF_ST(p10 + 8, f10);
+            }
+        }
+    }
+}
+
+/* BLAS path in float: n += g and s1_i += g x_i into the float lanes la ([n: 16][s1: d x 16],
+   a + g x contracted), and W[i, r] = sqrt(g_r) x_ir (float) for ssyrk. */
+DPE_CLONES static void dpf_moments_prep(const float *Xs, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                        const float *g, float *sg, float *W, float *la)
+{
+    ptrdiff_t i, r;
+    float *lp = la;
+    dpf_v8 a0 = DPF_LD(lp), a1 = DPF_LD(lp + 8);
+    for (r = 0; r < npad; r++) sg[r] = __builtin_sqrtf(g[r]);
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 += DPF_LD(g + r);
+        a1 += DPF_LD(g + r + 8);
+    }
+    DPF_ST(lp, a0); DPF_ST(lp + 8, a1);
+    lp += DPE_L;
+    for (i = 0; i < d; i++, lp += DPE_L) {
+        const float *x = Xs + i * ld;
+        float *w = W + i * ld;
+        a0 = DPF_LD(lp); a1 = DPF_LD(lp + 8);
+        for (r = 0; r < npad; r += DPE_L) {
+            dpf_v8 x0 = DPF_LD(x + r), x1 = DPF_LD(x + r + 8);
+            a0 += DPF_LD(g + r) * x0;
+            a1 += DPF_LD(g + r + 8) * x1;
+            DPF_ST(w + r, DPF_LD(sg + r) * x0);
+            DPF_ST(w + r + 8, DPF_LD(sg + r + 8) * x1);
+        }
+        DPF_ST(lp, a0); DPF_ST(lp + 8, a1);
+    }
+}
+
+/* s2[i, j] += (double) C[i, j] for j >= i (row-major upper triangle of the (d, d) float
+   product that ssyrk left in the column-major lower triangle of C). */
+static void dpf_add_upper(const float *C, ptrdiff_t d, double *s2)
+{
+    ptrdiff_t i, j;
+    for (i = 0; i < d; i++)
+        for (j = i; j < d; j++) s2[i * d + j] += (double)C[i * d + j];
 }
 
 #endif /* DPC_LANES_H */

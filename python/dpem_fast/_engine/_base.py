@@ -59,6 +59,7 @@ from ._sources import bounded_rows, group_rows, validated_rows
 from ._estimator import Context, PrivateEstimator
 from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
 from ._plan import make_plan
+from ._specs import float32_specs
 from ._start import start_shares
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
@@ -199,6 +200,23 @@ class PrivateEM(PrivateEstimator):
         module-level function or a ``functools.partial`` of one binding public
         hyperparameters only (see the class docstring: it goes into every Dask task)."""
         raise NotImplementedError(f"{type(self).__name__} defines no statistics kernel")
+
+    def _float32_statistics(self):
+        """True when the statistics kernel computes float32 rows in single precision (the
+        kernels' float32 path); the engine then widens every iteration statistic's sensitivity
+        for float rounding (:func:`~dpem_fast._engine._specs.float32_specs`, derived in
+        :mod:`~dpem_fast._engine._specs`).  Public parameters only.  Default False: float32 rows
+        are computed in float64 and the specs hold as declared."""
+        return False
+
+    def _iteration_specs(self, d, dtype=np.float64):
+        """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by
+        :func:`~dpem_fast._engine._specs.float32_specs` when float32 rows run the float32 path
+        (:meth:`_float32_statistics`).  The dtype is public (the input's type, not its values)."""
+        specs = tuple(self._statistic_specs(d))
+        if np.dtype(dtype) == np.float32 and self._float32_statistics():
+            specs = float32_specs(specs)
+        return specs
 
     def _statistics(self, X, params, domain, n_threads):
         """The statistics of the rows ``X`` (in memory: the kernel of :meth:`_statistics_task`)."""
@@ -416,16 +434,17 @@ class PrivateEM(PrivateEstimator):
         self._set_diagnostics(train_ll, 0)
         return params, domain, None
 
-    def _private_plan(self, n_public, d):
+    def _private_plan(self, n_public, d, dtype=np.float64):
         """The calibrated plan of a private fit on rows of ``d`` features, from public
         quantities only (the parameters, ``d``, ``n_public``: the row count where it is public,
-        else None), with the model's public refusals (``_check_plan``, the domain estimate's
+        else None, and the rows' ``dtype``: float32 rows on a float32 path widen the
+        sensitivities, :meth:`_iteration_specs`), with the model's public refusals (``_check_plan``, the domain estimate's
         check).  Returns ``(plan, specs, source, domain)`` (``domain``: the declared one, or
         None).  Reads no data; a meta-estimator (:mod:`dpem_fast.model_selection`) calls it to
         bound a candidate's event before any fit (``n_features_in_`` must be set: a model's
         split may read it)."""
         rounds = self._n_release_rounds()
-        specs = tuple(self._statistic_specs(d))
+        specs = self._iteration_specs(d, dtype)
         source = self._domain_source() if self._domain_kind == "ball" else None
         cols = self._domain_columns(d)
         dd = d if cols is None else len(cols)       # the columns the domain maps
@@ -463,7 +482,7 @@ class PrivateEM(PrivateEstimator):
         d = rows.n_features
         n_public = self._public_rows(rows.n_rows)   # None under add/remove or per group: private
         rounds = self._n_release_rounds()
-        plan, specs, source, domain = self._private_plan(n_public, d)
+        plan, specs, source, domain = self._private_plan(n_public, d, rows.dtype)
         start = tuple(self._start_specs(d))
         if self.budget is not None:
             # the whole plan, before any statistic of the data is computed
@@ -501,6 +520,10 @@ class PrivateEM(PrivateEstimator):
             params = self._finish(params, seen, ctx)
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
+        if specs != tuple(self._statistic_specs(d)):
+            notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
+                                    "iteration sensitivity widened by 2^-8 for float rounding "
+                                    "(dpem_fast._engine._specs, 'Float32 rows')",)
         record = PrivacyRecord(
             mechanism=mechanism,
             neighbouring=self.neighbouring,

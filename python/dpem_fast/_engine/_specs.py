@@ -72,15 +72,75 @@ is public: it is used.  Under add/remove only the released noisy count may be us
 at ``max(1, 3 sd)`` where ``sd`` is its noise's standard deviation (σ for Gaussian noise,
 ``√2 b`` for Laplace): a count within three noise deviations of zero is indistinguishable
 from noise, and dividing by it would blow the update up.
+Float32 rows (issue 26).  A model may compute float32 rows in single precision (its
+``_float32_statistics`` hook; the Gaussian mixture under replace-one); its statistics then
+carry float rounding, which :func:`float32_specs` folds into every sensitivity (the factor
+:data:`FLOAT32_WIDENING`).  What the kernels guarantee (``_estep.pyx``, ``_estep_diag.pyx``,
+``dpc_f32.h``; ``u = 2⁻²⁴``, the unit roundoff of float32):
+
+(a) a row is clipped into the unit ball in float64 (``‖x‖ ≤ 1``, the float64 loader), then
+    rounded: ``x̃ = fl₃₂(x)``, ``|x̃_j| ≤ (1 + u)|x_j|``, so ``‖x̃‖ ≤ 1 + u``;
+(b) its responsibilities are ``γ̃_k = fl₃₂(fl₆₄(e_k · fl₆₄(1/s)))`` with ``s = Σ_k e_k`` summed in
+    float64: ``γ̃_k ≥ 0`` and ``Σ_k γ̃_k ≤ (1 + u)(1 + 2⁻⁵³)²(1 + (K − 1) 2⁻⁵³) =: 1 + κ``,
+    ``κ ≤ 1.01 u`` for ``K ≤ 2²⁰`` (:data:`FLOAT32_MAX_COMPONENTS`; more components run in
+    float64);
+(c) every entry of a statistic is summed over rows in float partial sums that each cover at
+    most ``m = 128`` rows (:data:`~dpem_fast._dpcore._contract.F32_LANE_ROWS`: 16 rows of a
+    lane per chunk, the lanes flushed every 8 chunks; one ``ssyrk`` per 128 rows on the BLAS
+    path), each then added exactly into float64 (every float is a double);
+(d) a row's term in such a sum is the exact product ``T_r`` of its float inputs (``γ̃_k``,
+    ``γ̃_k x̃_i``, ``γ̃_k x̃_i x̃_j`` or ``γ̃_k x̃_j²``) up to at most 5 rounded products (the BLAS
+    path's ``fl(√γ̃)``, twice, ``w_i``, ``w_j`` and ``w_i w_j``), so a sum holds
+    ``ŝ = Σ_r T_r (1 + θ_r)`` with ``|θ_r| ≤ γ_{m+5} = (m + 5)u / (1 − (m + 5)u)`` whatever the
+    order or tree of the additions (Higham 2002, *Accuracy and Stability of Numerical
+    Algorithms*, Lemma 3.1 and Sec. 4.2; BLAS sums in some order, with no cancellation tricks).
+
+Replace-one neighbours differ in the row at one index ``i`` (the rows are a sequence; the
+relation of index positions, as in :mod:`dpem_fast.model_selection`).  Every other row sits in
+the same partial sum at the same place, so every partial sum but the ones holding row ``i`` is
+bit-identical, and the float64 sums above them are the float64 path's.  For each statistic and
+``p ∈ {1, 2}``::
+
+    ‖f̃(D) − f̃(D')‖_p ≤ ‖T_i − T'_i‖_p + γ_{m+5} (Σ_r ‖T_r‖_p + Σ_r ‖T'_r‖_p)
+                     ≤ (1 + κ)(1 + u)² (Δ_p + 2 m γ_{m+5} B_p)
+                     ≤ Δ_p (1 + κ)(1 + u)² (1 + 2 m γ_{m+5})  =  Δ_p (1 + 2.03·10⁻³),
+
+because each statistic is linear in γ and of degree at most two in x (the derivations above
+then hold for ``γ̃`` on ``(1 + κ)`` times the simplex and ``x̃`` in the ball of radius ``1 + u``,
+scaled by at most ``(1 + κ)(1 + u)²``), and one row's own contribution ``B_p`` (the add/remove
+sensitivity) is at most ``Δ_p``.  :func:`float32_rounding_factor` computes the factor and
+:data:`FLOAT32_WIDENING` ``= 1 + 2⁻⁸`` bounds it (the noise of a float32 fit is 0.4 % larger
+at the same ε).  The joint bound: write ``δ̃_r = δ_r + e_r`` with ``δ_r = T_i − T'_i`` and
+``‖e_r‖ ≤ 2 m γ_{m+5} (1 + κ)(1 + u)² B_r``; by Minkowski
+``√(Σ_r a_r ‖δ̃_r‖²/Δ_r²) ≤ (1 + κ)(1 + u)² (√J + 2 m γ_{m+5} √(Σ_r a_r B_r²/Δ_r²))``, and under
+replace-one ``B_r²/Δ_r² ≤ 1/2`` for every statistic above while ``J ≥ a_c + a_1/2 + a_2`` in both
+joint bounds, so ``Σ_r a_r B_r²/Δ_r² ≤ (a_c + a_1 + a_2)/2 ≤ J``: the sup is at most
+``J · FLOAT32_WIDENING²``, the joint bound of the widened sensitivities (``J`` is homogeneous of
+degree one in ``a``).
+
+Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
+caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:
+removing a row moves every later row into another partial sum, so all of them change and the
+float rounding of the change grows with n.  A model computes float32 rows in float64 there (its
+kernel upcasts them) and declares the unwidened values; so it does without a domain (the
+non-private fit).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from .._dpcore._contract import F32_LANE_ROWS
 from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
-           "row_count", "moments_joint_bound", "count_for_update"]
+           "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
+           "float32_rounding_factor", "float32_specs"]
+
+#: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
+FLOAT32_WIDENING = 1.0 + 2.0 ** -8
+#: Components up to which the float32 path's responsibilities keep (b) of the derivation.
+FLOAT32_MAX_COMPONENTS = 2 ** 20
 
 
 def soft_counts(name, K, *, integer=False):
@@ -153,3 +213,31 @@ def count_for_update(noisy_count, release, n_public):
         raise ValueError("count_for_update: under add/remove the noisy count and its release are needed")
     sd = release.noise_scale * (math.sqrt(2.0) if release.mechanism == "laplace" else 1.0)
     return max(float(noisy_count), 1.0, 3.0 * sd)
+
+
+def float32_rounding_factor(lane_rows=F32_LANE_ROWS, n_components=FLOAT32_MAX_COMPONENTS):
+    """``(1 + κ)(1 + u)² (1 + 2 m γ_{m+5})``: the factor by which float rounding on the float32 path
+    can exceed a replace-one sensitivity, for ``m = lane_rows`` rows per float lane and ``K``
+    components (module docstring, "Float32 rows"); at most :data:`FLOAT32_WIDENING`."""
+    u, v = 2.0 ** -24, 2.0 ** -53
+    kappa = (1.0 + u) * (1.0 + v) ** 2 * (1.0 + (n_components - 1) * v) - 1.0
+    m5 = lane_rows + 5
+    gamma = m5 * u / (1.0 - m5 * u)
+    return (1.0 + kappa) * (1.0 + u) ** 2 * (1.0 + 2.0 * lane_rows * gamma)
+
+
+def float32_specs(specs):
+    """The specs of statistics computed on the float32 path: every ℓ2 and ℓ1 sensitivity, under
+    both relations, times :data:`FLOAT32_WIDENING` (module docstring, "Float32 rows"; only the
+    replace-one values are used by such a fit, the add/remove ones are widened alike for
+    simplicity).  Integer statistics are refused: float rounding would make them non-integer."""
+    if float32_rounding_factor() > FLOAT32_WIDENING:       # the contract constants moved
+        raise RuntimeError("FLOAT32_WIDENING no longer bounds the float32 rounding; please report")
+    out = []
+    for s in specs:
+        if s.integer:
+            raise ValueError(f"statistic {s.name!r} is integer-valued: no float32 path")
+        out.append(dataclasses.replace(
+            s, l2={r: v * FLOAT32_WIDENING for r, v in s.l2.items()},
+            l1=None if s.l1 is None else {r: v * FLOAT32_WIDENING for r, v in s.l1.items()}))
+    return tuple(out)

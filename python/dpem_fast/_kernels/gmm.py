@@ -115,7 +115,39 @@ def _domain_kwargs(domain, d, nb):
                 part_clipped=np.zeros(nb, dtype=np.int64))
 
 
-def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None) -> Statistics:
+#: The float32 path runs only while every Mahalanobis term stays far inside float range:
+#: with rows in the unit ball, ``‖(x - μ_k) P_k‖² ≤ (1 + ‖μ_k‖)² ‖P_k‖_F² ≤ 2^100``.
+_SINGLE_MAX_SQUARE = 2.0 ** 100
+#: ... and while the float64 normalisation of the responsibilities keeps their sum within
+#: ``FLOAT32_WIDENING``'s derivation (K - 1 float64 roundings below 2^-24).
+_SINGLE_MAX_COMPONENTS = 2 ** 20
+
+
+def single_parameters(means, prec, log_const, domain):
+    """The parameters rounded to float for the float32 path, or None where it must not run.
+
+    The float32 path (:func:`compute_stats`, :func:`compute_stats_diag` with ``single=True``)
+    needs rows in the unit ball (a ``domain``: float32 rows without one run in float64) and
+    parameters whose Mahalanobis terms cannot overflow a float (module constants above);
+    otherwise the pass runs in float64, whose sensitivities are the unwidened ones, so the
+    fallback never weakens a plan.  ``prec``: (K, d, d) factors or (K, d) diagonals.
+    """
+    K = means.shape[0]
+    if domain is None or K > _SINGLE_MAX_COMPONENTS:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        mu_norm = np.sqrt(np.max(np.einsum("kd,kd->k", means, means))) if K else 0.0
+        p_sq = float(np.max(np.square(prec).reshape(K, -1).sum(axis=1))) if K else 0.0
+        if not (np.isfinite(mu_norm) and np.isfinite(p_sq)) or (1.0 + mu_norm) ** 2 * p_sq > _SINGLE_MAX_SQUARE:
+            return None
+        c32 = log_const.astype(np.float32)
+    if np.any(np.isnan(c32)) or np.any(c32 == np.inf):
+        return None
+    return means.astype(np.float32), prec.astype(np.float32), c32
+
+
+def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None,
+                  single=False) -> Statistics:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
 
     Parameters
@@ -133,6 +165,12 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
         If given, every row is mapped into the unit ball of this declared domain as the
         kernel loads it (as :func:`dpem_fast._preprocess.scale_and_clip` does, without
         copying ``X``); the parameters and the statistics are in those scaled units.
+    single : bool, default=False
+        For float32 ``X`` with a ``domain``: run the float32 path (single-precision
+        arithmetic, float64 accumulation; ``_estep.pyx``), whose statistics carry the
+        rounding that :data:`dpem_fast._engine._specs.FLOAT32_WIDENING` bounds.  Ignored for
+        float64 rows, without a domain, and for parameters :func:`single_parameters` refuses
+        (the pass then runs in float64).
 
     Returns
     -------
@@ -157,6 +195,10 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     part_s2 = np.empty((nb, K, d, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
+    if single and X.dtype == np.float32:
+        p32 = single_parameters(means, P, log_const, domain)
+        if p32 is not None:
+            kw.update(means32=p32[0], prec32=p32[1], log_const32=p32[2])
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
@@ -171,7 +213,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     s2 += s2.transpose(0, 2, 1)
     s2.reshape(K, d * d)[:, :: d + 1] = diag
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
-    n_clipped = int(kw["part_clipped"].sum()) if kw else 0
+    n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
     return gmm_statistics(n, nk, s1, s2, loglik, n_clipped)
 
 
@@ -229,7 +271,7 @@ def log_normalizers_diag(weights, prec_diag):
     return np.ascontiguousarray(log_w + np.sum(np.log(p), axis=1) - 0.5 * p.shape[1] * np.log(2 * np.pi))
 
 
-def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None) -> Statistics:
+def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None, single=False) -> Statistics:
     """One fused E-step pass for diagonal precisions (covariance types ``"diag"`` and
     ``"spherical"``), O(n K d): responsibilities and the moments a diagonal covariance needs.
 
@@ -245,6 +287,8 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
         OpenMP threads; the result is bit-identical for every value.
     domain : dpem_fast._preprocess.DataDomain or None
         As in :func:`compute_stats`: rows mapped into the unit ball of the domain as loaded.
+    single : bool, default=False
+        As in :func:`compute_stats`: the float32 path for float32 rows with a domain.
 
     Returns
     -------
@@ -268,12 +312,16 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     part_sq = np.empty((nb, K, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
+    if single and X.dtype == np.float32:
+        p32 = single_parameters(means, p, log_const, domain)
+        if p32 is not None:
+            kw.update(means32=p32[0], prec32=p32[1], log_const32=p32[2])
     _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
     sq = _contract.sum_blocks(part_sq, n_threads)
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
-    n_clipped = int(kw["part_clipped"].sum()) if kw else 0
+    n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
     return gmm_statistics(n, nk, s1, sq, loglik, n_clipped)
 
 

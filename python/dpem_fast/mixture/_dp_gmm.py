@@ -33,19 +33,21 @@ from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_sta
 __all__ = ["DPGaussianMixture"]
 
 
-def _gmm_statistics(X, params, domain, n_threads, covariance_type="full"):
+def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single=False):
     """The E-step statistics kernel (a Dask task's: the current parameters and the public
     covariance type only).  Full and tied run the full kernel (tied keeps the pooled second
     moment); diag and spherical run the diagonal kernel (O(n K d): counts, first moments and
     squared sums), spherical reducing the squared sums to their row sums.  Each type keeps only
     its own second moments (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before
-    anything is released."""
+    anything is released.  ``single``: float32 rows run the kernels' float32 path (the
+    estimator's ``_float32_statistics``, which widens the plan's sensitivities to match)."""
     weights, means, _, prec_chol = params
     if covariance_type in ("diag", "spherical"):
         prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
-        stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain)
+        stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
+                                   single=single)
     else:
-        stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain)
+        stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single)
     if covariance_type in ("full", "diag"):
         return stats
     arrays = dict(stats.arrays)
@@ -311,6 +313,19 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     and checked by the conformance suite's adversarial search for every type.  Laplace and lattice
     releases are always composed separately.
 
+    **Float32 rows** (issue 26).  Under replace-one, float32 ``X`` runs the kernels' float32 path:
+    each row is clipped into the ball in float64, then rounded to float, and the E-step and the
+    moments run in single precision (SIMD width doubled) with float64 accumulation, a float
+    lane never summing more than 128 rows.  Its rounding is bounded row by row, so every
+    sensitivity above (and the joint bound) is multiplied by ``1 + 2⁻⁸`` (the derivation,
+    ``Δ̃ ≤ Δ (1 + κ)(1 + u)² (1 + 2 m γ_{m+5}) = Δ (1 + 2.03·10⁻³)`` with ``u = 2⁻²⁴``, ``m = 128``,
+    is in :mod:`dpem_fast._engine._specs`, "Float32 rows"): the noise grows by 0.4 % at the same
+    (ε, δ), and ``privacy_`` records the widened values with a note.  Under add/remove a removed
+    row moves every later row to another float lane, so the rounding of the change grows with n:
+    float32 rows are computed in float64 there, with the sensitivities above, and in a
+    person-level fit (``max_rows_per_group``), where a replaced group may hold another number
+    of rows.
+
     Per iteration there are 3 releases (GGG: 3 Gaussian; LLG: 2 Laplace + 1
     Gaussian) instead of the paper's 2K+1.  The accountant composes
     ``SelfComposedEvent(ComposedEvent([...3 releases]), max_iter)`` (or, with
@@ -567,10 +582,21 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 + ("" if self.covariance_type == "full" else f", covariance_type={self.covariance_type!r}"),
                 ("initialisation: " + init,))
 
+    def _float32_statistics(self):
+        """Float32 rows run the kernels' float32 path under replace-one, where its rounding is
+        bounded row by row (:mod:`dpem_fast._engine._specs`, "Float32 rows"); under add/remove
+        they are computed in float64, and so they are in a person-level fit
+        (``max_rows_per_group``): replacing one group's rows by a group of another size moves
+        every later kept row to another float lane, as a removal does."""
+        return self.neighbouring == "replace" and self._max_rows_per_group() is None
+
     def _statistics_task(self):
-        if self.covariance_type == "full":
-            return _gmm_statistics
-        return functools.partial(_gmm_statistics, covariance_type=str(self.covariance_type))
+        kw = {}
+        if self.covariance_type != "full":
+            kw["covariance_type"] = str(self.covariance_type)
+        if self._float32_statistics():
+            kw["single"] = True
+        return functools.partial(_gmm_statistics, **kw) if kw else _gmm_statistics
 
     def _working_domain(self, domain):
         """Spherical covariances need one scale for every feature (a spherical covariance in

@@ -1,0 +1,14 @@
+# Declarations of dpc_f32.h: the single-precision pieces of the E-step kernels' float32 path.
+from libc.stddef cimport ptrdiff_t
+
+cdef extern from "dpc_f32.h" nogil:
+    float dpf_exp_neg(float x)
+    void dpf_narrow(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, float *Xs)
+    void dpf_load(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, float *Xs)
+    ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,
+                              const double *dom, double target, double *Xt, float *Xs)
+    void dpf_lse(float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
+                 double *ll, double *tmp)
+    void dpf_lse_ll(const float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
+                    double *ll, double *tmp)
+    void dpf_lanes_flush(float *la32, ptrdiff_t m, double *la64)
