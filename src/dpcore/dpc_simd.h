@@ -31,6 +31,27 @@
 #define DPE_CLONES
 #endif
 #define DPE_L DPC_LANES
+
+/* The AVX2 + FMA paths (x86-64, GCC, clones on): hand-written __m256d code for the
+   functions whose x86-64-v3 clone GCC compiles badly (64-byte generic vectors in a
+   32-byte target are split and spilled: 10-30x slower than the arithmetic).  They run
+   exactly where that clone would run (dpe_avx2_path), and each lane performs the clone's
+   operations in the clone's order, with the same FMA contractions, so the results are the
+   clone's bits; the x86-64-v4 and default clones run as before.  Runtime dispatch, no
+   -march: the build stays portable (as dpc_kmeans.h). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+#define DPE_HAVE_AVX2 1
+#include <immintrin.h>
+#define DPE_AVX2 __attribute__((target("avx2,fma")))
+/* 1 where the target_clones resolver picks the x86-64-v3 clone (v3, not v4). */
+static inline int dpe_avx2_path(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v3") && !__builtin_cpu_supports("x86-64-v4");
+}
+#else
+#define DPE_HAVE_AVX2 0
+#endif
 /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
    lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
 typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
