@@ -378,9 +378,9 @@ static void dpe_lanes_flush_s2(const double *la, ptrdiff_t d, double *s2)
 }
 
 /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
-DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                        const double *g, double *sg, double *W,
-                                        double *nk, double *s1)
+DPE_CLONES static void dpe_moments_prep_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                               ptrdiff_t npad, const double *g, double *sg,
+                                               double *W, double *nk, double *s1)
 {
     ptrdiff_t i, r;
     double tmp[DPE_L];
@@ -406,6 +406,64 @@ DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t
         DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
         s1[i] += dpe_hsum(tmp);
     }
+}
+
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA path of dpe_moments_prep (dpc_simd.h), lanes 4q .. 4q + 3 in one __m256d:
+   sg = sqrt(g) (correctly rounded either way); n: +0, += g; s1_i: +0, = fma(g, x, .);
+   w = sg x rounded; each chunk's 16 lanes reduced by dpe_hsum, as the clone does. */
+static DPE_AVX2 void dpe_moments_prep_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                           const double *g, double *sg, double *W,
+                                           double *nk, double *s1)
+{
+    ptrdiff_t i, r;
+    double tmp[DPE_L];
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (r = 0; r < npad; r += 4) _mm256_storeu_pd(sg + r, _mm256_sqrt_pd(_mm256_loadu_pd(g + r)));
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 = _mm256_add_pd(a0, _mm256_loadu_pd(g + r));
+        a1 = _mm256_add_pd(a1, _mm256_loadu_pd(g + r + 4));
+        a2 = _mm256_add_pd(a2, _mm256_loadu_pd(g + r + 8));
+        a3 = _mm256_add_pd(a3, _mm256_loadu_pd(g + r + 12));
+    }
+    _mm256_storeu_pd(tmp, a0); _mm256_storeu_pd(tmp + 4, a1);
+    _mm256_storeu_pd(tmp + 8, a2); _mm256_storeu_pd(tmp + 12, a3);
+    *nk += dpe_hsum(tmp);
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *w = W + i * ld;
+        a0 = _mm256_setzero_pd(); a1 = a0; a2 = a0; a3 = a0;
+        for (r = 0; r < npad; r += DPE_L) {
+            const __m256d x0 = _mm256_loadu_pd(x + r), x1 = _mm256_loadu_pd(x + r + 4);
+            const __m256d x2 = _mm256_loadu_pd(x + r + 8), x3 = _mm256_loadu_pd(x + r + 12);
+            a0 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r), x0, a0);
+            a1 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 4), x1, a1);
+            a2 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 8), x2, a2);
+            a3 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 12), x3, a3);
+            _mm256_storeu_pd(w + r, _mm256_mul_pd(_mm256_loadu_pd(sg + r), x0));
+            _mm256_storeu_pd(w + r + 4, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 4), x1));
+            _mm256_storeu_pd(w + r + 8, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 8), x2));
+            _mm256_storeu_pd(w + r + 12, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 12), x3));
+        }
+        _mm256_storeu_pd(tmp, a0); _mm256_storeu_pd(tmp + 4, a1);
+        _mm256_storeu_pd(tmp + 8, a2); _mm256_storeu_pd(tmp + 12, a3);
+        s1[i] += dpe_hsum(tmp);
+    }
+}
+#endif
+
+/* BLAS path: nk, s1 and W = sqrt(g) x over one chunk (see dpe_moments_prep_clones); the
+   x86-64-v3 clone's work goes to the AVX2 path (same bits). */
+static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                             const double *g, double *sg, double *W, double *nk, double *s1)
+{
+#if DPE_HAVE_AVX2
+    if (dpe_avx2_path()) {
+        dpe_moments_prep_avx2(Xt, d, ld, npad, g, sg, W, nk, s1);
+        return;
+    }
+#endif
+    dpe_moments_prep_clones(Xt, d, ld, npad, g, sg, W, nk, s1);
 }
 
 /* ---------------------------------------------------------------- single precision
