@@ -7,11 +7,13 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "dpc_bernoulli.h"
 #include "dpc_gmm.h"
 #include "dpc_gmm_diag.h"
+#include "dpc_lse.h"
 
 #if DPE_HAVE_AVX2
 static unsigned long long state = 88172645463325252ULL;
@@ -50,7 +52,7 @@ int main(void)
             const double scale = rep % 3 == 0 ? 1e-3 : rep % 3 == 1 ? 1.0 : 1e3;
             const int K = 1 + (int)(urand() * 9);
             const long nl = dpe_lanes_n_s1_size(d) + dpe_lanes_s2_size(d), lpc = dpe_lanes_diag_size(d);
-            double *Xt = vec(d * ld), *D1 = vec(d * ld), *D2 = vec(d * ld), *W1 = vec(d * ld), *W2 = vec(d * ld);
+            double *Xt = vec(d * ld), *D1 = vec((d + 2) * ld), *D2 = vec((d + 2) * ld), *W1 = vec(d * ld), *W2 = vec(d * ld);
             double *o1 = vec(K * ld), *o2 = vec(K * ld), *g = vec((K + 1) * ld), *sg1 = vec(ld), *sg2 = vec(ld);
             double *mu = vec(K * d), *P = vec(d * d), *p = vec(K * d), *c = vec(K);
             double *l1 = vec(2 * nl + K * lpc), *l2 = vec(2 * nl + K * lpc);
@@ -93,6 +95,20 @@ int main(void)
             dpe_lanes_diag_clones(Xt, d, ld, npad, K, g, l1, lpc);
             dpe_lanes_diag_avx2(Xt, d, ld, npad, K, g, l2, lpc);
             same("dpe_lanes_diag", d, l1, l2, K * lpc);
+            /* log-sum-exp: spreads up to 1e3 (exp underflow below -708), a -inf component */
+            for (i = 0; i < K * ld; i++) {
+                o1[i] = (urand() - 0.7) * (rep < 2 ? 5.0 : rep < 4 ? 200.0 : 2000.0);
+                if (rep == 5 && i < ld) o1[i] = -HUGE_VAL;
+                o2[i] = o1[i];
+            }
+            if (rep == 5 && K == 1) o1[0] = o2[0] = 0.0;
+            dpe_lse_ll_clones(o1, K, ld, npad, sg1, D1);
+            dpe_lse_ll_avx2(o2, K, ld, npad, sg2, D2);
+            same("dpe_lse_ll", d, sg1, sg2, npad);
+            dpe_lse_clones(o1, K, ld, npad - 5, npad, sg1, D1);
+            dpe_lse_avx2(o2, K, ld, npad - 5, npad, sg2, D2);
+            same("dpe_lse (log-likelihood)", d, sg1, sg2, npad);
+            same("dpe_lse (responsibilities)", d, o1, o2, K * ld);
             for (i = 0; i < K * d; i++) p[i] = 4.0 * urand() - 2.0;
             dpb_logits_small_clones(Xt, d, ld, npad, p, c, K, o1);
             dpb_logits_small_avx2(Xt, d, ld, npad, p, c, K, o2);
