@@ -6,6 +6,8 @@
  * in place (Eq. 10 of DP-EM, Park et al. 2017, for any mixture) and writes the per-row
  * log-likelihood; dpe_lse_ll writes the log-likelihood only.  A component with
  * log pi_k = -inf gets responsibility exactly 0 (dpe_exp_neg returns 0 below -708).
+ * On a CPU that runs the x86-64-v3 clone, both run as AVX2 + FMA code with that clone's
+ * bits (dpe_lse_avx2, dpe_lse_ll_avx2; dpc_simd.h).
  */
 #ifndef DPC_LSE_H
 #define DPC_LSE_H

@@ -10,6 +10,8 @@
  * changes results.
  *
  *   DPE_CLONES        target_clones(x86-64-v4, x86-64-v3, default) on GCC / x86-64.
+ *   DPE_AVX2, dpe_avx2_path   hand-written AVX2 + FMA paths that replace the x86-64-v3
+ *                     clone of the float64 E-step functions (same bits; see below).
  *   dpe_v8            8 doubles, unaligned, may alias double; two make the 16 lanes.
  *   DPE_L             == DPC_LANES (16), the lanes of every in-chunk row sum.
  *   dpe_exp_neg       exp(x), x <= 0, about 1 ulp; 0 below -708 (no denormals).
