@@ -109,13 +109,7 @@ static DPE_AVX2 void dpb_logits_small_avx2(const double *Xt, ptrdiff_t d, ptrdif
 static void dpb_logits_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                              const double *theta, const double *c, ptrdiff_t K, double *L)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpb_logits_small_avx2(Xt, d, ld, npad, theta, c, K, L);
-        return;
-    }
-#endif
-    dpb_logits_small_clones(Xt, d, ld, npad, theta, c, K, L);
+    DPE_DISPATCH(dpb_logits_small, (Xt, d, ld, npad, theta, c, K, L));
 }
 
 /* L[k, r] = c_k for r < npad (the start of the BLAS path: dgemm adds X theta^T onto it). */

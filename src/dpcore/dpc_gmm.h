@@ -178,13 +178,7 @@ static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_
                            const double *mu, const double *P, int tri, double c,
                            double *D, double *out)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_logp_small_avx2(Xt, d, ld, npad, mu, P, tri, c, D, out);
-        return;
-    }
-#endif
-    dpe_logp_small_clones(Xt, d, ld, npad, mu, P, tri, c, D, out);
+    DPE_DISPATCH(dpe_logp_small, (Xt, d, ld, npad, mu, P, tri, c, D, out));
 }
 
 /* D = Xt - mu (row-wise), for the BLAS path. */

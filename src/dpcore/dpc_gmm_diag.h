@@ -182,13 +182,7 @@ static DPE_AVX2 void dpe_lanes_diag_avx2(const double *Xt, ptrdiff_t d, ptrdiff_
 static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
                           const double *mu, const double *p, const double *c, double *L)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_logp_diag_avx2(Xt, d, ld, npad, K, mu, p, c, L);
-        return;
-    }
-#endif
-    dpe_logp_diag_clones(Xt, d, ld, npad, K, mu, p, c, L);
+    DPE_DISPATCH(dpe_logp_diag, (Xt, d, ld, npad, K, mu, p, c, L));
 }
 
 /* Counts, first moments and squared sums into lanes (see dpe_lanes_diag_clones); AVX2
@@ -196,13 +190,7 @@ static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
 static void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
                            const double *G, double *la, ptrdiff_t lpc)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_lanes_diag_avx2(Xt, d, ld, npad, K, G, la, lpc);
-        return;
-    }
-#endif
-    dpe_lanes_diag_clones(Xt, d, ld, npad, K, G, la, lpc);
+    DPE_DISPATCH(dpe_lanes_diag, (Xt, d, ld, npad, K, G, la, lpc));
 }
 
 /* Block end: the lanes of one component added into its partial counts, first moments and

@@ -338,13 +338,7 @@ static DPE_AVX2 void dpe_lanes_s2_avx2(const double *Xt, const double *W, ptrdif
 static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                            const double *g, double *W, double *la)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_lanes_n_s1_avx2(Xt, d, ld, npad, g, W, la);
-        return;
-    }
-#endif
-    dpe_lanes_n_s1_clones(Xt, d, ld, npad, g, W, la);
+    DPE_DISPATCH(dpe_lanes_n_s1, (Xt, d, ld, npad, g, W, la));
 }
 
 /* Upper-triangle second moments of one component over one chunk into lanes lp (see
@@ -352,13 +346,7 @@ static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_
 static void dpe_lanes_s2(const double *Xt, const double *W, ptrdiff_t d, ptrdiff_t ld,
                          ptrdiff_t npad, double *lp)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_lanes_s2_avx2(Xt, W, d, ld, npad, lp);
-        return;
-    }
-#endif
-    dpe_lanes_s2_clones(Xt, W, d, ld, npad, lp);
+    DPE_DISPATCH(dpe_lanes_s2, (Xt, W, d, ld, npad, lp));
 }
 
 /* Block end: reduce the count / first-moment lanes of one component into its partial row. */
@@ -457,13 +445,7 @@ static DPE_AVX2 void dpe_moments_prep_avx2(const double *Xt, ptrdiff_t d, ptrdif
 static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
                              const double *g, double *sg, double *W, double *nk, double *s1)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_moments_prep_avx2(Xt, d, ld, npad, g, sg, W, nk, s1);
-        return;
-    }
-#endif
-    dpe_moments_prep_clones(Xt, d, ld, npad, g, sg, W, nk, s1);
+    DPE_DISPATCH(dpe_moments_prep, (Xt, d, ld, npad, g, sg, W, nk, s1));
 }
 
 /* ---------------------------------------------------------------- single precision

@@ -198,25 +198,13 @@ static DPE_AVX2 void dpe_lse_ll_avx2(const double *L, ptrdiff_t K, ptrdiff_t ld,
 static void dpe_lse(double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
                     double *ll, double *tmp)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_lse_avx2(L, K, ld, nr, npad, ll, tmp);
-        return;
-    }
-#endif
-    dpe_lse_clones(L, K, ld, nr, npad, ll, tmp);
+    DPE_DISPATCH(dpe_lse, (L, K, ld, nr, npad, ll, tmp));
 }
 
 /* Per-row log-likelihood only (see dpe_lse_ll_clones); AVX2 path as above. */
 static void dpe_lse_ll(const double *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad, double *ll, double *tmp)
 {
-#if DPE_HAVE_AVX2
-    if (dpe_avx2_path()) {
-        dpe_lse_ll_avx2(L, K, ld, npad, ll, tmp);
-        return;
-    }
-#endif
-    dpe_lse_ll_clones(L, K, ld, npad, ll, tmp);
+    DPE_DISPATCH(dpe_lse_ll, (L, K, ld, npad, ll, tmp));
 }
 
 #endif /* DPC_LSE_H */

@@ -54,6 +54,17 @@ static inline int dpe_avx2_path(void)
 #else
 #define DPE_HAVE_AVX2 0
 #endif
+/* The body of a dispatching function: NAME##_avx2 ARGS where the x86-64-v3 clone would run,
+   else the clones NAME##_clones ARGS (void functions). */
+#if DPE_HAVE_AVX2
+#define DPE_DISPATCH(name, args)                    \
+    do {                                            \
+        if (dpe_avx2_path()) name##_avx2 args;      \
+        else name##_clones args;                    \
+    } while (0)
+#else
+#define DPE_DISPATCH(name, args) name##_clones args
+#endif
 /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
    lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
 typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
