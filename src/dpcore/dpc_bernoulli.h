@@ -21,9 +21,9 @@
 
 /* L (K, ld): logits of the rows r < npad (npad % 16 == 0) of the transposed chunk Xt (d, ld);
    theta (K, d) row-major, c (K,). */
-DPE_CLONES static void dpb_logits_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                        const double *theta, const double *c, ptrdiff_t K,
-                                        double *L)
+DPE_CLONES static void dpb_logits_small_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                               ptrdiff_t npad, const double *theta,
+                                               const double *c, ptrdiff_t K, double *L)
 {
     ptrdiff_t r, j, k;
     for (r = 0; r < npad; r += DPE_L) {
@@ -55,6 +55,61 @@ DPE_CLONES static void dpb_logits_small(const double *Xt, ptrdiff_t d, ptrdiff_t
             DPE_ST(L + k * ld + r, a0); DPE_ST(L + k * ld + r + 8, a1);
         }
     }
+}
+
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA path (dpc_simd.h): tiles of 4 components x 8 rows (8 accumulators), each
+   lane with the clone's operations in the clone's order: a = +0 + c_k, then
+   a = fma(x_j, theta_kj, a) for j = 0, 1, ... */
+static DPE_AVX2 void dpb_logits_small_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                           const double *theta, const double *c, ptrdiff_t K,
+                                           double *L)
+{
+    const __m256d zero = _mm256_setzero_pd();
+    ptrdiff_t r, j, k;
+    for (r = 0; r < npad; r += 8) {
+        for (k = 0; k + 3 < K; k += 4) {
+            const double *t0 = theta + k * d, *t1 = t0 + d, *t2 = t1 + d, *t3 = t2 + d;
+            __m256d a0 = _mm256_add_pd(zero, _mm256_broadcast_sd(c + k)), a1 = a0;
+            __m256d b0 = _mm256_add_pd(zero, _mm256_broadcast_sd(c + k + 1)), b1 = b0;
+            __m256d e0 = _mm256_add_pd(zero, _mm256_broadcast_sd(c + k + 2)), e1 = e0;
+            __m256d f0 = _mm256_add_pd(zero, _mm256_broadcast_sd(c + k + 3)), f1 = f0;
+            for (j = 0; j < d; j++) {
+                const __m256d x0 = _mm256_loadu_pd(Xt + j * ld + r), x1 = _mm256_loadu_pd(Xt + j * ld + r + 4);
+                __m256d t = _mm256_broadcast_sd(t0 + j);
+                a0 = _mm256_fmadd_pd(x0, t, a0); a1 = _mm256_fmadd_pd(x1, t, a1);
+                t = _mm256_broadcast_sd(t1 + j);
+                b0 = _mm256_fmadd_pd(x0, t, b0); b1 = _mm256_fmadd_pd(x1, t, b1);
+                t = _mm256_broadcast_sd(t2 + j);
+                e0 = _mm256_fmadd_pd(x0, t, e0); e1 = _mm256_fmadd_pd(x1, t, e1);
+                t = _mm256_broadcast_sd(t3 + j);
+                f0 = _mm256_fmadd_pd(x0, t, f0); f1 = _mm256_fmadd_pd(x1, t, f1);
+            }
+            _mm256_storeu_pd(L + k * ld + r, a0); _mm256_storeu_pd(L + k * ld + r + 4, a1);
+            _mm256_storeu_pd(L + (k + 1) * ld + r, b0); _mm256_storeu_pd(L + (k + 1) * ld + r + 4, b1);
+            _mm256_storeu_pd(L + (k + 2) * ld + r, e0); _mm256_storeu_pd(L + (k + 2) * ld + r + 4, e1);
+            _mm256_storeu_pd(L + (k + 3) * ld + r, f0); _mm256_storeu_pd(L + (k + 3) * ld + r + 4, f1);
+        }
+        for (; k < K; k++) {
+            const double *t0 = theta + k * d;
+            __m256d a0 = _mm256_add_pd(zero, _mm256_broadcast_sd(c + k)), a1 = a0;
+            for (j = 0; j < d; j++) {
+                const __m256d t = _mm256_broadcast_sd(t0 + j);
+                a0 = _mm256_fmadd_pd(_mm256_loadu_pd(Xt + j * ld + r), t, a0);
+                a1 = _mm256_fmadd_pd(_mm256_loadu_pd(Xt + j * ld + r + 4), t, a1);
+            }
+            _mm256_storeu_pd(L + k * ld + r, a0); _mm256_storeu_pd(L + k * ld + r + 4, a1);
+        }
+    }
+}
+#endif
+
+/* L (K, ld): logits of the rows r < npad (see dpb_logits_small_clones); the x86-64-v3
+   clone's work goes to the AVX2 path (same bits). */
+static void dpb_logits_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                             const double *theta, const double *c, ptrdiff_t K, double *L)
+{
+    DPE_DISPATCH(dpb_logits_small, (Xt, d, ld, npad, theta, c, K, L));
 }
 
 /* L[k, r] = c_k for r < npad (the start of the BLAS path: dgemm adds X theta^T onto it). */

@@ -66,9 +66,9 @@ dpe_logp_tri_tiles(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t 
 /* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0).
    Xt: (d, ld) rows-along-lanes; P: (d, d) row-major; tri: P upper triangular.
    D: (d, ld) scratch, used only for a non-triangular P or d > DPE_MAXD. */
-DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                      const double *mu, const double *P, int tri, double c,
-                                      double *D, double *out)
+DPE_CLONES static void dpe_logp_small_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                             ptrdiff_t npad, const double *mu, const double *P,
+                                             int tri, double c, double *D, double *out)
 {
     ptrdiff_t i, j, r;
     if (tri) {
@@ -105,6 +105,80 @@ DPE_CLONES static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t l
         DPE_ST(out + r, c - 0.5 * m0);
         DPE_ST(out + r + 8, c - 0.5 * m1);
     }
+}
+
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA path of dpe_logp_small (dpc_simd.h): a tile is 4 rows (one __m256d),
+   its d centred values in registers.  Per row: c_i = x_i - mu_i; y_j = c_0 p_0j, then
+   y_j = fma(c_i, p_ij, y_j) for i = 1..j; m = y_0^2, then m = fma(y_j, y_j, m); out =
+   c - 0.5 m (fnmadd; 0.5 m is exact).  These are the values of the clone's y = +0 + c p
+   contractions (+0 + t rounds as t; a zero's sign enters only as y * y). */
+static inline DPE_AVX2 __attribute__((always_inline)) void
+dpe_logp_tri_avx2(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                  const double *mu, const double *P, double c, double *out)
+{
+    const __m256d half = _mm256_set1_pd(0.5), cv = _mm256_set1_pd(c);
+    ptrdiff_t r, i, j;
+    for (r = 0; r < npad; r += 4) {
+        __m256d c0[DPE_MAXD], m, y;
+        #pragma GCC unroll 16
+        for (i = 0; i < d; i++)
+            c0[i] = _mm256_sub_pd(_mm256_loadu_pd(Xt + i * ld + r), _mm256_broadcast_sd(mu + i));
+        m = _mm256_setzero_pd();
+        #pragma GCC unroll 16
+        for (j = 0; j < d; j++) {
+            y = _mm256_mul_pd(c0[0], _mm256_broadcast_sd(P + j));
+            #pragma GCC unroll 16
+            for (i = 1; i <= j; i++) y = _mm256_fmadd_pd(c0[i], _mm256_broadcast_sd(P + i * d + j), y);
+            m = j ? _mm256_fmadd_pd(y, y, m) : _mm256_mul_pd(y, y);
+        }
+        _mm256_storeu_pd(out + r, _mm256_fnmadd_pd(half, m, cv));
+    }
+}
+
+static DPE_AVX2 void dpe_logp_small_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                         const double *mu, const double *P, int tri, double c,
+                                         double *D, double *out)
+{
+    const __m256d half = _mm256_set1_pd(0.5), cv = _mm256_set1_pd(c);
+    ptrdiff_t i, j, r;
+    if (tri) {
+        switch (d) {
+#define DPE_LOGP_CASE(n) case n: dpe_logp_tri_avx2(Xt, n, ld, npad, mu, P, c, out); return;
+        DPE_LOGP_CASE(1) DPE_LOGP_CASE(2) DPE_LOGP_CASE(3) DPE_LOGP_CASE(4) DPE_LOGP_CASE(5)
+        DPE_LOGP_CASE(6) DPE_LOGP_CASE(7) DPE_LOGP_CASE(8) DPE_LOGP_CASE(9) DPE_LOGP_CASE(10)
+        DPE_LOGP_CASE(11) DPE_LOGP_CASE(12) DPE_LOGP_CASE(13) DPE_LOGP_CASE(14) DPE_LOGP_CASE(15)
+#undef DPE_LOGP_CASE
+        default: break;
+        }
+    }
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *dd = D + i * ld;
+        const __m256d m = _mm256_broadcast_sd(mu + i);
+        for (r = 0; r < npad; r += 4) _mm256_storeu_pd(dd + r, _mm256_sub_pd(_mm256_loadu_pd(x + r), m));
+    }
+    for (r = 0; r < npad; r += 4) {
+        __m256d m = _mm256_setzero_pd();
+        for (j = 0; j < d; j++) {
+            ptrdiff_t iend = tri ? j + 1 : d;
+            __m256d y = _mm256_mul_pd(_mm256_loadu_pd(D + r), _mm256_broadcast_sd(P + j));
+            for (i = 1; i < iend; i++)
+                y = _mm256_fmadd_pd(_mm256_loadu_pd(D + i * ld + r), _mm256_broadcast_sd(P + i * d + j), y);
+            m = _mm256_fmadd_pd(y, y, m);
+        }
+        _mm256_storeu_pd(out + r, _mm256_fnmadd_pd(half, m, cv));
+    }
+}
+#endif
+
+/* out[r] = c - 0.5 * || (x_r - mu) P ||^2 for r < npad (npad % 16 == 0); the x86-64-v3
+   clone's work goes to the AVX2 path (same bits), every other CPU runs the clones. */
+static void dpe_logp_small(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                           const double *mu, const double *P, int tri, double c,
+                           double *D, double *out)
+{
+    DPE_DISPATCH(dpe_logp_small, (Xt, d, ld, npad, mu, P, tri, c, D, out));
 }
 
 /* D = Xt - mu (row-wise), for the BLAS path. */

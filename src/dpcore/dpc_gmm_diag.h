@@ -35,9 +35,9 @@ static inline ptrdiff_t dpe_lanes_diag_size(ptrdiff_t d)
    innermost: row j of Xt and the K rows of L stay in L1 and every access is sequential (a
    16-row tile walked along j would step by ld doubles, a power of two, and thrash the
    cache sets for large d). */
-DPE_CLONES static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                     ptrdiff_t K, const double *mu, const double *p, const double *c,
-                                     double *L)
+DPE_CLONES static void dpe_logp_diag_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                            ptrdiff_t npad, ptrdiff_t K, const double *mu,
+                                            const double *p, const double *c, double *L)
 {
     ptrdiff_t j, k, r;
     for (k = 0; k < K; k++)
@@ -67,8 +67,9 @@ DPE_CLONES static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld
    both uses), over the rows of one chunk, into the lanes la + k * lpc of component k
    ([n][s1: d][sq: d], 16 each).  G: (K, ld) responsibilities (zero on the padding).
    Features outer, components inner: row j of Xt stays in L1 while the K components use it. */
-DPE_CLONES static void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                      ptrdiff_t K, const double *G, double *la, ptrdiff_t lpc)
+DPE_CLONES static void dpe_lanes_diag_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                             ptrdiff_t npad, ptrdiff_t K, const double *G,
+                                             double *la, ptrdiff_t lpc)
 {
     ptrdiff_t j, k, r;
     for (k = 0; k < K; k++) {
@@ -98,6 +99,98 @@ DPE_CLONES static void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t l
             DPE_ST(lq, q0); DPE_ST(lq + 8, q1);
         }
     }
+}
+
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA paths (dpc_simd.h), 4 rows (lanes) per __m256d, each lane with the
+   clone's operations in the clone's order: y = (x - mu) p rounded, m = fma(y, y, m) from
+   +0, L = c - 0.5 m (fnmadd: 0.5 m is exact); w = g x rounded, s1 += w, sq = fma(w, x, sq). */
+static DPE_AVX2 void dpe_logp_diag_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                        ptrdiff_t K, const double *mu, const double *p,
+                                        const double *c, double *L)
+{
+    const __m256d half = _mm256_set1_pd(0.5);
+    ptrdiff_t j, k, r;
+    for (k = 0; k < K; k++)
+        for (r = 0; r < npad; r += 4) _mm256_storeu_pd(L + k * ld + r, _mm256_setzero_pd());
+    for (j = 0; j < d; j++) {
+        const double *x = Xt + j * ld;
+        for (k = 0; k < K; k++) {
+            const __m256d mj = _mm256_broadcast_sd(mu + k * d + j), pj = _mm256_broadcast_sd(p + k * d + j);
+            double *m = L + k * ld;
+            for (r = 0; r < npad; r += 8) {
+                __m256d y0 = _mm256_mul_pd(_mm256_sub_pd(_mm256_loadu_pd(x + r), mj), pj);
+                __m256d y1 = _mm256_mul_pd(_mm256_sub_pd(_mm256_loadu_pd(x + r + 4), mj), pj);
+                _mm256_storeu_pd(m + r, _mm256_fmadd_pd(y0, y0, _mm256_loadu_pd(m + r)));
+                _mm256_storeu_pd(m + r + 4, _mm256_fmadd_pd(y1, y1, _mm256_loadu_pd(m + r + 4)));
+            }
+        }
+    }
+    for (k = 0; k < K; k++) {
+        const __m256d ck = _mm256_broadcast_sd(c + k);
+        double *m = L + k * ld;
+        for (r = 0; r < npad; r += 4)
+            _mm256_storeu_pd(m + r, _mm256_fnmadd_pd(half, _mm256_loadu_pd(m + r), ck));
+    }
+}
+
+static DPE_AVX2 void dpe_lanes_diag_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                         ptrdiff_t K, const double *G, double *la, ptrdiff_t lpc)
+{
+    ptrdiff_t j, k, r, q;
+    for (k = 0; k < K; k++) {
+        const double *g = G + k * ld;
+        double *lk = la + k * lpc;
+        for (q = 0; q < DPE_L; q += 4) {
+            __m256d a0 = _mm256_loadu_pd(lk + q);
+            for (r = q; r < npad; r += DPE_L) a0 = _mm256_add_pd(a0, _mm256_loadu_pd(g + r));
+            _mm256_storeu_pd(lk + q, a0);
+        }
+    }
+    for (j = 0; j < d; j++) {
+        const double *x = Xt + j * ld;
+        for (k = 0; k < K; k++) {
+            const double *g = G + k * ld;
+            double *ls = la + k * lpc + (1 + j) * DPE_L, *lq = la + k * lpc + (1 + d + j) * DPE_L;
+            __m256d s0 = _mm256_loadu_pd(ls), s1 = _mm256_loadu_pd(ls + 4);
+            __m256d s2 = _mm256_loadu_pd(ls + 8), s3 = _mm256_loadu_pd(ls + 12);
+            __m256d q0 = _mm256_loadu_pd(lq), q1 = _mm256_loadu_pd(lq + 4);
+            __m256d q2 = _mm256_loadu_pd(lq + 8), q3 = _mm256_loadu_pd(lq + 12);
+            for (r = 0; r < npad; r += DPE_L) {
+                const __m256d x0 = _mm256_loadu_pd(x + r), x1 = _mm256_loadu_pd(x + r + 4);
+                const __m256d x2 = _mm256_loadu_pd(x + r + 8), x3 = _mm256_loadu_pd(x + r + 12);
+                const __m256d w0 = _mm256_mul_pd(_mm256_loadu_pd(g + r), x0);
+                const __m256d w1 = _mm256_mul_pd(_mm256_loadu_pd(g + r + 4), x1);
+                const __m256d w2 = _mm256_mul_pd(_mm256_loadu_pd(g + r + 8), x2);
+                const __m256d w3 = _mm256_mul_pd(_mm256_loadu_pd(g + r + 12), x3);
+                s0 = _mm256_add_pd(s0, w0); s1 = _mm256_add_pd(s1, w1);
+                s2 = _mm256_add_pd(s2, w2); s3 = _mm256_add_pd(s3, w3);
+                q0 = _mm256_fmadd_pd(w0, x0, q0); q1 = _mm256_fmadd_pd(w1, x1, q1);
+                q2 = _mm256_fmadd_pd(w2, x2, q2); q3 = _mm256_fmadd_pd(w3, x3, q3);
+            }
+            _mm256_storeu_pd(ls, s0); _mm256_storeu_pd(ls + 4, s1);
+            _mm256_storeu_pd(ls + 8, s2); _mm256_storeu_pd(ls + 12, s3);
+            _mm256_storeu_pd(lq, q0); _mm256_storeu_pd(lq + 4, q1);
+            _mm256_storeu_pd(lq + 8, q2); _mm256_storeu_pd(lq + 12, q3);
+        }
+    }
+}
+#endif
+
+/* L[k, r] = c_k - 0.5 sum_j ((x_r - mu_k)_j p_kj)^2 (see dpe_logp_diag_clones); the
+   x86-64-v3 clone's work goes to the AVX2 path (same bits). */
+static void dpe_logp_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
+                          const double *mu, const double *p, const double *c, double *L)
+{
+    DPE_DISPATCH(dpe_logp_diag, (Xt, d, ld, npad, K, mu, p, c, L));
+}
+
+/* Counts, first moments and squared sums into lanes (see dpe_lanes_diag_clones); AVX2
+   path as above. */
+static void dpe_lanes_diag(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, ptrdiff_t K,
+                           const double *G, double *la, ptrdiff_t lpc)
+{
+    DPE_DISPATCH(dpe_lanes_diag, (Xt, d, ld, npad, K, G, la, lpc));
 }
 
 /* Block end: the lanes of one component added into its partial counts, first moments and

@@ -44,8 +44,8 @@ static inline ptrdiff_t dpe_lanes_s2_size(ptrdiff_t d)
    W (d, ld) for dpe_lanes_s2, and each is rounded before it is added (the GMM's numbers).
    With W == NULL (no second moments) the AVX2 / AVX-512 clones may contract a + g x into
    one FMA.  d = 0 accumulates the counts only. */
-DPE_CLONES static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                      const double *g, double *W, double *la)
+DPE_CLONES static void dpe_lanes_n_s1_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                             ptrdiff_t npad, const double *g, double *W, double *la)
 {
     ptrdiff_t i, r;
     double *lp = la;
@@ -96,8 +96,8 @@ DPE_CLONES static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t l
 
 /* Upper-triangle second moments of one component over one chunk, added into lanes lp
    ([s2 upper pairs: d(d+1)/2 x 16]); W as left by dpe_lanes_n_s1. */
-DPE_CLONES static void dpe_lanes_s2(const double *Xt, const double *W, ptrdiff_t d, ptrdiff_t ld,
-                                    ptrdiff_t npad, double *lp)
+DPE_CLONES static void dpe_lanes_s2_clones(const double *Xt, const double *W, ptrdiff_t d,
+                                           ptrdiff_t ld, ptrdiff_t npad, double *lp)
 {
     ptrdiff_t i, j, r;
     dpe_v8 a0, a1;
@@ -185,6 +185,170 @@ DPE_CLONES static void dpe_lanes_s2(const double *Xt, const double *W, ptrdiff_t
     }
 }
 
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA paths of dpe_lanes_n_s1 and dpe_lanes_s2 (dpc_simd.h): the 16 lanes of an
+   accumulator are four __m256d (lanes 4q .. 4q + 3).  Each lane performs the clone's
+   operations in the clone's order: n += g; W path: w = g x (rounded, stored), s1 += w;
+   no-W path: s1 = fma(g, x, s1); s2 = fma(w, x_j, s2). */
+#define DPE_LD4(p) _mm256_loadu_pd(p)
+#define DPE_ST4(p, v) _mm256_storeu_pd((p), (v))
+static DPE_AVX2 void dpe_lanes_n_s1_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                         const double *g, double *W, double *la)
+{
+    ptrdiff_t i, r;
+    double *lp = la;
+    __m256d a0 = DPE_LD4(lp), a1 = DPE_LD4(lp + 4), a2 = DPE_LD4(lp + 8), a3 = DPE_LD4(lp + 12);
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 = _mm256_add_pd(a0, DPE_LD4(g + r));
+        a1 = _mm256_add_pd(a1, DPE_LD4(g + r + 4));
+        a2 = _mm256_add_pd(a2, DPE_LD4(g + r + 8));
+        a3 = _mm256_add_pd(a3, DPE_LD4(g + r + 12));
+    }
+    DPE_ST4(lp, a0); DPE_ST4(lp + 4, a1); DPE_ST4(lp + 8, a2); DPE_ST4(lp + 12, a3);
+    lp += DPE_L;
+    if (W == NULL) {
+        for (i = 0; i + 1 < d; i += 2, lp += 2 * DPE_L) {
+            const double *x = Xt + i * ld, *y = x + ld;
+            __m256d b0 = DPE_LD4(lp + 16), b1 = DPE_LD4(lp + 20), b2 = DPE_LD4(lp + 24), b3 = DPE_LD4(lp + 28);
+            a0 = DPE_LD4(lp); a1 = DPE_LD4(lp + 4); a2 = DPE_LD4(lp + 8); a3 = DPE_LD4(lp + 12);
+            for (r = 0; r < npad; r += DPE_L) {
+                __m256d g0 = DPE_LD4(g + r), g1 = DPE_LD4(g + r + 4);
+                __m256d g2 = DPE_LD4(g + r + 8), g3 = DPE_LD4(g + r + 12);
+                a0 = _mm256_fmadd_pd(g0, DPE_LD4(x + r), a0);
+                a1 = _mm256_fmadd_pd(g1, DPE_LD4(x + r + 4), a1);
+                a2 = _mm256_fmadd_pd(g2, DPE_LD4(x + r + 8), a2);
+                a3 = _mm256_fmadd_pd(g3, DPE_LD4(x + r + 12), a3);
+                b0 = _mm256_fmadd_pd(g0, DPE_LD4(y + r), b0);
+                b1 = _mm256_fmadd_pd(g1, DPE_LD4(y + r + 4), b1);
+                b2 = _mm256_fmadd_pd(g2, DPE_LD4(y + r + 8), b2);
+                b3 = _mm256_fmadd_pd(g3, DPE_LD4(y + r + 12), b3);
+            }
+            DPE_ST4(lp, a0); DPE_ST4(lp + 4, a1); DPE_ST4(lp + 8, a2); DPE_ST4(lp + 12, a3);
+            DPE_ST4(lp + 16, b0); DPE_ST4(lp + 20, b1); DPE_ST4(lp + 24, b2); DPE_ST4(lp + 28, b3);
+        }
+        if (i < d) {
+            const double *x = Xt + i * ld;
+            a0 = DPE_LD4(lp); a1 = DPE_LD4(lp + 4); a2 = DPE_LD4(lp + 8); a3 = DPE_LD4(lp + 12);
+            for (r = 0; r < npad; r += DPE_L) {
+                a0 = _mm256_fmadd_pd(DPE_LD4(g + r), DPE_LD4(x + r), a0);
+                a1 = _mm256_fmadd_pd(DPE_LD4(g + r + 4), DPE_LD4(x + r + 4), a1);
+                a2 = _mm256_fmadd_pd(DPE_LD4(g + r + 8), DPE_LD4(x + r + 8), a2);
+                a3 = _mm256_fmadd_pd(DPE_LD4(g + r + 12), DPE_LD4(x + r + 12), a3);
+            }
+            DPE_ST4(lp, a0); DPE_ST4(lp + 4, a1); DPE_ST4(lp + 8, a2); DPE_ST4(lp + 12, a3);
+        }
+        return;
+    }
+    for (i = 0; i < d; i++, lp += DPE_L) {
+        const double *x = Xt + i * ld;
+        double *w = W + i * ld;
+        a0 = DPE_LD4(lp); a1 = DPE_LD4(lp + 4); a2 = DPE_LD4(lp + 8); a3 = DPE_LD4(lp + 12);
+        for (r = 0; r < npad; r += DPE_L) {
+            __m256d v0 = _mm256_mul_pd(DPE_LD4(g + r), DPE_LD4(x + r));
+            __m256d v1 = _mm256_mul_pd(DPE_LD4(g + r + 4), DPE_LD4(x + r + 4));
+            __m256d v2 = _mm256_mul_pd(DPE_LD4(g + r + 8), DPE_LD4(x + r + 8));
+            __m256d v3 = _mm256_mul_pd(DPE_LD4(g + r + 12), DPE_LD4(x + r + 12));
+            DPE_ST4(w + r, v0); DPE_ST4(w + r + 4, v1); DPE_ST4(w + r + 8, v2); DPE_ST4(w + r + 12, v3);
+            a0 = _mm256_add_pd(a0, v0); a1 = _mm256_add_pd(a1, v1);
+            a2 = _mm256_add_pd(a2, v2); a3 = _mm256_add_pd(a3, v3);
+        }
+        DPE_ST4(lp, a0); DPE_ST4(lp + 4, a1); DPE_ST4(lp + 8, a2); DPE_ST4(lp + 12, a3);
+    }
+}
+
+/* dpe_lanes_s2's blocks (rows i, i + 1 against columns j .. j + 3, then j, j + 1, then j),
+   each run once per quarter q of the lanes: 8 accumulators of 4 lanes in registers. */
+static DPE_AVX2 void dpe_lanes_s2_avx2(const double *Xt, const double *W, ptrdiff_t d, ptrdiff_t ld,
+                                       ptrdiff_t npad, double *lp)
+{
+    ptrdiff_t i, j, r, q;
+    for (i = 0; i < d; i += 2) {
+        const double *w = W + i * ld, *xi = Xt + i * ld;
+        double *ai = lp + DPE_L * (i * d - i * (i - 1) / 2);
+        for (q = 0; q < DPE_L; q += 4) {
+            __m256d a0 = DPE_LD4(ai + q);
+            for (r = q; r < npad; r += DPE_L) a0 = _mm256_fmadd_pd(DPE_LD4(w + r), DPE_LD4(xi + r), a0);
+            DPE_ST4(ai + q, a0);
+        }
+        if (i + 1 == d) break;
+        {
+            const double *v = w + ld;                   /* row i + 1 */
+            double *bi = ai + DPE_L * (d - i);          /* accumulator of (i + 1, i + 1) */
+            for (j = i + 1; j + 3 < d; j += 4) {
+                const double *xj = Xt + j * ld;
+                double *pa = ai + DPE_L * (j - i), *pb = bi + DPE_L * (j - i - 1);
+                for (q = 0; q < DPE_L; q += 4) {
+                    __m256d e0 = DPE_LD4(pa + q), e1 = DPE_LD4(pa + 16 + q);
+                    __m256d e2 = DPE_LD4(pa + 32 + q), e3 = DPE_LD4(pa + 48 + q);
+                    __m256d f0 = DPE_LD4(pb + q), f1 = DPE_LD4(pb + 16 + q);
+                    __m256d f2 = DPE_LD4(pb + 32 + q), f3 = DPE_LD4(pb + 48 + q);
+                    for (r = q; r < npad; r += DPE_L) {
+                        const __m256d w0 = DPE_LD4(w + r), v0 = DPE_LD4(v + r);
+                        const __m256d y0 = DPE_LD4(xj + r), y1 = DPE_LD4(xj + ld + r);
+                        const __m256d y2 = DPE_LD4(xj + 2 * ld + r), y3 = DPE_LD4(xj + 3 * ld + r);
+                        e0 = _mm256_fmadd_pd(w0, y0, e0); f0 = _mm256_fmadd_pd(v0, y0, f0);
+                        e1 = _mm256_fmadd_pd(w0, y1, e1); f1 = _mm256_fmadd_pd(v0, y1, f1);
+                        e2 = _mm256_fmadd_pd(w0, y2, e2); f2 = _mm256_fmadd_pd(v0, y2, f2);
+                        e3 = _mm256_fmadd_pd(w0, y3, e3); f3 = _mm256_fmadd_pd(v0, y3, f3);
+                    }
+                    DPE_ST4(pa + q, e0); DPE_ST4(pa + 16 + q, e1);
+                    DPE_ST4(pa + 32 + q, e2); DPE_ST4(pa + 48 + q, e3);
+                    DPE_ST4(pb + q, f0); DPE_ST4(pb + 16 + q, f1);
+                    DPE_ST4(pb + 32 + q, f2); DPE_ST4(pb + 48 + q, f3);
+                }
+            }
+            for (; j + 1 < d; j += 2) {
+                const double *x0 = Xt + j * ld, *x1 = x0 + ld;
+                double *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                for (q = 0; q < DPE_L; q += 4) {
+                    __m256d e00 = DPE_LD4(p00 + q), e01 = DPE_LD4(p00 + 16 + q);
+                    __m256d e10 = DPE_LD4(p10 + q), e11 = DPE_LD4(p10 + 16 + q);
+                    for (r = q; r < npad; r += DPE_L) {
+                        const __m256d w0 = DPE_LD4(w + r), v0 = DPE_LD4(v + r);
+                        const __m256d y0 = DPE_LD4(x0 + r), z0 = DPE_LD4(x1 + r);
+                        e00 = _mm256_fmadd_pd(w0, y0, e00); e01 = _mm256_fmadd_pd(w0, z0, e01);
+                        e10 = _mm256_fmadd_pd(v0, y0, e10); e11 = _mm256_fmadd_pd(v0, z0, e11);
+                    }
+                    DPE_ST4(p00 + q, e00); DPE_ST4(p00 + 16 + q, e01);
+                    DPE_ST4(p10 + q, e10); DPE_ST4(p10 + 16 + q, e11);
+                }
+            }
+            if (j < d) {
+                const double *x0 = Xt + j * ld;
+                double *p00 = ai + DPE_L * (j - i), *p10 = bi + DPE_L * (j - i - 1);
+                for (q = 0; q < DPE_L; q += 4) {
+                    __m256d e00 = DPE_LD4(p00 + q), e10 = DPE_LD4(p10 + q);
+                    for (r = q; r < npad; r += DPE_L) {
+                        const __m256d y0 = DPE_LD4(x0 + r);
+                        e00 = _mm256_fmadd_pd(DPE_LD4(w + r), y0, e00);
+                        e10 = _mm256_fmadd_pd(DPE_LD4(v + r), y0, e10);
+                    }
+                    DPE_ST4(p00 + q, e00); DPE_ST4(p10 + q, e10);
+                }
+            }
+        }
+    }
+}
+#undef DPE_LD4
+#undef DPE_ST4
+#endif
+
+/* Counts and first moments of one component over one chunk into lanes la (see
+   dpe_lanes_n_s1_clones); the x86-64-v3 clone's work goes to the AVX2 path (same bits). */
+static void dpe_lanes_n_s1(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                           const double *g, double *W, double *la)
+{
+    DPE_DISPATCH(dpe_lanes_n_s1, (Xt, d, ld, npad, g, W, la));
+}
+
+/* Upper-triangle second moments of one component over one chunk into lanes lp (see
+   dpe_lanes_s2_clones); AVX2 path as above. */
+static void dpe_lanes_s2(const double *Xt, const double *W, ptrdiff_t d, ptrdiff_t ld,
+                         ptrdiff_t npad, double *lp)
+{
+    DPE_DISPATCH(dpe_lanes_s2, (Xt, W, d, ld, npad, lp));
+}
+
 /* Block end: reduce the count / first-moment lanes of one component into its partial row. */
 static void dpe_lanes_flush_n_s1(const double *la, ptrdiff_t d, double *nk, double *s1)
 {
@@ -202,9 +366,9 @@ static void dpe_lanes_flush_s2(const double *la, ptrdiff_t d, double *s2)
 }
 
 /* BLAS path: nk, s1 summed over the chunk in 16 lanes; W[i, r] = sqrt(g_r) x_ir for dsyrk. */
-DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
-                                        const double *g, double *sg, double *W,
-                                        double *nk, double *s1)
+DPE_CLONES static void dpe_moments_prep_clones(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
+                                               ptrdiff_t npad, const double *g, double *sg,
+                                               double *W, double *nk, double *s1)
 {
     ptrdiff_t i, r;
     double tmp[DPE_L];
@@ -230,6 +394,58 @@ DPE_CLONES static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t
         DPE_ST(tmp, a0); DPE_ST(tmp + 8, a1);
         s1[i] += dpe_hsum(tmp);
     }
+}
+
+#if DPE_HAVE_AVX2
+/* The AVX2 + FMA path of dpe_moments_prep (dpc_simd.h), lanes 4q .. 4q + 3 in one __m256d:
+   sg = sqrt(g) (correctly rounded either way); n: +0, += g; s1_i: +0, = fma(g, x, .);
+   w = sg x rounded; each chunk's 16 lanes reduced by dpe_hsum, as the clone does. */
+static DPE_AVX2 void dpe_moments_prep_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                                           const double *g, double *sg, double *W,
+                                           double *nk, double *s1)
+{
+    ptrdiff_t i, r;
+    double tmp[DPE_L];
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (r = 0; r < npad; r += 4) _mm256_storeu_pd(sg + r, _mm256_sqrt_pd(_mm256_loadu_pd(g + r)));
+    for (r = 0; r < npad; r += DPE_L) {
+        a0 = _mm256_add_pd(a0, _mm256_loadu_pd(g + r));
+        a1 = _mm256_add_pd(a1, _mm256_loadu_pd(g + r + 4));
+        a2 = _mm256_add_pd(a2, _mm256_loadu_pd(g + r + 8));
+        a3 = _mm256_add_pd(a3, _mm256_loadu_pd(g + r + 12));
+    }
+    _mm256_storeu_pd(tmp, a0); _mm256_storeu_pd(tmp + 4, a1);
+    _mm256_storeu_pd(tmp + 8, a2); _mm256_storeu_pd(tmp + 12, a3);
+    *nk += dpe_hsum(tmp);
+    for (i = 0; i < d; i++) {
+        const double *x = Xt + i * ld;
+        double *w = W + i * ld;
+        a0 = _mm256_setzero_pd(); a1 = a0; a2 = a0; a3 = a0;
+        for (r = 0; r < npad; r += DPE_L) {
+            const __m256d x0 = _mm256_loadu_pd(x + r), x1 = _mm256_loadu_pd(x + r + 4);
+            const __m256d x2 = _mm256_loadu_pd(x + r + 8), x3 = _mm256_loadu_pd(x + r + 12);
+            a0 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r), x0, a0);
+            a1 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 4), x1, a1);
+            a2 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 8), x2, a2);
+            a3 = _mm256_fmadd_pd(_mm256_loadu_pd(g + r + 12), x3, a3);
+            _mm256_storeu_pd(w + r, _mm256_mul_pd(_mm256_loadu_pd(sg + r), x0));
+            _mm256_storeu_pd(w + r + 4, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 4), x1));
+            _mm256_storeu_pd(w + r + 8, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 8), x2));
+            _mm256_storeu_pd(w + r + 12, _mm256_mul_pd(_mm256_loadu_pd(sg + r + 12), x3));
+        }
+        _mm256_storeu_pd(tmp, a0); _mm256_storeu_pd(tmp + 4, a1);
+        _mm256_storeu_pd(tmp + 8, a2); _mm256_storeu_pd(tmp + 12, a3);
+        s1[i] += dpe_hsum(tmp);
+    }
+}
+#endif
+
+/* BLAS path: nk, s1 and W = sqrt(g) x over one chunk (see dpe_moments_prep_clones); the
+   x86-64-v3 clone's work goes to the AVX2 path (same bits). */
+static void dpe_moments_prep(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad,
+                             const double *g, double *sg, double *W, double *nk, double *s1)
+{
+    DPE_DISPATCH(dpe_moments_prep, (Xt, d, ld, npad, g, sg, W, nk, s1));
 }
 
 /* ---------------------------------------------------------------- single precision

@@ -10,6 +10,8 @@
  * changes results.
  *
  *   DPE_CLONES        target_clones(x86-64-v4, x86-64-v3, default) on GCC / x86-64.
+ *   DPE_AVX2, dpe_avx2_path   hand-written AVX2 + FMA paths that replace the x86-64-v3
+ *                     clone of the float64 E-step functions (same bits; see below).
  *   dpe_v8            8 doubles, unaligned, may alias double; two make the 16 lanes.
  *   DPE_L             == DPC_LANES (16), the lanes of every in-chunk row sum.
  *   dpe_exp_neg       exp(x), x <= 0, about 1 ulp; 0 below -708 (no denormals).
@@ -31,6 +33,38 @@
 #define DPE_CLONES
 #endif
 #define DPE_L DPC_LANES
+
+/* The AVX2 + FMA paths (x86-64, GCC, clones on): hand-written __m256d code for the
+   functions whose x86-64-v3 clone GCC compiles badly (64-byte generic vectors in a
+   32-byte target are split and spilled: 10-30x slower than the arithmetic).  They run
+   exactly where that clone would run (dpe_avx2_path), and each lane performs the clone's
+   operations in the clone's order, with the same FMA contractions, so the results are the
+   clone's bits; the x86-64-v4 and default clones run as before.  Runtime dispatch, no
+   -march: the build stays portable (as dpc_kmeans.h). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+#define DPE_HAVE_AVX2 1
+#include <immintrin.h>
+#define DPE_AVX2 __attribute__((target("avx2,fma")))
+/* 1 where the target_clones resolver picks the x86-64-v3 clone (v3, not v4). */
+static inline int dpe_avx2_path(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("x86-64-v3") && !__builtin_cpu_supports("x86-64-v4");
+}
+#else
+#define DPE_HAVE_AVX2 0
+#endif
+/* The body of a dispatching function: NAME##_avx2 ARGS where the x86-64-v3 clone would run,
+   else the clones NAME##_clones ARGS (void functions). */
+#if DPE_HAVE_AVX2
+#define DPE_DISPATCH(name, args)                    \
+    do {                                            \
+        if (dpe_avx2_path()) name##_avx2 args;      \
+        else name##_clones args;                    \
+    } while (0)
+#else
+#define DPE_DISPATCH(name, args) name##_clones args
+#endif
 /* 8 doubles; unaligned, may alias double.  Two of them make the 16 fixed lanes.  GCC
    lowers the arithmetic to zmm / 2 ymm / 4 xmm per clone; the lane order is the same. */
 typedef double dpe_v8 __attribute__((vector_size(64), aligned(8), __may_alias__));
