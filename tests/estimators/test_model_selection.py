@@ -103,8 +103,8 @@ def test_every_trial_is_bounded_by_the_trials_gaussian(monkeypatch):
     plans = []
     real = DPGaussianMixture._private_plan
 
-    def spy(self, n_public, d):
-        out = real(self, n_public, d)
+    def spy(self, n_public, d, *rest):
+        out = real(self, n_public, d, *rest)
         plans.append(out[0])
         return out
     monkeypatch.setattr(DPGaussianMixture, "_private_plan", spy)
