@@ -59,9 +59,10 @@ static inline float dpf_exp_neg(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t ti, bits;
+    int32_t ti;
+    uint32_t bits;      /* shifted as unsigned, as in dpe_exp_neg */
     memcpy(&ti, &t, 4);
-    bits = (ti - 0x4B400000 + 127) << 23;
+    bits = (uint32_t)(ti - 0x4B400000 + 127) << 23;
     float scale;
     memcpy(&scale, &bits, 4);
     float res = p * scale;

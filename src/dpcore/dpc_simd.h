@@ -98,9 +98,10 @@ static inline double dpe_exp_neg(double x)
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    int64_t ti, bits;
+    int64_t ti;
+    uint64_t bits;      /* the exponent field, shifted as unsigned (no signed-shift UB) */
     memcpy(&ti, &t, 8);
-    bits = (ti - 0x4338000000000000LL + 1023) << 52;
+    bits = (uint64_t)(ti - 0x4338000000000000LL + 1023) << 52;
     double scale;
     memcpy(&scale, &bits, 8);
     double res = p * scale;
