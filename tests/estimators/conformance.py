@@ -516,7 +516,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         est = self.make_estimator(neighbouring=rel, random_state=0, **self.ball_params).fit(X.astype(dtype))
         if est._joint_bound() is None:
             pytest.skip("the model composes an iteration's releases separately")
-        if dtype == np.float32 and not est._float32_statistics():
+        if dtype == np.float32 and not est._float32_path():
             pytest.skip("float32 rows are computed in float64 here (no float32 path)")
         d = X.shape[1]
         specs = self._declared_specs(est, d, dtype)

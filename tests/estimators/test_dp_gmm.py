@@ -120,7 +120,7 @@ def test_float32_plan_widens_its_sensitivities_only_where_the_float32_path_runs(
         kw = dict(epsilon=1.0, data_norm=6.0, max_iter=3, random_state=0, neighbouring=rel)
         g64 = DPGaussianMixture(3, **kw).fit(X)
         g32 = DPGaussianMixture(3, **kw).fit(X.astype(np.float32))
-        assert g32._float32_statistics() == (rel == "replace")
+        assert g32._float32_path() == (rel == "replace")
         for name, r in g64.privacy_.releases.items():
             r32 = g32.privacy_.releases[name]
             assert r32.sensitivity == r.sensitivity * factor, (rel, name)
@@ -149,7 +149,7 @@ def test_float32_person_level_fit_runs_in_float64_with_the_float64_sensitivities
     kw = dict(epsilon=20.0, data_norm=6.0, max_iter=3, random_state=0, max_rows_per_group=3)
     g64 = DPGaussianMixture(3, **kw).fit(X, groups=groups)
     g32 = DPGaussianMixture(3, **kw).fit(X.astype(np.float32), groups=groups)
-    assert not g32._float32_statistics()
+    assert not g32._float32_path()
     for name, r in g64.privacy_.releases.items():
         assert g32.privacy_.releases[name].sensitivity == r.sensitivity, name
         assert g32.privacy_.releases[name].noise_scale == r.noise_scale, name

@@ -202,19 +202,29 @@ class PrivateEM(PrivateEstimator):
         raise NotImplementedError(f"{type(self).__name__} defines no statistics kernel")
 
     def _float32_statistics(self):
-        """True when the statistics kernel computes float32 rows in single precision (the
-        kernels' float32 path); the engine then widens every iteration statistic's sensitivity
-        for float rounding (:func:`~dpem_fast._engine._specs.float32_specs`, derived in
-        :mod:`~dpem_fast._engine._specs`).  Public parameters only.  Default False: float32 rows
-        are computed in float64 and the specs hold as declared."""
+        """True when the model's statistics kernel has a float32 path (single precision for
+        float32 rows, :mod:`~dpem_fast._engine._specs`, "Float32 rows").  A capability only:
+        whether a fit uses it is :meth:`_float32_path`.  Default False: float32 rows are
+        computed in float64 and the specs hold as declared."""
         return False
+
+    def _float32_path(self):
+        """True when float32 rows of this fit run the kernel's float32 path; the engine then
+        widens every iteration statistic's sensitivity for float rounding
+        (:func:`~dpem_fast._engine._specs.float32_specs`).  That bound holds row by row, so only
+        under row-level replace-one: under add/remove a removed row moves every later row to
+        another float lane, and so does replacing one group's rows by a group of another size
+        in a person-level fit (``max_rows_per_group``); there float32 rows are computed in
+        float64.  Public parameters only."""
+        return (self._float32_statistics() and self.neighbouring == "replace"
+                and self._max_rows_per_group() is None)
 
     def _iteration_specs(self, d, dtype=np.float64):
         """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by
         :func:`~dpem_fast._engine._specs.float32_specs` when float32 rows run the float32 path
-        (:meth:`_float32_statistics`).  The dtype is public (the input's type, not its values)."""
+        (:meth:`_float32_path`).  The dtype is public (the input's type, not its values)."""
         specs = tuple(self._statistic_specs(d))
-        if np.dtype(dtype) == np.float32 and self._float32_statistics():
+        if np.dtype(dtype) == np.float32 and self._float32_path():
             specs = float32_specs(specs)
         return specs
 

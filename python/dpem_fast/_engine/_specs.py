@@ -73,7 +73,8 @@ at ``max(1, 3 sd)`` where ``sd`` is its noise's standard deviation (σ for Gauss
 ``√2 b`` for Laplace): a count within three noise deviations of zero is indistinguishable
 from noise, and dividing by it would blow the update up.
 Float32 rows (issue 26).  A model may compute float32 rows in single precision (its
-``_float32_statistics`` hook; the Gaussian mixture under replace-one); its statistics then
+``_float32_statistics`` hook, used where ``PrivateEM._float32_path`` allows it: row-level
+replace-one; the Gaussian mixture); its statistics then
 carry float rounding, which :func:`float32_specs` folds into every sensitivity (the factor
 :data:`FLOAT32_WIDENING`).  What the kernels guarantee (``_estep.pyx``, ``_estep_diag.pyx``,
 ``dpc_f32.h``; ``u = 2⁻²⁴``, the unit roundoff of float32):

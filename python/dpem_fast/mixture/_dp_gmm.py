@@ -40,7 +40,7 @@ def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single
     squared sums), spherical reducing the squared sums to their row sums.  Each type keeps only
     its own second moments (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before
     anything is released.  ``single``: float32 rows run the kernels' float32 path (the
-    estimator's ``_float32_statistics``, which widens the plan's sensitivities to match)."""
+    estimator's ``_float32_path``, which widens the plan's sensitivities to match)."""
     weights, means, _, prec_chol = params
     if covariance_type in ("diag", "spherical"):
         prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
@@ -583,18 +583,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 ("initialisation: " + init,))
 
     def _float32_statistics(self):
-        """Float32 rows run the kernels' float32 path under replace-one, where its rounding is
-        bounded row by row (:mod:`dpem_fast._engine._specs`, "Float32 rows"); under add/remove
-        they are computed in float64, and so they are in a person-level fit
-        (``max_rows_per_group``): replacing one group's rows by a group of another size moves
-        every later kept row to another float lane, as a removal does."""
-        return self.neighbouring == "replace" and self._max_rows_per_group() is None
+        """The E-step kernels have a float32 path (every covariance type); the engine's
+        :meth:`_float32_path` says where a fit may use it (row-level replace-one)."""
+        return True
 
     def _statistics_task(self):
         kw = {}
         if self.covariance_type != "full":
             kw["covariance_type"] = str(self.covariance_type)
-        if self._float32_statistics():
+        if self._float32_path():
             kw["single"] = True
         return functools.partial(_gmm_statistics, **kw) if kw else _gmm_statistics
 
