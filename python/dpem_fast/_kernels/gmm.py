@@ -146,6 +146,16 @@ def single_parameters(means, prec, log_const, domain):
     return means.astype(np.float32), prec.astype(np.float32), c32
 
 
+def _single_kwargs(X, single, means, prec, log_const, domain):
+    """The E-step kernels' float32 arguments (``means32``, ``prec32``, ``log_const32``) when
+    ``single`` asks for the float32 path on float32 rows and :func:`single_parameters` allows
+    it; otherwise none (the pass runs in float64)."""
+    if not (single and X.dtype == np.float32):
+        return {}
+    p32 = single_parameters(means, prec, log_const, domain)
+    return {} if p32 is None else dict(means32=p32[0], prec32=p32[1], log_const32=p32[2])
+
+
 def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None,
                   single=False) -> Statistics:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
@@ -195,10 +205,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     part_s2 = np.empty((nb, K, d, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
-    if single and X.dtype == np.float32:
-        p32 = single_parameters(means, P, log_const, domain)
-        if p32 is not None:
-            kw.update(means32=p32[0], prec32=p32[1], log_const32=p32[2])
+    kw.update(_single_kwargs(X, single, means, P, log_const, domain))
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
@@ -312,10 +319,7 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     part_sq = np.empty((nb, K, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
-    if single and X.dtype == np.float32:
-        p32 = single_parameters(means, p, log_const, domain)
-        if p32 is not None:
-            kw.update(means32=p32[0], prec32=p32[1], log_const32=p32[2])
+    kw.update(_single_kwargs(X, single, means, p, log_const, domain))
     _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
