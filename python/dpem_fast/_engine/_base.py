@@ -163,7 +163,9 @@ class PrivateEM(PrivateEstimator):
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
     Optional: _check_model_params(n_samples, n_features), _check_plan(plan, n_public, rounds)
-    (refuse a hopeless fit from public quantities, before the charge), _finish(params, noisy,
+    (refuse a hopeless fit from public quantities, before the charge; ``n_samples`` is the
+    public row count, None in a private fit whose count is private — add/remove, person-level —
+    so that no refusal tells neighbours n and n + 1 apart, issue 34), _finish(params, noisy,
     ctx) (post-processing after the last round, e.g. dropping dead components), _rows_task() (the row check or
     transform ``f(X) -> X``, or None; the public-values-only rule of ``_statistics_task``
     holds: it runs in every Dask task; :meth:`_prepare_rows` calls it), _mechanisms(),
@@ -193,7 +195,10 @@ class PrivateEM(PrivateEstimator):
 
     # ------------------------------------------------------------------ hooks
     def _check_model_params(self, n_samples, n_features):
-        """Validate the model's own parameters (before anything is charged)."""
+        """Validate the model's own parameters (before anything is charged).  ``n_samples`` is
+        the row count where it is public (replace-one of rows, or a non-private fit), else None:
+        a check of ``n_samples`` applies only when it is not None, and a message quotes only
+        that public value."""
 
     def _statistics_task(self):
         """The statistics kernel ``kernel(X, params, domain, n_threads) -> Statistics``, as a
@@ -407,7 +412,9 @@ class PrivateEM(PrivateEstimator):
         X, groups = self._resolve_groups(X, groups, private)
         rows = validated_rows(self, X, private)
         grouping = group_rows(rows, groups)         # validated before anything is charged
-        self._check_model_params(rows.n_rows, rows.n_features)
+        # a private count is never read by a refusal (n = K - 1 and n = K are neighbours under
+        # add/remove and person-level); a fit with fewer rows than components is valid there
+        self._check_model_params(self._public_rows(rows.n_rows) if private else rows.n_rows, rows.n_features)
         n_threads = effective_n_threads(self.n_threads)
         key = make_key(self.random_state)
         if private:

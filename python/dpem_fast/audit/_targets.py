@@ -158,10 +158,10 @@ class EMTarget:
             X = self._base(est, key, 2 if n_features is None else int(n_features))
         rows = validated_rows(est, X, True)
         n, d = rows.n_rows, rows.n_features
-        est._check_model_params(n, d)
         est.n_features_in_ = d
         self.relation = est.neighbouring
         n_public = est._public_rows(n)
+        est._check_model_params(n_public, d)
         # person-level (max_rows_per_group m, issue 27): the canary is a person of m copies of
         # the canary row, the worst case of a group's bounded contribution, against the plan's
         # group-level noise; the base rows are each their own group (already bounded)
@@ -178,7 +178,7 @@ class EMTarget:
         sharp = _sharpened(est, domain, d, key) if domain is not None else _sharpened_binary(est, d, key)
         if sharp is not None:
             sharp.n_features_in_ = d
-            sharp._check_model_params(n, d)
+            sharp._check_model_params(n_public, d)
             # the sharpened copy lends its public parameters only: same statistics and kernel
             if tuple(sharp._statistic_specs(d)) == tuple(specs):
                 est = self.est = sharp

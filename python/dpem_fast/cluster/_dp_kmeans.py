@@ -266,7 +266,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_clusters, "n_clusters")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={K}")
         if self.method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")

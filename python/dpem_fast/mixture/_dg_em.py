@@ -293,7 +293,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
             raise TypeError(f"symmetric must be True or False, got {self.symmetric!r}")
         if self.symmetric and K != 2:
             raise ValueError(f"n_components must be 2 for the symmetric model, got {K}")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.estimator not in _ESTIMATORS:
             raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {self.estimator!r}")

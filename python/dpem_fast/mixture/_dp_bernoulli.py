@@ -109,7 +109,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_components, "n_components")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         w, m = self.weights_init, self.means_init
         if w is not None and (np.shape(w) != (K,) or not np.all(np.isfinite(w)) or np.any(np.asarray(w) < 0)

@@ -451,7 +451,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         K, d = check_positive_int(self.n_components, "n_components"), n_features
         if not isinstance(self.covariance_type, str) or self.covariance_type not in COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.scenario not in ("GGG", "LLG"):
             raise ValueError(f"scenario must be 'GGG' or 'LLG', got {self.scenario!r}")

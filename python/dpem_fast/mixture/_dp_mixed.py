@@ -305,7 +305,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         K = check_positive_int(self.n_components, "n_components")
         if not isinstance(self.covariance_type, str) or self.covariance_type not in _TYPES:
             raise ValueError(f"covariance_type must be one of {_TYPES}, got {self.covariance_type!r}")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.averaging not in ("tail", "none"):
             raise ValueError(f"averaging must be 'tail' or 'none', got {self.averaging!r}")

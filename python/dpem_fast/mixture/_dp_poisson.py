@@ -88,7 +88,7 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_components, "n_components")
-        if n_samples < K:
+        if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         check_positive_real(self.max_count, "max_count")
 

@@ -649,10 +649,10 @@ class DPStochasticEP(PrivateEstimator):
         means drawn from the prior, precision Λ0/N).  The fit and the audit
         (:mod:`dpem_fast.audit`) call it.  Returns a :class:`_Setup`."""
         J, eps, delta, C, gamma, T, B, s2, m0, S0, w, acct, box = self._check_params(d)
-        if J > n:
-            raise ValueError(f"n_components={J} must be <= n_samples={n}")
         if slots is not None:            # person-level: the loop runs over G m slots
             n = int(slots)
+        if J > n:                        # n: the rows under replace-one, else the G m slots (public)
+            raise ValueError(f"n_components={J} must be <= n_samples={n}")
         lo, hi = box
         centre = (lo + hi) / 2
         R = float(np.linalg.norm((hi - lo) / 2))
