@@ -449,7 +449,7 @@ def test_mixed_csv_fit_and_sample_keep_columns_and_categories(tmp_path, capsys):
     df = _mixed_csv(tmp_path)
     assert main(["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "2", "--category",
                  "carrier=AA|B6|UA", "--bounds-file", str(tmp_path / "b.csv"), "--n-components", "2",
-                 "--random-state", "0", "-o", str(tmp_path / "m.npz")]) == 0
+                 "--dtype", "distance=int64", "--random-state", "0", "-o", str(tmp_path / "m.npz")]) == 0
     assert "fitted DPMixedMixture on 3 columns" in capsys.readouterr().out
     assert main(["sample", str(tmp_path / "m.npz"), "-n", "2000", "--drop-other", "--random-state", "1",
                  "-o", str(tmp_path / "s.csv")]) == 0
@@ -467,6 +467,8 @@ def test_mixed_csv_fit_and_sample_keep_columns_and_categories(tmp_path, capsys):
     ([], "column 'carrier' is not numeric: declare it with --category"),
     (["--category", "carrier"], "--category: expected COLUMN=LABEL"),
     (["--category", "airline=AA|UA"], "--category: no column \\['airline'\\]"),
+    (["--category", "carrier=AA|B6|UA", "--dtype", "distance"], "--dtype: expected COLUMN=DTYPE"),
+    (["--category", "carrier=AA|B6|UA", "--dtype", "carrier=int64"], "dtypes: 'carrier' is not a numeric column"),
 ])
 def test_mixed_csv_mistakes_name_the_option(tmp_path, capsys, extra, cause):
     import re

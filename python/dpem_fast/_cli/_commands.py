@@ -38,7 +38,7 @@ def cmd_fit(args, extra):
     cls = _estimator_class(args.model)
     lda = cls._input == "documents"
     if lda:
-        for flag in ("columns", "bounds", "bounds_file", "data_norm"):
+        for flag in ("columns", "bounds", "bounds_file", "data_norm", "category", "dtype"):
             if getattr(args, flag) is not None:
                 raise UserError(f"--{flag.replace('_', '-')}: not used by --model lda (documents are "
                                 "capped at --max-doc-length tokens instead)")
@@ -53,8 +53,8 @@ def cmd_fit(args, extra):
             if args.columns is not None:
                 raise UserError("--columns: not used by --model mixed (every column of the CSV is fitted)")
             X, names, categories = read_mixed_table(args.data, args.category)
-        elif args.category:
-            raise UserError("--category: only for --model mixed")
+        elif args.category or args.dtype:
+            raise UserError(f"--{'category' if args.category else 'dtype'}: only for --model mixed")
         else:
             X, names = read_table(args.data, args.columns)
     groups = None
@@ -68,6 +68,7 @@ def cmd_fit(args, extra):
     kw = _model_options(cls, extra)
     if not lda and "categories" in cls().get_params():
         kw["categories"] = categories or None
+        kw["dtypes"] = _declared_dtypes(args.dtype)
     known = cls().get_params()
     kw.update(epsilon=args.epsilon, delta=args.delta)
     if lda:
@@ -111,6 +112,18 @@ def cmd_fit(args, extra):
           f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}"
           + (" (signed with the key file)" if key is not None else ""))
     return 0
+
+
+def _declared_dtypes(flags):
+    """``{column: dtype name}`` from ``--dtype COLUMN=DTYPE`` flags (None without any); the model
+    checks the names and dtypes."""
+    out = {}
+    for flag in flags or ():
+        col, sep, dtype = flag.partition("=")
+        if not sep or not col.strip() or not dtype.strip():
+            raise UserError(f"--dtype: expected COLUMN=DTYPE (e.g. age=int64), got {flag!r}")
+        out[col.strip()] = dtype.strip()
+    return out or None
 
 
 def _group_column(args, X, names):

@@ -41,7 +41,8 @@ def _model_options_help():
     lines.append("is never counted from DATA).")
     lines.append("mixed: DATA is a CSV with a header whose text columns are categorical: declare each with")
     lines.append("--category COLUMN=LABEL|LABEL|... (public labels, never read from DATA; other values count")
-    lines.append("as 'other'); --bounds LO,HI or --bounds-file cover its numeric columns only.")
+    lines.append("as 'other'); --bounds LO,HI or --bounds-file cover its numeric columns only; sampled numeric")
+    lines.append("columns are float64 unless declared with --dtype COLUMN=int64 (never inferred from DATA).")
     return "\n".join(lines)
 
 
@@ -121,6 +122,9 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("--threads", type=int, default=None)
     fit.add_argument("--category", action="append", metavar="COLUMN=LABEL|LABEL|...",
                      help="mixed: a categorical column and its public categories (repeat for each column)")
+    fit.add_argument("--dtype", action="append", metavar="COLUMN=DTYPE",
+                     help="mixed: the declared dtype of a numeric column in samples, e.g. age=int64 (repeat for each "
+                          "column; undeclared numeric columns are float64)")
     fit.add_argument("--vocabulary", metavar="VOCAB.txt",
                      help="lda: the public vocabulary, one word per line (never built from the documents)")
     fit.add_argument("--progress", action="store_true",

@@ -115,6 +115,13 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         a text column that is neither is refused (see Privacy).  Every categorical column also
         has an **"other"** slot: a value outside its declared list (or missing) counts there;
         ``sample`` writes it as missing.
+    dtypes : dict or None
+        ``{numeric column: dtype name}``: the declared dtype of a data frame's numeric column in
+        ``dtypes_`` and in every sample (an integer dtype rounds and clips the sampled values).
+        Undeclared numeric columns are released as ``float64`` and categorical ones as pandas
+        ``category`` over their declared labels: a released dtype never comes from the
+        frame's own dtypes, which one value can decide (``read_csv`` turns an int column into
+        float with one 30.5, a bool column into object with one missing value).
     covariance_type : {"full", "diag"}, default="full"
         One full covariance of the numeric columns per component, or a diagonal one.
     data_norm : float or None
@@ -156,7 +163,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     categories_ : list of ndarray
         Their declared labels.
     dtypes_ : ndarray of str or None
-        The fitted DataFrame's dtypes (None when fitted on an array).
+        The released dtypes of the fitted DataFrame's columns, from the declarations (``dtypes``,
+        ``categories``) only (None when fitted on an array).
     bounds_ : ndarray of shape ``(2, n_numeric)`` or None
         The numeric box (declared, or released by the private estimate).
     n_components_ : int
@@ -244,7 +252,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
               "n_features_in_")
     _not_saved = ("_layout", "_frame_schema")
 
-    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None,
+    def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None, dtypes=None,
                  covariance_type="full", data_norm=None, max_iter=20, neighbouring="replace", accountant=None,
                  noise="gaussian", budget_split="auto", averaging="tail", reg_covar=1e-6, n_threads=None,
                  random_state=None, budget=None, verbose=0, max_rows_per_group=None):
@@ -253,6 +261,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         self.delta = delta
         self.bounds = bounds
         self.categories = categories
+        self.dtypes = dtypes
         self.covariance_type = covariance_type
         self.data_norm = data_norm
         self.max_iter = max_iter
@@ -276,7 +285,10 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         ``max_rows_per_group`` (one id per row, or the name of a DataFrame column, which is
         then not a column of the table)."""
         X, groups = split_groups(X, groups)
-        self._frame_schema = table_schema(X, self.categories, None) if is_frame(X) else None
+        if not is_frame(X) and self.dtypes is not None:
+            raise ValueError("dtypes: declared output dtypes apply to a data frame; an array's rows are "
+                             "released as an array")
+        self._frame_schema = table_schema(X, self.categories, None, self.dtypes) if is_frame(X) else None
         Xe = self._frame_schema.encode(X) if self._frame_schema is not None else X
         super().fit(Xe, y, groups)
         schema = self._schema()

@@ -60,8 +60,9 @@ class TableSchema:
 
     ``names`` the D column names (an array's are ``x0 .. x{D-1}``); ``cat_cols`` the positions
     of the categorical columns, ``categories`` their declared labels (the codes are the
-    positions in these lists); ``dtypes`` the pandas dtype names of a data frame's columns
-    (None for an array: its categorical columns hold codes).
+    positions in these lists); ``dtypes`` the released pandas dtype names of a data frame's
+    columns (None for an array: its categorical columns hold codes), from declarations only
+    (:func:`table_schema`).
     """
 
     names: tuple
@@ -131,14 +132,7 @@ class TableSchema:
                 codes = Z[:, i].astype(np.int64)
                 codes[(codes < 0) | (codes >= len(labels))] = -1
                 ordered = dt == "category[ordered]"
-                values = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
-                if dt in ("category", "category[ordered]"):
-                    cols[name] = values
-                elif (dt == "bool" or (_is_numpy_dtype(dt) and np.dtype(dt).kind in "iuf")) and (codes >= 0).all():
-                    cols[name] = np.asarray(cat[i])[codes].astype(np.dtype(dt))
-                else:
-                    s = pd.Series(values).astype(object)
-                    cols[name] = s.where(s.notna(), None) if dt == "object" else s
+                cols[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
             else:
                 v = Z[:, i]
                 kind = np.dtype(dt).kind if _is_numpy_dtype(dt) else "f"
@@ -167,7 +161,33 @@ def _dtype_name(dtype):
     return str(dtype)
 
 
-def table_schema(X, categories, n_features):
+def _released_dtypes(dtypes, names, cat_cols):
+    """The released dtype name of every column of a data frame: a categorical column's is
+    ``category`` (``category[ordered]`` for an ordered declared dtype, set by the caller), a
+    numeric column's ``float64`` unless ``dtypes`` declares a number dtype for it."""
+    if dtypes is None:
+        dtypes = {}
+    if not isinstance(dtypes, dict):
+        raise TypeError(f"dtypes must be a dict {{numeric column: dtype}} or None, got {type(dtypes).__name__}")
+    cats = {names[i] for i in cat_cols}
+    out = {}
+    for name, dt in dtypes.items():
+        if name not in names or name in cats:
+            raise ValueError(f"dtypes: {name!r} is not a numeric column of X (categorical columns are "
+                             "released as pandas 'category' over their declared labels)")
+        if not isinstance(dt, str):
+            raise TypeError(f"dtypes: {name!r} has {dt!r}; declare a dtype by its name, e.g. 'int64'")
+        try:
+            dt = np.dtype(dt)
+        except TypeError:
+            raise ValueError(f"dtypes: {name!r} has {dt!r}, not a numpy number dtype") from None
+        if dt.kind not in "iuf":
+            raise ValueError(f"dtypes: {name!r} has {dt}, not an integer or float dtype")
+        out[name] = str(dt)
+    return tuple("category" if n in cats else out.get(n, "float64") for n in names)
+
+
+def table_schema(X, categories, n_features, dtypes=None):
     """The schema of the table ``X`` (a data frame) or of rows of ``n_features`` columns (an
     array, a memory map, a block source), from public declarations only.
 
@@ -176,6 +196,14 @@ def table_schema(X, categories, n_features):
     numeric when its dtype is a number; any other column (text, dates) is refused with a
     message naming it.  Array: the columns are named ``x0 .. x{D-1}`` and ``categories`` names
     the categorical ones, each with its labels or their number; their values are the codes.
+
+    The released dtypes (``dtypes_``, and those of every sample) come from declarations only,
+    never from the frame's inferred dtypes, which one value can decide (``read_csv`` makes an
+    int column float with one 30.5, a bool column object with one missing value): categorical
+    columns are ``category`` over their declared labels (``category[ordered]`` where an
+    ordered ``CategoricalDtype`` declares them), numeric columns ``float64`` unless ``dtypes``
+    (``{column: dtype}``) declares an integer or float dtype.  ``dtypes`` is refused for an
+    array (its rows are released as an array).
     """
     if categories is not None and not isinstance(categories, dict):
         raise TypeError(f"categories must be a dict {{column name: labels}} or None, got "
@@ -194,9 +222,10 @@ def table_schema(X, categories, n_features):
         unknown = sorted(set(declared) - set(names))
         if unknown:
             raise ValueError(f"categories: no column named {unknown} in X")
-        cat_cols, cats, dtypes = [], [], []
+        cat_cols, cats, ordered = [], [], set()
         for i, (name, dtype) in enumerate(zip(names, X.dtypes)):
-            dtypes.append(_dtype_name(dtype))
+            if _dtype_name(dtype) == "category[ordered]":
+                ordered.add(i)          # the user's declared dtype object, not one the values decide
             if name in declared:
                 cat_cols.append(i)
                 cats.append(_labels(declared[name], name))
@@ -212,7 +241,12 @@ def table_schema(X, categories, n_features):
                     f"categories from public knowledge (categories={{{name!r}: [...]}}) or give it a pandas "
                     "CategoricalDtype with a declared list; the list of values that occur in the data is "
                     "private, so it is never read from the data")
-        return TableSchema(tuple(names), tuple(cat_cols), tuple(cats), tuple(dtypes))
+        released = _released_dtypes(dtypes, names, cat_cols)
+        released = tuple(dt + "[ordered]" if i in ordered and i in cat_cols else dt for i, dt in enumerate(released))
+        return TableSchema(tuple(names), tuple(cat_cols), tuple(cats), released)
+    if dtypes is not None:
+        raise ValueError("dtypes: declared output dtypes apply to a data frame; an array's rows are released "
+                         "as an array")
     D = int(n_features)
     names = tuple(f"x{i}" for i in range(D))
     cat_cols, cats = [], []
