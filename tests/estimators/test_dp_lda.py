@@ -816,3 +816,40 @@ def test_the_private_unigram_release_is_author_level_with_groups():
     with pytest.raises(ValueError, match="budget"):
         _dp_unigram.private_unigram(X, epsilon=1.0, groups=authors, max_rows_per_group=3,
                                     budget=acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove"))
+
+
+@pytest.mark.parametrize("neighbouring", ["add_remove", "replace"])
+def test_the_author_level_unigram_statistic_changes_by_at_most_its_recorded_sensitivity(monkeypatch, neighbouring):
+    """The released statistic itself, not only the record: an author of many documents (each
+    clipped to norm C) moves the exact statistic handed to the release layer by at most m C
+    (m √2 C under replace), the recorded sensitivity — a release that skipped the per-author
+    bounding would move it by 12 C (issue 34's mutation list)."""
+    from dpem_fast._engine import ReleaseLayer
+
+    seen = []
+    real = ReleaseLayer.release
+
+    def spy(layer, statistics, index):
+        seen.append(np.array(statistics["unigram"], dtype=np.float64))
+        return real(layer, statistics, index)
+
+    monkeypatch.setattr(ReleaseLayer, "release", spy)
+    base = make_corpus(120).toarray()
+    V, m, C = base.shape[1], 3, 2.0
+    heavy = np.zeros((12, V))
+    heavy[:, 0] = 50.0                  # one word: clipped to C, and orthogonal to its replacement
+    light = np.zeros((12, V))
+    light[:, 1] = 50.0
+    authors = np.r_[np.arange(120), np.full(12, 999)]
+    kw = dict(epsilon=1.0, neighbouring=neighbouring, clip_norm=C, max_doc_length=100, random_state=0,
+              max_rows_per_group=m)
+    rec = _dp_unigram.private_unigram(np.vstack([base, heavy]), groups=authors, **kw).privacy_
+    if neighbouring == "add_remove":
+        _dp_unigram.private_unigram(base, groups=authors[:120], **kw)
+    else:
+        _dp_unigram.private_unigram(np.vstack([base, light]), groups=authors, **kw)
+    change = np.linalg.norm(seen[0] - seen[1])
+    sens = rec.releases["unigram"].sensitivity
+    assert sens == pytest.approx(m * C * (1.0 if neighbouring == "add_remove" else math.sqrt(2.0)))
+    assert change <= sens * (1 + 1e-12)
+    assert change >= 0.999 * sens            # attained: the bound is the released statistic's own
