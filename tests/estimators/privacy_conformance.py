@@ -122,7 +122,8 @@ class PrivacyConformance(PersonLevelConformance):
 
         X = self.make_data(500)
         kw = dict(n_trials=20_000, random_state=3, **self.audit_kwargs)
-        clean = audit(self.make_estimator(), X, **kw)
+        # the clean audit at 0.999 (not 0.95): its soundness must not rest on one seed's luck
+        clean = audit(self.make_estimator(), X, **{**kw, "confidence": 0.999})
         assert not clean.violated, (clean.epsilon_lower, clean.epsilon_claimed)
         original, f = _release.add_noise, (0.5 if clean.method == "gdp" else 0.1)
 
