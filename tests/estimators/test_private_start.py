@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from dpem_fast import DPKMeans, NoiseDominatedWarning, accounting as acc
+from dpem_fast import DPKMeans, NoiseDominatedWarning, _persist, accounting as acc
 from dpem_fast._engine import ReleaseLayer, make_plan
 from dpem_fast._engine import _start
 from dpem_fast._engine._domain import DOMAIN_SHARE
@@ -65,6 +65,8 @@ def test_the_start_holds_its_stated_share_of_the_plan(rel, declared):
     assert rs[START[1]].sensitivity == (1.0 if rel == "add_remove" else 2.0)
     again = acc.get_accountant(rec.accountant, rel)().compose(rec.event).get_epsilon(rec.delta)
     assert again == pytest.approx(rec.epsilon_spent, rel=1e-12) and rec.epsilon_spent <= 1.0 + 1e-9
+    # the loader's cross-check: every release, the start's included, is in the event
+    _persist.check_record(rec, km._joint_sensitivity)
 
 
 def test_start_releases_draw_their_recorded_noise(monkeypatch):
