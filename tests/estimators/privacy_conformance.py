@@ -12,6 +12,8 @@ and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit
 - the whole plan is charged to the ledger before any statistic of the data is computed, and
   a refused charge computes none; a non-private fit or a ledger of the other relation is
   refused;
+- the public δ policy: δ above ``DELTA_MAX`` is refused naming ``delta``, δ in the warning
+  band raises ``LargeDeltaWarning`` before anything is charged;
 - ``privacy_`` is consistent with its own releases (the loader's cross-check), its event
   re-accounts to ``epsilon_spent`` within the target, refuses the other relation, and 2 %
   less noise in every mechanism of the event would overshoot the target (tight);
@@ -154,7 +156,7 @@ class PrivacyConformance(PersonLevelConformance):
     # ----------------------------------------------------------- the budget
     def test_budget_is_charged_before_any_statistic(self, monkeypatch):
         X = self.make_data(400)
-        ledger = acc.BudgetLedger(1e3, 0.5, accountant="rdp", neighbouring=self._relation())
+        ledger = acc.BudgetLedger(1e3, 1e-5, accountant="rdp", neighbouring=self._relation())
         seen = []
         self._spy(monkeypatch, ledger, seen)
         self.make_estimator(budget=ledger, random_state=0).fit(X)
@@ -175,8 +177,8 @@ class PrivacyConformance(PersonLevelConformance):
         rel = self._relation()
         other = "add_remove" if rel == "replace" else "replace"
         with pytest.raises(ValueError, match="budget"):
-            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-3, neighbouring=other)).fit(X)
-        ledger = acc.BudgetLedger(10.0, 1e-3, neighbouring=rel)
+            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-5, neighbouring=other)).fit(X)
+        ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring=rel)
         with pytest.raises(ValueError, match="budget"):
             self.make_estimator(**self.non_private_params(), budget=ledger).fit(X)
         assert ledger.entries == []
@@ -184,6 +186,17 @@ class PrivacyConformance(PersonLevelConformance):
     def non_private_params(self):
         """Keyword arguments of the non-private fit (``epsilon=inf``)."""
         return {"epsilon": float("inf")}
+
+    # ---------------------------------------------------------- the δ policy
+    def test_a_delta_in_the_warning_band_warns_before_the_charge(self):
+        """δ in (DELTA_WARN, DELTA_MAX] warns when the parameters are checked, before the
+        ledger refuses the charge (nothing of the data read)."""
+        ledger = acc.BudgetLedger(1e-3, 1e-9, neighbouring=self._relation())
+        est = self.make_estimator(**{**self.epsilon_params(), "delta": 1e-3, "budget": ledger})
+        with pytest.warns(acc.LargeDeltaWarning, match="delta=0.001"):
+            with pytest.raises(acc.BudgetExceededError):
+                est.fit(self.make_data(100))
+        assert ledger.entries == []
 
     # ---------------------------------------------------------- the record
     def test_the_record_is_consistent_reaccounts_and_is_tight(self):
@@ -259,6 +272,7 @@ class PrivacyConformance(PersonLevelConformance):
         (dict(delta=0.0), ValueError, "delta"),
         (dict(delta=1.0), ValueError, "delta"),
         (dict(delta=-1e-5), ValueError, "delta"),
+        (dict(delta=0.5), ValueError, r"delta=0\.5 is above 0\.01.*1/n"),
         (dict(n_threads=0), ValueError, "n_threads"),
         (dict(random_state=-1), ValueError, "random_state"),
         (dict(budget=object()), TypeError, "budget"),

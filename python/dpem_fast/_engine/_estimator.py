@@ -47,7 +47,7 @@ from .._dpcore import _rng as _core_rng
 from .._registry import Registered
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_real, check_probability
+from .._validation import check_delta, check_positive_real
 from ._groups import check_max_rows_per_group, split_groups
 from ._record import PrivacyRecord
 
@@ -133,7 +133,7 @@ class PrivateEstimator(Registered, BaseEstimator):
         if private is None:
             private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
         if private:
-            check_probability(self.delta, "delta")
+            check_delta(self.delta, "delta")        # the public δ policy: refuse or warn
         rel = self._relation()
         if rel not in self._relations:
             raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "

@@ -4,7 +4,7 @@ import math
 from ._base import PrivacyAccountant, check_tags
 from ._events import DpEvent
 from ._registry import get_accountant
-from ._validation import (check_int, check_neighbouring, check_open_unit,
+from ._validation import (check_delta, check_int, check_neighbouring,
                           check_positive, check_privacy_unit)
 from ._warnings import BudgetExceededError
 
@@ -19,7 +19,9 @@ class BudgetLedger:
     epsilon : float
         Total epsilon, > 0.
     delta : float
-        Total delta in (0, 1).
+        Total delta in (0, 1), under the public δ policy: refused above
+        :data:`DELTA_MAX` and :class:`LargeDeltaWarning` above :data:`DELTA_WARN`
+        (δ must be far below 1/n for n records; see the user guide).
     accountant : str, PrivacyAccountant subclass or callable, default "rdp"
         How spends are composed: a name of :data:`ACCOUNTANTS`, an
         accountant class (both instantiated with the ledger's
@@ -57,7 +59,7 @@ class BudgetLedger:
     def __init__(self, epsilon, delta, accountant="rdp", *,
                  neighbouring="replace", privacy_unit="row"):
         self._epsilon = check_positive("epsilon", epsilon)
-        self._delta = check_open_unit("delta", delta)
+        self._delta = check_delta("delta", delta)
         self._neighbouring = check_neighbouring(neighbouring)
         self._unit = check_privacy_unit(privacy_unit)
         if accountant is None:

@@ -15,7 +15,7 @@ from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
-from ..accounting import NoiseDominatedWarning
+from ..accounting import NoiseDominatedWarning, _calibration
 from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
                        make_plan, poisson_minibatches)
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
@@ -474,11 +474,11 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         def single(z):
             return acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z))
         if self.noise_multiplier is None:
-            return acc.calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
+            return _calibration._calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
         svi = acc.NeighbouringEvent("add_remove", acc.SelfComposedEvent(
             acc.PoissonSampledEvent(q, acc.GaussianEvent(float(self.noise_multiplier))), T))
         eps_svi = factory().compose(svi).get_epsilon(delta)
-        z_eq = acc.calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
+        z_eq = _calibration._calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
         return z_eq * math.sqrt((1.0 - f) / f)
 
     def _initial_topics(self, key, K, V):

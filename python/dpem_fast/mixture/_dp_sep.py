@@ -189,7 +189,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
-from ..accounting import NoiseDominatedWarning
+from ..accounting import NoiseDominatedWarning, _calibration
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
@@ -753,7 +753,7 @@ class DPStochasticEP(PrivateEstimator):
             return sep_event(z, n, T, self.sampling, B, unit)
 
         factory = acc.get_accountant(acct, "replace")
-        z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
+        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
         tau = _posterior_noise(sens * z, sizes, gamma, n)
         margin = _margin(d, tau)
         if n * C <= margin:                     # public: decided before the budget is charged

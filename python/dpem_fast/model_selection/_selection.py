@@ -18,6 +18,7 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
 from .. import accounting as acc
+from ..accounting import _calibration
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._engine._plan import Plan
@@ -28,7 +29,7 @@ from .._engine._sources import validated_rows
 from .._preprocess import resolve_domain, scale_and_clip
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_positive_real, check_probability
+from .._validation import check_delta, check_positive_real
 
 __all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
 
@@ -336,7 +337,7 @@ class PrivateModelSelection(BaseEstimator):
         eps = check_positive_real(self.epsilon, "epsilon")
         if math.isinf(eps):
             raise ValueError("epsilon must be finite: a private selection needs a budget")
-        check_probability(self.delta, "delta")
+        check_delta(self.delta, "delta")            # the public δ policy: refuse or warn
         if self.mean is not None:
             m = check_positive_real(self.mean, "mean")
             if m < 1.0 or math.isinf(m):
@@ -411,7 +412,7 @@ class PrivateModelSelection(BaseEstimator):
         def make_event(z):
             return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
 
-        z = acc.calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
+        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
         event = make_event(z)
         spent = acc.RDPAccountant(neighbouring=rel).compose(event).get_epsilon(delta_event)
         # the wall time tells T > T_max apart only (class docstring, "Fixed work"):
@@ -624,7 +625,7 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     trial's fit quality limited the result (held-out scores improved from mean 3C to 2), while
     at large ε coverage matters.
     """
-    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
+    one = _calibration._calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
                                          epsilon, delta, "gdp")
     need = AUTO_MU_FRACTION / one
     C = int(n_candidates)
@@ -632,7 +633,7 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     for m in sorted({3.0 * C, 2.0 * C, float(C), C / 2.0, 3.0, 2.0}, reverse=True):
         if m < 2.0:
             continue
-        z = acc.calibrate_noise_multiplier(
+        z = _calibration._calibrate_noise_multiplier(
             lambda z: acc.NeighbouringEvent(neighbouring, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, shape)),
             epsilon, tail, "rdp", xtol=1e-3)
         if 1.0 / z >= need:
