@@ -159,13 +159,17 @@ class PrivateEstimator(Registered, BaseEstimator):
         """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""
         return make_key(self.random_state)
 
-    def _charge(self, event, what="fit"):
+    def _charge(self, event, what="fit", *, accountant=None):
         """Charge ``event`` (the whole plan) to ``budget`` — before any statistic of the data is
         computed; a refused charge raises :class:`~dpem_fast.accounting.BudgetExceededError`
-        and records nothing."""
+        and records nothing.  ``accountant``: the plan's (the one that calibrated it), which
+        the ledger then also bounds its spends with (:class:`~dpem_fast.accounting.BudgetLedger`,
+        "Accountants"): a fit of (ε, δ) fits a ledger of (ε, δ)."""
         budget = getattr(self, "budget", None)
         if budget is not None:
-            budget.spend(event, label=f"{type(self).__name__}.{what}")
+            if not (isinstance(accountant, str) and accountant in acc.ACCOUNTANTS):
+                accountant = None               # a user's accountant class: the ledger's own bound only
+            budget.spend(event, label=f"{type(self).__name__}.{what}", accountant=accountant)
 
     def _count_private(self):
         """Whether the row count is private (add/remove, or any person-level fit): a model that

@@ -591,7 +591,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         V, K = lam.shape[1], lam.shape[0]
         S = int(self.batch_size)
         plan, T, q = self._private_plan(K, V)
-        self._charge(plan.event)            # the whole plan, before any statistic of the data
+        self._charge(plan.event, accountant=plan.accountant)   # the whole plan, before any statistic of the data
         if grouping is not None:            # at most m documents per author, from here on
             keep = bound_mask(grouping, bounding_key(key), plan.max_rows_per_group, n_threads)
             docs.keep(keep)
@@ -709,7 +709,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         else:
             plan = make_plan([self._spec(K, V)], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
-            self._charge(plan.event, "partial_fit")
+            self._charge(plan.event, "partial_fit", accountant=plan.accountant)
             call_key = derive_key(base, "lda", "partial", t)
             Xc, _ = self._cap_tokens(X, call_key)
             _, sstats, _ = self._estep(Xc, self.exp_dirichlet_component_, gamma0, alpha, self._clip_norm(V),

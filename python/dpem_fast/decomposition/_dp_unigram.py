@@ -165,7 +165,7 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
                      max_rows_per_group=m)
     if budget is not None:
-        budget.spend(plan.event, label="private_unigram")
+        budget.spend(plan.event, label="private_unigram", accountant=plan.accountant)
     if grouping is not None:              # at most m documents per author, after the charge
         X = X[np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))]
     Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)

@@ -724,7 +724,7 @@ class DPStochasticEP(PrivateEstimator):
         record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
         fit's rows per group (``n`` is then the slot count G m; class docstring)."""
         plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m)
-        self._charge(plan.event)              # the whole plan, before any step reads a row
+        self._charge(plan.event, accountant=plan.accountant)  # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
                   "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "

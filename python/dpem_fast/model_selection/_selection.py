@@ -197,7 +197,8 @@ class PrivateModelSelection(BaseEstimator):
         Threads of every fit; results do not depend on it.
     budget : BudgetLedger or None
         Charged with the whole selection's event before any statistic of the data is
-        computed (the event only: the ledger has no δ-only spend for δ_tail).
+        computed (the event only: the ledger has no δ-only spend for δ_tail), declaring
+        the RDP accountant that calibrated it.
 
     Attributes
     ----------
@@ -507,7 +508,7 @@ class PrivateModelSelection(BaseEstimator):
         release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:
-            self.budget.spend(event, label=f"{type(self).__name__}.fit")    # before any statistic
+            self.budget.spend(event, label=f"{type(self).__name__}.fit", accountant="rdp")   # before any statistic
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
