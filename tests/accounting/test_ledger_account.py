@@ -1,11 +1,95 @@
-"""BudgetLedger (issue 34): its unit checked from the first spend, and its bound agrees with the
-accountant a spend was calibrated with."""
+"""BudgetLedger is one account (issue 34): atomic under threads, never copied, never pickled,
+its unit checked from the first spend, and its bound agrees with the accountant a spend was
+calibrated with."""
+import copy
+import pickle
+import sys
+import threading
+
 import pytest
 
 from dpem_fast import accounting as acc
 from dpem_fast.accounting import (BudgetExceededError, BudgetLedger, ComposedEvent, GaussianEvent,
                                   LaplaceEvent, NeighbouringEvent, NeighbouringMismatchError,
                                   PoissonSampledEvent, UnsupportedEventError)
+
+SMALL = GaussianEvent(60.0)       # about 220 of these fit in (1, 1e-5) under RDP
+
+
+def _serial_accepted(event, n):
+    ledger = BudgetLedger(1.0, 1e-5)
+    ok = 0
+    for _ in range(n):
+        try:
+            ledger.spend(event)
+            ok += 1
+        except BudgetExceededError:
+            pass
+    return ok, ledger.spent()[0]
+
+
+def test_threads_sharing_a_ledger_never_overspend():
+    """Issue 34 item 3: eight threads × 200 small spends against ε = 1, ten times.  Without a
+    lock the check and the record of two spends interleave and the ledger ends above its
+    budget (19 of 20 trials on main); with it every trial accepts exactly what a serial run
+    accepts and never goes over."""
+    threads, per_thread, trials = 8, 200, 10
+    accepted, serial_eps = _serial_accepted(SMALL, threads * per_thread)
+    assert 0 < accepted < threads * per_thread          # the budget runs out mid-way
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                         # switch threads as often as possible
+    try:
+        for trial in range(trials):
+            ledger = BudgetLedger(1.0, 1e-5)
+            start = threading.Barrier(threads)
+            counts = [0] * threads
+
+            def work(i):
+                start.wait()
+                for _ in range(per_thread):
+                    try:
+                        ledger.spend(SMALL)
+                        counts[i] += 1
+                    except BudgetExceededError:
+                        pass
+
+            pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+            eps = ledger.spent()[0]
+            assert eps <= 1.0, (trial, eps)
+            assert sum(counts) == len(ledger.entries) == accepted, (trial, sum(counts), accepted)
+            assert eps == serial_eps
+    finally:
+        sys.setswitchinterval(old)
+
+
+def test_copies_of_a_ledger_are_the_ledger_itself():
+    """Issue 34 item 4: ``copy.copy``/``copy.deepcopy`` (and so scikit-learn's ``clone``, which
+    deep-copies non-estimator parameters) return the account itself; a spend through any copy
+    is seen by all."""
+    ledger = BudgetLedger(1.0, 1e-5)
+    for dup in (copy.copy(ledger), copy.deepcopy(ledger), copy.deepcopy({"budget": ledger})["budget"]):
+        assert dup is ledger
+    copy.deepcopy([ledger])[0].spend(GaussianEvent(5.0))
+    assert len(ledger.entries) == 1
+
+
+def test_a_ledger_refuses_to_be_pickled():
+    """Issue 34 item 4: a pickled ledger would be an independent account in another process;
+    pickling refuses, and says what to do."""
+    ledger = BudgetLedger(1.0, 1e-5)
+    ledger.spend(GaussianEvent(5.0))
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        with pytest.raises(TypeError, match="BudgetLedger cannot be pickled") as info:
+            pickle.dumps(ledger, protocol=protocol)
+        assert "n_jobs=1" in str(info.value) and "budget=" in str(info.value)
+    with pytest.raises(TypeError, match="BudgetLedger"):
+        pickle.dumps({"estimator params": {"budget": ledger}})
+    assert len(ledger.entries) == 1
+
 
 @pytest.mark.parametrize("unit, other", [("row", "group"), ("group", "row")])
 @pytest.mark.parametrize("accountant", ["rdp", "gdp"])

@@ -10,6 +10,7 @@ shortcuts find K on an easy mixture.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import pickle
@@ -18,6 +19,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
+from sklearn.base import clone
 
 import dpem_fast
 from dpem_fast import DPGaussianMixture, DPKMeans, ModelFormatError, _persist
@@ -248,6 +250,29 @@ def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatc
     ledger = acc.BudgetLedger(5.0, 1e-5, accountant="rdp", neighbouring="replace")
     s = quiet_fit(selection(budget=ledger), X)
     assert len(ledger.entries) == 1 and ledger.entries[0][1] == s.privacy_.event
+
+
+def test_clone_and_deepcopy_of_a_selection_keep_the_very_same_ledger():
+    """Issue 34: ``clone`` deep-copies non-estimator parameters; the selection's ledger comes
+    through as itself, and the clone's selection is charged to it, declaring the RDP
+    accountant that calibrated it."""
+    ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="replace")
+    s = selection(budget=ledger)
+    assert clone(s).budget is ledger and copy.deepcopy(s).budget is ledger
+    twin = quiet_fit(clone(s), blobs())
+    assert len(ledger.entries) == 1 and ledger.entries[0][1] == twin.privacy_.event
+    assert ledger.declared == ["rdp"] and ledger.spent_by == "rdp"
+
+
+def test_an_unfitted_selection_with_a_ledger_refuses_to_be_pickled():
+    """A pickled selection used to drop its ledger whether fitted or not, so a joblib worker
+    ran the whole selection uncharged; an unfitted one now keeps it and the ledger refuses,
+    a fitted one's pickle carries no account."""
+    ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="replace")
+    with pytest.raises(TypeError, match="BudgetLedger cannot be pickled"):
+        pickle.dumps(selection(budget=ledger))
+    fitted = quiet_fit(selection(budget=ledger), blobs())
+    assert pickle.loads(pickle.dumps(fitted)).budget is None and fitted.budget is ledger
 
 
 def test_a_delta_in_the_warning_band_warns_before_the_charge():

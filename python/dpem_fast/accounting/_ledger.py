@@ -1,5 +1,6 @@
 """A privacy budget ledger: the user's account of (epsilon, delta) spent across releases."""
 import math
+import threading
 
 from ._base import PrivacyAccountant, check_tags
 from ._events import DpEvent
@@ -57,6 +58,9 @@ class BudgetLedger:
     **Spending.**  ``spend`` composes the candidate event together with the
     previous spends and raises :class:`BudgetExceededError` before
     recording anything if the total epsilon would exceed the budget.
+    ``check`` and ``spend`` are atomic: a lock makes each ``spend`` one
+    check-then-record step, so threads sharing a ledger (e.g. fits in a
+    thread pool) can never bring it over its budget together.
     ``remaining()`` is ``(epsilon - spent epsilon, delta)``: with
     non-additive accountants (RDP, zCDP, GDP) the remaining epsilon is not
     the epsilon of a further spend, use :meth:`check` for that.
@@ -78,6 +82,21 @@ class BudgetLedger:
     fit of (1, 1e-5) calibrated with exact Gaussian DP, which its default
     RDP accountant alone would put at 1.09.  :attr:`spent_by` names the
     accountant of the current bound, :attr:`declared` each spend's.
+
+    **One account, never copied.**  A ledger is the user's account: every
+    estimator, clone and thread that holds it charges the same object.
+    ``copy.copy`` and ``copy.deepcopy`` return the ledger itself, so
+    scikit-learn's ``clone`` (which deep-copies non-estimator parameters),
+    ``cross_val_score`` and ``GridSearchCV`` with ``n_jobs=1`` charge every
+    fit to it.  A ledger cannot be pickled (``TypeError``): a copy in
+    another process (a joblib worker with ``n_jobs > 1``, a Dask or
+    multiprocessing task) would be an independent account that nobody reads,
+    so e.g. ``cross_val_score(..., n_jobs=2)`` of an estimator holding a
+    ledger refuses before any fit.  Fit in this process (``n_jobs=1``), or
+    fit without the ledger elsewhere and :meth:`spend` the fits' events
+    (``privacy_.event``) here.  A *fitted* private model's pickle and saved
+    file hold ``budget=None`` (:mod:`dpem_fast._persist`): the account stays
+    with its owner.
     """
 
     def __init__(self, epsilon, delta, accountant="rdp", *,
@@ -101,6 +120,7 @@ class BudgetLedger:
         # spend declaring that name then shares its bound)
         self._own_name = (accountant if isinstance(accountant, str) else
                           next((n for n, c in _CLASSES.items() if c is accountant), None))
+        self._lock = threading.RLock()
         self._entries = []          # (label, event, count)
         self._declared = []         # the accountant each spend declared, or None
         # key (None: the ledger's own accountant; else a registry name) ->
@@ -125,6 +145,21 @@ class BudgetLedger:
                 f"relation")
         return acct
 
+    # ------------------------------------------------- one account, never copied
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "a BudgetLedger cannot be pickled: it is the user's privacy account, and a copy in "
+            "another process (a joblib worker with n_jobs > 1, a Dask or multiprocessing task) "
+            "would charge an independent account that nobody reads.  Fit estimators holding "
+            "it (budget=...) in this process (n_jobs=1), or fit without budget= elsewhere and "
+            "spend their events (privacy_.event) on the ledger here")
+
     # ------------------------------------------------------------- properties
     @property
     def neighbouring(self):
@@ -144,20 +179,23 @@ class BudgetLedger:
     @property
     def entries(self):
         """Copy of the recorded ``(label, event, count)`` spends."""
-        return list(self._entries)
+        with self._lock:
+            return list(self._entries)
 
     @property
     def declared(self):
         """The accountant each recorded spend declared (a name of :data:`ACCOUNTANTS`, or
         None), in the order of :attr:`entries`."""
-        return list(self._declared)
+        with self._lock:
+            return list(self._declared)
 
     @property
     def spent_by(self):
         """The accountant whose bound is the spent epsilon: a name of :data:`ACCOUNTANTS`, or
         the class name of the ledger's own accountant when it was given as a factory; None
         before the first spend."""
-        return self._spent_by
+        with self._lock:
+            return self._spent_by
 
     # ---------------------------------------------------------------- spending
     def _checked(self, event, count, accountant):
@@ -228,8 +266,9 @@ class BudgetLedger:
         ``accountant``: as for :meth:`spend`.  Raises :class:`NeighbouringMismatchError`
         for an event tagged with another relation or unit than the ledger's.
         """
-        count = self._checked(event, count, accountant)
-        return self._trial(event, count, accountant)[0] <= self._epsilon
+        with self._lock:
+            count = self._checked(event, count, accountant)
+            return self._trial(event, count, accountant)[0] <= self._epsilon
 
     def spend(self, event, count=1, label=None, *, accountant=None):
         """Record a spend; raise :class:`BudgetExceededError` if over budget.
@@ -238,28 +277,31 @@ class BudgetLedger:
         was calibrated with; the ledger's bound then takes it into account (class
         docstring, "Accountants").  Returns the total epsilon spent after this spend.  An
         event tagged with another relation or unit than the ledger's raises
-        :class:`NeighbouringMismatchError`, and nothing is recorded. 
+        :class:`NeighbouringMismatchError`, and nothing is recorded.  Atomic: the check and
+        the record happen under the ledger's lock.
         """
-        count = self._checked(event, count, accountant)
-        total, key, bounds = self._trial(event, count, accountant)
-        if not total <= self._epsilon:
-            raise BudgetExceededError(
-                f"spending {label or type(event).__name__!s} would bring "
-                f"epsilon to {total:.6g} > budget {self._epsilon:.6g} "
-                f"(delta={self._delta:g}, accountant {self._name(key)}); "
-                f"nothing was recorded")
-        self._entries.append((label, event, count))
-        self._declared.append(accountant)
-        self._bounds = bounds
-        self._spent, self._spent_by = total, self._name(key)
-        return total
+        with self._lock:
+            count = self._checked(event, count, accountant)
+            total, key, bounds = self._trial(event, count, accountant)
+            if not total <= self._epsilon:
+                raise BudgetExceededError(
+                    f"spending {label or type(event).__name__!s} would bring "
+                    f"epsilon to {total:.6g} > budget {self._epsilon:.6g} "
+                    f"(delta={self._delta:g}, accountant {self._name(key)}); "
+                    f"nothing was recorded")
+            self._entries.append((label, event, count))
+            self._declared.append(accountant)
+            self._bounds = bounds
+            self._spent, self._spent_by = total, self._name(key)
+            return total
 
     def spent(self):
         """``(epsilon, delta)`` spent so far (epsilon at the total delta; :attr:`spent_by`
         says which accountant bounds it)."""
-        if not self._entries:
-            return (0.0, 0.0)
-        return (self._spent, self._delta)
+        with self._lock:
+            if not self._entries:
+                return (0.0, 0.0)
+            return (self._spent, self._delta)
 
     def remaining(self):
         """``(epsilon_total - epsilon_spent, delta_total)``."""
@@ -268,7 +310,8 @@ class BudgetLedger:
                 self._delta)
 
     def __repr__(self):
-        n = len(self._entries)
+        with self._lock:
+            n = len(self._entries)
         return (f"BudgetLedger(epsilon={self._epsilon!r}, "
                 f"delta={self._delta!r}, "
                 f"neighbouring={self._neighbouring!r}, "

@@ -198,7 +198,8 @@ class PrivateModelSelection(BaseEstimator):
     budget : BudgetLedger or None
         Charged with the whole selection's event before any statistic of the data is
         computed (the event only: the ledger has no δ-only spend for δ_tail), declaring
-        the RDP accountant that calibrated it.
+        the RDP accountant that calibrated it.  ``clone`` keeps the very ledger; an unfitted
+        selection holding one cannot be pickled (a fitted one's pickle holds ``budget=None``).
 
     Attributes
     ----------
@@ -595,7 +596,11 @@ class PrivateModelSelection(BaseEstimator):
     def __getstate__(self):
         state = dict(super().__getstate__())
         state["random_state"] = None
-        state["budget"] = None
+        if "best_estimator_" in state:
+            # a fitted selection's pickle does not carry the user's account; an unfitted one
+            # keeps it, and the ledger refuses to be pickled (a joblib worker's copy would be
+            # an independent account: the selection would fit there uncharged)
+            state["budget"] = None
         return state
 
     def predict(self, X):
