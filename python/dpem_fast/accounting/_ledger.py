@@ -81,7 +81,12 @@ class BudgetLedger:
     fit's delta when it is the ledger's): a ledger of (1, 1e-5) accepts a
     fit of (1, 1e-5) calibrated with exact Gaussian DP, which its default
     RDP accountant alone would put at 1.09.  :attr:`spent_by` names the
-    accountant of the current bound, :attr:`declared` each spend's.
+    accountant of the current bound, :attr:`declared` each spend's.  (Like
+    the RDP accountant's choice of order, the choice among these bounds
+    reads the spends' public parameters only.  What the ledger certifies is
+    the composition of the spends it holds; when the parameters of later
+    spends are chosen from earlier results, it acts as a privacy filter only
+    as far as filter theorems for its accountants go.)
 
     **One account, never copied.**  A ledger is the user's account: every
     estimator, clone and thread that holds it charges the same object.
