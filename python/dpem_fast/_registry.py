@@ -69,7 +69,9 @@ def public_state(model, state):
     fitted attributes, ``privacy_`` and scikit-learn's version tag; everything else — the
     diagnostics, attributes computed from the raw data (a row count, ``n_skipped_``),
     fitting state — is dropped.  An unfitted model, or one fitted without privacy
-    (``privacy_`` is None), is returned whole: there is nothing private in it.
+    (``privacy_`` is None), is returned whole: there is nothing private in it (an unfitted model
+    holding a ``budget`` ledger then cannot be pickled: the ledger refuses, so that a joblib
+    worker never fits with an independent copy of the user's account).
     """
     if state.get("privacy_") is None:
         return state

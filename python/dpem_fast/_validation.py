@@ -13,6 +13,7 @@ __all__ = [
     "check_nonnegative_real",
     "check_positive_int",
     "check_probability",
+    "check_delta",
     "check_real",
     "as_kernel_rows",
 ]
@@ -59,6 +60,12 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 def check_probability(value, name: str) -> float:
     """A real strictly inside (0, 1)."""
     return _acc.check_open_unit(name, value)
+
+
+def check_delta(value, name: str = "delta") -> float:
+    """A privacy delta under the public policy (:func:`dpem_fast.accounting._validation.check_delta`):
+    in (0, 1), refused above ``DELTA_MAX``, ``LargeDeltaWarning`` above ``DELTA_WARN``."""
+    return _acc.check_delta(name, value, stacklevel=4)
 
 
 def check_real(value, name: str) -> float:

@@ -231,7 +231,7 @@ def test_no_task_carries_the_seed_the_key_the_ledger_or_the_estimator(client, mo
     est, X_dask = _example_fit(name)
     if private:
         rel = "add_remove" if name == "lda" else est.neighbouring
-        overrides = {**overrides, "budget": acc.BudgetLedger(100.0, 0.5, accountant="rdp", neighbouring=rel)}
+        overrides = {**overrides, "budget": acc.BudgetLedger(100.0, 1e-5, accountant="rdp", neighbouring=rel)}
     else:
         overrides = {**overrides, **({"noise_multiplier": None} if name == "lda" else {})}
     est = est.set_params(**overrides)
@@ -332,7 +332,7 @@ def test_a_grouped_dask_fit_equals_the_in_memory_fit_however_the_chunks_fall(cli
         assert not shapes & {(c, D) for c in chunks}                  # no chunk of rows came back
     # a group whose rows span two chunks is refused before anything is charged
     from dpem_fast import accounting as acc
-    ledger = acc.BudgetLedger(10.0, 0.5, privacy_unit="group")
+    ledger = acc.BudgetLedger(10.0, 1e-5, privacy_unit="group")
     inside = int(np.flatnonzero(groups[1:] == groups[:-1])[100]) + 1       # a row whose group began before it
     bad = (inside, groups.size - inside)
     with pytest.raises(ValueError, match="one chunk"):

@@ -193,7 +193,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
     def test_budget_is_charged_before_any_statistic(self, monkeypatch, declared):
         X = self.make_data(self._rows(500, declared))
         kw = self._domain_kw(declared)
-        ledger = acc.BudgetLedger(100.0, 0.5, accountant="rdp", neighbouring=self.params.get("neighbouring",
+        ledger = acc.BudgetLedger(100.0, 1e-5, accountant="rdp", neighbouring=self.params.get("neighbouring",
                                                                                                "replace"))
         seen = []
 
@@ -229,12 +229,12 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
     def test_not_private_fits_refuse_a_ledger(self):
         X = self.make_data(200)
         rel = self.params.get("neighbouring", "replace")
-        ledger = acc.BudgetLedger(10.0, 1e-3, neighbouring=rel)
+        ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring=rel)
         with pytest.raises(ValueError, match="budget"):
             self.make_estimator(epsilon=float("inf"), budget=ledger).fit(X)
         other = "add_remove" if rel == "replace" else "replace"
         with pytest.raises(ValueError, match="budget"):
-            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-3, neighbouring=other)).fit(X)
+            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-5, neighbouring=other)).fit(X)
         assert ledger.entries == []
 
     # ---------------------------------------------------------- the record
@@ -665,7 +665,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         X[550, 0] = np.nan
         path = tmp_path / "x.npy"
         np.save(path, X)
-        ledger = acc.BudgetLedger(100.0, 0.5, neighbouring=self.params.get("neighbouring", "replace"))
+        ledger = acc.BudgetLedger(100.0, 1e-5, neighbouring=self.params.get("neighbouring", "replace"))
         with pytest.raises(ValueError, match="NaN"):
             self.make_estimator(budget=ledger, random_state=0).fit(NpyBlocks(path, block_rows=100))
         assert ledger.entries == []

@@ -69,7 +69,7 @@ class PersonLevelConformance:
     def _grouped(self, **kw):
         return self.make_estimator(**{**self.person_params(), **kw})
 
-    def _unit_ledger(self, unit, epsilon=1e3, delta=0.5):
+    def _unit_ledger(self, unit, epsilon=1e3, delta=1e-5):
         return acc.BudgetLedger(epsilon, delta, accountant="rdp", neighbouring=self._relation(), privacy_unit=unit)
 
     # ------------------------------------------------------------ the record

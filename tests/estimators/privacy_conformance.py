@@ -12,6 +12,12 @@ and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit
 - the whole plan is charged to the ledger before any statistic of the data is computed, and
   a refused charge computes none; a non-private fit or a ledger of the other relation is
   refused;
+- the ledger is one account (issue 34): threads fitting clones against one ledger never
+  overspend it and every successful fit is recorded; ``clone`` and ``copy.deepcopy`` keep the
+  very same ledger, and a clone's fit is charged to it; an unfitted estimator holding a ledger
+  refuses to be pickled (a worker's copy would be an independent account);
+- the public δ policy: δ above ``DELTA_MAX`` is refused naming ``delta``, δ in the warning
+  band raises ``LargeDeltaWarning`` before anything is charged;
 - ``privacy_`` is consistent with its own releases (the loader's cross-check), its event
   re-accounts to ``epsilon_spent`` within the target, refuses the other relation, and 2 %
   less noise in every mechanism of the event would overshoot the target (tight);
@@ -26,15 +32,18 @@ and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
 import pickle
+import threading
 import warnings
 
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
+from sklearn.base import clone
 
 from dpem_fast import ModelFormatError, _persist, _registry
 from dpem_fast import accounting as acc
@@ -59,6 +68,23 @@ def scale_noise(event, f):
     if dataclasses.is_dataclass(event) and hasattr(event, "event"):
         return dataclasses.replace(event, event=scale_noise(event.event, f))
     raise TypeError(f"scale_noise: unknown event {type(event).__name__}")
+
+
+class _blas_limits_kept:
+    """Restore the BLAS thread limits after concurrent fits: each fit holds BLAS to one thread
+    while it runs (threadpoolctl, process-wide), and overlapping holds in several threads can
+    end with the limit of one left in force."""
+
+    def __enter__(self):
+        from threadpoolctl import threadpool_info
+        self.limits = {i["prefix"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+        return self
+
+    def __exit__(self, *exc):
+        from threadpoolctl import threadpool_limits
+        if self.limits:
+            threadpool_limits(limits=self.limits)
+        return False
 
 
 class PrivacyConformance(PersonLevelConformance):
@@ -156,7 +182,7 @@ class PrivacyConformance(PersonLevelConformance):
     # ----------------------------------------------------------- the budget
     def test_budget_is_charged_before_any_statistic(self, monkeypatch):
         X = self.make_data(400)
-        ledger = acc.BudgetLedger(1e3, 0.5, accountant="rdp", neighbouring=self._relation())
+        ledger = acc.BudgetLedger(1e3, 1e-5, accountant="rdp", neighbouring=self._relation())
         seen = []
         self._spy(monkeypatch, ledger, seen)
         self.make_estimator(budget=ledger, random_state=0).fit(X)
@@ -177,8 +203,8 @@ class PrivacyConformance(PersonLevelConformance):
         rel = self._relation()
         other = "add_remove" if rel == "replace" else "replace"
         with pytest.raises(ValueError, match="budget"):
-            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-3, neighbouring=other)).fit(X)
-        ledger = acc.BudgetLedger(10.0, 1e-3, neighbouring=rel)
+            self.make_estimator(budget=acc.BudgetLedger(10.0, 1e-5, neighbouring=other)).fit(X)
+        ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring=rel)
         with pytest.raises(ValueError, match="budget"):
             self.make_estimator(**self.non_private_params(), budget=ledger).fit(X)
         assert ledger.entries == []
@@ -186,6 +212,85 @@ class PrivacyConformance(PersonLevelConformance):
     def non_private_params(self):
         """Keyword arguments of the non-private fit (``epsilon=inf``)."""
         return {"epsilon": float("inf")}
+
+    # ------------------------------------------------ the ledger is one account (issue 34)
+    #: rows of the ledger-sharing fits (small: the suite runs for every estimator)
+    ledger_rows = 400
+
+    def _ledger(self, epsilon=1e3):
+        return acc.BudgetLedger(epsilon, 1e-5, neighbouring=self._relation())
+
+    def test_clone_and_deepcopy_keep_the_very_same_ledger(self):
+        """scikit-learn's ``clone`` deep-copies non-estimator parameters: the ledger must come
+        through as itself (``is``), and a fit of the clone is charged to the user's ledger."""
+        ledger = self._ledger()
+        est = self.make_estimator(budget=ledger, random_state=0)
+        assert clone(est).budget is ledger
+        assert copy.deepcopy(est).budget is ledger and copy.copy(est).budget is ledger
+        assert clone(clone(est)).get_params()["budget"] is ledger
+        twin = clone(est).fit(self.make_data(self.ledger_rows))
+        assert len(ledger.entries) == 1 and ledger.entries[0][1] == twin.privacy_.event
+        assert ledger.declared == [twin.privacy_.accountant]
+        assert ledger.spent()[0] <= twin.privacy_.epsilon_spent * (1 + 1e-12)
+
+    def test_an_unfitted_estimator_holding_a_ledger_refuses_to_be_pickled(self):
+        """What a joblib worker (``n_jobs > 1``) would receive: refused, naming the ledger,
+        instead of a silent independent copy; without a ledger it pickles."""
+        ledger = self._ledger()
+        with pytest.raises(TypeError, match="BudgetLedger cannot be pickled"):
+            pickle.dumps(clone(self.make_estimator(budget=ledger)))
+        pickle.loads(pickle.dumps(self.make_estimator()))
+        assert ledger.entries == []
+
+    def test_threads_sharing_a_ledger_never_overspend_and_every_fit_is_recorded(self):
+        """Four threads fit clones of one estimator against one ledger whose budget holds
+        exactly two of their fits: two fit and are recorded, two are refused, and the ledger
+        never goes over (the charge is one atomic check-then-record)."""
+        X = self.make_data(self.ledger_rows)
+        rec = self.make_estimator(random_state=0).fit(X).privacy_
+        probe = self._ledger()
+        for _ in range(3):
+            probe.spend(rec.event, accountant=rec.accountant)
+            if len(probe.entries) == 2:
+                two = probe.spent()[0]
+        assert probe.spent()[0] > two                    # a third fit does not fit
+        ledger = self._ledger(two)
+        est = self.make_estimator(budget=ledger, random_state=1)
+        n = 4
+        start, out = threading.Barrier(n), [None] * n
+
+        def work(i):
+            model = clone(est)
+            start.wait()
+            try:
+                out[i] = model.fit(X)
+            except Exception as exc:     # noqa: BLE001 - reported below, in the test's thread
+                out[i] = exc
+
+        pool = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+        with _blas_limits_kept():
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        fitted = [m for m in out if not isinstance(m, Exception)]
+        refused = [e for e in out if isinstance(e, acc.BudgetExceededError)]
+        assert len(fitted) + len(refused) == n, [e for e in out if isinstance(e, Exception)]
+        assert ledger.spent()[0] <= two
+        assert len(fitted) == len(ledger.entries) == 2
+        assert all(m.budget is ledger and m.privacy_.event == rec.event for m in fitted)
+        assert all(entry == rec.event for _, entry, _ in ledger.entries)
+
+    # ---------------------------------------------------------- the δ policy
+    def test_a_delta_in_the_warning_band_warns_before_the_charge(self):
+        """δ in (DELTA_WARN, DELTA_MAX] warns when the parameters are checked, before the
+        ledger refuses the charge (nothing of the data read)."""
+        ledger = acc.BudgetLedger(1e-3, 1e-9, neighbouring=self._relation())
+        est = self.make_estimator(**{**self.epsilon_params(), "delta": 1e-3, "budget": ledger})
+        with pytest.warns(acc.LargeDeltaWarning, match="delta=0.001"):
+            with pytest.raises(acc.BudgetExceededError):
+                est.fit(self.make_data(100))
+        assert ledger.entries == []
 
     # ---------------------------------------------------------- the record
     def test_the_record_is_consistent_reaccounts_and_is_tight(self):
@@ -261,6 +366,7 @@ class PrivacyConformance(PersonLevelConformance):
         (dict(delta=0.0), ValueError, "delta"),
         (dict(delta=1.0), ValueError, "delta"),
         (dict(delta=-1e-5), ValueError, "delta"),
+        (dict(delta=0.5), ValueError, r"delta=0\.5 is above 0\.01.*1/n"),
         (dict(n_threads=0), ValueError, "n_threads"),
         (dict(random_state=-1), ValueError, "random_state"),
         (dict(budget=object()), TypeError, "budget"),

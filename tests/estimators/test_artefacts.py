@@ -49,7 +49,7 @@ def fitted():
         X = data()
         rel = factory().get_params().get("neighbouring", "add_remove" if name == "lda" else "replace")
         has_budget = "budget" in factory().get_params()      # DP-SEP has no ledger yet (issue 22)
-        kw = {"budget": acc.BudgetLedger(50.0, 1e-3, neighbouring=rel)} if has_budget else {}
+        kw = {"budget": acc.BudgetLedger(50.0, 1e-5, neighbouring=rel)} if has_budget else {}
         out[name] = (factory(**kw).fit(X), X)
     return out
 

@@ -339,7 +339,7 @@ def test_one_row_at_the_largest_accepted_value_gives_finite_means(kw, noise):
         Y = X.copy()
         Y[0] = row
         for D in (X, Y):
-            ledger = acc.BudgetLedger(100.0, 0.5, neighbouring="replace")
+            ledger = acc.BudgetLedger(100.0, 1e-5, neighbouring="replace")
             e = DPGradientEM(noise=noise, max_iter=4, random_state=0, budget=ledger, **kw).fit(D)
             assert np.all(np.isfinite(e.means_)), (row, e.means_)
             assert len(ledger.entries) == 1
@@ -362,7 +362,7 @@ def test_parameters_that_cannot_be_handled_are_refused_before_the_charge(kw, nam
     closed form's values by a factor ~100) or whose model constants overflow: ValueError
     naming the parameter, and nothing charged."""
     X, _ = _symmetric(n=200, d=2)
-    ledger = acc.BudgetLedger(100.0, 0.5, neighbouring="replace")
+    ledger = acc.BudgetLedger(100.0, 1e-5, neighbouring="replace")
     with pytest.raises(ValueError, match=name):
         DPGradientEM(budget=ledger, random_state=0, **kw).fit(X)
     assert ledger.entries == []

@@ -422,7 +422,7 @@ def test_collapsed_components_never_give_nan():
         assert np.all(np.isfinite(a))
     assert np.all(np.isfinite(g.score_samples(X)))
     assert np.all(np.isfinite(g.predict_proba(X)))
-    ledger = BudgetLedger(10.0, 1e-3)
+    ledger = BudgetLedger(10.0, 1e-5)
     with pytest.raises(ValueError, match="n_samples=40 is too few rows"):
         DPGaussianMixture(6, budget=ledger, **kw).fit(X)
     assert ledger.entries == []

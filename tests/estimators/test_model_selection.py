@@ -10,6 +10,7 @@ shortcuts find K on an easy mixture.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import pickle
@@ -18,6 +19,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
+from sklearn.base import clone
 
 import dpem_fast
 from dpem_fast import DPGaussianMixture, DPKMeans, ModelFormatError, _persist
@@ -245,9 +247,40 @@ def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatc
     with pytest.raises(acc.BudgetExceededError):
         selection(budget=ledger).fit(X)
     assert seen == [] and ledger.entries == []
-    ledger = acc.BudgetLedger(5.0, 1e-3, accountant="rdp", neighbouring="replace")
+    ledger = acc.BudgetLedger(5.0, 1e-5, accountant="rdp", neighbouring="replace")
     s = quiet_fit(selection(budget=ledger), X)
     assert len(ledger.entries) == 1 and ledger.entries[0][1] == s.privacy_.event
+
+
+def test_clone_and_deepcopy_of_a_selection_keep_the_very_same_ledger():
+    """Issue 34: ``clone`` deep-copies non-estimator parameters; the selection's ledger comes
+    through as itself, and the clone's selection is charged to it, declaring the RDP
+    accountant that calibrated it."""
+    ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="replace")
+    s = selection(budget=ledger)
+    assert clone(s).budget is ledger and copy.deepcopy(s).budget is ledger
+    twin = quiet_fit(clone(s), blobs())
+    assert len(ledger.entries) == 1 and ledger.entries[0][1] == twin.privacy_.event
+    assert ledger.declared == ["rdp"] and ledger.spent_by == "rdp"
+
+
+def test_an_unfitted_selection_with_a_ledger_refuses_to_be_pickled():
+    """A pickled selection used to drop its ledger whether fitted or not, so a joblib worker
+    ran the whole selection uncharged; an unfitted one now keeps it and the ledger refuses,
+    a fitted one's pickle carries no account."""
+    ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="replace")
+    with pytest.raises(TypeError, match="BudgetLedger cannot be pickled"):
+        pickle.dumps(selection(budget=ledger))
+    fitted = quiet_fit(selection(budget=ledger), blobs())
+    assert pickle.loads(pickle.dumps(fitted)).budget is None and fitted.budget is ledger
+
+
+def test_a_delta_in_the_warning_band_warns_before_the_charge():
+    ledger = acc.BudgetLedger(1e-3, 1e-9, neighbouring="replace")
+    with pytest.warns(acc.LargeDeltaWarning, match="delta"):
+        with pytest.raises(acc.BudgetExceededError):
+            selection(delta=1e-3, budget=ledger).fit(blobs(n=300))
+    assert ledger.entries == []
 
 
 # ----------------------------------------------------------------- bad input
@@ -255,6 +288,7 @@ def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatc
     (dict(epsilon=float("inf")), ValueError, "epsilon"),
     (dict(epsilon=0.0), ValueError, "epsilon"),
     (dict(delta=0.0), ValueError, "delta"),
+    (dict(delta=0.5), ValueError, r"delta=0\.5 is above 0\.01.*1/n"),
     (dict(holdout=1.0), ValueError, "holdout"),
     (dict(holdout="a"), ValueError, "holdout"),
     (dict(mean=0.5), ValueError, "mean"),
@@ -273,7 +307,7 @@ def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatc
     (dict(estimator=DPKMeans(bounds=BOX, method="dplloyd"), param_grid={"n_clusters": [1, 2]}),
      ValueError, "non-Gaussian"),
     (dict(estimator=object()), TypeError, "estimator"),
-    (dict(budget=acc.BudgetLedger(5.0, 1e-3, neighbouring="add_remove")), ValueError, "budget"),
+    (dict(budget=acc.BudgetLedger(5.0, 1e-5, neighbouring="add_remove")), ValueError, "budget"),
 ])
 def test_bad_parameters_are_refused_by_name(kw, exc, match):
     with pytest.raises(exc, match=match):
@@ -386,7 +420,7 @@ def test_person_level_selection_splits_by_group_and_scores_a_groups_rows():
     assert abs(share - 0.25) < 4 * math.sqrt(0.25 * 0.75 / np.unique(groups).size)
     # a ledger of rows is refused; groups without any m, and a mixed grid, are refused by name
     with pytest.raises(ValueError, match="budget"):
-        selection(estimator=base, budget=acc.BudgetLedger(10.0, 1e-3)).fit(X, groups=groups)
+        selection(estimator=base, budget=acc.BudgetLedger(10.0, 1e-5)).fit(X, groups=groups)
     with pytest.raises(ValueError, match="max_rows_per_group"):
         selection().fit(X, groups=groups)
     with pytest.raises(ValueError, match="max_rows_per_group"):

@@ -139,7 +139,7 @@ def test_hopeless_replace_one_fits_are_refused_before_the_charge(monkeypatch, na
         raise AssertionError("a statistic was computed")
 
     monkeypatch.setattr(type(est), "_statistics", forbidden)
-    ledger = acc.BudgetLedger(10.0, 1e-3)
+    ledger = acc.BudgetLedger(10.0, 1e-5)
     est.set_params(budget=ledger)
     with pytest.raises(ValueError, match=r"n_samples=200 is too few rows.*raise epsilon"):
         est.fit(X)

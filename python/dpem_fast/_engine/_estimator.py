@@ -47,7 +47,7 @@ from .._dpcore import _rng as _core_rng
 from .._registry import Registered
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_real, check_probability
+from .._validation import check_delta, check_positive_real
 from ._groups import check_max_rows_per_group, split_groups
 from ._record import PrivacyRecord
 
@@ -133,7 +133,7 @@ class PrivateEstimator(Registered, BaseEstimator):
         if private is None:
             private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
         if private:
-            check_probability(self.delta, "delta")
+            check_delta(self.delta, "delta")        # the public δ policy: refuse or warn
         rel = self._relation()
         if rel not in self._relations:
             raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "
@@ -159,13 +159,17 @@ class PrivateEstimator(Registered, BaseEstimator):
         """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""
         return make_key(self.random_state)
 
-    def _charge(self, event, what="fit"):
+    def _charge(self, event, what="fit", *, accountant=None):
         """Charge ``event`` (the whole plan) to ``budget`` — before any statistic of the data is
         computed; a refused charge raises :class:`~dpem_fast.accounting.BudgetExceededError`
-        and records nothing."""
+        and records nothing.  ``accountant``: the plan's (the one that calibrated it), which
+        the ledger then also bounds its spends with (:class:`~dpem_fast.accounting.BudgetLedger`,
+        "Accountants"): a fit of (ε, δ) fits a ledger of (ε, δ)."""
         budget = getattr(self, "budget", None)
         if budget is not None:
-            budget.spend(event, label=f"{type(self).__name__}.{what}")
+            if not (isinstance(accountant, str) and accountant in acc.ACCOUNTANTS):
+                accountant = None               # a user's accountant class: the ledger's own bound only
+            budget.spend(event, label=f"{type(self).__name__}.{what}", accountant=accountant)
 
     def _count_private(self):
         """Whether the row count is private (add/remove, or any person-level fit): a model that

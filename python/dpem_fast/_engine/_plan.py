@@ -46,6 +46,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import accounting as acc
+from ..accounting import _calibration
 from ._groups import check_max_rows_per_group, group_spec
 from ._lattice import lattice, noised_size
 from ._record import Release
@@ -248,7 +249,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
                         [("gaussian", p, math.sqrt(wr)) for wr in w])
             return ([("gaussian", p, math.sqrt(w_one[s.name])) for s in one_off_specs],
                     [("gaussian", p, math.sqrt(wr)) for wr in w])
-        calibrate = acc.calibrate_noise_multiplier
+        calibrate = _calibration._calibrate_noise_multiplier     # δ checked by the estimator
     else:
         c = math.sqrt(2.0 * math.log(1.25 / PAPER_DELTA_PER_RELEASE))
 
@@ -257,7 +258,7 @@ def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accounta
             return ([("gaussian", c, w_one[s.name] * p) for s in one_off_specs],
                     [("laplace", wr, p) if mechanisms[n] == "laplace" else ("gaussian", c, wr * p)
                      for n, wr in zip(names, w)])
-        calibrate = acc.calibrate_epsilon_per_release
+        calibrate = _calibration._calibrate_epsilon_per_release
 
     def leaf(spec, mech, a, b):
         if mech == "laplace":

@@ -11,6 +11,10 @@ sensitivity the caller derives under a neighbouring relation
 :class:`NeighbouringEvent` to state which; accountants and ledgers of the
 other relation then raise :class:`NeighbouringMismatchError`.  An untagged
 event is read under the accountant's own ``neighbouring``.
+
+δ policy: every entry point that takes a privacy ``delta`` (the estimators, the selection,
+:class:`BudgetLedger`, the calibration functions, :func:`noise_table`) refuses δ above
+:data:`DELTA_MAX` and warns (:class:`LargeDeltaWarning`) above :data:`DELTA_WARN`.
 """
 from ._base import PrivacyAccountant
 from ._calibration import (calibrate_epsilon_per_release,
@@ -28,8 +32,9 @@ from ._rdp_accountants import MomentsAccountant, RDPAccountant
 from ._registry import ACCOUNTANTS, get_accountant
 from ._table import (default_table_accountants, format_noise_table,
                      noise_table)
-from ._warnings import (BudgetExceededError, NeighbouringMismatchError, NoiseDominatedWarning,
-                        PrivacyLeakWarning, UnsupportedEventError)
+from ._validation import DELTA_MAX, DELTA_WARN
+from ._warnings import (BudgetExceededError, LargeDeltaWarning, NeighbouringMismatchError,
+                        NoiseDominatedWarning, PrivacyLeakWarning, UnsupportedEventError)
 from ._zcdp import ZCDPAccountant
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "PLDAccountant", "ACCOUNTANTS", "get_accountant",
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
     "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning", "NoiseDominatedWarning",
+    "LargeDeltaWarning", "DELTA_MAX", "DELTA_WARN",
     "UnsupportedEventError", "NeighbouringMismatchError",
     "noise_table", "format_noise_table",
     "default_table_accountants",

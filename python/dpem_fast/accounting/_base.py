@@ -1,5 +1,6 @@
 """Abstract accountant (private module; the class is re-exported)."""
 import abc
+import copy
 import math
 
 from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
@@ -168,6 +169,15 @@ class PrivacyAccountant(abc.ABC):
     def __repr__(self):
         return (f"{type(self).__name__}(neighbouring={self._neighbouring!r}, "
                 f"n_entries={len(self._ledger)})")
+
+    def _copy(self):
+        """A copy holding the same composition that composes further on its own (what a
+        :class:`BudgetLedger` tries a spend on).  Shallow: ``compose`` never changes a state
+        in place (``_add`` and ``_scale`` return new objects), so the state is shared until
+        either side composes; the list of entries is copied."""
+        new = copy.copy(self)
+        new._ledger = list(self._ledger)
+        return new
 
     # -- helpers for subclasses ---------------------------------------
     def _unsupported(self, event, why=""):

@@ -8,7 +8,7 @@ from ._base import check_tags
 from ._events import (ComposedEvent, DpEvent, NeighbouringEvent,
                       PoissonSampledEvent, SampledWithoutReplacementEvent,
                       SelfComposedEvent)
-from ._validation import check_open_unit, check_positive
+from ._validation import check_delta, check_open_unit, check_positive
 
 __all__ = ["calibrate_noise_multiplier", "calibrate_epsilon_per_release"]
 
@@ -401,7 +401,10 @@ def calibrate_noise_multiplier(make_event, epsilon, delta, accountant=None, *,
     epsilon : float
         Target epsilon, > 0.
     delta : float
-        Target delta in (0, 1).
+        Target delta in (0, 1), under the public δ policy: refused (``ValueError``)
+        above :data:`~dpem_fast.accounting.DELTA_MAX`,
+        :class:`~dpem_fast.accounting.LargeDeltaWarning` above
+        :data:`~dpem_fast.accounting.DELTA_WARN`.
     accountant : class, callable or str, default RDPAccountant
         Factory returning a fresh accountant, e.g. ``ZCDPAccountant`` or
         ``functools.partial(RDPAccountant, conversion="classic")``, or a
@@ -430,6 +433,15 @@ def calibrate_noise_multiplier(make_event, epsilon, delta, accountant=None, *,
     Brent's method on ``log z`` brackets the boundary; the feasible bracket
     end is returned.
     """
+    check_delta("delta", delta)
+    return _calibrate_noise_multiplier(make_event, epsilon, delta, accountant, bracket=bracket, xtol=xtol)
+
+
+def _calibrate_noise_multiplier(make_event, epsilon, delta, accountant=None, *, bracket=(1e-3, 1e6), xtol=1e-7):
+    """:func:`calibrate_noise_multiplier` without the δ policy: for the library's own plans,
+    whose δ the estimator has checked already (a warning after a ledger charge would break
+    "a fit never raises after the charge" under ``-W error``), and for internal shares of
+    a δ."""
     lo, hi = bracket
     lo = check_positive("bracket[0]", lo)
     hi = check_positive("bracket[1]", hi)
@@ -445,6 +457,12 @@ def calibrate_epsilon_per_release(make_event, epsilon, delta, accountant=None,
     epsilon is non-decreasing in the parameter (``make_event(eps_i)``,
     e.g. the Laplace parts of the LLG plan).
     """
+    check_delta("delta", delta)
+    return _calibrate_epsilon_per_release(make_event, epsilon, delta, accountant, bracket=bracket, xtol=xtol)
+
+
+def _calibrate_epsilon_per_release(make_event, epsilon, delta, accountant=None, *, bracket=(1e-6, 1e3), xtol=1e-7):
+    """:func:`calibrate_epsilon_per_release` without the δ policy (see :func:`_calibrate_noise_multiplier`)."""
     lo, hi = bracket
     lo = check_positive("bracket[0]", lo)
     hi = check_positive("bracket[1]", hi)

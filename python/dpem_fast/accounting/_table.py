@@ -2,12 +2,12 @@
 import functools
 import math
 
-from ._calibration import (calibrate_epsilon_per_release,
-                           calibrate_noise_multiplier)
+from ._calibration import (_calibrate_epsilon_per_release,
+                           _calibrate_noise_multiplier)
 from ._dp_composition import AdvancedAccountant, LinearAccountant
 from ._gdp import GDPAccountant
 from ._rdp_accountants import MomentsAccountant, RDPAccountant
-from ._validation import check_choice, check_open_unit, check_positive
+from ._validation import check_choice, check_delta, check_positive
 from ._zcdp import ZCDPAccountant
 
 __all__ = ["noise_table", "format_noise_table", "default_table_accountants"]
@@ -60,12 +60,12 @@ def noise_table(plan, epsilons=(0.1, 0.5, 1, 2, 4), delta=1e-4,
     """
     check_choice("parameter", parameter,
                  ("noise_multiplier", "epsilon_per_release"))
-    delta = check_open_unit("delta", delta)
+    delta = check_delta("delta", delta)        # the policy once, not per cell
     eps_list = [check_positive("epsilon", e) for e in epsilons]
     if accountants is None:
         accountants = default_table_accountants()
-    calib = (calibrate_noise_multiplier if parameter == "noise_multiplier"
-             else calibrate_epsilon_per_release)
+    calib = (_calibrate_noise_multiplier if parameter == "noise_multiplier"
+             else _calibrate_epsilon_per_release)
     rows = {}
     for name, factory in accountants.items():
         if not factory().supports(plan(1.0)):

@@ -1,7 +1,7 @@
 """Warning and error classes of :mod:`dpem_fast.accounting`."""
 
-__all__ = ["PrivacyLeakWarning", "NoiseDominatedWarning", "BudgetExceededError", "UnsupportedEventError",
-           "NeighbouringMismatchError"]
+__all__ = ["PrivacyLeakWarning", "NoiseDominatedWarning", "LargeDeltaWarning", "BudgetExceededError",
+           "UnsupportedEventError", "NeighbouringMismatchError"]
 
 
 class PrivacyLeakWarning(UserWarning):
@@ -20,6 +20,18 @@ class NoiseDominatedWarning(UserWarning):
     indistinguishable from zero, so they were dropped).  The decision and the message use
     released values and public quantities only.  The remedies: a larger ``epsilon``,
     tighter declared bounds, fewer components, fewer iterations or more rows.
+    """
+
+
+class LargeDeltaWarning(UserWarning):
+    """A ``delta`` so large that the (ε, δ) guarantee may say little.
+
+    (ε, δ)-DP allows a mechanism that publishes every record in the clear with probability δ,
+    so δ means something only when it is far below 1/n for n records.  Raised for
+    :data:`~dpem_fast.accounting.DELTA_WARN` < δ <= :data:`~dpem_fast.accounting.DELTA_MAX`
+    (above :data:`~dpem_fast.accounting.DELTA_MAX`, δ is refused with a ``ValueError``) by the
+    estimators, the selection, :class:`BudgetLedger` and the calibration functions, before
+    anything is charged or computed.
     """
 
 

@@ -15,7 +15,7 @@ from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
-from ..accounting import NoiseDominatedWarning
+from ..accounting import NoiseDominatedWarning, _calibration
 from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
                        make_plan, poisson_minibatches)
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
@@ -474,11 +474,11 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         def single(z):
             return acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z))
         if self.noise_multiplier is None:
-            return acc.calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
+            return _calibration._calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
         svi = acc.NeighbouringEvent("add_remove", acc.SelfComposedEvent(
             acc.PoissonSampledEvent(q, acc.GaussianEvent(float(self.noise_multiplier))), T))
         eps_svi = factory().compose(svi).get_epsilon(delta)
-        z_eq = acc.calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
+        z_eq = _calibration._calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
         return z_eq * math.sqrt((1.0 - f) / f)
 
     def _initial_topics(self, key, K, V):
@@ -591,7 +591,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         V, K = lam.shape[1], lam.shape[0]
         S = int(self.batch_size)
         plan, T, q = self._private_plan(K, V)
-        self._charge(plan.event)            # the whole plan, before any statistic of the data
+        self._charge(plan.event, accountant=plan.accountant)   # the whole plan, before any statistic of the data
         if grouping is not None:            # at most m documents per author, from here on
             keep = bound_mask(grouping, bounding_key(key), plan.max_rows_per_group, n_threads)
             docs.keep(keep)
@@ -709,7 +709,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         else:
             plan = make_plan([self._spec(K, V)], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
-            self._charge(plan.event, "partial_fit")
+            self._charge(plan.event, "partial_fit", accountant=plan.accountant)
             call_key = derive_key(base, "lda", "partial", t)
             Xc, _ = self._cap_tokens(X, call_key)
             _, sstats, _ = self._estep(Xc, self.exp_dirichlet_component_, gamma0, alpha, self._clip_norm(V),

@@ -18,7 +18,7 @@ from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int, check_positive_real, check_probability
+from .._validation import check_delta, check_positive_int, check_positive_real
 from ._lda_docs import _cap_documents, _check_counts, _clipped_count_sum
 from ._lda_math import default_clip_norm, unigram_distribution
 
@@ -130,7 +130,7 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     eps = check_positive_real(epsilon, "epsilon", allow_inf=True)
     private = not math.isinf(eps)
     if private:
-        check_probability(delta, "delta")
+        check_delta(delta, "delta")               # the public δ policy: refuse or warn
     if neighbouring not in ("add_remove", "replace"):
         raise ValueError(f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}")
     m = check_max_rows_per_group(max_rows_per_group)
@@ -165,7 +165,7 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
                      max_rows_per_group=m)
     if budget is not None:
-        budget.spend(plan.event, label="private_unigram")
+        budget.spend(plan.event, label="private_unigram", accountant=plan.accountant)
     if grouping is not None:              # at most m documents per author, after the charge
         X = X[np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))]
     Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)

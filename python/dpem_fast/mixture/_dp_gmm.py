@@ -196,6 +196,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         that would exceed it raises ``BudgetExceededError``.  The ledger must
         account under the fit's ``neighbouring`` relation; ``epsilon=inf`` and
         ``bounds="from_data"`` fits refuse a ledger (they are not private).
+        The charge declares the plan's accountant (``privacy_.accountant``),
+        which the ledger bounds its spends with too, so a fit of (ε, δ) fits a
+        ledger of (ε, δ).  ``clone`` keeps the very ledger; an unfitted
+        estimator holding one cannot be pickled (use ``n_jobs=1``).
     verbose : int, default=0
         ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
         lines without it) with the seconds of the last iteration and the ε spent so far;

@@ -189,7 +189,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
-from ..accounting import NoiseDominatedWarning
+from ..accounting import NoiseDominatedWarning, _calibration
 from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
 from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
@@ -724,7 +724,7 @@ class DPStochasticEP(PrivateEstimator):
         record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
         fit's rows per group (``n`` is then the slot count G m; class docstring)."""
         plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m)
-        self._charge(plan.event)              # the whole plan, before any step reads a row
+        self._charge(plan.event, accountant=plan.accountant)  # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
                   "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
@@ -753,7 +753,7 @@ class DPStochasticEP(PrivateEstimator):
             return sep_event(z, n, T, self.sampling, B, unit)
 
         factory = acc.get_accountant(acct, "replace")
-        z = acc.calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
+        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
         tau = _posterior_noise(sens * z, sizes, gamma, n)
         margin = _margin(d, tau)
         if n * C <= margin:                     # public: decided before the budget is charged

@@ -18,6 +18,7 @@ from sklearn.model_selection import ParameterGrid
 from sklearn.utils.validation import check_is_fitted
 
 from .. import accounting as acc
+from ..accounting import _calibration
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._engine._plan import Plan
@@ -28,7 +29,7 @@ from .._engine._sources import validated_rows
 from .._preprocess import resolve_domain, scale_and_clip
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_positive_real, check_probability
+from .._validation import check_delta, check_positive_real
 
 __all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
 
@@ -196,7 +197,9 @@ class PrivateModelSelection(BaseEstimator):
         Threads of every fit; results do not depend on it.
     budget : BudgetLedger or None
         Charged with the whole selection's event before any statistic of the data is
-        computed (the event only: the ledger has no δ-only spend for δ_tail).
+        computed (the event only: the ledger has no δ-only spend for δ_tail), declaring
+        the RDP accountant that calibrated it.  ``clone`` keeps the very ledger; an unfitted
+        selection holding one cannot be pickled (a fitted one's pickle holds ``budget=None``).
 
     Attributes
     ----------
@@ -336,7 +339,7 @@ class PrivateModelSelection(BaseEstimator):
         eps = check_positive_real(self.epsilon, "epsilon")
         if math.isinf(eps):
             raise ValueError("epsilon must be finite: a private selection needs a budget")
-        check_probability(self.delta, "delta")
+        check_delta(self.delta, "delta")            # the public δ policy: refuse or warn
         if self.mean is not None:
             m = check_positive_real(self.mean, "mean")
             if m < 1.0 or math.isinf(m):
@@ -411,7 +414,7 @@ class PrivateModelSelection(BaseEstimator):
         def make_event(z):
             return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
 
-        z = acc.calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
+        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
         event = make_event(z)
         spent = acc.RDPAccountant(neighbouring=rel).compose(event).get_epsilon(delta_event)
         # the wall time tells T > T_max apart only (class docstring, "Fixed work"):
@@ -506,7 +509,7 @@ class PrivateModelSelection(BaseEstimator):
         release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:
-            self.budget.spend(event, label=f"{type(self).__name__}.fit")    # before any statistic
+            self.budget.spend(event, label=f"{type(self).__name__}.fit", accountant="rdp")   # before any statistic
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
@@ -593,7 +596,11 @@ class PrivateModelSelection(BaseEstimator):
     def __getstate__(self):
         state = dict(super().__getstate__())
         state["random_state"] = None
-        state["budget"] = None
+        if "best_estimator_" in state:
+            # a fitted selection's pickle does not carry the user's account; an unfitted one
+            # keeps it, and the ledger refuses to be pickled (a joblib worker's copy would be
+            # an independent account: the selection would fit there uncharged)
+            state["budget"] = None
         return state
 
     def predict(self, X):
@@ -624,7 +631,7 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     trial's fit quality limited the result (held-out scores improved from mean 3C to 2), while
     at large ε coverage matters.
     """
-    one = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
+    one = _calibration._calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent(neighbouring, acc.GaussianEvent(z)),
                                          epsilon, delta, "gdp")
     need = AUTO_MU_FRACTION / one
     C = int(n_candidates)
@@ -632,7 +639,7 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     for m in sorted({3.0 * C, 2.0 * C, float(C), C / 2.0, 3.0, 2.0}, reverse=True):
         if m < 2.0:
             continue
-        z = acc.calibrate_noise_multiplier(
+        z = _calibration._calibrate_noise_multiplier(
             lambda z: acc.NeighbouringEvent(neighbouring, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, shape)),
             epsilon, tail, "rdp", xtol=1e-3)
         if 1.0 / z >= need:
