@@ -3,10 +3,13 @@
 What the random-stopping theorem needs, checked through ``fit``: the event re-accounts to the
 reported ε (at δ less the truncation's δ_tail) and is tight, it is the random-stopping event of
 one Gaussian trial with the stated mean and shape, every trial's score carries the recorded
-noise, exactly T_max trials run whatever the data and the secret T, a failing candidate changes
-nothing visible, nothing but the best trial leaves (attributes, pickle), seeded runs are
-reproducible and thread-count invariant, bad parameters are refused by name, and the
-shortcuts find K on an easy mixture.
+noise, exactly T_max trials run whatever the data and the secret T, a trial's outcome depends on
+public values and its own releases only (neighbours with 3 and 4 rows release laws within the
+claim; a candidate that raises is fatal with one fixed message after every trial), nothing but
+the best trial leaves (attributes, pickle), seeded runs are reproducible and thread-count
+invariant, bad parameters are refused by name, and the shortcuts find K on an easy mixture.
+The split ``fit`` uses, the clipping before the score's release and the preflight's bound on
+each candidate's plan are each tested against the mutation that removes them (issue 34).
 """
 from __future__ import annotations
 
@@ -327,6 +330,109 @@ def test_trials_fit_and_score_empty_and_short_parts_instead_of_refusing(monkeypa
         assert len(fitted) == s.privacy_.n_iter and {f[1] for f in fitted} == {int((~hold).sum())}
         assert all(f[2] for f in fitted) and {k for k, _, _ in fitted} == {1, 4}
         assert set(scored) == {int(hold.sum())} and np.isfinite(s.best_score_)
+
+
+# ------------------------------------------------------- what the mutation run missed (issue 34)
+def test_a_person_level_fit_holds_out_whole_groups(monkeypatch):
+    """The split ``fit`` hands to the trials keeps each group on one side (the per-group coin,
+    not one coin per row)."""
+    import inspect
+    seen = []
+    real = PrivateModelSelection._run
+    sig = inspect.signature(real)
+
+    def spy(self, *args, **kw):
+        bound = sig.bind(self, *args, **kw)
+        seen.append((bound.arguments["X"], bound.arguments["hold"], bound.arguments["codes"]))
+        return real(self, *args, **kw)
+    monkeypatch.setattr(PrivateModelSelection, "_run", spy)
+    X = blobs(n=1200)
+    groups = np.random.default_rng(4).integers(0, 300, X.shape[0])
+    base = DPGaussianMixture(bounds=BOX, max_iter=2, max_rows_per_group=3)
+    quiet = warnings.catch_warnings()
+    with quiet:
+        warnings.simplefilter("ignore", acc.NoiseDominatedWarning)
+        selection(estimator=base).fit(X, groups=groups)
+    (Xb, hold, codes), = seen
+    assert codes is not None and hold.shape == codes.shape == (Xb.shape[0],)
+    straddling = [g for g in np.unique(codes) if np.unique(hold[codes == g]).size > 1]
+    assert straddling == []
+    sizes = np.bincount(codes)
+    assert np.sum(sizes[np.unique(codes)] > 1) > 100        # many groups could straddle
+    share = np.mean([hold[codes == g][0] for g in np.unique(codes)])
+    assert abs(share - 0.25) < 4 * math.sqrt(0.25 * 0.75 / np.unique(codes).size)
+
+
+def test_an_outlier_in_the_hold_out_moves_the_released_statistic_by_at_most_its_sensitivity(monkeypatch):
+    """Add/remove: D and D + one row far outside the model, the row held out (the other rows keep
+    their coins, so every trial fits the same training rows into the same model).  The exact
+    statistic each trial hands to the release layer moves by at most the declared sensitivity:
+    the outlier's row score (more than 20 nats below L) is clipped to [L, U] first."""
+    stats, raw = [], []
+    real_release, real_scores = ReleaseLayer.release, sel_mod.row_scores
+
+    def release(layer, statistics, index):
+        if sel_mod.SCORE in statistics:
+            stats[-1].append(float(statistics[sel_mod.SCORE]))
+        return real_release(layer, statistics, index)
+
+    def row_scores(model, X, domain):
+        v = real_scores(model, X, domain)
+        raw[-1].append(v)
+        return v
+    monkeypatch.setattr(ReleaseLayer, "release", release)
+    monkeypatch.setattr(sel_mod, "row_scores", row_scores)
+    X = blobs(n=2000, K=2, sd=0.03)
+    Xo = np.vstack([X, [[-1.5, 1.5]]])                 # the corner away from both clusters
+    seed = next(s for s in range(100) if sel_mod._holdout_mask(dpem_fast._rng.make_key(s), Xo.shape[0], 0.25, 1)[-1])
+    key = dpem_fast._rng.make_key(seed)
+    assert_array_equal(sel_mod._holdout_mask(key, Xo.shape[0], 0.25, 1)[:-1], sel_mod._holdout_mask(key, X.shape[0], 0.25, 1))
+    base = DPGaussianMixture(bounds=BOX, max_iter=4, neighbouring="add_remove")
+    fits = []
+    for data in (X, Xo):
+        stats.append([]), raw.append([])
+        fits.append(quiet_fit(selection(estimator=base, param_grid={"n_components": [2]}, epsilon=4.0,
+                                        random_state=seed), data))
+    sens = fits[0].privacy_.releases[sel_mod.SCORE].sensitivity
+    lo, hi = sel_mod.score_range(base, 2)
+    assert sens == pytest.approx((hi - lo) / 2)
+    diff = np.array(stats[1]) - np.array(stats[0])
+    assert diff.size == len(raw[1]) >= fits[0].privacy_.n_iter
+    assert np.all(np.abs(diff) <= sens * (1 + 1e-9))
+    # the outlier's own score lies far below L in every trial, so the bound above is the clipping's
+    assert max(float(v[-1]) for v in raw[1]) < lo - 20
+    np.testing.assert_allclose(diff, lo - 0.5 * (lo + hi), rtol=1e-9)
+
+
+@pytest.mark.parametrize("factor, refused", [(1.0, False), (1.0 + 1e-7, False), (1.0 + 1e-5, True),
+                                             (1.2, True), (1.9, True)])
+def test_the_preflight_refuses_a_candidate_whose_plan_exceeds_the_trials_mu(monkeypatch, factor, refused):
+    """Every candidate's plan must be Gaussian with mu <= the trial's mu (what the event assumes):
+    a plan at ``factor`` times the trial's mu is accepted up to the check's tolerance (1e-6 on
+    mu^2) and refused above it, before the charge and before any fit."""
+    mus = []
+    real_pre, real_plan = PrivateModelSelection._preflight, DPGaussianMixture._private_plan
+
+    def preflight(self, cands, mu, *rest):
+        mus.append(mu)
+        return real_pre(self, cands, mu, *rest)
+
+    def plan(self, *args, **kw):
+        out = real_plan(self, *args, **kw)
+        event = acc.NeighbouringEvent(out[0].neighbouring, acc.GaussianEvent(1.0 / (factor * mus[-1])))
+        return (dataclasses.replace(out[0], event=event),) + tuple(out[1:])
+    monkeypatch.setattr(PrivateModelSelection, "_preflight", preflight)
+    monkeypatch.setattr(DPGaussianMixture, "_private_plan", plan)
+    calls = count_fits(monkeypatch)
+    ledger = acc.BudgetLedger(5.0, 1e-3, accountant="rdp", neighbouring="replace")
+    X = blobs(n=400)
+    if refused:
+        with pytest.raises(RuntimeError, match="exceeds the trial's bound"):
+            selection(budget=ledger).fit(X)
+        assert calls == [] and ledger.entries == []
+    else:
+        s = quiet_fit(selection(budget=ledger), X)
+        assert len(calls) == s.privacy_.n_iter and len(ledger.entries) == 1
 
 
 # -------------------------------------------------------------- what leaves
