@@ -528,7 +528,7 @@ class PrivateEM(PrivateEstimator):
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
                 stats = self._pass(rows, params, domain, n_threads)
-                train_ll.append(stats.loglik / n)
+                train_ll.append(stats.loglik / max(n, 1))     # 0 rows: a selection trial's empty part
                 n_clipped = stats.n_clipped
                 noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
                 seen, releases = tail.add(it, noisy)

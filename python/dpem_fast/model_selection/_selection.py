@@ -8,6 +8,7 @@ shortcuts of :class:`~dpem_fast.DPGaussianMixture` and :class:`~dpem_fast.DPKMea
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 import warnings
@@ -20,16 +21,18 @@ from sklearn.utils.validation import check_is_fitted
 from .. import accounting as acc
 from ..accounting import _calibration
 from .._dpcore import _rng as _core_rng
+from .._dpcore._contract import superblock_rows
 from .._engine import PrivateEM
 from .._engine._plan import Plan
 from .._engine._record import PrivacyRecord, Release
 from .._engine._release import ReleaseLayer
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
-from .._engine._sources import validated_rows
+from .._engine._sources import DataSummary, Rows, validated_rows
 from .._preprocess import resolve_domain, scale_and_clip
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_delta, check_positive_real
+from ..io import as_row_source
 
 __all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
 
@@ -44,6 +47,15 @@ TAIL_SHARE = 0.01
 #: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
 _XTOL = 1e-7
 _METHODS = ("random_stopping",)
+#: The row count at which a candidate's own checks run where the training part's count is
+#: private (add/remove, every person-level selection): larger than any data set, so that
+#: ``n_samples < K`` can never refuse (a fit with fewer rows than components is valid).
+PRIVATE_N = 2 ** 62
+#: The one message of a selection in which some candidate's fit raised (class docstring,
+#: "Failures"): fixed text, raised after every trial ran, never chained to the cause.
+TRIAL_FAILED = ("a candidate's fit raised inside the private selection, so nothing is released; the "
+                "error itself is not shown (its type and text may depend on the data). Fit the "
+                "candidates on their own (outside the selection) to find the cause, or report it")
 _OVERRIDDEN = ("epsilon", "delta", "accountant", "random_state", "budget", "verbose", "n_threads")
 
 
@@ -104,6 +116,21 @@ def _group_holdout_mask(key, grouping, share, n_threads):
     return (words < np.uint64(int(share * 2.0 ** 64)))[grouping.codes]
 
 
+@functools.lru_cache(maxsize=64)
+def _trial_epsilon(mu, rel, delta):
+    """The ε at ``delta`` of one μ-GDP trial (exact GDP): every candidate's calibration target
+    (computed once per selection, not once per trial)."""
+    return acc.GDPAccountant(neighbouring=rel).compose(
+        acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta)
+
+
+def _check_count(n_train_public):
+    """The row count every candidate's checks see, in :meth:`~PrivateModelSelection._preflight`
+    and in every trial (:func:`fit_trial`): the training part's size where it is public
+    (row-level replace: public coins on a public n), else :data:`PRIVATE_N`."""
+    return PRIVATE_N if n_train_public is None else int(n_train_public)
+
+
 def _is_centres(estimator):
     return "n_clusters" in estimator.get_params(deep=False)
 
@@ -136,8 +163,12 @@ def row_scores(model, X, domain):
     """Each row's score under a fitted candidate, in the working units of ``domain`` (rows
     clipped into it as a fit clips them): minus the squared distance to the nearest centre,
     or the log density (``score_samples`` in the original units plus ``Σ log s_i``, the
-    Jacobian of the public map)."""
-    Z = scale_and_clip(np.asarray(X, dtype=np.float64), domain)[0]
+    Jacobian of the public map).  No row, no score: an empty hold-out part (a data outcome,
+    not an error) gives an empty array, whose sum is 0."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] == 0:
+        return np.zeros(0)
+    Z = scale_and_clip(X, domain)[0]
     if hasattr(model, "cluster_centers_"):
         C = domain.to_scaled(np.asarray(model.cluster_centers_, dtype=np.float64))
         sq = np.full(Z.shape[0], np.inf)
@@ -146,6 +177,41 @@ def row_scores(model, X, domain):
         return -sq
     return np.asarray(model.score_samples(domain.to_original(Z)), dtype=np.float64) \
         + float(np.sum(np.log(domain.scale)))
+
+
+def clipped_score_sum(v, bounds):
+    """The hold-out score of one trial before its noise: ``Σ_i (clip(v_i, L, U) - (L + U)/2)``
+    (NaN counts as L, ±inf as U / L), each term in ``[-(U - L)/2, (U - L)/2]``; 0 for no row."""
+    lo, hi = bounds
+    v = np.clip(np.nan_to_num(np.asarray(v, dtype=np.float64), nan=lo, posinf=hi, neginf=lo), lo, hi)
+    return float(np.sum(v - 0.5 * (lo + hi)))
+
+
+def fit_trial(model, X, groups, n_check):
+    """Fit the calibrated candidate ``model`` privately on a trial's training rows ``X`` (an
+    in-memory float64 array, validated with the whole data before the charge; possibly
+    empty) with the engine's private fit, as the model's own ``fit`` would, except that no
+    check reads the number of rows: the model's checks run at ``n_check``, the public count
+    of :meth:`PrivateModelSelection._preflight` (the training part's size under row-level
+    replace, else :data:`PRIVATE_N`).  ``groups``: the rows' groups of a person-level trial
+    (its rows are bounded to the candidate's m inside the fit, after its plan is made).
+
+    What the trial releases is then a function of public values and of the fit's own noisy
+    releases only: zero rows and fewer rows than components are fitted (noise), never
+    refused (class docstring, "Failures")."""
+    n, d = X.shape
+    model._check_privacy_params()
+    model._check_model_params(n_check, d)
+    model.n_features_in_ = d
+    prepared = model._prepare_rows(X)
+    rows = Rows(as_row_source(prepared, superblock_rows(d)), None, DataSummary(n, d))
+    grouping = None if groups is None else check_groups(groups, n)
+    params, domain, record = model._fit_private(rows, make_key(model.random_state),
+                                                effective_n_threads(model.n_threads), grouping)
+    model.n_iter_ = model._n_release_rounds()
+    model._set_fitted(params, domain, rows.dtype)
+    model.privacy_ = record
+    return model
 
 
 class PrivateModelSelection(BaseEstimator):
@@ -271,12 +337,9 @@ class PrivateModelSelection(BaseEstimator):
     δ_tail) by the RDP accountant, and μ is the largest that meets it (calibrated by
     bisection).  T and the other runs' outputs must stay secret: the selection keeps only
     the best run (no count, no other score, no other model in any attribute, pickle,
-    warning or exception; a failed trial — an exception or a refusal inside its fit — has
-    rank -inf and is silent; public refusals are raised before any trial, and a data-dependent
-    failure, e.g. an overflow, ends its trial early: wall time can reveal that some trial
-    failed, a limit of this version).  T = 0 (Poisson only) or every trial failed releases
-    nothing: a
-    ``RuntimeError`` whose text is the same in both cases.
+    warning or exception).  T = 0 (Poisson only) releases nothing: a ``RuntimeError`` with a
+    fixed text.  That the rank is a function of Q's output only — never of the rows by some
+    other path, such as a trial that refused — is argued under "Failures".
 
     **Fixed work.**  Wall time would reveal T, so max(T, T_max) trials run (fits, scores and
     noise), and only the first T count: T itself is drawn from its whole law (never
@@ -292,6 +355,40 @@ class PrivateModelSelection(BaseEstimator):
     timing is (ε, δ_e + (1 + e^ε) p)-DP.  T_max is the smallest k with P(T > k) ≤
     δ_tail / (1 + e^ε), δ_tail = :data:`TAIL_SHARE` × δ, so it is (ε, δ)-DP
     (``privacy_.delta_tail``; the event re-accounts at ``delta - delta_tail``).
+
+    **Failures.**  The argument above needs every trial to be exactly Q: its output a
+    function of public values and of its two noisy releases.  A trial that refused for a
+    reason read from its rows (fewer training rows than components, an empty hold-out part)
+    and was ranked last would make the rank — so which trial is released, and whether any
+    is — depend on the rows outside every accounted release (3 rows against 4, K ∈ {1, …, 4},
+    ε = 2: K = 3 was released with probability 0 and 0.10 before this was designed out).  So
+    every place a trial could refuse is public or impossible:
+
+    * the candidate's own checks — its parameters, and those that read a row count, such as
+      ``n_samples >= n_components`` — run for every candidate in :meth:`_preflight`, before
+      the charge, at a public count: the training part's size under row-level replace (public
+      coins on a public n), else :data:`PRIVATE_N`, at which no count check refuses.  Each
+      trial's fit (:func:`fit_trial`, the estimator's private fit) runs the same checks at the
+      same count, never at its rows' count;
+    * all rows are validated once, for every candidate, before the charge (finite values, the
+      model's row check); a trial's training part is a subset of them;
+    * a training part with fewer rows than components, or with no row, is fitted: its
+      statistics are its rows' (zero for none) plus the plan's noise, and its components are
+      noise — an output of the same mechanism, not a failure;
+    * an empty hold-out part scores the empty sum, 0, before the noise.
+
+    An exception can then escape a candidate's fit only through a defect (a private fit does
+    not raise after its charge: every estimator's contract).  It is fatal, in a form that does
+    not depend on the data: the failed trial's score still draws its noise, every remaining
+    trial runs (the work of max(T, T_max) trials, as above), and then the selection raises one
+    ``RuntimeError`` whose text is the constant :data:`TRIAL_FAILED`, not chained to the cause,
+    the same whichever trial failed and whether it was among the first T; nothing is
+    released, and a ``budget`` stays charged (the trials ran).  While the contract holds this
+    branch is never taken and the released values are exactly A's.  A defect that raised
+    depending on the data would disclose one bit beyond the event (that some trial raised;
+    its own trial also ended early), never the exception's type or text or which trial — and
+    never a rank: ranking a failed trial last, as this selection once did, selects on that bit
+    trial by trial.
     """
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
@@ -430,8 +527,7 @@ class PrivateModelSelection(BaseEstimator):
     def _candidate_model(self, params, mu, rel, n_threads):
         """A fresh candidate calibrated (exact GDP) to the per-trial μ."""
         delta0 = float(self.delta)
-        eps0 = acc.GDPAccountant(neighbouring=rel).compose(
-            acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta0)
+        eps0 = _trial_epsilon(float(mu), rel, delta0)
         over = {"epsilon": eps0, "delta": delta0, "random_state": None, "budget": None, "verbose": 0,
                 "n_threads": n_threads}
         names = self.estimator.get_params(deep=False)
@@ -442,7 +538,9 @@ class PrivateModelSelection(BaseEstimator):
     def _preflight(self, cands, mu, rel, d, n_train_public, n_threads):
         """Every candidate's plan from public quantities: Gaussian only and within μ (so that
         ``GaussianEvent(1/μ)`` dominates it); the public refusals raise here, before the
-        charge."""
+        charge, and the candidate's own checks run at the count every trial's fit uses
+        (:func:`_check_count`), so that no trial can refuse what passed here (class
+        docstring, "Failures")."""
         for params in cands:
             model = self._candidate_model(params, mu, rel, n_threads)
             params_d = model.get_params(deep=False)
@@ -455,7 +553,7 @@ class PrivateModelSelection(BaseEstimator):
             if any(m != "gaussian" for m in mech.values()) or getattr(model, "noise", "gaussian") != "gaussian":
                 raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
                                  "discrete Gaussian); the selection bounds Gaussian plans only")
-            model._check_model_params(n_train_public if n_train_public is not None else 2 ** 62, d)
+            model._check_model_params(_check_count(n_train_public), d)     # the count every trial uses
             model.n_features_in_ = d
             try:
                 plan = model._private_plan(n_train_public, d)[0]
@@ -488,6 +586,10 @@ class PrivateModelSelection(BaseEstimator):
         rows = validated_rows(probe, X, True)
         if rows.remote:
             raise ValueError("X: a private selection needs the rows in memory (an array or memmap)")
+        for params in cands[1:]:        # every candidate's row check, on all rows, before the charge:
+            model = self._candidate_model(params, mu, rel, n_threads)      # no trial's can refuse then
+            if model._rows_task() is not None:
+                validated_rows(model, X, True)
         grouping = check_groups(groups, rows.n_rows) if groups is not None else None
         Xa = np.asarray(X) if not hasattr(X, "iloc") else X.to_numpy()
         Xa = np.asarray(Xa, dtype=np.float64)
@@ -518,7 +620,8 @@ class PrivateModelSelection(BaseEstimator):
         plan = Plan(releases={SCORE: dataclasses.replace(release, count=2 ** 62)}, event=event, accountant="rdp",
                     neighbouring=rel, epsilon_spent=spent)
         layer = ReleaseLayer(plan, key, n_threads)
-        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes)
+        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes,
+                         _check_count(n_train_public))
         record = PrivacyRecord(
             mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
                        f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
@@ -545,12 +648,13 @@ class PrivateModelSelection(BaseEstimator):
         self.privacy_ = record
         return self
 
-    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None):
-        """The T_max trials; the best of the first T (see the class docstring).  Returns
-        (model, params, noisy score, its warnings) or raises the one RuntimeError.  ``codes``:
-        the (bounded) rows' groups of a person-level selection, else None."""
-        lo, hi = bounds
-        centre = 0.5 * (lo + hi)
+    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None,
+             n_check=PRIVATE_N):
+        """The max(T, T_max) trials; the best of the first T (see the class docstring).  Returns
+        (model, params, noisy score, its warnings) or raises one of the two fixed RuntimeErrors
+        (T = 0; some trial's fit raised).  ``codes``: the (bounded) rows' groups of a
+        person-level selection, else None.  ``n_check``: the public count of every
+        candidate's checks (:func:`_check_count`)."""
         X_train, X_hold = X[~hold], X[hold]
         g_train = None if codes is None else codes[~hold]
         d = X.shape[1]
@@ -558,28 +662,26 @@ class PrivateModelSelection(BaseEstimator):
         n_trials = max(T, t_max)
         choice = _choices(key, len(cands), n_trials)
         sigma = layer.releases[SCORE].noise_scale
-        best, best_rank = None, -math.inf
+        best, best_rank, failed = None, -math.inf, False
         for t in range(n_trials):
             params = cands[int(choice[t])]
             model = self._candidate_model(params, mu, rel, n_threads)
             model.set_params(random_state=np.random.SeedSequence(
                 [int(w) for w in derive_key(key, "selection", "trial", t)]))
-            value, caught = -math.inf, ()
+            value, caught = 0.0, ()
             try:
                 with warnings.catch_warnings(record=True) as seen:
                     warnings.simplefilter("always")
-                    model.fit(X_train) if g_train is None else model.fit(X_train, groups=g_train)
+                    fit_trial(model, X_train, g_train, n_check)
                     domain = resolve_domain(d, model.data_norm, model.bounds)
                     with blas_single_thread():
-                        v = row_scores(model, X_hold, domain)
-                    value = float(np.sum(np.clip(np.nan_to_num(v, nan=lo, posinf=hi, neginf=lo), lo, hi) - centre))
+                        value = clipped_score_sum(row_scores(model, X_hold, domain), bounds)
                 caught = tuple(str(w.message) for w in seen
                                if issubclass(w.category, acc.NoiseDominatedWarning))
-            except Exception:       # noqa: BLE001 - a failed trial is silent (class docstring)
-                value, caught = -math.inf, ()
-            noisy = float(layer.release({SCORE: np.array(0.0 if math.isinf(value) else value)}, t)[SCORE])
-            if math.isinf(value):
-                noisy = -math.inf
+            except Exception:       # noqa: BLE001 - fatal, after every trial (class docstring, "Failures")
+                failed, value, caught = True, 0.0, ()
+            # every trial draws its noise, failed or not: the same work and the same streams
+            noisy = float(layer.release({SCORE: np.array(value)}, t)[SCORE])
             penalty = 0.0
             if self.parsimony:
                 size = params.get(self.complexity, self.estimator.get_params(deep=False).get(self.complexity))
@@ -587,6 +689,8 @@ class PrivateModelSelection(BaseEstimator):
             rank = noisy - penalty
             if t < T and rank > best_rank:
                 best, best_rank = (model, params, noisy, caught), rank
+        if failed:                  # outside the handler: no cause, no context, no traceback of it
+            raise RuntimeError(TRIAL_FAILED) from None
         if best is None:
             raise RuntimeError("the private selection released no model (this can happen by chance); "
                                "fit again with another random_state")
