@@ -284,7 +284,7 @@ def test_a_candidate_that_raises_is_fatal_with_one_fixed_message_after_every_tri
     work = list(calls)
     calls.clear()
     broken.append(True)
-    ledger = acc.BudgetLedger(5.0, 1e-3, accountant="rdp", neighbouring="replace")
+    ledger = acc.BudgetLedger(5.0, 1e-5, accountant="rdp", neighbouring="replace")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with pytest.raises(RuntimeError) as info:
@@ -426,7 +426,7 @@ def test_the_preflight_refuses_a_candidate_whose_plan_exceeds_the_trials_mu(monk
     monkeypatch.setattr(PrivateModelSelection, "_preflight", preflight)
     monkeypatch.setattr(DPGaussianMixture, "_private_plan", plan)
     calls = count_fits(monkeypatch)
-    ledger = acc.BudgetLedger(5.0, 1e-3, accountant="rdp", neighbouring="replace")
+    ledger = acc.BudgetLedger(5.0, 1e-5, accountant="rdp", neighbouring="replace")
     X = blobs(n=400)
     if refused:
         with pytest.raises(RuntimeError, match="exceeds the trial's bound"):

@@ -47,10 +47,6 @@ TAIL_SHARE = 0.01
 #: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
 _XTOL = 1e-7
 _METHODS = ("random_stopping",)
-#: The row count at which a candidate's own checks run where the training part's count is
-#: private (add/remove, every person-level selection): larger than any data set, so that
-#: ``n_samples < K`` can never refuse (a fit with fewer rows than components is valid).
-PRIVATE_N = 2 ** 62
 #: The one message of a selection in which some candidate's fit raised (class docstring,
 #: "Failures"): fixed text, raised after every trial ran, never chained to the cause.
 TRIAL_FAILED = ("a candidate's fit raised inside the private selection, so nothing is released; the "
@@ -127,8 +123,10 @@ def _trial_epsilon(mu, rel, delta):
 def _check_count(n_train_public):
     """The row count every candidate's checks see, in :meth:`~PrivateModelSelection._preflight`
     and in every trial (:func:`fit_trial`): the training part's size where it is public
-    (row-level replace: public coins on a public n), else :data:`PRIVATE_N`."""
-    return PRIVATE_N if n_train_public is None else int(n_train_public)
+    (row-level replace: public coins on a public n), else None — a private count, which the
+    engine's checks never read (``PrivateEM._check_model_params``: a fit with fewer rows than
+    components is valid)."""
+    return None if n_train_public is None else int(n_train_public)
 
 
 def _is_centres(estimator):
@@ -193,7 +191,7 @@ def fit_trial(model, X, groups, n_check):
     empty) with the engine's private fit, as the model's own ``fit`` would, except that no
     check reads the number of rows: the model's checks run at ``n_check``, the public count
     of :meth:`PrivateModelSelection._preflight` (the training part's size under row-level
-    replace, else :data:`PRIVATE_N`).  ``groups``: the rows' groups of a person-level trial
+    replace, else None: a private count no check reads).  ``groups``: the rows' groups of a person-level trial
     (its rows are bounded to the candidate's m inside the fit, after its plan is made).
 
     What the trial releases is then a function of public values and of the fit's own noisy
@@ -367,7 +365,7 @@ class PrivateModelSelection(BaseEstimator):
     * the candidate's own checks — its parameters, and those that read a row count, such as
       ``n_samples >= n_components`` — run for every candidate in :meth:`_preflight`, before
       the charge, at a public count: the training part's size under row-level replace (public
-      coins on a public n), else :data:`PRIVATE_N`, at which no count check refuses.  Each
+      coins on a public n), else None, a private count that no check reads.  Each
       trial's fit (:func:`fit_trial`, the estimator's private fit) runs the same checks at the
       same count, never at its rows' count;
     * all rows are validated once, for every candidate, before the charge (finite values, the
@@ -649,7 +647,7 @@ class PrivateModelSelection(BaseEstimator):
         return self
 
     def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None,
-             n_check=PRIVATE_N):
+             n_check=None):
         """The max(T, T_max) trials; the best of the first T (see the class docstring).  Returns
         (model, params, noisy score, its warnings) or raises one of the two fixed RuntimeErrors
         (T = 0; some trial's fit raised).  ``codes``: the (bounded) rows' groups of a
