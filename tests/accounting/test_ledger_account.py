@@ -185,3 +185,21 @@ def test_a_refused_spend_changes_no_bound():
     again = BudgetLedger(1.0, 1e-5)
     again.spend(GaussianEvent(8.0), accountant="gdp")
     assert ledger.spend(GaussianEvent(9.0)) == again.spend(GaussianEvent(9.0))
+
+
+def test_a_spends_delta_tail_is_charged_outside_its_event():
+    """``delta_tail``: the δ a spend has outside its event adds to the composition's δ, so the
+    ledger's ε is every event composed at δ - Σ δ_tail; a tail that leaves no δ is refused."""
+    ledger = BudgetLedger(10.0, 1e-5)
+    ledger.spend(GaussianEvent(2.0), delta_tail=4e-6)
+    ledger.spend(GaussianEvent(3.0), delta_tail=1e-6)
+    ref = acc.RDPAccountant().compose(GaussianEvent(2.0)).compose(GaussianEvent(3.0))
+    assert ledger.spent()[0] == pytest.approx(ref.get_epsilon(5e-6), rel=1e-12)
+    assert ledger.spent()[0] > ref.get_epsilon(1e-5)
+    assert not ledger.check(GaussianEvent(3.0), delta_tail=5e-6)     # no δ left for the events
+    with pytest.raises(BudgetExceededError):
+        ledger.spend(GaussianEvent(3.0), delta_tail=5e-6)
+    assert len(ledger.entries) == 2
+    for bad in (-1e-9, 1e-5, float("nan")):
+        with pytest.raises(ValueError, match="delta_tail"):
+            ledger.spend(GaussianEvent(3.0), delta_tail=bad)

@@ -473,6 +473,24 @@ def test_the_ledger_is_charged_once_with_the_selection_before_any_fit(monkeypatc
     assert len(ledger.entries) == 1 and ledger.entries[0][1] == s.privacy_.event
 
 
+def test_a_ledger_of_the_selections_own_budget_holds_it_with_its_delta_tail():
+    """The selection is (ε, δ)-DP as its event at δ - δ_tail plus δ_tail outside it (the chance
+    that T exceeds the fixed work): a ledger of exactly (ε, δ) holds it, and its spent ε is the
+    selection's own — the event composed at δ - δ_tail, not at δ (which understated it)."""
+    eps, delta = 2.0, 1e-5
+    ledger = acc.BudgetLedger(eps, delta, accountant="rdp", neighbouring="replace")
+    s = quiet_fit(selection(epsilon=eps, delta=delta, budget=ledger), blobs())
+    assert 0 < s.privacy_.delta_tail < delta
+    assert ledger.spent()[0] == pytest.approx(s.privacy_.epsilon_spent, rel=1e-9)
+    assert ledger.spent()[0] <= eps * (1 + 1e-9)
+    # a second spend is composed at δ less the selection's tail too
+    ledger2 = acc.BudgetLedger(10.0, delta, accountant="rdp", neighbouring="replace")
+    ledger2.spend(s.privacy_.event, delta_tail=s.privacy_.delta_tail)
+    ledger2.spend(acc.GaussianEvent(5.0))
+    both = acc.RDPAccountant(neighbouring="replace").compose(s.privacy_.event).compose(acc.GaussianEvent(5.0))
+    assert ledger2.spent()[0] == pytest.approx(both.get_epsilon(delta - s.privacy_.delta_tail), rel=1e-9)
+
+
 def test_clone_and_deepcopy_of_a_selection_keep_the_very_same_ledger():
     """Issue 34: ``clone`` deep-copies non-estimator parameters; the selection's ledger comes
     through as itself, and the clone's selection is charged to it, declaring the RDP

@@ -128,6 +128,7 @@ class BudgetLedger:
         self._lock = threading.RLock()
         self._entries = []          # (label, event, count)
         self._declared = []         # the accountant each spend declared, or None
+        self._tails = []            # each spend's delta outside its event (delta_tail)
         # key (None: the ledger's own accountant; else a registry name) ->
         # an accountant holding every spend, or None if it cannot account
         # for one of them
@@ -229,10 +230,12 @@ class BudgetLedger:
             return None
         return acct
 
-    def _trial(self, event, count, accountant):
-        """``(epsilon, key, bounds)``: the smallest epsilon at the total delta of the spends
-        so far and ``event`` composed, the key of the accountant that gives it, and the
-        accountants holding them all (None where one cannot).  Changes nothing."""
+    def _trial(self, event, count, accountant, tail=0.0):
+        """``(epsilon, key, bounds)``: the smallest epsilon of the spends so far and ``event``
+        composed, at the total delta less every spend's ``delta_tail`` (``tail``: the new
+        one's), the key of the accountant that gives it, and the accountants holding them all
+        (None where one cannot).  Changes nothing."""
+        event_delta = self._delta - math.fsum(self._tails + [tail])
         keys = list(self._bounds)
         if accountant is not None and accountant != self._own_name and accountant not in keys:
             keys.append(accountant)
@@ -252,7 +255,7 @@ class BudgetLedger:
         for key, acct in bounds.items():
             if acct is None:
                 continue
-            eps = acct.get_epsilon(self._delta)
+            eps = acct.get_epsilon(event_delta) if event_delta > 0 else math.inf
             if math.isnan(eps):
                 eps = math.inf
             if best is None or eps < best[0]:
@@ -265,29 +268,42 @@ class BudgetLedger:
                 f"and {type(event).__name__}")
         return best[0], best[1], bounds
 
-    def check(self, event, count=1, *, accountant=None):
+    def check(self, event, count=1, *, accountant=None, delta_tail=0.0):
         """Whether spending ``event`` (``count`` times) fits in the budget.
 
-        ``accountant``: as for :meth:`spend`.  Raises :class:`NeighbouringMismatchError`
-        for an event tagged with another relation or unit than the ledger's.
+        ``accountant``, ``delta_tail``: as for :meth:`spend`.  Raises
+        :class:`NeighbouringMismatchError` for an event tagged with another relation or unit
+        than the ledger's.
         """
         with self._lock:
             count = self._checked(event, count, accountant)
-            return self._trial(event, count, accountant)[0] <= self._epsilon
+            tail = self._checked_tail(delta_tail)
+            return self._trial(event, count, accountant, tail)[0] <= self._epsilon
 
-    def spend(self, event, count=1, label=None, *, accountant=None):
+    def _checked_tail(self, delta_tail):
+        tail = float(delta_tail)
+        if not (0.0 <= tail < self._delta):
+            raise ValueError(f"delta_tail must be in [0, delta={self._delta:g}), got {delta_tail!r}")
+        return tail
+
+    def spend(self, event, count=1, label=None, *, accountant=None, delta_tail=0.0):
         """Record a spend; raise :class:`BudgetExceededError` if over budget.
 
         ``accountant`` (a name of :data:`ACCOUNTANTS`, optional): the accountant the event
         was calibrated with; the ledger's bound then takes it into account (class
-        docstring, "Accountants").  Returns the total epsilon spent after this spend.  An
+        docstring, "Accountants").  ``delta_tail`` (default 0): a δ the spend's guarantee
+        has outside its event (:class:`~dpem_fast.model_selection.PrivateModelSelection`:
+        the chance that its trial count exceeds its fixed work, ``privacy_.delta_tail``).
+        It adds to the δ of the composition: the ledger's ε is that of every event composed
+        at ``delta - Σ delta_tail``, so its (ε, δ) covers the spend's own (ε, δ).  Returns the total epsilon spent after this spend.  An
         event tagged with another relation or unit than the ledger's raises
         :class:`NeighbouringMismatchError`, and nothing is recorded.  Atomic: the check and
         the record happen under the ledger's lock.
         """
         with self._lock:
             count = self._checked(event, count, accountant)
-            total, key, bounds = self._trial(event, count, accountant)
+            tail = self._checked_tail(delta_tail)
+            total, key, bounds = self._trial(event, count, accountant, tail)
             if not total <= self._epsilon:
                 raise BudgetExceededError(
                     f"spending {label or type(event).__name__!s} would bring "
@@ -296,6 +312,7 @@ class BudgetLedger:
                     f"nothing was recorded")
             self._entries.append((label, event, count))
             self._declared.append(accountant)
+            self._tails.append(tail)
             self._bounds = bounds
             self._spent, self._spent_by = total, self._name(key)
             return total

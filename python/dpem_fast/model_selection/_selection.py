@@ -609,7 +609,8 @@ class PrivateModelSelection(BaseEstimator):
         release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:
-            self.budget.spend(event, label=f"{type(self).__name__}.fit", accountant="rdp")   # before any statistic
+            self.budget.spend(event, label=f"{type(self).__name__}.fit", accountant="rdp",   # before any statistic
+                              delta_tail=tail)      # the chance T > T_max, outside the event
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
