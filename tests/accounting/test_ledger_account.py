@@ -199,7 +199,9 @@ def test_a_spends_delta_tail_is_charged_outside_its_event():
     assert not ledger.check(GaussianEvent(3.0), delta_tail=5e-6)     # no δ left for the events
     with pytest.raises(BudgetExceededError):
         ledger.spend(GaussianEvent(3.0), delta_tail=5e-6)
+    with pytest.raises(BudgetExceededError):
+        ledger.spend(GaussianEvent(3.0), delta_tail=0.5)
     assert len(ledger.entries) == 2
-    for bad in (-1e-9, 1e-5, float("nan")):
+    for bad in (-1e-9, 1.0, float("nan")):
         with pytest.raises(ValueError, match="delta_tail"):
             ledger.spend(GaussianEvent(3.0), delta_tail=bad)

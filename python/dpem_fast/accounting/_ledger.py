@@ -282,8 +282,8 @@ class BudgetLedger:
 
     def _checked_tail(self, delta_tail):
         tail = float(delta_tail)
-        if not (0.0 <= tail < self._delta):
-            raise ValueError(f"delta_tail must be in [0, delta={self._delta:g}), got {delta_tail!r}")
+        if not (0.0 <= tail < 1.0):     # a tail at or above what is left of delta does not fit
+            raise ValueError(f"delta_tail must be in [0, 1), got {delta_tail!r}")
         return tail
 
     def spend(self, event, count=1, label=None, *, accountant=None, delta_tail=0.0):
