@@ -50,7 +50,7 @@ import numpy as np
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
-from .._preprocess import DataDomain, resolve_domain
+from .._preprocess import DataDomain, resolve_domain, usable_box
 from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
@@ -514,6 +514,8 @@ class PrivateEM(PrivateEstimator):
             domain = estimate_domain(rows, layer, n_threads, columns=cols)
         elif source == "data":
             domain = domain_from_data(rows, columns=cols)
+        if source in ("estimate", "data"):
+            domain = usable_box(domain)             # no degenerate (zero-width) feature; a declared box as declared
         if domain is not None:
             domain = self._working_domain(domain)
         if start:
