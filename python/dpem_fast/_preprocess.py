@@ -38,6 +38,8 @@ MIN_BOX_RATIO = 2.0 ** -20
 #: when every feature is one value): 2^-200, so that variances ``s² v`` and precisions
 #: ``1 / (s² v)`` in the original units (working variances v in [1e-6, 1]) stay far inside
 #: float64's normal range (2^±1022), as the estimated scales' cap 2^500 does at the other end.
+#: Also the narrowest box image a declared box with ``data_norm`` may have (half-width over
+#: ``data_norm``; :func:`resolve_domain` refuses a narrower one before anything is charged).
 MIN_HALF_WIDTH = 2.0 ** -200
 
 
@@ -204,7 +206,20 @@ def resolve_domain(n_features, data_norm, bounds) -> DataDomain:
     n_features = int(n_features)
     if bounds is not None:
         lo, hi = _as_bounds(bounds, n_features)
-        return box_domain(lo, hi, False, data_norm)
+        domain = box_domain(lo, hi, False, data_norm)
+        if data_norm is not None:
+            # each feature's box image [-b_i, b_i] (b_i = half-width / data_norm) bounds its
+            # variance in working units by b_i²: below 2^-200 its square and the eigenvalue floor
+            # times it leave float64's normal range, and no covariance of the feature is
+            # representable (it was numpy's LinAlgError after the charge; issue 35)
+            narrow = np.flatnonzero(~(domain.box_image >= MIN_HALF_WIDTH))
+            if narrow.size:
+                raise ValueError(
+                    f"bounds: feature(s) {narrow.tolist()} have a half-width below 2^-200 of "
+                    f"data_norm={float(data_norm)!r}, too narrow for any covariance in the ball's units; "
+                    "declare a data_norm closer to the box's size, or leave data_norm unset (each feature "
+                    "is then scaled by its own width)")
+        return domain
     if data_norm is not None:
         return DataDomain(np.zeros(n_features), np.full(n_features, float(data_norm)), None, False)
     raise ValueError("resolve_domain needs a declared data_norm or bounds")
