@@ -43,6 +43,7 @@ post-processing) returns 1 and runs its iterations inside ``_update`` / ``_exact
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -502,6 +503,13 @@ class PrivateEM(PrivateEstimator):
         if clip is not None:
             rows = _ClippedRows(rows, functools.partial(clip_rows, domain=clip, columns=cols),
                                 clip, cols)
+            if clip.bounds is not None and summary.column_min is not None:
+                # the clipped rows' range (the initial draw is placed in it): the box clip of the range
+                idx = slice(None) if cols is None else np.asarray(cols, dtype=np.intp)
+                lo, hi = summary.column_min.copy(), summary.column_max.copy()
+                lo[idx] = np.clip(lo[idx], *clip.bounds)
+                hi[idx] = np.clip(hi[idx], *clip.bounds)
+                summary = dataclasses.replace(summary, column_min=lo, column_max=hi)
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         rounds = self._n_release_rounds()
