@@ -24,8 +24,23 @@ import numpy as np
 
 from ._rng import derive_key
 
-__all__ = ["DataDomain", "resolve_domain", "box_domain", "scale_and_clip", "clip_target", "project_into_domain",
-           "cube_corners"]
+__all__ = ["DataDomain", "resolve_domain", "box_domain", "usable_box", "scale_and_clip", "clip_target",
+           "project_into_domain", "cube_corners", "MIN_BOX_RATIO", "MIN_HALF_WIDTH"]
+
+#: The narrowest feature of an estimated (or data-derived) box, relative: its half-width is at
+#: least this fraction of the box's widest half-width and of the magnitude of its own centre
+#: (:func:`usable_box`).  The same ratio as the estimated scales' floor
+#: (:func:`dpem_fast._engine._domain._box_domain`: scales 2^20 apart already cost 2^40 of
+#: float64's 2^52 in the covariances' conditioning), and 2^-20 of a centre is far above its
+#: rounding (2^-52 of it), so the box's two ends are distinct doubles.
+MIN_BOX_RATIO = 2.0 ** -20
+#: The narrowest feature of an estimated box, absolute (a box around 0 of a column of zeros,
+#: when every feature is one value): 2^-200, so that variances ``s² v`` and precisions
+#: ``1 / (s² v)`` in the original units (working variances v in [1e-6, 1]) stay far inside
+#: float64's normal range (2^±1022), as the estimated scales' cap 2^500 does at the other end.
+#: Also the narrowest box image a declared box with ``data_norm`` may have (half-width over
+#: ``data_norm``; :func:`resolve_domain` refuses a narrower one before anything is charged).
+MIN_HALF_WIDTH = 2.0 ** -200
 
 
 @dataclass(frozen=True)
@@ -191,10 +206,71 @@ def resolve_domain(n_features, data_norm, bounds) -> DataDomain:
     n_features = int(n_features)
     if bounds is not None:
         lo, hi = _as_bounds(bounds, n_features)
-        return box_domain(lo, hi, False, data_norm)
+        domain = box_domain(lo, hi, False, data_norm)
+        if data_norm is not None:
+            # each feature's box image [-b_i, b_i] (b_i = half-width / data_norm) bounds its
+            # variance in working units by b_i²: below 2^-200 its square and the eigenvalue floor
+            # times it leave float64's normal range, and no covariance of the feature is
+            # representable (it was numpy's LinAlgError after the charge; issue 35)
+            narrow = np.flatnonzero(~(domain.box_image >= MIN_HALF_WIDTH))
+            if narrow.size:
+                raise ValueError(
+                    f"bounds: feature(s) {narrow.tolist()} have a half-width below 2^-200 of "
+                    f"data_norm={float(data_norm)!r}, too narrow for any covariance in the ball's units; "
+                    "declare a data_norm closer to the box's size, or leave data_norm unset (each feature "
+                    "is then scaled by its own width)")
+        return domain
     if data_norm is not None:
         return DataDomain(np.zeros(n_features), np.full(n_features, float(data_norm)), None, False)
     raise ValueError("resolve_domain needs a declared data_norm or bounds")
+
+
+def usable_box(domain):
+    """The estimated (or data-derived) ``domain`` with every feature's box made usable: no
+    feature narrower than a public minimum, in the box's own units.
+
+    A privately estimated box can be degenerate in a feature: a column of zeros (or of one
+    value) gets a box a few ulps wide, or of width 0, while its scale is floored at 2^-20 of
+    the widest feature's; the box's image ``[-b_i, b_i]`` in working units is then ~0, every
+    variance cap ``b_i²`` underflows and the M-step's covariances are singular (numpy's
+    ``LinAlgError`` after the budget was charged), and k-means centres and the box itself
+    come out as denormals (±1e-323).  Here each feature's half-width ``h_i`` is raised to
+
+        max(s_i / sqrt(d),  MIN_BOX_RATIO |c_i|,  MIN_HALF_WIDTH)
+
+    (``s_i`` its scale, ``c_i`` its centre: the first term is the half-width the feature's own
+    working unit implies, which for a scale at its floor is 2^-20 of the widest feature's
+    half-width; the others guard a box whose every feature is one value), around the same
+    centre; its scale is then at least ``sqrt(d) h_i`` (the box maps into the cube of
+    half-width 1/sqrt(d), inside the unit ball: every sensitivity holds) and at least 2^-20 of
+    the largest.  A feature that needs none of this is unchanged, so a healthy box is the same
+    domain, bit for bit.  Rows of a widened feature lie inside its old box, so no row is
+    clipped that was not before.  Post-processing of the released box with public constants;
+    a declared box is used as declared (never passed here).
+    """
+    if domain.bounds is None:
+        return domain
+    lo, hi = domain.bounds
+    c, s = domain.center, domain.scale
+    d = c.shape[0]
+    if d == 0:
+        return domain
+    root = np.sqrt(d)
+    fin = np.finfo(np.float64)
+    with np.errstate(over="ignore"):
+        half = hi / 2 - lo / 2
+        need = np.maximum(np.maximum(s / root, MIN_BOX_RATIO * np.abs(c)), MIN_HALF_WIDTH)
+    if not np.any(half < need):
+        return domain
+    half = np.maximum(half, need)
+    scale = np.maximum(s, np.minimum(root * half, fin.max))
+    scale = np.maximum(scale, MIN_BOX_RATIO * scale.max())
+    half = np.maximum(half, scale / root)
+    short = half > hi / 2 - lo / 2
+    with np.errstate(over="ignore"):
+        lo2 = np.where(short, np.clip(c - half, -fin.max, fin.max), lo)
+        hi2 = np.where(short, np.clip(c + half, -fin.max, fin.max), hi)
+    return DataDomain(c, scale, (lo2, hi2), domain.from_data)
 
 
 def project_into_domain(M, domain):

@@ -43,6 +43,7 @@ post-processing) returns 1 and runs its iterations inside ``_update`` / ``_exact
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -50,7 +51,7 @@ import numpy as np
 
 from .. import accounting as acc
 from ..accounting._validation import NEIGHBOURING_RELATIONS
-from .._preprocess import DataDomain, resolve_domain
+from .._preprocess import DataDomain, resolve_domain, usable_box
 from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
@@ -76,6 +77,43 @@ def _statistics_of(kernel, params, domain, n_threads, block):
     this with the model's public kernel, the released parameters, the domain, the thread
     count)."""
     return kernel(block, params, domain, n_threads)
+
+
+def clip_rows(block, domain, columns=None):
+    """The rows of ``block`` clipped to a declared ``domain`` in the original units, as a
+    private fit clips them (its box, then its ball: ``‖(a - c) / s‖ <= 1``), without the map:
+    what the non-private fit (``epsilon=inf``) fits when a domain is declared.  ``columns``:
+    the domain's columns (None: all).  Rows inside the domain keep their values bit for bit;
+    a new array (the caller's rows are never written).  Same dtype."""
+    X = np.array(block, copy=True)
+    cols = slice(None) if columns is None else np.asarray(columns, dtype=np.intp)
+    A = np.asarray(X[:, cols], dtype=np.float64)
+    if domain.bounds is not None:
+        A = np.clip(A, domain.bounds[0], domain.bounds[1])
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.sqrt(np.einsum("ij,ij->i", (A - domain.center) / domain.scale, (A - domain.center) / domain.scale))
+    over = ~(r <= 1.0)
+    if np.any(over):
+        A[over] = domain.center + (A[over] - domain.center) / np.where(np.isfinite(r[over]), r[over], np.inf)[:, None]
+    X[:, cols] = A.astype(X.dtype, copy=False)
+    return X
+
+
+def _clipped_statistics_of(kernel, clip_domain, columns, params, domain, n_threads, block):
+    """:func:`_statistics_of` of the block's rows clipped to the declared domain
+    (:func:`clip_rows`): a Dask task of a non-private pass with a declared domain (public
+    values only: the declaration and its columns)."""
+    return kernel(clip_rows(block, clip_domain, columns), params, domain, n_threads)
+
+
+class _ClippedRows:
+    """The engine's rows seen through :func:`clip_rows` (a non-private fit with a declared
+    domain): :meth:`PrivateEM._pass` clips each block before its statistics."""
+
+    def __init__(self, rows, clip, domain, columns):
+        self.rows, self.clip, self.domain, self.columns = rows, clip, domain, columns
+        self.remote = rows.remote
+        self.summary, self.n_rows, self.n_features, self.dtype = rows.summary, rows.n_rows, rows.n_features, rows.dtype
 
 
 class TailAverage:
@@ -254,6 +292,11 @@ class PrivateEM(PrivateEstimator):
         """The summed statistics of one pass over ``rows``.  Rows held by Dask workers get a
         task of public values only (:func:`_statistics_of` with the model's kernel); rows in
         this process go through :meth:`_statistics`."""
+        if isinstance(rows, _ClippedRows):      # a non-private fit with a declared domain
+            if rows.remote:
+                return rows.rows.reduce(functools.partial(_clipped_statistics_of, self._statistics_task(),
+                                                          rows.domain, rows.columns, params, domain, n_threads))
+            return rows.rows.reduce(lambda block: self._statistics(rows.clip(block), params, domain, n_threads))
         if rows.remote:
             return rows.reduce(functools.partial(_statistics_of, self._statistics_task(), params, domain,
                                                  n_threads))
@@ -426,8 +469,29 @@ class PrivateEM(PrivateEstimator):
         self.privacy_ = record
         return self
 
+    def _exact_domain(self, summary, cols, dd):
+        """``(clip, box)`` of a non-private fit (``epsilon=inf`` is the same model with no noise,
+        issue 35): ``clip`` the declared domain its rows are clipped to, as a private fit clips
+        them (None where nothing is declared: the rows are fitted as they are), ``box`` the
+        ``(lower, upper)`` the fitted model reports and samples in — the declared box, else the
+        data's bounding box of the domain columns (read from the data: the fit is not private),
+        or None (a fixed-domain model, or a declaration without a box: ``data_norm`` only)."""
+        if self._domain_kind != "ball" or dd == 0:
+            return None, None
+        if self._domain_source() == "declared":
+            declared = self._declared_domain(dd)
+            return declared, declared.bounds
+        if summary.column_min is None:
+            return None, None
+        lo, hi = summary.column_min, summary.column_max
+        if cols is not None:
+            lo, hi = lo[cols], hi[cols]
+        return None, (np.asarray(lo, dtype=np.float64).copy(), np.asarray(hi, dtype=np.float64).copy())
+
     def _fit_exact(self, rows, key, n_threads):
-        """Non-private EM (epsilon=inf): no domain map, no noise; the reference of the private fit."""
+        """Non-private EM (epsilon=inf): no noise, no domain map; the rows are clipped to a
+        declared domain as the private fit clips them, and the fitted model keeps the declared
+        box (:meth:`_exact_domain`).  The reference of the private fit."""
         summary, n, d = rows.summary, rows.n_rows, rows.n_features
         if summary.max_abs > _MAX_ABS_EXACT:
             raise ValueError(f"X: values up to {summary.max_abs:.3g} overflow the non-private EM's second "
@@ -435,6 +499,17 @@ class PrivateEM(PrivateEstimator):
         cols = self._domain_columns(d)
         dd = d if cols is None else len(cols)
         domain = DataDomain(np.zeros(dd), np.ones(dd), None, False)
+        clip, box = self._exact_domain(summary, cols, dd)
+        if clip is not None:
+            rows = _ClippedRows(rows, functools.partial(clip_rows, domain=clip, columns=cols),
+                                clip, cols)
+            if clip.bounds is not None and summary.column_min is not None:
+                # the clipped rows' range (the initial draw is placed in it): the box clip of the range
+                idx = slice(None) if cols is None else np.asarray(cols, dtype=np.intp)
+                lo, hi = summary.column_min.copy(), summary.column_max.copy()
+                lo[idx] = np.clip(lo[idx], *clip.bounds)
+                hi[idx] = np.clip(hi[idx], *clip.bounds)
+                summary = dataclasses.replace(summary, column_min=lo, column_max=hi)
         params = self._initial_parameters(summary, domain, key, False)
         train_ll = []
         rounds = self._n_release_rounds()
@@ -449,6 +524,8 @@ class PrivateEM(PrivateEstimator):
                 params = self._exact_update(stats, params)
                 progress.step()
         self._set_diagnostics(train_ll, 0)
+        if box is not None:         # the model keeps the declared (else the data's) box; units unchanged
+            domain = DataDomain(domain.center, domain.scale, box, False)
         return params, domain, None
 
     def _private_plan(self, n_public, d, dtype=np.float64):
@@ -514,6 +591,8 @@ class PrivateEM(PrivateEstimator):
             domain = estimate_domain(rows, layer, n_threads, columns=cols)
         elif source == "data":
             domain = domain_from_data(rows, columns=cols)
+        if source in ("estimate", "data"):
+            domain = usable_box(domain)             # no degenerate (zero-width) feature; a declared box as declared
         if domain is not None:
             domain = self._working_domain(domain)
         if start:
