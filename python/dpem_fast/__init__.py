@@ -8,7 +8,8 @@ from ._config import show_config  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
 from .synth import synth_report  # noqa: E402
-from .accounting import BudgetExceededError, LargeDeltaWarning, NoiseDominatedWarning, PrivacyLeakWarning  # noqa: E402
+from .accounting import (BudgetExceededError, DomainCoverageWarning, LargeDeltaWarning,  # noqa: E402
+                         NoiseDominatedWarning, PrivacyLeakWarning)
 
 # every registered estimator by its class name (a model registers when its subpackage imports it)
 globals().update(_estimators())
@@ -32,6 +33,7 @@ __all__ = [
     "decomposition",
     "PrivacyLeakWarning",
     "NoiseDominatedWarning",
+    "DomainCoverageWarning",
     "LargeDeltaWarning",
     "BudgetExceededError",
     "accounting",

@@ -53,6 +53,10 @@ MODELS = [
 ]
 
 
+# The two-cluster table at epsilon 1 on 3,000 rows: a feature around 0 spreads its rows over
+# many binary exponents, which the private domain estimate cannot resolve, and its released
+# outside count says so (issue 35); these tests compare dask and in-memory fits, not coverage.
+@pytest.mark.filterwarnings("ignore:the privately estimated data domain may not cover the data:UserWarning")
 @pytest.mark.parametrize("make, attr", MODELS)
 def test_dask_fit_equals_in_memory_fit_without_gathering(data, guarded, make, attr):
     X_dask, X = data

@@ -117,7 +117,7 @@ def test_the_update_sees_the_row_count_only_where_it_is_public(monkeypatch, rel,
     n = len(data())
     assert [t for t, _, _ in seen] == list(range(est._n_release_rounds()))
     assert all(k == (n if rel == "replace" else None) for _, k, _ in seen)
-    assert all(r == set(est.privacy_.releases) - {"domain_scale", "domain_refine"} for _, _, r in seen)
+    assert all(r == set(est.privacy_.releases) - {"domain_scale", "domain_refine", "domain_outside"} for _, _, r in seen)
     assert "_n_public" not in vars(est)
 
 

@@ -358,7 +358,15 @@ def test_api():
 
 
 # ---------------------------------------------------------------- conformance
+# The factor data (features of mean ~1 with a 12-25 % tail below 0 spread over many binary
+# exponents) at epsilon 1 on 5,000 rows: the private domain estimate cannot see that tail
+# above the noise, and its released outside count says so (issue 35: before, the rows were
+# clipped silently).  These tests check the privacy plumbing of undeclared fits, not coverage.
+UNCOVERED = "ignore:the privately estimated data domain may not cover the data:UserWarning"
+
+
 @pytest.mark.filterwarnings(UNRESOLVED)
+@pytest.mark.filterwarnings(UNCOVERED)
 class TestConformance(PrivateEstimatorConformance):
     estimator_class = DPFactorAnalysis
     params = dict(n_components=2, epsilon=1.0, delta=1e-5, data_norm=8.0)

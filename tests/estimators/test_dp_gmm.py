@@ -178,11 +178,11 @@ def test_missing_bound_is_estimated_privately_on_an_accounted_share():
         g = DPGaussianMixture(2, epsilon=1.0, max_iter=2, random_state=0).fit(X)
     rec = g.privacy_
     assert rec.private and rec.data_domain["source"] == "private estimate"
-    assert list(rec.releases)[:2] == ["domain_scale", "domain_refine"]
-    # the two histograms hold DOMAIN_SHARE of the plan's mu^2 (exact GDP accounting)
-    # (the iterations' releases are accounted jointly: mu^2 = J / z_joint^2)
+    assert list(rec.releases)[:3] == ["domain_scale", "domain_refine", "domain_outside"]
+    # the two histograms and the outside count hold DOMAIN_SHARE of the plan's mu^2 (exact GDP
+    # accounting; the iterations' releases are accounted jointly: mu^2 = J / z_joint^2)
     mu2 = {n: r.count * (r.sensitivity / r.noise_scale) ** 2 for n, r in rec.releases.items()}
-    dom = mu2["domain_scale"] + mu2["domain_refine"]
+    dom = mu2["domain_scale"] + mu2["domain_refine"] + mu2["domain_outside"]
     assert dom / (dom + rec.n_iter / rec.joint_multiplier ** 2) == pytest.approx(DOMAIN_SHARE, rel=1e-12)
     assert rec.epsilon_spent <= 1.0 * (1 + 1e-9)
     # the estimated box covers the bulk of the data and is not much wider than it

@@ -59,7 +59,8 @@ def test_the_start_holds_its_stated_share_of_the_plan(rel, declared):
     assert one_off[START[0]] / total == pytest.approx(_start.START_SHARE * ratio / (1 + ratio), rel=1e-9)
     assert one_off[START[1]] / total == pytest.approx(_start.START_SHARE / (1 + ratio), rel=1e-9)
     if not declared:
-        assert (one_off["domain_scale"] + one_off["domain_refine"]) / total == pytest.approx(DOMAIN_SHARE, rel=1e-9)
+        dom = one_off["domain_scale"] + one_off["domain_refine"] + one_off["domain_outside"]
+        assert dom / total == pytest.approx(DOMAIN_SHARE, rel=1e-9)
     # the sensitivities the records carry are the derived ones
     assert rs[START[0]].sensitivity == (1.0 if rel == "add_remove" else math.sqrt(2.0))
     assert rs[START[1]].sensitivity == (1.0 if rel == "add_remove" else 2.0)

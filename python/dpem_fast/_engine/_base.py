@@ -58,7 +58,7 @@ from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ._sources import bounded_rows, group_rows, validated_rows
 from ._estimator import Context, PrivateEstimator
-from ._domain import DOMAIN_SHARE, check_estimable, domain_from_data, domain_specs, estimate_domain
+from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
 from ._specs import float32_specs
 from ._start import start_shares
@@ -549,7 +549,7 @@ class PrivateEM(PrivateEstimator):
             domain = self._declared_domain(dd)      # reads only the declaration
         start = tuple(self._start_specs(d))         # a private start's one-off releases, or ()
         one_off = (domain_specs(dd) if source == "estimate" else ()) + start
-        shares = {s.name: DOMAIN_SHARE / 2.0 for s in one_off[:len(one_off) - len(start)]}
+        shares = domain_shares() if source == "estimate" else {}
         if start:
             split = start_shares(d, self.neighbouring)
             if set(split) != {s.name for s in start}:
@@ -564,7 +564,7 @@ class PrivateEM(PrivateEstimator):
             specs, rounds, epsilon=self.epsilon, delta=self.delta, neighbouring=self.neighbouring,
             accountant=accountant, mechanisms=mechanisms, shares=self._shares(),
             one_off_specs=one_off,
-            one_off_share=(shares if start else DOMAIN_SHARE if source == "estimate" else 0.0), noise=self.noise,
+            one_off_share=(shares if one_off else 0.0), noise=self.noise,
             joint=self._joint_bound(), max_rows_per_group=self._max_rows_per_group(),
         )
         if source == "estimate":
@@ -587,8 +587,9 @@ class PrivateEM(PrivateEstimator):
         n = rows.n_rows
         layer = ReleaseLayer(plan, key, n_threads)
         cols = self._domain_columns(d)
+        coverage = {}
         if source == "estimate":
-            domain = estimate_domain(rows, layer, n_threads, columns=cols)
+            domain = estimate_domain(rows, layer, n_threads, columns=cols, report=coverage)
         elif source == "data":
             domain = domain_from_data(rows, columns=cols)
         if source in ("estimate", "data"):
@@ -631,7 +632,7 @@ class PrivateEM(PrivateEstimator):
             n_iter=rounds,
             releases=dict(plan.releases),
             event=plan.event,
-            data_domain=self._domain_record(domain, source),
+            data_domain=self._domain_record(domain, source, coverage),
             notes=tuple(notes),
             private=source != "data",
             noise=self.noise,
@@ -673,16 +674,19 @@ class PrivateEM(PrivateEstimator):
         return "rdp" if mechanisms and "laplace" in mechanisms.values() else "gdp"
 
     @staticmethod
-    def _domain_record(domain, source):
+    def _domain_record(domain, source, coverage=None):
         if source is None:
             return {"source": "the model's fixed domain", "scale": None}
-        return {
+        out = {
             "source": _SOURCES[source],
             "center": domain.center.copy(),
             "scale": domain.scale.copy(),
             "bounds": None if domain.bounds is None else (domain.bounds[0].copy(), domain.bounds[1].copy()),
             "from_data": source == "data",
         }
+        if coverage:        # a private estimate's released coverage (_domain.coverage_report)
+            out["coverage"] = dict(coverage)
+        return out
 
     def _set_diagnostics(self, train_ll, n_clipped):
         self.diagnostics_ = {

@@ -153,7 +153,40 @@ class PrivacyRecord:
                          + (f", radius={dom['radius']:.6g}" if dom.get("radius") is not None else "")
                          + (f", per-feature scale {min(scale):.6g}..{max(scale):.6g}"
                             if scale is not None else ""))
+            lines.extend(_domain_lines(dom))
         if not self.private:
             lines.append("guarantee     : NONE - the data domain was computed from the raw data")
         lines.extend(f"note          : {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+_SHOWN_FEATURES = 12
+
+
+def _domain_lines(dom):
+    """The box per feature (at most :data:`_SHOWN_FEATURES` of them; the whole box is in
+    ``data_domain['bounds']``) and, for a private estimate, the released fraction of rows
+    outside it."""
+    bounds, cov = dom.get("bounds"), dom.get("coverage")
+    if bounds is None:
+        return []
+    lo, hi = bounds
+    d = len(lo)
+    lines = []
+    if cov:
+        lines.append(f"  rows outside the box (released): ~{100 * float(cov['outside_fraction']):.1f} % "
+                     f"({float(cov['outside_released']):.0f} of {float(cov['rows_released']):.0f} released rows, "
+                     f"noise {float(cov['outside_noise']):.3g} rows per count; the {cov['box']} box)")
+        lines.append("  box per feature (released values: post-processing of the domain estimate's releases):")
+    else:
+        lines.append("  box per feature:")
+    for j in range(min(d, _SHOWN_FEATURES)):
+        line = f"    [{j}] {float(lo[j]):.6g} .. {float(hi[j]):.6g}"
+        if cov and j in cov.get("placeholder", ()):
+            line += "   (unresolved: public placeholder box)"
+        elif cov and j in cov.get("unresolved", ()):
+            line += "   (coarse: resolved only by summed bins)"
+        lines.append(line)
+    if d > _SHOWN_FEATURES:
+        lines.append(f"    ... {d - _SHOWN_FEATURES} more features (all of them in data_domain['bounds'])")
+    return lines

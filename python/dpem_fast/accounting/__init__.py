@@ -33,8 +33,8 @@ from ._registry import ACCOUNTANTS, get_accountant
 from ._table import (default_table_accountants, format_noise_table,
                      noise_table)
 from ._validation import DELTA_MAX, DELTA_WARN
-from ._warnings import (BudgetExceededError, LargeDeltaWarning, NeighbouringMismatchError,
-                        NoiseDominatedWarning, PrivacyLeakWarning, UnsupportedEventError)
+from ._warnings import (BudgetExceededError, DomainCoverageWarning, LargeDeltaWarning,
+                        NeighbouringMismatchError, NoiseDominatedWarning, PrivacyLeakWarning, UnsupportedEventError)
 from ._zcdp import ZCDPAccountant
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
     "PLDAccountant", "ACCOUNTANTS", "get_accountant",
     "calibrate_noise_multiplier", "calibrate_epsilon_per_release",
     "BudgetLedger", "BudgetExceededError", "PrivacyLeakWarning", "NoiseDominatedWarning",
-    "LargeDeltaWarning", "DELTA_MAX", "DELTA_WARN",
+    "DomainCoverageWarning", "LargeDeltaWarning", "DELTA_MAX", "DELTA_WARN",
     "UnsupportedEventError", "NeighbouringMismatchError",
     "noise_table", "format_noise_table",
     "default_table_accountants",

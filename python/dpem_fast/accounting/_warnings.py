@@ -1,6 +1,6 @@
 """Warning and error classes of :mod:`dpem_fast.accounting`."""
 
-__all__ = ["PrivacyLeakWarning", "NoiseDominatedWarning", "LargeDeltaWarning", "BudgetExceededError",
+__all__ = ["PrivacyLeakWarning", "NoiseDominatedWarning", "DomainCoverageWarning", "LargeDeltaWarning", "BudgetExceededError",
            "UnsupportedEventError", "NeighbouringMismatchError"]
 
 
@@ -20,6 +20,20 @@ class NoiseDominatedWarning(UserWarning):
     indistinguishable from zero, so they were dropped).  The decision and the message use
     released values and public quantities only.  The remedies: a larger ``epsilon``,
     tighter declared bounds, fewer components, fewer iterations or more rows.
+    """
+
+
+class DomainCoverageWarning(UserWarning):
+    """A privately estimated data domain may not cover the data.
+
+    Emitted after a private fit whose domain was estimated (no ``bounds`` / ``data_norm``
+    declared) when the fit's own released count of the rows outside the estimated box is
+    more than a public fraction of the released row count, when that release is too noisy
+    to tell, or when a feature's range could not be resolved above the noise and was given
+    a public placeholder box.  Rows outside the box are clipped to it, so the model may
+    describe the data badly.  The decision and the message use released values and public
+    quantities only; the model is returned (the budget is already spent).  The remedy is to
+    declare ``bounds`` (the features' known ranges) from public knowledge.
     """
 
 
