@@ -65,13 +65,6 @@ FUZZ_TABLES = ("constant_column", "all_zero", "one_repeated_row", "huge_outlier"
 FUZZ_EPSILONS = (0.3, 1.0, 10.0, math.inf)
 
 
-def _domain_estimate_refusal_after_charge(exc):
-    """The private domain estimate's refusal after its first release ("saw no populated bin
-    ... this fit's budget is spent"): today's only allowed exception after the charge.
-    Remove when the domain estimate never raises after the charge (issue 35)."""
-    return isinstance(exc, ValueError) and "saw no populated bin" in str(exc)
-
-
 def fuzz_table(X, kind, columns, n_edge, rng):
     """``X`` (dense rows of ``make_data``) turned into the adversarial table ``kind`` on the
     free ``columns`` (a mixed table's numeric ones; all of them elsewhere).  Values stay of
@@ -529,7 +522,7 @@ class PrivacyConformance(PersonLevelConformance):
         n_edge = max(self._components(), 2)
         seen = []
         self._spy(monkeypatch, None, seen)
-        failures, refused, spent_refusals, cases = [], [], [], self.fuzz_cases()
+        failures, refused, cases = [], [], self.fuzz_cases()
         for table, eps, rel, declared in cases:
             rng = np.random.default_rng(7)
             X = fuzz_table(dense, table, cols, n_edge, rng)
@@ -551,8 +544,6 @@ class PrivacyConformance(PersonLevelConformance):
                 if not charged and isinstance(exc, (ValueError, TypeError)) \
                         and not isinstance(exc, np.linalg.LinAlgError):
                     refused.append(case)
-                elif charged and _domain_estimate_refusal_after_charge(exc):
-                    spent_refusals.append(case)
                 else:
                     failures.append((case, f"{type(exc).__name__}: {exc}"[:200]))
                 continue
@@ -560,7 +551,7 @@ class PrivacyConformance(PersonLevelConformance):
             if nonfinite or bad:
                 failures.append((case, f"not finite: {nonfinite + bad}"))
         print(f"fuzz {type(self).__name__}: {len(cases)} cases, {len(refused)} refused before the charge "
-              f"{refused}, {len(spent_refusals)} domain-estimate refusals after it {spent_refusals}")
+              f"{refused}")
         assert not failures, (f"{len(failures)} of {len(cases)} cases failed after the charge "
                               f"(refused before it: {refused})", failures)
 
