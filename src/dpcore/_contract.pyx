@@ -3,7 +3,7 @@
 Python modules import them from here.  They are part of the reproducibility contract:
 block ``b`` of ``SAMPLER_BLOCK`` sampler outputs draws from stream ``stream0 + b``, and the
 E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, grouped into
-``block_count(n, per_block_doubles)`` blocks, whose partials are summed in block order
+``block_count(n, per_block_doubles)`` blocks, whose partials are summed exactly and rounded once
 (:func:`sum_blocks`).  Changing one changes seeded results.
 """
 import numpy as np
@@ -14,6 +14,7 @@ from .dpc_contract cimport (
     DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
     dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
+from .dpc_exactsum cimport DPC_XS_SPAN, dpc_xs_sum_column, dpc_xs_sum_span
 
 #: Rows per E-step chunk.
 CHUNK_SIZE = DPC_CHUNK_SIZE
@@ -88,23 +89,49 @@ def block_plan(Py_ssize_t n_chunks, Py_ssize_t n_blocks):
     return [(dpc_plan_first(&p, b), dpc_plan_end(&p, b)) for b in range(p.n_busy)]
 
 
-# Entries per parallel task of sum_blocks, and the fewest values (blocks x entries) worth a
-# parallel region.  Neither changes a result: every entry is summed in block order.
+# The fewest values (blocks x entries) worth a parallel region in sum_blocks.  It changes no
+# result: every entry is an exact sum, rounded once.
 cdef enum:
-    _SUM_SPAN = 2048
-    _SUM_PARALLEL_MIN = 1 << 16
+    _SUM_PARALLEL_MIN = 1 << 14
 
 
 def sum_blocks(part, int n_threads=1):
-    """Sum of the per-block partials ``part`` (shape ``(n_blocks, ...)``) over axis 0, in
-    block order: ``part[0] + part[1] + ... + part[n_blocks - 1]`` for every entry.
+    """Sum of the per-block partials ``part`` (shape ``(n_blocks, ...)``) over axis 0, exactly:
+    every entry is the correctly rounded (to nearest, ties to even) value of the exact sum of
+    its ``n_blocks`` partials (a superaccumulator, ``dpc_exactsum.h``).
 
-    This is the reduction every kernel's caller runs; entries are summed in parallel (over
-    ``n_threads``), each in block order, so the result is bit-identical for any thread
-    count and to ``np.add.reduce(part, axis=0)``.  Zeros of shape ``part.shape[1:]`` when
-    there are no blocks.
+    This is the reduction every kernel's caller runs.  The result does not depend on the order
+    of the blocks nor on how the entries are split over the ``n_threads`` threads: it is
+    bit-identical for any thread count and to
+    ``np.array([math.fsum(part[:, j]) for j in ...])`` (finite inputs; IEEE rules for
+    infinities and NaN, ``-0.0`` only when every partial is ``-0.0``).  So the rounding a
+    neighbour's row changes stays inside its own block: the sensitivity proofs
+    (``dpem_fast._engine._specs``, "Rounding") bound it there.  Zeros of shape
+    ``part.shape[1:]`` when there are no blocks.
     """
-    cdef Py_ssize_t nb = part.shape[0], m, j0, j, j1, b
+    cdef Py_ssize_t nb = part.shape[0], m, j0, nspan, t
+    shape = part.shape[1:]
+    if nb == 0:
+        return np.zeros(shape)
+    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+    m = p.shape[1]
+    out = np.empty(m)
+    if m == 0:
+        return out.reshape(shape)
+    cdef double[::1] o = out
+    cdef int nt = n_threads if n_threads > 1 and nb * m >= _SUM_PARALLEL_MIN else 1
+    nspan = (m + DPC_XS_SPAN - 1) // DPC_XS_SPAN
+    with nogil:
+        for t in prange(nspan, num_threads=nt, schedule='static'):
+            j0 = t * DPC_XS_SPAN
+            dpc_xs_sum_span(&p[0, 0], nb, m, j0, j0 + DPC_XS_SPAN if j0 + DPC_XS_SPAN < m else m, &o[0])
+    return out.reshape(shape)
+
+
+def _sum_blocks_superaccumulator(part):
+    """Test hook: :func:`sum_blocks` with every entry summed by the superaccumulator (its
+    general path), without the certified fast path; the same values."""
+    cdef Py_ssize_t nb = part.shape[0], m, j
     shape = part.shape[1:]
     if nb == 0:
         return np.zeros(shape)
@@ -112,13 +139,29 @@ def sum_blocks(part, int n_threads=1):
     m = p.shape[1]
     out = np.empty(m)
     cdef double[::1] o = out
-    cdef int nt = n_threads if n_threads > 1 and nb * m >= _SUM_PARALLEL_MIN else 1
     with nogil:
-        for j0 in prange(0, m, _SUM_SPAN, num_threads=nt, schedule='static'):
-            j1 = j0 + _SUM_SPAN if j0 + _SUM_SPAN < m else m
-            for j in range(j0, j1):
-                o[j] = p[0, j]
-            for b in range(1, nb):
-                for j in range(j0, j1):
-                    o[j] = o[j] + p[b, j]
+        for j in range(m):
+            o[j] = dpc_xs_sum_column(&p[0, 0], nb, m, j)
+    return out.reshape(shape)
+
+
+def _sum_blocks_sequential(part):
+    """The reduction before issue 34: ``part[0] + part[1] + ... + part[n_blocks - 1]`` in
+    float64, in block order (``np.add.reduce(part, axis=0)``).  Kept for the benchmark
+    (``bench/bench_block_sum.py``) and for the test that shows why it was replaced: a change
+    in one partial grows by about one ulp of the running sum per later block."""
+    cdef Py_ssize_t nb = part.shape[0], m, j, b
+    shape = part.shape[1:]
+    if nb == 0:
+        return np.zeros(shape)
+    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+    m = p.shape[1]
+    out = np.empty(m)
+    cdef double[::1] o = out
+    with nogil:
+        for j in range(m):
+            o[j] = p[0, j]
+        for b in range(1, nb):
+            for j in range(m):
+                o[j] = o[j] + p[b, j]
     return out.reshape(shape)
