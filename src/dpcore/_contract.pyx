@@ -12,7 +12,7 @@ from cython.parallel cimport prange
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
     DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
-    dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+    dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first, dpc_chunk_count,
 )
 from .dpc_exactsum cimport DPC_XS_SPAN, dpc_xs_sum_column, dpc_xs_sum_span
 
@@ -54,6 +54,26 @@ def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     if n < 0:
         raise ValueError("n must be >= 0")
     return dpc_block_count(n, per_block_doubles)
+
+
+def max_block_rows(Py_ssize_t n, Py_ssize_t per_block_doubles):
+    """The most rows one block holds in any call on at most ``n`` rows, for partials of
+    ``per_block_doubles`` doubles a block: ``CHUNK_SIZE * max(BLOCK_CHUNKS, ceil(c / cap))`` with
+    ``c = ceil(n / CHUNK_SIZE)`` and ``cap = max(MIN_BLOCKS, PARTIAL_BUDGET // per_block_doubles)``
+    (a bound of ``ceil(c' / block_count)`` chunks for every ``c' <= c``: BLOCK_CHUNKS until the
+    partial budget caps the block count).  The sensitivity proofs' ``b``
+    (``dpem_fast._engine._specs``, "Rounding")."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    cdef Py_ssize_t per = per_block_doubles if per_block_doubles > 1 else 1
+    cdef Py_ssize_t c = dpc_chunk_count(n)
+    cdef Py_ssize_t cap = DPC_PARTIAL_BUDGET // per
+    if cap < DPC_MIN_BLOCKS:
+        cap = DPC_MIN_BLOCKS
+    cdef Py_ssize_t cpb = (c + cap - 1) // cap
+    if cpb < DPC_BLOCK_CHUNKS:
+        cpb = DPC_BLOCK_CHUNKS
+    return DPC_CHUNK_SIZE * cpb
 
 
 def superblock_rows(Py_ssize_t n_features):

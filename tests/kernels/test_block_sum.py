@@ -120,19 +120,62 @@ def _first_moment_change(X, Xp, n_threads):
 
 
 def test_constructed_binade_pair_stays_within_the_sensitivity(monkeypatch):
-    """On the compiled kernel: the exact reduction keeps |ΔS1| at Δ = 2 (here exactly: the
-    block partials are exact and so is their sum); the sequential float64 reduction of main
-    (kept as ``_sum_blocks_sequential``) amplifies it by 100 * 2^-33, past the float64 widening
-    the sensitivity proof allows at this n (``_specs.float64_rounding_factor``)."""
-    from dpem_fast._engine._specs import float64_rounding_factor
+    """On the compiled kernel: the exact reduction keeps |ΔS1| within the first moments'
+    declared replace-one sensitivity (Δ = 2 widened by the float64 rounding factor at this n;
+    here the change is exactly 2: the block partials are exact and so is their sum).  The
+    sequential float64 reduction of main (kept as ``_sum_blocks_sequential``) amplifies it by
+    100 * 2^-33, past the declared value: this test fails on main."""
+    from dpem_fast import DPGaussianMixture
     X, Xp = _binade_pair()
     n = X.shape[0]
     assert _contract.block_count(n, 3) == 1125               # 1,024 rows per block
-    factor = float64_rounding_factor(n, 1024)
+    est = DPGaussianMixture(1, neighbouring="replace")
+    specs = {s.name: s for s in est._iteration_specs(1, np.float64, n)}
+    declared = specs["first_moments"].sensitivity("l2", "replace")
+    assert 2.0 < declared < 2.0 * (1 + 1e-8)
     for nt in (1, 2):
         change = _first_moment_change(X, Xp, nt)
-        assert change <= 2.0 * factor
+        assert change <= declared
         assert change == 2.0
     monkeypatch.setattr(_contract, "sum_blocks", lambda p, n_threads=1: _contract._sum_blocks_sequential(p))
     old = _first_moment_change(X, Xp, 1)
-    assert old == 2.0 + 100 * 2.0 ** -33 > 2.0 * factor
+    assert old == 2.0 + 100 * 2.0 ** -33 > declared
+
+
+def test_max_block_rows_bounds_every_plan():
+    """The ``b`` of the rounding bound: no block of any call on at most n rows holds more."""
+    for per in (1, 3, 555, 17_472, 615_440, 2 ** 22):
+        for n in (1, 255, 256, 5_000, 70_000, 300_000, 3_000_000):
+            b = _contract.max_block_rows(n, per)
+            for m in (n, n // 2 + 1, n // 3 + 7):
+                c = -(-m // _contract.CHUNK_SIZE)
+                plan = _contract.block_plan(c, _contract.block_count(m, per))
+                assert max(e - f for f, e in plan) * _contract.CHUNK_SIZE <= b
+    assert _contract.max_block_rows(10 ** 6, 555) == 1024
+
+
+def test_statistics_sum_is_sum2():
+    """The superblock / chunk level (Sum2): within u|S| + γ² Σ|S_j| of the exact sum, one part
+    returned as it is, diagnostics added, plain parts (counts) added plainly."""
+    from dpem_fast._engine._statistics import Statistics, StatisticsSum
+    rng = np.random.default_rng(8)
+    parts = [Statistics({"a": rng.standard_normal(6) * 10.0 ** rng.integers(-8, 9, 6)}, 3, 1.5, 1)
+             for _ in range(400)]
+    acc = StatisticsSum()
+    for p in parts:
+        acc.add(p)
+    got = acc.result()
+    assert (got.n_rows, got.loglik, got.n_clipped) == (1200, 600.0, 400)
+    stack = np.stack([p["a"] for p in parts])
+    exact = sum_blocks_reference(stack)
+    u, J = 2.0 ** -53, len(parts)
+    bound = u * np.abs(exact) + (J * u / (1 - J * u)) ** 2 * np.abs(stack).sum(0)
+    assert np.all(np.abs(got["a"] - exact) <= bound)
+    one = StatisticsSum()
+    one.add(parts[0])
+    np.testing.assert_array_equal(one.result()["a"], parts[0]["a"])
+    plain = StatisticsSum()
+    for v in [(1, 2), (3, 4)]:
+        plain.add(np.array(v))
+    assert plain.result().tolist() == [4, 6]
+    assert StatisticsSum().result() is None

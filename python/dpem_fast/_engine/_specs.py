@@ -148,11 +148,20 @@ u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a clipped row in the
   later row to another block, so every block's rounding may change):
   ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + 2u + γ_N²) N)`` for ``n ≤ N``.
 
-:func:`float64_rounding_factor` is that factor.  A fit widens every non-integer iteration
-statistic by it (integer statistics — counts of hard assignments, the row count — are sums of
-small integers, exact in float64).  The joint bound widens the same way as for float32 rows
-(Minkowski, above).  The float32 path's factor multiplies it (its float lanes flush into the
-float64 sums covered here).
+:func:`float64_rounding_factor` is that factor.  Where it is applied (``PrivateEM._rounding_factor``:
+row-level replace-one, ``n`` public) a fit widens every non-integer iteration statistic by it,
+``b`` from the model's ``_block_rows`` (its kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`;
+by default ``n``, since a partial never sums more rows than its call gets); integer statistics —
+counts of hard assignments, the row count — are sums of small integers, exact in float64.  The
+joint bound widens the same way as for float32 rows (Minkowski, above).  The float32 path's factor
+multiplies it (its float lanes flush into the float64 sums covered here).  At 10⁶ rows and
+``b = 1,024`` the factor is ``1 + 8·10⁻¹⁰``.
+
+Not applied yet: add/remove and person-level fits declare the exact-arithmetic values.  Their
+bound needs ``n`` — private there — so a public cap :data:`ROUNDING_ROW_CAP` and a ``b`` valid
+for every way rows reach a kernel (in-memory superblocks, Dask chunks of any size); at the cap
+2³² and ``b = 1,024`` the widening would be ``1 + 4.9·10⁻⁴`` (0.05 % more noise), material enough
+to want that design reviewed first (issue 34, item 7, left open).
 
 Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
 caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:
@@ -171,7 +180,8 @@ from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
            "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
-           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "ROUNDING_ROW_CAP"]
+           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "rounding_specs",
+           "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
 FLOAT32_WIDENING = 1.0 + 2.0 ** -8
@@ -304,4 +314,19 @@ def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FL
     # the float evaluation of these few terms is itself rounded: one more u per operation is
     # far below the margin of 1.01 on the excess
     return (1.0 + kappa) * (1.0 + 1.01 * excess)
+
+
+def rounding_specs(specs, factor):
+    """``specs`` with every ℓ2 and ℓ1 sensitivity of a non-integer statistic times ``factor``
+    (:func:`float64_rounding_factor`); integer statistics are sums of small integers, exact in
+    float64, and keep theirs."""
+    out = []
+    for s in specs:
+        if s.integer:
+            out.append(s)
+            continue
+        out.append(dataclasses.replace(
+            s, l2={r: v * factor for r, v in s.l2.items()},
+            l1=None if s.l1 is None else {r: v * factor for r, v in s.l1.items()}))
+    return tuple(out)
 

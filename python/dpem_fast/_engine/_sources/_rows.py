@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._statistics import StatisticsSum
+
 __all__ = ["DataSummary", "Rows", "summarize"]
 
 
@@ -70,9 +72,10 @@ class Rows:
             yield block if self._prepare is None else self._prepare(block)
 
     def reduce(self, fn):
-        """``fn(superblock_0) + fn(superblock_1) + ...`` in order (statistics are additive)."""
-        total = None
+        """``fn(superblock_0) + fn(superblock_1) + ...`` in order (statistics are additive), added
+        by Sum2 (:class:`~dpem_fast._engine._statistics.StatisticsSum`: its rounding does not grow
+        with the number of superblocks)."""
+        total = StatisticsSum()
         for block in self.superblocks():
-            part = fn(block)
-            total = part if total is None else total + part
-        return total
+            total.add(fn(block))
+        return total.result()
