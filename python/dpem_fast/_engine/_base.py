@@ -557,11 +557,6 @@ class PrivateEM(PrivateEstimator):
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
                                     "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)
-        factor = self._rounding_factor(d, n_public)
-        if factor is not None:
-            notes = tuple(notes) + (f"float64 rounding: block partials summed exactly; every non-integer "
-                                    f"iteration sensitivity widened by a factor {factor:.17g} for the "
-                                    "rounding inside a block (dpem_fast._engine._specs, 'Rounding')",)
         record = PrivacyRecord(
             mechanism=mechanism,
             neighbouring=self.neighbouring,
