@@ -106,7 +106,8 @@ class PersonLevelConformance:
         try:
             plain = {sp.name: sp for sp in row._statistic_specs(d)}
             widened = {sp.name: sp for sp in row._iteration_specs(d, np.float64, row._public_rows(X.shape[0]))}
-        except ValueError:          # a size chosen in the fit ("auto"): the factor from the records
+        except (ValueError, AttributeError):   # a size chosen in the fit ("auto"), or not a PrivateEM
+            # (LDA): the factor from the records
             plain = widened = None
         ratios = set()
         for name, r in row.privacy_.releases.items():
