@@ -88,7 +88,7 @@ def test_large_block_counts_and_shapes():
 @pytest.mark.parametrize("kind", ["normal", "exponents", "cancellation", "ties"])
 def test_order_and_thread_count_do_not_change_a_bit(kind):
     rng = np.random.default_rng(3)
-    p = _adversarial(rng, 300, 200, kind)           # 60,000 values: the parallel region runs
+    p = _adversarial(rng, 1400, 200, kind)          # 280,000 values: the parallel region runs
     ref = _bits(_contract.sum_blocks(p, 1))
     for nt in (1, 2, 3):
         np.testing.assert_array_equal(_bits(_contract.sum_blocks(p, nt)), ref)
