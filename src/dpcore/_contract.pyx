@@ -3,7 +3,7 @@
 Python modules import them from here.  They are part of the reproducibility contract:
 block ``b`` of ``SAMPLER_BLOCK`` sampler outputs draws from stream ``stream0 + b``, and the
 E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, grouped into
-``block_count(n, per_block_doubles)`` blocks, whose partials are summed in block order
+``block_count(n, per_block_doubles)`` blocks, whose partials are summed exactly and rounded once
 (:func:`sum_blocks`).  Changing one changes seeded results.
 """
 import numpy as np
@@ -12,8 +12,9 @@ from cython.parallel cimport prange
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
     DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
-    dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
+    dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first, dpc_chunk_count,
 )
+from .dpc_exactsum cimport DPC_XS_SPAN, dpc_xs_sum_column, dpc_xs_sum_span
 
 #: Rows per E-step chunk.
 CHUNK_SIZE = DPC_CHUNK_SIZE
@@ -55,6 +56,26 @@ def block_count(Py_ssize_t n, Py_ssize_t per_block_doubles):
     return dpc_block_count(n, per_block_doubles)
 
 
+def max_block_rows(Py_ssize_t n, Py_ssize_t per_block_doubles):
+    """The most rows one block holds in any call on at most ``n`` rows, for partials of
+    ``per_block_doubles`` doubles a block: ``CHUNK_SIZE * max(BLOCK_CHUNKS, ceil(c / cap))`` with
+    ``c = ceil(n / CHUNK_SIZE)`` and ``cap = max(MIN_BLOCKS, PARTIAL_BUDGET // per_block_doubles)``
+    (a bound of ``ceil(c' / block_count)`` chunks for every ``c' <= c``: BLOCK_CHUNKS until the
+    partial budget caps the block count).  The sensitivity proofs' ``b``
+    (``dpem_fast._engine._specs``, "Rounding")."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    cdef Py_ssize_t per = per_block_doubles if per_block_doubles > 1 else 1
+    cdef Py_ssize_t c = dpc_chunk_count(n)
+    cdef Py_ssize_t cap = DPC_PARTIAL_BUDGET // per
+    if cap < DPC_MIN_BLOCKS:
+        cap = DPC_MIN_BLOCKS
+    cdef Py_ssize_t cpb = (c + cap - 1) // cap
+    if cpb < DPC_BLOCK_CHUNKS:
+        cpb = DPC_BLOCK_CHUNKS
+    return DPC_CHUNK_SIZE * cpb
+
+
 def superblock_rows(Py_ssize_t n_features):
     """Rows per superblock for ``n_features`` columns (a whole number of chunks).
 
@@ -88,23 +109,50 @@ def block_plan(Py_ssize_t n_chunks, Py_ssize_t n_blocks):
     return [(dpc_plan_first(&p, b), dpc_plan_end(&p, b)) for b in range(p.n_busy)]
 
 
-# Entries per parallel task of sum_blocks, and the fewest values (blocks x entries) worth a
-# parallel region.  Neither changes a result: every entry is summed in block order.
+# The fewest values (blocks x entries) worth a parallel region in sum_blocks (about 0.5 ms of
+# work: below it the region's start and barrier cost more, on a busy machine much more).  It changes no
+# result: every entry is an exact sum, rounded once.
 cdef enum:
-    _SUM_SPAN = 2048
-    _SUM_PARALLEL_MIN = 1 << 16
+    _SUM_PARALLEL_MIN = 1 << 18
 
 
 def sum_blocks(part, int n_threads=1):
-    """Sum of the per-block partials ``part`` (shape ``(n_blocks, ...)``) over axis 0, in
-    block order: ``part[0] + part[1] + ... + part[n_blocks - 1]`` for every entry.
+    """Sum of the per-block partials ``part`` (shape ``(n_blocks, ...)``) over axis 0, exactly:
+    every entry is the correctly rounded (to nearest, ties to even) value of the exact sum of
+    its ``n_blocks`` partials (a superaccumulator, ``dpc_exactsum.h``).
 
-    This is the reduction every kernel's caller runs; entries are summed in parallel (over
-    ``n_threads``), each in block order, so the result is bit-identical for any thread
-    count and to ``np.add.reduce(part, axis=0)``.  Zeros of shape ``part.shape[1:]`` when
-    there are no blocks.
+    This is the reduction every kernel's caller runs.  The result does not depend on the order
+    of the blocks nor on how the entries are split over the ``n_threads`` threads: it is
+    bit-identical for any thread count and to
+    ``np.array([math.fsum(part[:, j]) for j in ...])`` (finite inputs; IEEE rules for
+    infinities and NaN, ``-0.0`` only when every partial is ``-0.0``).  So the rounding a
+    neighbour's row changes stays inside its own block: the sensitivity proofs
+    (``dpem_fast._engine._specs``, "Rounding") bound it there.  Zeros of shape
+    ``part.shape[1:]`` when there are no blocks.
     """
-    cdef Py_ssize_t nb = part.shape[0], m, j0, j, j1, b
+    cdef Py_ssize_t nb = part.shape[0], m, j0, nspan, t
+    shape = part.shape[1:]
+    if nb == 0:
+        return np.zeros(shape)
+    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+    m = p.shape[1]
+    out = np.empty(m)
+    if m == 0:
+        return out.reshape(shape)
+    cdef double[::1] o = out
+    cdef int nt = n_threads if n_threads > 1 and nb * m >= _SUM_PARALLEL_MIN else 1
+    nspan = (m + DPC_XS_SPAN - 1) // DPC_XS_SPAN
+    with nogil:
+        for t in prange(nspan, num_threads=nt, schedule='static'):
+            j0 = t * DPC_XS_SPAN
+            dpc_xs_sum_span(&p[0, 0], nb, m, j0, j0 + DPC_XS_SPAN if j0 + DPC_XS_SPAN < m else m, &o[0])
+    return out.reshape(shape)
+
+
+def _sum_blocks_superaccumulator(part):
+    """Test hook: :func:`sum_blocks` with every entry summed by the superaccumulator (its
+    general path), without the certified fast path; the same values."""
+    cdef Py_ssize_t nb = part.shape[0], m, j
     shape = part.shape[1:]
     if nb == 0:
         return np.zeros(shape)
@@ -112,13 +160,29 @@ def sum_blocks(part, int n_threads=1):
     m = p.shape[1]
     out = np.empty(m)
     cdef double[::1] o = out
-    cdef int nt = n_threads if n_threads > 1 and nb * m >= _SUM_PARALLEL_MIN else 1
     with nogil:
-        for j0 in prange(0, m, _SUM_SPAN, num_threads=nt, schedule='static'):
-            j1 = j0 + _SUM_SPAN if j0 + _SUM_SPAN < m else m
-            for j in range(j0, j1):
-                o[j] = p[0, j]
-            for b in range(1, nb):
-                for j in range(j0, j1):
-                    o[j] = o[j] + p[b, j]
+        for j in range(m):
+            o[j] = dpc_xs_sum_column(&p[0, 0], nb, m, j)
+    return out.reshape(shape)
+
+
+def _sum_blocks_sequential(part):
+    """The reduction before issue 34: ``part[0] + part[1] + ... + part[n_blocks - 1]`` in
+    float64, in block order (``np.add.reduce(part, axis=0)``).  Kept for the benchmark
+    (``bench/bench_block_sum.py``) and for the test that shows why it was replaced: a change
+    in one partial grows by about one ulp of the running sum per later block."""
+    cdef Py_ssize_t nb = part.shape[0], m, j, b
+    shape = part.shape[1:]
+    if nb == 0:
+        return np.zeros(shape)
+    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+    m = p.shape[1]
+    out = np.empty(m)
+    cdef double[::1] o = out
+    with nogil:
+        for j in range(m):
+            o[j] = p[0, j]
+        for b in range(1, nb):
+            for j in range(m):
+                o[j] = o[j] + p[b, j]
     return out.reshape(shape)

@@ -28,6 +28,7 @@
  *   DPC_LDA_DOC_CHUNK  documents per chunk of the LDA E-step (_lda.pyx); blocks of
  *                    consecutive chunks as above (dpc_lda_block_count), each block
  *                    summing its documents' statistics in document order.
+ *                    The block partials are summed exactly (dpc_exactsum.h, _contract.sum_blocks).
  *   dpc_plan_blocks  which chunks each block walks, for every kernel with per-block
  *                    partials; the blocks are run by the one driver of _driver.pxd.
  * Samplers (_rng.pyx, _dgauss.pyx)

@@ -280,7 +280,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         X = self.make_data(self._rows(500, declared))
         est = self.make_estimator(random_state=0, **self._domain_kw(declared)).fit(X)
         rec = est.privacy_
-        specs = {s.name: s for s in est._statistic_specs(X.shape[1])}
+        specs = {s.name: s for s in est._iteration_specs(X.shape[1], np.float64, est._public_rows(X.shape[0]))}
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_specs(X.shape[1])})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
@@ -468,10 +468,11 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         two = est._statistics(np.ascontiguousarray(xp[None, :], dtype=dtype), params, domain, 1)
         return {s.name: self._norm(one[s.name] - two[s.name], s) for s in specs}
 
-    def _declared_specs(self, est, d, dtype):
-        """The specs a fit on rows of ``dtype`` declares (a float32 path's widened ones), and a
-        check that its privacy record carries exactly them."""
-        specs = est._iteration_specs(d, dtype)
+    def _declared_specs(self, est, d, dtype, n_rows):
+        """The specs a fit on ``n_rows`` rows of ``dtype`` declares (a float32 path's widened ones,
+        and the float64 rounding widening where the row count is public), and a check that its
+        privacy record carries exactly them."""
+        specs = est._iteration_specs(d, dtype, est._public_rows(n_rows))
         for s in specs:
             r = est.privacy_.releases[s.name]
             if r.mechanism in ("gaussian", "laplace"):
@@ -487,7 +488,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         X = self.make_data(300)
         est = self.make_estimator(neighbouring=rel, random_state=0, **self.ball_params).fit(X.astype(dtype))
         d = X.shape[1]
-        specs = self._declared_specs(est, d, dtype)
+        specs = self._declared_specs(est, d, dtype, X.shape[0])
         domain = self._working_domain(est, X)
         rng = np.random.default_rng(2024)
         declared = {s.name: s.sensitivity("l2", rel) for s in specs}
@@ -533,7 +534,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         if dtype == np.float32 and not est._float32_path():
             pytest.skip("float32 rows are computed in float64 here (no float32 path)")
         d = X.shape[1]
-        specs = self._declared_specs(est, d, dtype)
+        specs = self._declared_specs(est, d, dtype, X.shape[0])
         names = [s.name for s in specs]
         Delta = {s.name: s.sensitivity("l2", rel) for s in specs}
         domain = self._working_domain(est, X)

@@ -95,7 +95,7 @@ def test_sensitivity_values_and_the_paper_constant():
     assert e._statistic_specs(4)[0].sensitivity("l2", "replace") == pytest.approx(
         2 * 1.5 * M1 * (1 + SUP_MARGIN) * 2.0, rel=1e-12)
     r = e.privacy_.releases["grad"]
-    gamma, delta_int, m = lattice(e._statistic_specs(4)[0], "replace")
+    gamma, delta_int, m = lattice(e._iteration_specs(4, np.float64, 300)[0], "replace")   # float64 widening
     assert (r.granularity, r.sensitivity, r.size) == (gamma, gamma * delta_int, 4)
     K = DPGradientEM(3, symmetric=False, estimator="clipped", clip_norm=2.5, neighbouring="add_remove",
                      noise="gaussian", random_state=0, max_iter=2).fit(X)

@@ -3,6 +3,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+
+from dpem_fast._reference.exactsum import sum_blocks_reference
 from numpy.testing import assert_allclose, assert_array_equal
 
 from dpem_fast._dpcore import _bernoulli, _contract
@@ -43,7 +45,7 @@ def raw_stats(X, w, means, n_threads, path=-1):
     parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty(nb)]
     with threadpool_limits(1, "blas"):
         _bernoulli.bernoulli_stats(Xc, theta, lc, *parts, n_threads, path)
-    return [np.add.reduce(p, axis=0) for p in parts]
+    return [sum_blocks_reference(p) for p in parts]
 
 
 SHAPES = [

@@ -4,6 +4,7 @@ import pytest
 
 from dpem_fast import random as dr
 from dpem_fast._dpcore import _bernoulli, _contract, _estep
+from dpem_fast._reference.exactsum import sum_blocks_reference
 
 
 def test_values_and_python_copies():
@@ -87,18 +88,19 @@ def test_superblock_rows_is_a_whole_number_of_chunks_near_the_budget():
     assert c.superblock_rows(0) == c.superblock_rows(1)
 
 
-@pytest.mark.parametrize("shape", [(0, 3), (1, 5), (7, 4, 3), (300, 10, 50), (3, 70_001)])
-def test_sum_blocks_is_block_order_for_every_thread_count(shape):
-    """The callers' reduction: each entry summed over blocks in sequence, as
-    np.add.reduce(axis=0) does, bit for bit at 1 and 2 threads (the parallel path included:
-    300 x 500 and 3 x 70,001 values are above its threshold)."""
+@pytest.mark.parametrize("shape", [(0, 3), (1, 5), (7, 4, 3), (600, 10, 50), (4, 70_001)])
+def test_sum_blocks_is_exact_for_every_thread_count(shape):
+    """The callers' reduction (issue 34): each entry the correctly rounded exact sum of its
+    blocks (the fsum twin), bit for bit at 1, 2 and 3 threads (the parallel path included:
+    600 x 500 and 4 x 70,001 values are above its threshold) and in any block order."""
     rng = np.random.default_rng(sum(shape))
-    # values spanning many magnitudes, so any other summation order would change the bits
+    # values spanning many magnitudes, so a float sum in any order would show in the bits
     part = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9, size=shape)
-    expect = np.add.reduce(part, axis=0) if shape[0] else np.zeros(shape[1:])
+    expect = sum_blocks_reference(part) if shape[0] else np.zeros(shape[1:])
     for nt in (1, 2, 3):
         got = _contract.sum_blocks(part, nt)
         assert got.shape == shape[1:]
         assert got.tobytes() == expect.tobytes()
-    if shape[0] == 3:      # the data are such that another order would show in the bits
-        assert not np.array_equal((part[0] + part[2]) + part[1], expect)
+        assert _contract.sum_blocks(part[::-1], nt).tobytes() == expect.tobytes()
+    if shape[0] == 4:      # the data are such that the sequential float sum differs
+        assert not np.array_equal(np.add.reduce(part, axis=0), expect)

@@ -3,6 +3,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+
+from dpem_fast._reference.exactsum import sum_blocks_reference
 from numpy.testing import assert_allclose, assert_array_equal
 
 from dpem_fast._dpcore import _contract, _estep
@@ -286,7 +288,7 @@ def test_kernel_domain_transform_thread_invariant():
 
 @pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (700, 16, 2), (900, 1, 1), (70 * CHUNK + 5, 3, 2)])
 def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
-    """compute_stats == the kernel's partials reduced with np.add.reduce and mirrored with triu."""
+    """compute_stats == the kernel's partials reduced exactly (the fsum twin) and mirrored with triu."""
     from dpem_fast._kernels.gmm import _params
 
     X, w, means, P = make_problem(n, d, K, seed=4)
@@ -295,13 +297,13 @@ def test_compute_stats_mirror_and_reduce_bitwise(n, d, K):
     nb = _estep.block_count(n, d, K)
     parts = [np.empty((nb, K)), np.empty((nb, K, d)), np.empty((nb, K, d, d)), np.empty(nb)]
     _estep.estep_stats(Xc, m, Pc, lc, *parts, upper, 1)
-    s2u = np.add.reduce(parts[2], axis=0)
+    s2u = sum_blocks_reference(parts[2])
     assert np.all(np.tril(s2u, -1) == 0) and not np.any(np.signbit(s2u) & (s2u == 0))
     got = compute_stats(X, w, means, P, n_threads=1)
-    assert_array_equal(got["counts"], np.add.reduce(parts[0], axis=0))
-    assert_array_equal(got["first_moments"], np.add.reduce(parts[1], axis=0))
+    assert_array_equal(got["counts"], sum_blocks_reference(parts[0]))
+    assert_array_equal(got["first_moments"], sum_blocks_reference(parts[1]))
     assert_array_equal(got["second_moments"], np.triu(s2u) + np.triu(s2u, 1).transpose(0, 2, 1))
-    assert got.loglik == float(np.add.reduce(parts[3]))
+    assert got.loglik == float(np.add.reduce(parts[3]))        # a diagnostic: summed in block order
 
 
 def test_is_upper_and_log_normalizers_zero_weight():

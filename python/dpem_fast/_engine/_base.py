@@ -60,7 +60,7 @@ from ._sources import bounded_rows, group_rows, validated_rows
 from ._estimator import Context, PrivateEstimator
 from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
-from ._specs import float32_specs
+from ._specs import float32_specs, float64_rounding_factor, rounding_specs
 from ._start import start_shares
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
@@ -262,13 +262,36 @@ class PrivateEM(PrivateEstimator):
         return (self._float32_statistics() and self.neighbouring == "replace"
                 and self._max_rows_per_group() is None)
 
-    def _iteration_specs(self, d, dtype=np.float64):
+    def _block_rows(self, n_rows, d):
+        """At most how many rows one float64 partial of the model's kernel sums in floats (a block
+        of its plan, ``dpc_contract.h``) when it is given ``n_rows`` rows of ``d`` features; public
+        quantities only.  Default ``n_rows``: a partial never sums more rows than its call gets.
+        A model whose kernel cuts rows into the contract's blocks returns its block size
+        (:mod:`~dpem_fast._engine._specs`, "Rounding", (e))."""
+        return max(1, int(n_rows))
+
+    def _rounding_factor(self, d, n_public):
+        """The float64 rounding widening of this fit's iteration statistics
+        (:func:`~dpem_fast._engine._specs.float64_rounding_factor`), or None where it is not
+        applied: it is derived for row-level replace-one with ``n_public`` rows (every other
+        partial bit-identical); add/remove and person-level fits are not covered yet (issue 34,
+        item 7: every row may move to another block there)."""
+        if n_public is None or self.neighbouring != "replace" or self._max_rows_per_group() is not None:
+            return None
+        return float64_rounding_factor(n_public, self._block_rows(n_public, d))
+
+    def _iteration_specs(self, d, dtype=np.float64, n_public=None):
         """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by
         :func:`~dpem_fast._engine._specs.float32_specs` when float32 rows run the float32 path
-        (:meth:`_float32_path`).  The dtype is public (the input's type, not its values)."""
+        (:meth:`_float32_path`), and by the float64 rounding factor (:meth:`_rounding_factor`)
+        where it applies.  The dtype and ``n_public`` (the row count where it is public, else
+        None) are public."""
         specs = tuple(self._statistic_specs(d))
         if np.dtype(dtype) == np.float32 and self._float32_path():
             specs = float32_specs(specs)
+        factor = self._rounding_factor(d, n_public)
+        if factor is not None:
+            specs = rounding_specs(specs, factor)
         return specs
 
     def _statistics(self, X, params, domain, n_threads):
@@ -538,7 +561,7 @@ class PrivateEM(PrivateEstimator):
         bound a candidate's event before any fit (``n_features_in_`` must be set: a model's
         split may read it)."""
         rounds = self._n_release_rounds()
-        specs = self._iteration_specs(d, dtype)
+        specs = self._iteration_specs(d, dtype, n_public)
         source = self._domain_source() if self._domain_kind == "ball" else None
         cols = self._domain_columns(d)
         dd = d if cols is None else len(cols)       # the columns the domain maps
@@ -618,7 +641,7 @@ class PrivateEM(PrivateEstimator):
             params = self._finish(params, seen, ctx)
         self._set_diagnostics(train_ll, n_clipped)
         mechanism, notes = self._describe()
-        if specs != tuple(self._statistic_specs(d)):
+        if np.dtype(rows.dtype) == np.float32 and self._float32_path():
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
                                     "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)

@@ -119,6 +119,50 @@ joint bounds, so ``Σ_r a_r B_r²/Δ_r² ≤ (a_c + a_1 + a_2)/2 ≤ J``: the su
 ``J · FLOAT32_WIDENING²``, the joint bound of the widened sensitivities (``J`` is homogeneous of
 degree one in ``a``).
 
+Rounding of the float64 sums (issue 34).  The derivations above are exact-arithmetic
+statements; the kernels sum in floats.  What they guarantee, with ``u = 2⁻⁵³`` and
+``γ_k = k u / (1 − k u)`` (Higham 2002, Lemma 3.1):
+
+(e) rows are summed inside a block (lanes, chunks, BLAS calls: any order or tree) into one
+    float64 partial per block and statistic entry; a block holds at most ``b`` rows (the
+    kernel's block plan, ``dpc_contract.h``: 1,024 rows until the partial budget binds), and a
+    row's term is its exact product up to at most 5 rounded products, so a block's partial is
+    ``Σ_r T_r (1 + θ_r)``, ``|θ_r| ≤ γ_{b+5}``, and its error is at most ``γ_{b+5} Σ_r |T_r|``;
+(f) the partials of the blocks are summed **exactly** and rounded once
+    (``_contract.sum_blocks``, a superaccumulator: the correctly rounded sum, independent of
+    the order and of the thread count): an error of at most ``u |S_j|`` per entry of the
+    superblock (or Dask chunk) total ``S_j``;
+(g) the totals of the superblocks (or chunks) are added by Ogita–Rump–Oishi's Sum2
+    (:meth:`Statistics.sum`): at most ``u |S| + γ_J² Σ_j |S_j|`` for ``J ≤ n`` totals.
+
+Per entry these are at most ``γ_{b+5}`` times the block's ``Σ_r |T_r|`` plus ``(2u + γ_n²)``
+times ``Σ_r |T_r|`` over all rows, and by Minkowski the same holds for the ℓ1 and ℓ2 norms of the
+error with ``‖T_r‖_p ≤ B_p``, a row's own contribution (the add/remove sensitivity, at most the
+replace one).  Hence, with the responsibilities' float sum ``Σ_k γ̂_k ≤ 1 + κ`` (``κ ≤ 1.01 (K + 2)
+u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a clipped row in the unit ball:
+
+* replace-one (row level; ``n`` public): only the block, superblock and chunk of the replaced
+  row differ, every other partial is bit-identical, so
+  ``‖Ŝ(D) − Ŝ(D')‖_p ≤ (1 + κ) Δ_p (1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)``;
+* add/remove, and person-level fits (a removed row, or a group of another size, moves every
+  later row to another block, so every block's rounding may change):
+  ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + 2u + γ_N²) N)`` for ``n ≤ N``.
+
+:func:`float64_rounding_factor` is that factor.  Where it is applied (``PrivateEM._rounding_factor``:
+row-level replace-one, ``n`` public) a fit widens every non-integer iteration statistic by it,
+``b`` from the model's ``_block_rows`` (its kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`;
+by default ``n``, since a partial never sums more rows than its call gets); integer statistics —
+counts of hard assignments, the row count — are sums of small integers, exact in float64.  The
+joint bound widens the same way as for float32 rows (Minkowski, above).  The float32 path's factor
+multiplies it (its float lanes flush into the float64 sums covered here).  At 10⁶ rows and
+``b = 1,024`` the factor is ``1 + 8·10⁻¹⁰``.
+
+Not applied yet: add/remove and person-level fits declare the exact-arithmetic values.  Their
+bound needs ``n`` — private there — so a public cap :data:`ROUNDING_ROW_CAP` and a ``b`` valid
+for every way rows reach a kernel (in-memory superblocks, Dask chunks of any size); at the cap
+2³² and ``b = 1,024`` the widening would be ``1 + 4.9·10⁻⁴`` (0.05 % more noise), material enough
+to want that design reviewed first (issue 34, item 7, left open).
+
 Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
 caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:
 removing a row moves every later row into another partial sum, so all of them change and the
@@ -136,12 +180,16 @@ from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
            "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
-           "float32_rounding_factor", "float32_specs"]
+           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "rounding_specs",
+           "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
 FLOAT32_WIDENING = 1.0 + 2.0 ** -8
 #: Components up to which the float32 path's responsibilities keep (b) of the derivation.
 FLOAT32_MAX_COMPONENTS = 2 ** 20
+#: The public bound on the row count where it is private (add/remove, person-level): the float64
+#: rounding widening there is computed at this n (module docstring, "Rounding").
+ROUNDING_ROW_CAP = 2 ** 32
 
 
 def soft_counts(name, K, *, integer=False):
@@ -242,3 +290,43 @@ def float32_specs(specs):
             s, l2={r: v * FLOAT32_WIDENING for r, v in s.l2.items()},
             l1=None if s.l1 is None else {r: v * FLOAT32_WIDENING for r, v in s.l1.items()}))
     return tuple(out)
+
+
+def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FLOAT32_MAX_COMPONENTS):
+    """The factor by which float64 rounding can exceed a sensitivity (module docstring,
+    "Rounding"): ``(1 + κ)(1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)`` for row-level replace-one with ``n``
+    public rows and at most ``b = block_rows`` rows per block; with ``shifts=True`` (add/remove,
+    person-level: every row may move to another block) ``(1 + κ)(1 + 2 (γ_{b+5} + 2u + γ_n²) n)``,
+    ``n`` then the public cap :data:`ROUNDING_ROW_CAP`."""
+    n, b = int(n_rows), int(block_rows)
+    if n < 0 or b < 1:
+        raise ValueError("n_rows must be >= 0 and block_rows >= 1")
+    u = 2.0 ** -53
+
+    def gamma(k):
+        if k * u >= 0.5:
+            raise ValueError(f"float64 rounding: {k} terms per sum is too many for the bound")
+        return k * u / (1.0 - k * u)
+
+    kappa = (1.0 + u) ** 2 * (1.0 + (n_components + 1) * u) - 1.0
+    g_block, g2 = gamma(b + 5), gamma(max(n, 1)) ** 2
+    excess = 2.0 * (g_block + 2.0 * u + g2) * n if shifts else 2.0 * g_block * b + 2.0 * (2.0 * u + g2) * n
+    # the float evaluation of these few terms is itself rounded: one more u per operation is
+    # far below the margin of 1.01 on the excess
+    return (1.0 + kappa) * (1.0 + 1.01 * excess)
+
+
+def rounding_specs(specs, factor):
+    """``specs`` with every ℓ2 and ℓ1 sensitivity of a non-integer statistic times ``factor``
+    (:func:`float64_rounding_factor`); integer statistics are sums of small integers, exact in
+    float64, and keep theirs."""
+    out = []
+    for s in specs:
+        if s.integer:
+            out.append(s)
+            continue
+        out.append(dataclasses.replace(
+            s, l2={r: v * factor for r, v in s.l2.items()},
+            l1=None if s.l1 is None else {r: v * factor for r, v in s.l1.items()}))
+    return tuple(out)
+

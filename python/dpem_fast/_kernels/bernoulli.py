@@ -84,7 +84,7 @@ def bernoulli_stats(X, weights, means, n_threads=None) -> Statistics:
     nt = effective_n_threads(n_threads)
     with blas_single_thread(enabled=d >= _contract.BERNOULLI_BLAS_MIN_D):   # hand loops: no BLAS
         _bernoulli.bernoulli_stats(X, theta, log_const, part_nk, part_s1, part_ll, nt)
-    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    # Exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34).
     return Statistics(
         {"counts": _contract.sum_blocks(part_nk, nt), "first_moments": _contract.sum_blocks(part_s1, nt)},
         int(n), float(np.add.reduce(part_ll)) if nb else 0.0)

@@ -209,7 +209,7 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
-    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    # Exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34).
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
     s2 = _contract.sum_blocks(part_s2, n_threads)

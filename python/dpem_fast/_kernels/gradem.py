@@ -61,7 +61,7 @@ def gradem_stats(X, means, sigma2, *, symmetric, estimator, scale=1.0, beta_m=1.
     nt = effective_n_threads(n_threads)
     _gradem.gradem_stats(X, means, float(sigma2), int(bool(symmetric)), ESTIMATORS[estimator], float(scale),
                          float(beta_m), _GLX, _GLW, raw, stat, ll, clipped, nonfinite, nt)
-    # block order (the same bits for any thread count): the contract's reduction
+    # exact (the same bits for any thread count and block order): the contract's reduction
     raw_sum, stat_sum = _contract.sum_blocks(raw, nt), _contract.sum_blocks(stat, nt)
     return Statistics({"grad": stat_sum, "raw": raw_sum, "count": np.array([float(n)]),
                        "n_nonfinite": np.array([float(nonfinite.sum())])}, n, float(ll.sum()), int(clipped.sum()))

@@ -74,7 +74,7 @@ def kmeans_stats(X, centers, n_threads=None, domain=None) -> Statistics:
                   part_clipped=np.zeros(nb, dtype=np.int64))
     nt = effective_n_threads(n_threads)
     _kmeans.kmeans_stats(X, C, *parts, nt, **kw)
-    # Block order, fixed (sum_blocks: every entry summed over the blocks in sequence).
+    # Exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34).
     counts, sums, inertia = (_contract.sum_blocks(p, nt) for p in parts)
     return Statistics({COUNTS: counts, SUMS: sums}, int(n), -float(inertia),
                       int(kw["part_clipped"].sum()) if kw else 0)

@@ -146,7 +146,7 @@ def mixed_stats(X, layout, weights, means, prec, log_theta, covariance_type="ful
                   part_clipped=np.zeros(nb, dtype=np.int64))
     _mixed.mixed_stats(X, *layout.arrays(), means, P, diag, upper, log_const, log_theta,
                        part_nk, part_s1, part_s2, part_cat, part_ll, nt, **kw)
-    # block order, fixed (sum_blocks: every entry summed over the blocks in sequence)
+    # exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34)
     nk = _contract.sum_blocks(part_nk, nt)
     s1 = _contract.sum_blocks(part_s1, nt)
     s2 = _contract.sum_blocks(part_s2, nt)

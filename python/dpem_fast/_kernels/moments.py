@@ -57,7 +57,7 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
         kw = dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64))
     with blas_single_thread():
         _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
-    # block order, fixed (sum_blocks: every entry summed over the blocks in sequence)
+    # exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34)
     s2 = _contract.sum_blocks(part_s2, nt) if nb2 != 1 else part_s2[0]
     _moments.mirror_lower(s2, nt)
     s1 = _contract.sum_blocks(part_s1, nt)

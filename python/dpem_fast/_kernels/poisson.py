@@ -51,7 +51,7 @@ def poisson_stats(X, weights, rates, max_count, n_threads=None) -> Statistics:
     ll, clipped = np.zeros(nb), np.zeros(nb, dtype=np.int64)
     nt = effective_n_threads(n_threads)
     _poisson.poisson_stats(X, rates, weights, float(max_count), counts, sums, ll, clipped, nt)
-    # block order (any thread count, same bits): the contract's reduction
+    # exact (any thread count, same bits): the contract's reduction
     return Statistics({"counts": _contract.sum_blocks(counts, nt), "sums": _contract.sum_blocks(sums, nt)}, n,
                       float(ll.sum()), int(clipped.sum()))
 

@@ -180,7 +180,7 @@ class EMTarget:
             sharp.n_features_in_ = d
             sharp._check_model_params(n_public, d)
             # the sharpened copy lends its public parameters only: same statistics and kernel
-            if tuple(sharp._statistic_specs(d)) == tuple(specs):
+            if tuple(sharp._iteration_specs(d, np.float64, n_public)) == tuple(specs):
                 est = self.est = sharp
                 self.notes = ("audited at sharpened public initial parameters (means at the domain's "
                               "boundary, posteriors one-hot there): the sensitivity holds for every parameter",)

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dpcore import _contract
 from .._engine import PrivateEM
 from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
@@ -288,6 +289,13 @@ class DPKMeans(TransformerMixin, PrivateEM):
             if not np.all(np.isfinite(init)):
                 raise ValueError("init must be finite")
 
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,
+        its ``block_count``) for a call on at most ``n_rows`` rows (``_specs``, "Rounding")."""
+        if not isinstance(self.n_clusters, (int, np.integer)):          # "auto": the default bound
+            return super()._block_rows(n_rows, d)
+        return _contract.max_block_rows(int(n_rows), int(self.n_clusters) * (d + 1) + 1)
     def _statistic_specs(self, n_features):
         """Counts and sums with the sensitivities of the class docstring."""
         K, d = self.n_clusters, n_features

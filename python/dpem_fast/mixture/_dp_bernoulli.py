@@ -7,6 +7,7 @@ import math
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
 from .._preprocess import cube_corners
@@ -118,6 +119,13 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         if m is not None and (np.shape(m) != (K, n_features) or not np.all((np.asarray(m) > 0) & (np.asarray(m) < 1))):
             raise ValueError(f"means_init must have shape ({K}, {n_features}) with values in (0, 1)")
 
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,
+        its ``block_count``) for a call on at most ``n_rows`` rows (``_specs``, "Rounding")."""
+        if not isinstance(self.n_components, (int, np.integer)):          # "auto": the default bound
+            return super()._block_rows(n_rows, d)
+        return _contract.max_block_rows(int(n_rows), int(self.n_components) * (d + 1) + 1)
     def _statistic_specs(self, d):
         K = self.n_components
         return (StatSpec("counts", (K,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}),

@@ -14,6 +14,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._preprocess import box_domain, project_into_domain
@@ -590,6 +591,15 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """The E-step kernels have a float32 path (every covariance type); the engine's
         :meth:`_float32_path` says where a fit may use it (row-level replace-one)."""
         return True
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the E-step kernels (``_estep.block_count``: partials of K (d² + d + 1)
+        doubles a block; ``_estep_diag``: K (2d + 1)) for a call on at most ``n_rows`` rows."""
+        if not isinstance(self.n_components, (int, np.integer)):     # "auto": the default bound
+            return super()._block_rows(n_rows, d)
+        K = int(self.n_components)
+        per = K * (d * d + d + 1) if self.covariance_type == "full" else K * (2 * d + 1)
+        return _contract.max_block_rows(int(n_rows), per)
 
     def _statistics_task(self):
         kw = {}

@@ -6,6 +6,7 @@ import functools
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from .._engine._specs import soft_counts, weighted_sums
@@ -92,6 +93,13 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         check_positive_real(self.max_count, "max_count")
 
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,
+        its ``block_count``) for a call on at most ``n_rows`` rows (``_specs``, "Rounding")."""
+        if not isinstance(self.n_components, (int, np.integer)):          # "auto": the default bound
+            return super()._block_rows(n_rows, d)
+        return _contract.max_block_rows(int(n_rows), int(self.n_components) * (d + 1) + 1)
     def _statistic_specs(self, d):
         K = self.n_components
         return soft_counts("counts", K), weighted_sums("sums", (K, d), d)

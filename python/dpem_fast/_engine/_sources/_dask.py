@@ -95,6 +95,7 @@ import types
 
 import numpy as np
 
+from .._statistics import StatisticsSum
 from ._rows import DataSummary, Rows
 
 __all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public", "dask_grouping"]
@@ -306,7 +307,7 @@ class DaskRows:
 
     def reduce(self, fn):
         """``fn(chunk_0) + fn(chunk_1) + ...``: each term on a worker, the sum on the client in
-        chunk index order."""
+        chunk index order (Sum2, :class:`~dpem_fast._engine._statistics.StatisticsSum`)."""
         import dask
 
         check_public(fn, "reduce")
@@ -319,11 +320,10 @@ class DaskRows:
             parts = _compute([task(fn, b, self.dtype, self._prepare) for b in self._blocks])
         if len(parts) != len(self._blocks):       # dask returns one result per task or raises
             raise RuntimeError("X: a dask pass returned fewer chunk results than chunks")
-        total = None
+        total = StatisticsSum()            # Sum2: its rounding does not grow with the chunk count
         for part in parts:
-            if part is not None:
-                total = part if total is None else total + part
-        return total
+            total.add(part)
+        return total.result()
 
     def map_chunks(self, fn, args):
         """``[fn(chunk_i, *args[i]) ...]`` in chunk order, each on a worker; ``args[i] is None``

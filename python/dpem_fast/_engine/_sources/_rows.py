@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._statistics import StatisticsSum
+
 __all__ = ["DataSummary", "Rows", "summarize"]
 
 
@@ -70,16 +72,16 @@ class Rows:
             yield block if self._prepare is None else self._prepare(block)
 
     def reduce(self, fn):
-        """``fn(superblock_0) + fn(superblock_1) + ...`` in order (statistics are additive).
+        """``fn(superblock_0) + fn(superblock_1) + ...`` in order (statistics are additive), added
+        by Sum2 (:class:`~dpem_fast._engine._statistics.StatisticsSum`: its rounding does not grow
+        with the number of superblocks).
 
         Rows without any superblock (zero rows: a private selection's training part can be
         empty, and under add/remove or per person its size is private) reduce to ``fn`` of
         one empty block, the statistics of no row, so that such a fit releases noise instead
         of failing on its row count."""
-        total = None
+        total = StatisticsSum()
         for block in self.superblocks():
-            part = fn(block)
-            total = part if total is None else total + part
-        if total is None:
-            total = fn(np.empty((0, self.n_features), dtype=self.dtype))
-        return total
+            total.add(fn(block))
+        out = total.result()
+        return fn(np.empty((0, self.n_features), dtype=self.dtype)) if out is None else out
