@@ -56,7 +56,9 @@ from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int, check_positive_real
+from .._dpcore._contract import superblock_rows
 from ._sources import bounded_rows, group_rows, validated_rows
+from ._statistics import StatisticsSum
 from ._estimator import Context, PrivateEstimator
 from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
@@ -75,8 +77,17 @@ _SOURCES = {"declared": "declared", "estimate": "private estimate", "data": "fro
 def _statistics_of(kernel, params, domain, n_threads, block):
     """One block's statistics: what a Dask task of an EM pass runs (``functools.partial`` of
     this with the model's public kernel, the released parameters, the domain, the thread
-    count)."""
-    return kernel(block, params, domain, n_threads)
+    count).  A chunk larger than a superblock is cut into superblocks (``superblock_rows``)
+    whose statistics are added by Sum2, as rows in this process are: so no kernel call ever
+    gets more than one superblock of rows, whatever the chunking — the ``b`` of the float64
+    rounding bound (:meth:`PrivateEM._block_rows`)."""
+    step = superblock_rows(block.shape[1])
+    if block.shape[0] <= step:
+        return kernel(block, params, domain, n_threads)
+    total = StatisticsSum()
+    for r0 in range(0, block.shape[0], step):
+        total.add(kernel(block[r0:r0 + step], params, domain, n_threads))
+    return total.result()
 
 
 def clip_rows(block, domain, columns=None):
@@ -265,10 +276,12 @@ class PrivateEM(PrivateEstimator):
     def _block_rows(self, n_rows, d):
         """At most how many rows one float64 partial of the model's kernel sums in floats (a block
         of its plan, ``dpc_contract.h``) when it is given ``n_rows`` rows of ``d`` features; public
-        quantities only.  Default ``n_rows``: a partial never sums more rows than its call gets.
-        A model whose kernel cuts rows into the contract's blocks returns its block size
-        (:mod:`~dpem_fast._engine._specs`, "Rounding", (e))."""
-        return max(1, int(n_rows))
+        quantities only.  Default: the rows of one call, at most ``min(n_rows, superblock_rows(d))``
+        (rows in this process reach a kernel one superblock at a time, and a Dask task cuts its
+        chunk into superblocks, :func:`_statistics_of`), since a partial never sums more rows
+        than its call gets.  A model whose kernel cuts rows into the contract's blocks returns
+        its block size (:mod:`~dpem_fast._engine._specs`, "Rounding", (e))."""
+        return max(1, min(int(n_rows), superblock_rows(int(d))))
 
     def _rounding_factor(self, d, n_public):
         """The float64 rounding widening of this fit's iteration statistics

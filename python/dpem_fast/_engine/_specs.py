@@ -151,7 +151,9 @@ u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a clipped row in the
 :func:`float64_rounding_factor` is that factor.  Where it is applied (``PrivateEM._rounding_factor``:
 row-level replace-one, ``n`` public) a fit widens every non-integer iteration statistic by it,
 ``b`` from the model's ``_block_rows`` (its kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`;
-by default ``n``, since a partial never sums more rows than its call gets); integer statistics —
+by default the rows of one kernel call, at most ``min(n, superblock_rows(d))``: rows reach a
+kernel one superblock at a time, a Dask task cutting its chunk likewise, and a partial never sums
+more rows than its call gets); integer statistics —
 counts of hard assignments, the row count — are sums of small integers, exact in float64.  The
 joint bound widens the same way as for float32 rows (Minkowski, above).  The float32 path's factor
 multiplies it (its float lanes flush into the float64 sums covered here).  At 10⁶ rows and

@@ -9,6 +9,7 @@ from scipy import linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._dpcore import _contract, _moments
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from ..accounting import NoiseDominatedWarning
@@ -208,6 +209,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     def _k(self, d):
         return d if self.n_components is None else self.n_components
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the second-moment kernel for a call on at most ``n_rows`` rows (the
+        ``b`` of the float64 rounding bound, :mod:`~dpem_fast._engine._specs`, "Rounding"): its
+        "rows" layout (d < ``_moments.TILE_MIN_D``) sums blocks of the contract's plan (partials
+        of d² + d doubles); the "tiles" layout sums all of a call's rows in one d x d partial."""
+        if d < _moments.TILE_MIN_D:
+            return _contract.max_block_rows(int(n_rows), d * d + d)
+        return super()._block_rows(n_rows, d)
 
     def _check_model_params(self, n_samples, n_features):
         k = check_positive_int(self._k(n_features), "n_components")

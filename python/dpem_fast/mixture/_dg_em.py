@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from ..accounting import NoiseDominatedWarning
 from .._engine import PrivateEM, StatSpec
@@ -286,6 +287,13 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     # ------------------------------------------------------------ model hooks
     def _rows_task(self):
         return _bounded_rows
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the gradient kernel (``_gradem.block_count``: partials of 2 m + 2
+        doubles, m = d symmetric or K d) for a call on at most ``n_rows`` rows: the ``b`` of the
+        float64 rounding bound (:mod:`~dpem_fast._engine._specs`, "Rounding")."""
+        m = d if self.symmetric else int(self.n_components) * d
+        return _contract.max_block_rows(int(n_rows), 2 * m + 2)
 
     def _check_model_params(self, n_samples, n_features):
         K = check_positive_int(self.n_components, "n_components")

@@ -9,6 +9,7 @@ import math
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
 from .._engine._groups import split_groups
@@ -352,6 +353,15 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         except (TypeError, ValueError):
             raise TypeError("bounds: each entry must be a pair of numbers (lo, hi)") from None
         return lo, hi
+
+    def _block_rows(self, n_rows, d):
+        """Rows per block of the mixed E-step (``_mixed.block_count``: partials of
+        K (1 + d + d or d² + M) doubles a block) for a call on at most ``n_rows`` rows: the ``b`` of
+        the float64 rounding bound (:mod:`~dpem_fast._engine._specs`, "Rounding")."""
+        lay = self._lay(d)
+        K, dn = int(self.n_components), lay.d
+        per = K * (1 + dn + (dn if self.covariance_type == "diag" else dn * dn) + lay.n_slots)
+        return _contract.max_block_rows(int(n_rows), per)
 
     def _lay(self, n_features):
         """The layout of rows of ``n_features`` columns: the fit's, or (an unfitted model, an
