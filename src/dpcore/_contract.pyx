@@ -149,14 +149,20 @@ def sum_blocks(part, int n_threads=1):
     return out.reshape(shape)
 
 
+def _flat_partials(part):
+    """``(partials as a C-contiguous float64 (n_blocks, entries) array, the entries' shape)``:
+    the layout both test hooks below walk."""
+    return np.ascontiguousarray(part, dtype=np.float64).reshape(part.shape[0], -1), part.shape[1:]
+
+
 def _sum_blocks_superaccumulator(part):
     """Test hook: :func:`sum_blocks` with every entry summed by the superaccumulator (its
     general path), without the certified fast path; the same values."""
     cdef Py_ssize_t nb = part.shape[0], m, j
-    shape = part.shape[1:]
     if nb == 0:
-        return np.zeros(shape)
-    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+        return np.zeros(part.shape[1:])
+    flat, shape = _flat_partials(part)
+    cdef double[:, ::1] p = flat
     m = p.shape[1]
     out = np.empty(m)
     cdef double[::1] o = out
@@ -172,10 +178,10 @@ def _sum_blocks_sequential(part):
     (``bench/bench_block_sum.py``) and for the test that shows why it was replaced: a change
     in one partial grows by about one ulp of the running sum per later block."""
     cdef Py_ssize_t nb = part.shape[0], m, j, b
-    shape = part.shape[1:]
     if nb == 0:
-        return np.zeros(shape)
-    cdef double[:, ::1] p = np.ascontiguousarray(part, dtype=np.float64).reshape(nb, -1)
+        return np.zeros(part.shape[1:])
+    flat, shape = _flat_partials(part)
+    cdef double[:, ::1] p = flat
     m = p.shape[1]
     out = np.empty(m)
     cdef double[::1] o = out
