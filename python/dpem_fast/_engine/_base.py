@@ -491,8 +491,16 @@ class PrivateEM(PrivateEstimator):
         X, groups = self._resolve_groups(X, groups, private)
         rows = validated_rows(self, X, private)
         grouping = group_rows(rows, groups)         # validated before anything is charged
-        # a private count is never read by a refusal (n = K - 1 and n = K are neighbours under
-        # add/remove and person-level); a fit with fewer rows than components is valid there
+        return self._fit_rows(rows, grouping, private)
+
+    def _fit_rows(self, rows, grouping, private):
+        """The fit on validated ``rows`` (a :class:`Rows`, possibly of no row) and their
+        ``grouping`` (or None): the model's checks, the private (or exact) fit, the fitted
+        attributes; returns ``self``.  :meth:`fit` and a private selection's trials
+        (:func:`~dpem_fast.model_selection._selection.fit_trial`) run it.  A private count is
+        never read by a refusal (n = K - 1 and n = K are neighbours under add/remove and
+        person-level; a fit with fewer rows than components is valid there): the checks get
+        :meth:`_public_rows`."""
         self._check_model_params(self._public_rows(rows.n_rows) if private else rows.n_rows, rows.n_features)
         n_threads = effective_n_threads(self.n_threads)
         key = make_key(self.random_state)

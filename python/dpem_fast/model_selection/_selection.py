@@ -120,15 +120,6 @@ def _trial_epsilon(mu, rel, delta):
         acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta)
 
 
-def _check_count(n_train_public):
-    """The row count every candidate's checks see, in :meth:`~PrivateModelSelection._preflight`
-    and in every trial (:func:`fit_trial`): the training part's size where it is public
-    (row-level replace: public coins on a public n), else None — a private count, which the
-    engine's checks never read (``PrivateEM._check_model_params``: a fit with fewer rows than
-    components is valid)."""
-    return None if n_train_public is None else int(n_train_public)
-
-
 def _is_centres(estimator):
     return "n_clusters" in estimator.get_params(deep=False)
 
@@ -185,31 +176,25 @@ def clipped_score_sum(v, bounds):
     return float(np.sum(v - 0.5 * (lo + hi)))
 
 
-def fit_trial(model, X, groups, n_check):
+def fit_trial(model, X, groups):
     """Fit the calibrated candidate ``model`` privately on a trial's training rows ``X`` (an
     in-memory float64 array, validated with the whole data before the charge; possibly
-    empty) with the engine's private fit, as the model's own ``fit`` would, except that no
-    check reads the number of rows: the model's checks run at ``n_check``, the public count
-    of :meth:`PrivateModelSelection._preflight` (the training part's size under row-level
-    replace, else None: a private count no check reads).  ``groups``: the rows' groups of a person-level trial
-    (its rows are bounded to the candidate's m inside the fit, after its plan is made).
+    empty) through the engine (:meth:`~dpem_fast._engine.PrivateEM._fit_rows`), as the
+    model's own ``fit`` would, without validating the rows again: the model's checks see the
+    public row count only (the training part's size under row-level replace, public coins on
+    a public n; else None), as in :meth:`PrivateModelSelection._preflight`.  ``groups``: the
+    rows' groups of a person-level trial (its rows are bounded to the candidate's m inside
+    the fit, after its plan is made).
 
     What the trial releases is then a function of public values and of the fit's own noisy
     releases only: zero rows and fewer rows than components are fitted (noise), never
     refused (class docstring, "Failures")."""
     n, d = X.shape
     model._check_privacy_params()
-    model._check_model_params(n_check, d)
     model.n_features_in_ = d
-    prepared = model._prepare_rows(X)
-    rows = Rows(as_row_source(prepared, superblock_rows(d)), None, DataSummary(n, d))
+    rows = Rows(as_row_source(model._prepare_rows(X), superblock_rows(d)), None, DataSummary(n, d))
     grouping = None if groups is None else check_groups(groups, n)
-    params, domain, record = model._fit_private(rows, make_key(model.random_state),
-                                                effective_n_threads(model.n_threads), grouping)
-    model.n_iter_ = model._n_release_rounds()
-    model._set_fitted(params, domain, rows.dtype)
-    model.privacy_ = record
-    return model
+    return model._fit_rows(rows, grouping, True)
 
 
 class PrivateModelSelection(BaseEstimator):
@@ -366,8 +351,9 @@ class PrivateModelSelection(BaseEstimator):
       ``n_samples >= n_components`` — run for every candidate in :meth:`_preflight`, before
       the charge, at a public count: the training part's size under row-level replace (public
       coins on a public n), else None, a private count that no check reads.  Each
-      trial's fit (:func:`fit_trial`, the estimator's private fit) runs the same checks at the
-      same count, never at its rows' count;
+      trial's fit (:func:`fit_trial`, the engine's private fit) runs the same checks at the
+      same count — the engine's public row count, which is that size under row-level replace
+      and None otherwise — never at a private count;
     * all rows are validated once, for every candidate, before the charge (finite values, the
       model's row check); a trial's training part is a subset of them;
     * a training part with fewer rows than components, or with no row, is fitted: its
@@ -536,9 +522,10 @@ class PrivateModelSelection(BaseEstimator):
     def _preflight(self, cands, mu, rel, d, n_train_public, n_threads):
         """Every candidate's plan from public quantities: Gaussian only and within μ (so that
         ``GaussianEvent(1/μ)`` dominates it); the public refusals raise here, before the
-        charge, and the candidate's own checks run at the count every trial's fit uses
-        (:func:`_check_count`), so that no trial can refuse what passed here (class
-        docstring, "Failures")."""
+        charge, and the candidate's own checks run at the count every trial's fit gives them
+        (``n_train_public``: the training size under row-level replace, else None; the
+        engine's ``_public_rows`` of a trial's rows), so that no trial can refuse what passed
+        here (class docstring, "Failures")."""
         for params in cands:
             model = self._candidate_model(params, mu, rel, n_threads)
             params_d = model.get_params(deep=False)
@@ -551,7 +538,7 @@ class PrivateModelSelection(BaseEstimator):
             if any(m != "gaussian" for m in mech.values()) or getattr(model, "noise", "gaussian") != "gaussian":
                 raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
                                  "discrete Gaussian); the selection bounds Gaussian plans only")
-            model._check_model_params(_check_count(n_train_public), d)     # the count every trial uses
+            model._check_model_params(n_train_public, d)     # the count every trial's checks see
             model.n_features_in_ = d
             try:
                 plan = model._private_plan(n_train_public, d)[0]
@@ -619,8 +606,7 @@ class PrivateModelSelection(BaseEstimator):
         plan = Plan(releases={SCORE: dataclasses.replace(release, count=2 ** 62)}, event=event, accountant="rdp",
                     neighbouring=rel, epsilon_spent=spent)
         layer = ReleaseLayer(plan, key, n_threads)
-        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes,
-                         _check_count(n_train_public))
+        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes)
         record = PrivacyRecord(
             mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
                        f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
@@ -647,13 +633,11 @@ class PrivateModelSelection(BaseEstimator):
         self.privacy_ = record
         return self
 
-    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None,
-             n_check=None):
+    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None):
         """The max(T, T_max) trials; the best of the first T (see the class docstring).  Returns
         (model, params, noisy score, its warnings) or raises one of the two fixed RuntimeErrors
         (T = 0; some trial's fit raised).  ``codes``: the (bounded) rows' groups of a
-        person-level selection, else None.  ``n_check``: the public count of every
-        candidate's checks (:func:`_check_count`)."""
+        person-level selection, else None."""
         X_train, X_hold = X[~hold], X[hold]
         g_train = None if codes is None else codes[~hold]
         d = X.shape[1]
@@ -671,7 +655,7 @@ class PrivateModelSelection(BaseEstimator):
             try:
                 with warnings.catch_warnings(record=True) as seen:
                     warnings.simplefilter("always")
-                    fit_trial(model, X_train, g_train, n_check)
+                    fit_trial(model, X_train, g_train)
                     domain = resolve_domain(d, model.data_norm, model.bounds)
                     with blas_single_thread():
                         value = clipped_score_sum(row_scores(model, X_hold, domain), bounds)
