@@ -179,43 +179,41 @@ class StatisticsSum:
         self._kind = None          # "stats", "array" or "plain"
         self._hi = self._lo = self._meta = None
 
+    @staticmethod
+    def _arrays(part):
+        """``{name: array}`` of a part (a float array is the one entry ``None``)."""
+        return part.arrays if isinstance(part, Statistics) else {None: part}
+
     def add(self, part):
         """Add ``part`` (of rows disjoint from those added before); None is skipped."""
         if part is None:
             return
         if self._kind is None:
             if isinstance(part, Statistics):
-                self._kind = "stats"
-                self._hi = {k: np.array(v, dtype=np.float64) for k, v in part.arrays.items()}
-                self._lo = {k: np.zeros_like(v) for k, v in self._hi.items()}
-                self._meta = [part.n_rows, part.loglik, part.n_clipped]
+                self._kind, self._meta = "stats", [part.n_rows, part.loglik, part.n_clipped]
             elif isinstance(part, np.ndarray) and part.dtype.kind == "f":
                 self._kind = "array"
-                self._hi = np.array(part, dtype=np.float64)
-                self._lo = np.zeros_like(self._hi)
             else:
                 self._kind, self._hi = "plain", part
+                return
+            self._hi = {k: np.array(v, dtype=np.float64) for k, v in self._arrays(part).items()}
+            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items()}
             return
         if self._kind == "plain":
             self._hi = self._hi + part
             return
-        if self._kind == "array":
-            x = np.asarray(part, dtype=np.float64)
-            if x.shape != self._hi.shape:
-                raise ValueError(f"cannot add arrays of shapes {self._hi.shape} and {x.shape}")
-            self._hi, q = _two_sum(self._hi, x)
-            self._lo += q
-            return
-        if not isinstance(part, Statistics) or list(self._hi) != list(part.arrays):
+        if (self._kind == "stats") != isinstance(part, Statistics) or list(self._hi) != list(self._arrays(part)):
             raise ValueError(f"cannot add statistics named {list(self._hi)} and "
-                             f"{list(getattr(part, 'arrays', {}))}")
-        for name, hi in self._hi.items():
-            x = np.asarray(part.arrays[name], dtype=np.float64)
+                             f"{list(getattr(part, 'arrays', {None: 0}))}")
+        for name, x in self._arrays(part).items():
+            x, hi = np.asarray(x, dtype=np.float64), self._hi[name]
             if x.shape != hi.shape:
-                raise ValueError(f"cannot add statistic {name!r} of shapes {hi.shape} and {x.shape}")
+                what = "arrays" if name is None else f"statistic {name!r}"
+                raise ValueError(f"cannot add {what} of shapes {hi.shape} and {x.shape}")
             self._hi[name], q = _two_sum(hi, x)
             self._lo[name] += q
-        self._meta = [self._meta[0] + part.n_rows, self._meta[1] + part.loglik, self._meta[2] + part.n_clipped]
+        if self._kind == "stats":
+            self._meta = [self._meta[0] + part.n_rows, self._meta[1] + part.loglik, self._meta[2] + part.n_clipped]
 
     def result(self):
         """The sum, or None when nothing was added."""
@@ -223,6 +221,5 @@ class StatisticsSum:
             return None
         if self._kind == "plain":
             return self._hi
-        if self._kind == "array":
-            return _collapse(self._hi, self._lo)
-        return Statistics({k: _collapse(hi, self._lo[k]) for k, hi in self._hi.items()}, *self._meta)
+        out = {k: _collapse(hi, self._lo[k]) for k, hi in self._hi.items()}
+        return out[None] if self._kind == "array" else Statistics(out, *self._meta)
