@@ -622,10 +622,9 @@ class PrivateEM(PrivateEstimator):
         rounds = self._n_release_rounds()
         plan, specs, source, domain = self._private_plan(n_public, d, rows.dtype)
         start = tuple(self._start_specs(d))
-        if self.budget is not None:
-            # the whole plan, before any statistic of the data is computed
-            # the whole plan, accounted (also) with the accountant that calibrated it
-            self.budget.spend(plan.event, label=f"{type(self).__name__}.fit", accountant=plan.accountant)
+        # the whole plan, before any statistic of the data is computed, accounted (also) with the
+        # accountant that calibrated it
+        self._charge(plan.event, accountant=plan.accountant)
         if grouping is not None:                    # at most m rows per group, from here on
             rows = bounded_rows(rows, grouping, key, plan.max_rows_per_group, n_threads)
         n = rows.n_rows
