@@ -110,23 +110,6 @@ def clip_rows(block, domain, columns=None):
     return X
 
 
-def _clipped_statistics_of(kernel, clip_domain, columns, params, domain, n_threads, block):
-    """:func:`_statistics_of` of the block's rows clipped to the declared domain
-    (:func:`clip_rows`): a Dask task of a non-private pass with a declared domain (public
-    values only: the declaration and its columns)."""
-    return kernel(clip_rows(block, clip_domain, columns), params, domain, n_threads)
-
-
-class _ClippedRows:
-    """The engine's rows seen through :func:`clip_rows` (a non-private fit with a declared
-    domain): :meth:`PrivateEM._pass` clips each block before its statistics."""
-
-    def __init__(self, rows, clip, domain, columns):
-        self.rows, self.clip, self.domain, self.columns = rows, clip, domain, columns
-        self.remote = rows.remote
-        self.summary, self.n_rows, self.n_features, self.dtype = rows.summary, rows.n_rows, rows.n_features, rows.dtype
-
-
 class TailAverage:
     """Running mean of the noisy statistics of the last ``m`` of ``n_iter`` iterations.
 
@@ -328,11 +311,6 @@ class PrivateEM(PrivateEstimator):
         """The summed statistics of one pass over ``rows``.  Rows held by Dask workers get a
         task of public values only (:func:`_statistics_of` with the model's kernel); rows in
         this process go through :meth:`_statistics`."""
-        if isinstance(rows, _ClippedRows):      # a non-private fit with a declared domain
-            if rows.remote:
-                return rows.rows.reduce(functools.partial(_clipped_statistics_of, self._statistics_task(),
-                                                          rows.domain, rows.columns, params, domain, n_threads))
-            return rows.rows.reduce(lambda block: self._statistics(rows.clip(block), params, domain, n_threads))
         if rows.remote:
             return rows.reduce(functools.partial(_statistics_of, self._statistics_task(), params, domain,
                                                  n_threads))
@@ -545,8 +523,7 @@ class PrivateEM(PrivateEstimator):
         domain = DataDomain(np.zeros(dd), np.ones(dd), None, False)
         clip, box = self._exact_domain(summary, cols, dd)
         if clip is not None:
-            rows = _ClippedRows(rows, functools.partial(clip_rows, domain=clip, columns=cols),
-                                clip, cols)
+            rows = rows.with_transform(functools.partial(clip_rows, domain=clip, columns=cols))
             if clip.bounds is not None and summary.column_min is not None:
                 # the clipped rows' range (the initial draw is placed in it): the box clip of the range
                 idx = slice(None) if cols is None else np.asarray(cols, dtype=np.intp)

@@ -96,7 +96,7 @@ import types
 import numpy as np
 
 from .._statistics import StatisticsSum
-from ._rows import DataSummary, Rows
+from ._rows import DataSummary, Rows, then_transform
 
 __all__ = ["DaskRows", "is_dask_array", "dask_rows", "check_public", "dask_grouping"]
 
@@ -284,6 +284,13 @@ class DaskRows:
         self.chunk_rows = tuple(int(r) for r in chunk_rows)
         self._groups = groups         # a person-level fit: the groups' chunks, and
         self._bound = bound           # (the bounding sub-key, m)
+
+    def with_transform(self, fn):
+        """These rows with ``fn`` (public) applied to every chunk on the workers after their own
+        transform, as :meth:`Rows.with_transform`."""
+        check_public(fn, "with_transform")
+        return DaskRows(self._blocks, self.dtype, functools.partial(then_transform, self._prepare, fn), self.summary,
+                        self.chunk_rows, self._groups, self._bound)
 
     def bounded(self, group_blocks, bkey, m):
         """These rows bounded to at most ``m`` per group, chunk by chunk on the workers (the

@@ -8,6 +8,7 @@ superblock contract.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,12 @@ def summarize(X) -> DataSummary:
                        X.max(axis=0).astype(np.float64), float(np.max(np.abs(X))) if X.size else 0.0)
 
 
+def then_transform(first, second, block):
+    """``second(first(block))`` (``first`` None: ``second(block)``): a row transform after the
+    rows' own (:meth:`Rows.with_transform`; module-level, so a Dask task can hold it)."""
+    return second(block if first is None else first(block))
+
+
 class Rows:
     """Validated rows of a fit, read in superblocks.
 
@@ -65,6 +72,11 @@ class Rows:
     @property
     def dtype(self):
         return self._source.dtype
+
+    def with_transform(self, fn):
+        """These rows with ``fn`` applied to every superblock after their own transform (e.g. the
+        declared domain's clipping of a non-private fit); ``fn`` public, as for a Dask task."""
+        return Rows(self._source, functools.partial(then_transform, self._prepare, fn), self.summary)
 
     def superblocks(self):
         """A new pass over the rows, superblock by superblock."""
