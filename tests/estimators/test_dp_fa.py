@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.decomposition import FactorAnalysis
 
 from conformance import PrivateEstimatorConformance
-from dpem_fast import DPFactorAnalysis
+from dpem_fast import DPFactorAnalysis, NoiseDominatedWarning
 from dpem_fast._reference.fa import (diagonal_gaussian_loglik, fa_em_reference, fa_eigen_em_reference,
                                      fa_loglik_reference, fa_noisy_reference, private_diagonal_gaussian)
 from dpem_fast.decomposition import _fa_em
@@ -275,6 +275,41 @@ def test_a_noise_dominated_fit_warns_and_is_the_diagonal_model():
     assert_array_equal(est.components_, 0.0)
     assert est.n_resolved_ == 0
     assert np.all(np.isfinite(est.score_samples(X)))
+
+
+def test_a_fit_below_the_uniform_density_warns():
+    """Issue 35, item 5: coin-flip features at the box's ends (a Gaussian is 0.73 nats per
+    feature worse than the uniform density there), one pair of them equal so a loading is
+    resolved: the fit is below the uniform density on [-1, 1]^d, measured, and by its released
+    moments it says so."""
+    rng = np.random.default_rng(11)
+    n, d = 4000, 10
+    X = rng.choice([-1.0, 1.0], size=(n, d))
+    X[:, 1] = X[:, 0]
+    for seed in range(3):
+        with pytest.warns(UserWarning, match="below the uniform density on the domain"):
+            est = DPFactorAnalysis(1, epsilon=10.0, bounds=(-1, 1), random_state=seed).fit(X)
+        assert est.n_resolved_ == 1
+        assert est.score(X) < -d * math.log(2.0)
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 3.0])
+def test_every_fit_below_the_uniform_density_on_digits_warns(epsilon):
+    """scikit-learn's digits (a table with many near-constant pixels, box [0, 16] public): every
+    seeded fit whose density on its rows is below the uniform one on the box raises a
+    ``NoiseDominatedWarning``.  At ε = 1 one seed of three resolves a loading and is 4 nats
+    per row below the uniform density: the plain plug-in estimate from the released moments
+    put it 23 nats above (a near-constant pixel whose noisy variance came out negative counts
+    as explained), the estimate on the variances' posterior means 3 below."""
+    from sklearn.datasets import load_digits
+    X = load_digits().data[:1347]
+    uniform = -X.shape[1] * math.log(16.0)
+    for seed in range(3):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est = DPFactorAnalysis(2, epsilon=epsilon, bounds=(0, 16), random_state=seed).fit(X)
+        warned = any(issubclass(w.category, NoiseDominatedWarning) for w in caught)
+        assert warned or est.score(X) >= uniform, (seed, est.score(X), uniform)
 
 
 def test_loadings_are_found_and_spurious_ones_dropped_at_epsilon_1():

@@ -18,7 +18,8 @@ from .._engine._specs import count_for_update, moments_joint_bound, row_count, s
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._fa_em import SMALL, Covariance, fa_em, fa_noisy, fix_signs, noise_edge, orthomax, subspace_width, uses_subspace
+from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
+                     subspace_width, uses_subspace, variance_posterior_mean)
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
 
 __all__ = ["DPFactorAnalysis"]
@@ -301,8 +302,43 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         # the predictive density of a new row: its distance to the released mean also carries
         # the mean's noise, σ_m² per coordinate (a public constant)
         psi = psi + sigma_mean * sigma_mean
+        if n_resolved:
+            self._warn_if_below_uniform(C, W, psi, sigma_cov, ctx.domain, d)
         return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it,
                 "n_resolved": n_resolved}
+
+    def _warn_if_below_uniform(self, C, W, psi, sigma_cov, domain, d):
+        """A ``NoiseDominatedWarning`` when the fitted Gaussian's mean log-density on the rows,
+        estimated from the released moments, is below the uniform density on the domain's image
+        (the box ``[−b_i, b_i]``: ``−Σ log 2b_i``; without a box the unit ball).
+
+        The estimate is :func:`~._fa_em.gaussian_loglik` per row of the released covariance
+        ``C̃`` with its diagonal replaced by the variances' posterior means
+        (:func:`~._fa_em.variance_posterior_mean`, as the fit reads them): the plain plug-in is
+        optimistic, because ψ is fitted to the same noise — a near-constant feature whose noisy
+        variance came out negative would count ``C̃_jj/ψ_j < 0``.  Both densities are in the
+        working units, where the map to the original units adds the same log-Jacobian to each,
+        so the comparison holds in the user's units.  Released values and public constants only
+        (issue 35, item 5)."""
+        box = None if domain is None else domain.box_image
+        if box is None:
+            uniform = -(0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d + 1.0))
+        else:
+            uniform = -float(np.sum(np.log(2.0 * np.asarray(box, dtype=np.float64))))
+        diag = np.array(C.diagonal(), dtype=np.float64)
+        shift = variance_posterior_mean(diag, sigma_cov) - diag
+        Wr = W[np.any(W != 0, axis=1)]
+        precision_diag = 1.0 / psi
+        if Wr.shape[0]:
+            Wp = Wr / psi
+            inner = np.eye(Wr.shape[0]) + Wp @ Wr.T
+            precision_diag = precision_diag - np.sum(Wp * linalg.solve(inner, Wp, assume_a="pos"), axis=0)
+        estimate = gaussian_loglik(C, W, psi, 1.0) - 0.5 * float(np.dot(precision_diag, shift))
+        if not estimate >= uniform:
+            warnings.warn(
+                f"{type(self).__name__}: by the released moments the fitted density is below the uniform "
+                "density on the domain (a model worse than knowing only the box); declare a tighter domain "
+                "(bounds or data_norm), raise epsilon, or fit more rows.", NoiseDominatedWarning, stacklevel=5)
 
     def _exact_update(self, stats, params):
         n = float(stats[COUNT][0])
