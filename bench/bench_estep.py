@@ -45,7 +45,7 @@ from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast import DPGaussianMixture
 from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
-from dpem_fast._kernels.gmm import compute_stats, compute_stats_diag
+from dpem_fast._kernels.gmm import compute_stats, compute_stats_diag, gmm_statistics
 from _timing import median_time
 
 ISSUE_SHAPES = [(1_000_000, 2, 5), (200_000, 10, 5), (50_000, 100, 10), (26_733, 10, 3)]
@@ -86,7 +86,8 @@ def iteration_dpem(X, w, means, P, n_threads):
 
 
 def iteration_numpy(X, w, means, P):
-    return m_step(estep_stats_reference(X, w, means, P))
+    s = estep_stats_reference(X, w, means, P)          # a plain dict: packed for the same M-step
+    return m_step(gmm_statistics(s["n_rows"], s["counts"], s["first_moments"], s["second_moments"], s["loglik"]))
 
 
 def sklearn_fit(X, K, max_iter):

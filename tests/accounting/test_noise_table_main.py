@@ -47,3 +47,13 @@ def test_cli_prints_the_ggg_noise_table(capsys):
     assert GDPAccountant().compose(plan(65.29)).get_epsilon(1e-4) == (
         pytest.approx(1.0, abs=1e-3))
     assert out.rstrip().endswith("δ = 0.0001")
+
+
+def test_the_printed_table_is_the_papers_plan(capsys):
+    """The command composes J (2K + 1) Gaussian releases itself (the accounting package imports no
+    model); what it prints is the table of the mixture paper's plan."""
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    paper = _table.noise_table(functools.partial(mixture.dpem_plan, "GGG", 10, 20), (0.1, 0.5, 1, 2, 4), 1e-4,
+                               _table.default_table_accountants(include_pld=False))
+    assert _table.format_noise_table(paper) in out

@@ -19,6 +19,13 @@ from dpem_fast.accounting import BudgetLedger, DomainCoverageWarning
 DMAX = np.finfo(np.float64).max
 
 
+def test_the_twins_constants_are_the_kernels():
+    from dpem_fast._reference import domain as twin
+
+    assert (twin.E_MIN, twin.ZERO_BIN) == (_kernel.E_MIN, _kernel.ZERO_BIN)
+    assert np.frexp(5e-324)[1] == twin.E_MIN and np.frexp(DMAX)[1] == 1024
+
+
 def test_scale_bins_cover_every_double_in_order():
     vals = np.array([-DMAX, -1.0, -0.75, -0.5, -5e-324, 0.0, -0.0, 5e-324, 0.5, 0.75, 1.0, 2.0, DMAX])
     b = scale_bins_reference(vals)

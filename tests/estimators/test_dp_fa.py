@@ -351,6 +351,37 @@ def test_held_out_score_is_not_below_the_trivial_diagonal_model(epsilon):
     assert np.mean(fa) >= np.mean(diag) - 0.2
 
 
+def test_the_trivial_baselines_noise_is_the_engines():
+    """The trivial baseline (numpy: mu-GDP from the exact conversion, the joint bound written
+    out, noise drawn by the streams' twin) releases what the engine's plan and release layer
+    release for the same two statistics: the same noise scales to the engine's calibration
+    tolerance, so the same fit to about 1e-7."""
+    import math
+
+    from dpem_fast._engine import ReleaseLayer, StatSpec, make_plan
+    from dpem_fast._engine._specs import moments_joint_bound
+    from dpem_fast._reference.fa import gdp_mu_reference
+    from dpem_fast._rng import make_key
+
+    X = np.random.default_rng(4).normal(size=(400, 5)) * 2
+    for epsilon in (0.3, 1.0, 8.0):
+        specs = (StatSpec("sum", (5,), l2={"add_remove": 1.0, "replace": 2.0}),
+                 StatSpec("sumsq", (5,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}))
+        plan = make_plan(specs, 1, epsilon=epsilon, delta=1e-5, neighbouring="replace", accountant="gdp",
+                         shares={"sum": 1.0, "sumsq": 1.0},
+                         joint=lambda a: moments_joint_bound(a["sum"], a["sumsq"], neighbouring="replace"))
+        s = 5.0 / (4.0 * gdp_mu_reference(epsilon, 1e-5))
+        assert plan.releases["sum"].noise_scale == pytest.approx(2.0 * s, rel=1e-6)
+        assert plan.releases["sumsq"].noise_scale == pytest.approx(math.sqrt(2.0) * s, rel=1e-6)
+        # the engine's release of the same clipped rows, post-processed as the baseline does
+        Z = X / 10.0
+        Z /= np.maximum(np.linalg.norm(Z, axis=1, keepdims=True), 1.0)
+        noisy = ReleaseLayer(plan, make_key(3)).release({"sum": Z.sum(0), "sumsq": np.sum(Z * Z, 0)}, 0)
+        mean, _ = private_diagonal_gaussian(X, epsilon=epsilon, delta=1e-5, data_norm=10.0, random_state=3)
+        m = noisy["sum"] / 400
+        assert_allclose(mean, 10.0 * m / max(1.0, np.linalg.norm(m)), rtol=1e-6)
+
+
 @pytest.mark.parametrize("rotation", ["varimax", "quartimax"])
 def test_rotation_is_orthogonal_and_post_processing(rotation):
     X, _, _ = _factor_data(2000, 8, 3, seed=1)

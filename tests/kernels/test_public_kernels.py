@@ -27,7 +27,7 @@ DOMAIN_OBJ = DataDomain(DOMAIN[0], DOMAIN[1], DOMAIN[2], False)
 def _close(out, ref, names):
     for name in names:
         np.testing.assert_allclose(out[name], ref[name], rtol=1e-10, atol=1e-9, err_msg=name)
-    np.testing.assert_allclose(out["loglik"], ref.loglik, rtol=1e-10)
+    np.testing.assert_allclose(out["loglik"], ref["loglik"], rtol=1e-10)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

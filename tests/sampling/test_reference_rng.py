@@ -81,3 +81,15 @@ def test_symmetric_normal_equals_reference(d):
     assert_array_equal(added, value + outs[0])
     with pytest.raises(ValueError, match="overlap"):
         _symnoise.fill_symmetric_normal(KEY, 9, 1.5, value, 2, value=value)
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2026, 2**63 + 5])
+def test_key_derivation_equals_reference(seed):
+    """A seed's key and a release's sub-key (keyed BLAKE2b of a typed tag) as the twin derives them."""
+    from dpem_fast._engine._release import release_key
+
+    key = make_key(seed)
+    assert key.tolist() == ref.make_key_reference(seed)
+    for index, name in ((0, "sum"), (3, "second_moment"), (2**70, "é")):
+        assert release_key(key, index, name).tolist() == ref.release_key_reference(ref.make_key_reference(seed),
+                                                                                  index, name)

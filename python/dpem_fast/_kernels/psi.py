@@ -3,7 +3,8 @@ needs: the soft truncation ψ, ``E ψ(u (1 + ε))`` in closed form and its supre
 ``M(β_m)``, which sets the sensitivity (see :class:`~dpem_fast.mixture.DPGradientEM`).
 
 Production code in the kernel layer: the estimator and the kernel's Python face import it; the
-numpy twin of the kernel (``dpem_fast._reference.gradem``, the test oracle) re-exports it.
+numpy twin of the kernel (``dpem_fast._reference.gradem``, the test oracle) computes the same
+quantities its own way.
 """
 from __future__ import annotations
 

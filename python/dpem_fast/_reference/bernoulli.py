@@ -10,8 +10,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from .._engine import Statistics
-
 __all__ = [
     "log_bernoulli_prob_reference",
     "bernoulli_log_resp_reference",
@@ -36,9 +34,10 @@ def bernoulli_log_resp_reference(X, weights, means):
 
 
 def bernoulli_stats_reference(X, weights, means):
-    """Engine ``Statistics``: ``"counts"`` ``sum_i g_ik``, ``"first_moments"`` ``sum_i g_ik x_i``;
-    ``loglik`` ``sum_i log p(x_i)`` and ``n_rows``."""
+    """A plain dict: ``"counts"`` ``sum_i g_ik``, ``"first_moments"`` ``sum_i g_ik x_i``;
+    ``"loglik"`` ``sum_i log p(x_i)`` and ``"n_rows"``."""
     X = np.asarray(X, dtype=np.float64)
     log_resp, ll = bernoulli_log_resp_reference(X, weights, means)
     resp = np.exp(log_resp)
-    return Statistics({"counts": resp.sum(axis=0), "first_moments": resp.T @ X}, X.shape[0], float(ll.sum()))
+    return {"counts": resp.sum(axis=0), "first_moments": resp.T @ X, "loglik": float(ll.sum()),
+            "n_rows": X.shape[0]}

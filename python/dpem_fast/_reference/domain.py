@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore._domain import E_MIN, ZERO_BIN
+__all__ = ["scale_bins_reference", "refine_bins_reference", "histogram_reference", "E_MIN", "ZERO_BIN"]
 
-__all__ = ["scale_bins_reference", "refine_bins_reference", "histogram_reference"]
+#: the smallest ``frexp`` exponent of a double (5e-324 = 0.5 * 2^-1073) and the bin of 0, one
+#: bin per exponent in [E_MIN, 1024] on each side of it (the kernel's public constants, written
+#: out; ``tests/engine/test_domain.py`` checks that they are the kernel's)
+E_MIN = -1073
+ZERO_BIN = 1024 - E_MIN + 1
 
 
 def scale_bins_reference(X):

@@ -1,6 +1,8 @@
-"""Obviously-correct numpy twins for factor analysis: the second-moment kernel and the EM.
+"""Obviously-correct numpy twins for factor analysis: the second-moment kernel and the EM,
+and the trivial private model the factor model is compared with.
 
-Test oracles and benchmark baselines of :mod:`dpem_fast.decomposition`.
+Test oracles and benchmark baselines of :mod:`dpem_fast.decomposition`; they import nothing
+of the package's engine, kernels or models (the small maths they share is written here).
 """
 from __future__ import annotations
 
@@ -8,17 +10,14 @@ import math
 
 import numpy as np
 from scipy import linalg
+from scipy.optimize import brentq
+from scipy.special import erfcx, log_ndtr, ndtr
 
-from .._engine._plan import make_plan
-from .._engine._release import ReleaseLayer
-from .._engine._specs import moments_joint_bound
-from .._engine._statistics import StatSpec
-from .._preprocess import project_into_domain, resolve_domain, scale_and_clip
-from .._rng import make_key
-from ..decomposition._fa_em import noisy_factor_step, variance_posterior_mean
+from .rng import make_key_reference, release_key_reference, standard_normal
+from .rows import map_rows_reference, scale_and_clip_reference
 
 __all__ = ["second_moment_reference", "fa_em_reference", "fa_loglik_reference", "fa_noisy_reference", "private_diagonal_gaussian", "PrivateDiagonalGaussian",
-           "diagonal_gaussian_loglik"]
+           "diagonal_gaussian_loglik", "variance_posterior_mean_reference", "gdp_mu_reference"]
 
 
 def second_moment_reference(X, domain=None):
@@ -28,8 +27,47 @@ def second_moment_reference(X, domain=None):
     Z = np.asarray(X, dtype=np.float64)
     n_clipped = 0
     if domain is not None:
-        Z, n_clipped = scale_and_clip(Z, domain)
+        Z, n_clipped = scale_and_clip_reference(Z, domain)
     return float(Z.shape[0]), Z.sum(axis=0), Z.T @ Z, n_clipped
+
+
+def variance_posterior_mean_reference(v, sd):
+    """Posterior mean of a variance ``v >= 0`` released as ``v^ = v + N(0, sd^2)``, flat prior on
+    ``v >= 0``: the mean of ``N(v^, sd^2)`` truncated to ``[0, inf)``, ``sd (z + phi(z)/Phi(z))``
+    with ``z = v^/sd``.  ``phi/Phi`` through the scaled complementary error function
+    (``phi(z)/Phi(z) = sqrt(2/pi) / erfcx(-z/sqrt 2)``); below z = -200, where ``z + phi/Phi``
+    cancels, its asymptotic series ``1/x - 2/x^3 + 10/x^5`` (x = -z)."""
+    v = np.asarray(v, dtype=np.float64)
+    if sd <= 0.0:
+        return v.copy()
+    z = v / sd
+    x = np.maximum(-z, 200.0)
+    far = sd * (1.0 / x - 2.0 / x ** 3 + 10.0 / x ** 5)
+    near = v + sd * math.sqrt(2.0 / math.pi) / erfcx(-z / math.sqrt(2.0))
+    return np.where(z < -200.0, far, near)
+
+
+def _fix_signs(W):
+    """Each row of W times the sign of its entry of largest magnitude (eigenvectors' signs
+    are arbitrary)."""
+    W = np.array(W, dtype=np.float64)
+    if W.size:
+        top = W[np.arange(W.shape[0]), np.argmax(np.abs(W), axis=1)]
+        W *= np.where(top < 0, -1.0, 1.0)[:, None]
+    return W
+
+
+def _noisy_step(lam, V, edge, v, low):
+    """One step of the noise-aware factor iteration from the leading eigenpairs (lam, V) of the
+    residual: an eigenvalue above the noise edge (>= 0) is the spike ``l`` with
+    ``lam = l + edge^2 / (4 l)`` (Benaych-Georges & Nadakuditi 2011), ``(lam + sqrt(lam^2 - edge^2))/2``;
+    one at or below it is 0.  ``W_j = sqrt(l_j) V_j^T`` and the noise variances
+    ``max(v - sum_j W_j^2, low)``.  Returns (W, psi, n_resolved)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    above = lam > edge
+    ell = np.where(above, (lam + np.sqrt(np.where(above, lam * lam - edge * edge, 0.0))) / 2.0, 0.0)
+    W = np.sqrt(ell)[:, None] * V.T
+    return W, np.maximum(v - np.sum(W * W, axis=0), low), int(np.count_nonzero(ell))
 
 
 def fa_loglik_reference(C, W, psi):
@@ -72,9 +110,7 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12, s
     """Numpy twin of :func:`dpem_fast.decomposition._fa_em.fa_em`: the same fixed point with
     a full ``np.linalg.eigh`` per step, or from the basis ``start`` the solver before issue 26
     (three power steps per step on the formed ``M``, warm-started).  Returns (W, psi, n_iter),
-    W with :func:`fix_signs` applied."""
-    from ..decomposition._fa_em import fix_signs
-
+    W with the signs fixed as the estimator fixes them (largest entry of each row positive)."""
     C = np.asarray(C, dtype=np.float64)
     d, k = C.shape[0], n_components
     var = np.maximum(np.diag(C), floor)
@@ -98,7 +134,7 @@ def fa_eigen_em_reference(C, n_components, n_rows, max_iter, tol, floor=1e-12, s
             break
         old = ll
         psi = np.maximum(var - np.sum(W ** 2, axis=0), floor)
-    return fix_signs(W), psi, it
+    return _fix_signs(W), psi, it
 
 
 def _top_subspace_v1(M, k, Q, steps=3):
@@ -133,7 +169,7 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
     loglik, n_iter)``."""
     C = np.asarray(C, dtype=np.float64)
     d, k = C.shape[0], int(n_components)
-    v = np.minimum(variance_posterior_mean(np.diag(C), sigma_cov), ceiling)
+    v = np.minimum(variance_posterior_mean_reference(np.diag(C), sigma_cov), ceiling)
     low = np.minimum(v, sigma_cov)
     psi = low.copy()
     Q = start
@@ -146,7 +182,7 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
         else:
             lam, V, Q = _top_subspace_v1(R + edge * np.eye(d), k, Q)
             lam = lam - edge
-        W, new, n_resolved = noisy_factor_step(lam, V, edge, v, low)    # the model's step; the solver differs
+        W, new, n_resolved = _noisy_step(lam, V, edge, v, low)
         moved = float(np.max(np.abs(new - psi)))
         psi = new
         lls.append(n_rows * _loglik_lemmas(C, W, psi))
@@ -155,42 +191,76 @@ def fa_noisy_reference(C, n_components, n_rows, *, sigma_cov, edge, max_iter, to
     return W, psi, n_resolved, lls, it
 
 
+def gdp_mu_reference(epsilon, delta):
+    """The ``mu`` of a mu-GDP mechanism that is exactly (epsilon, delta)-DP: the root of
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) = delta`` (Dong, Roth & Su 2022,
+    Cor. 2.13; the left side increases with mu), by Brent's method to full precision."""
+    eps, delta = float(epsilon), float(delta)
+
+    def excess(mu):
+        return ndtr(-eps / mu + mu / 2.0) - math.exp(eps + log_ndtr(-eps / mu - mu / 2.0)) - delta
+
+    return brentq(excess, 1e-8, 1e3, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+
+
+def _declared_domain(d, data_norm, bounds):
+    """``(center, scale, box)`` of the declared domain, as the estimators map rows: with
+    ``bounds`` (a pair of scalars or (d,) arrays) the box's middle, each feature scaled by
+    ``sqrt(d)`` times its half-width (the box onto the cube inside the unit ball) or, with
+    ``data_norm`` too, by ``data_norm``; with ``data_norm`` alone centre 0 and scale
+    ``data_norm``, no box."""
+    if bounds is None:
+        return np.zeros(d), np.full(d, float(data_norm)), None
+    lo, hi = (np.broadcast_to(np.asarray(b, dtype=np.float64), (d,)).copy() for b in bounds)
+    center = lo / 2 + hi / 2
+    scale = np.full(d, float(data_norm)) if data_norm is not None else math.sqrt(d) * (hi / 2 - lo / 2)
+    return center, scale, (lo, hi)
+
+
 def private_diagonal_gaussian(X, *, epsilon, delta, data_norm=None, bounds=None, random_state=0):
     """The trivial private model: one Gaussian with a diagonal covariance.
 
-    Rows are mapped into the unit ball by the declared ``data_norm`` (centre 0) and
-    clipped, as the factor model's rows are.  Released once, jointly (one Gaussian
-    mechanism), through the engine's release layer: the sum ``Σ x`` (ℓ2 sensitivity 2
-    replace, 1 add/remove) and the per-feature sum of squares ``Σ x∘x`` (a vector with
-    ``‖x∘x‖₂ ≤ ‖x‖² ≤ 1``; replace ``‖x∘x − x'∘x'‖² ≤ ‖x∘x‖² + ‖x'∘x'‖² ≤ 2`` since both
-    are nonnegative: √2), under replace-one, where the row count is public.  Equal shares and the joint bound of the factor model
-    (``‖x∘x − x'∘x'‖ ≤ ‖xxᵀ − x'x'ᵀ‖_F``, so :func:`moments_joint_bound` holds).
-    Post-processing as :class:`DPFactorAnalysis`'s diagonal: the plug-in bias ``σ_m²`` added
-    back, the posterior mean of each variance given its release noise, and ``σ_m²`` added
-    for the predictive density.  Returns ``(mean, var)`` in the original units.
+    Rows are mapped into the unit ball by the declared ``data_norm`` (centre 0) or ``bounds``
+    and clipped, as the factor model's rows are (:func:`_declared_domain`).  Released once,
+    jointly (one Gaussian mechanism), under replace-one, where the row count is public: the
+    sum ``S1 = Σ x`` (ℓ2 sensitivity 2) and the per-feature sum of squares ``S2 = Σ x∘x``
+    (``‖x∘x − x'∘x'‖² ≤ ‖x∘x‖² + ‖x'∘x'‖² ≤ 2`` since both are nonnegative: √2), with equal
+    shares ``σ1 / 2 = σ2 / √2 = s``.  Jointly, for unit rows with ``c = xᵀx'``,
+    ``‖x − x'‖²/σ1² + ‖x∘x − x'∘x'‖²/σ2² ≤ ((2 − 2c)/4 + (2 − 2c²)/2) / s² ≤ 25 / (16 s²)``
+    (the factor model's bound with ``‖x∘x − x'∘x'‖ ≤ ‖xxᵀ − x'x'ᵀ‖_F``, maximal at c = −1/4),
+    so the release is ``(5 / (4 s))``-GDP, and ``s = 5 / (4 mu)`` with ``mu`` from
+    :func:`gdp_mu_reference`.  The noise comes from the library's streams, drawn by their
+    twin (:mod:`dpem_fast._reference.rng`; key ``random_state``, sub-keys
+    ``("release", 0, "sum" / "sumsq")``), so a seeded baseline is the one the engine drew.
 
-    With ``bounds`` (and no ``data_norm``) rows are mapped as the factor model maps them, each
-    feature by its own declared range (:func:`~dpem_fast._preprocess.resolve_domain`); the
-    mean is clipped into the box's image and each variance capped at ``b_i²``.
+    Post-processing as :class:`DPFactorAnalysis`'s diagonal: the mean moved into the domain's
+    image (each coordinate into the box's image, then onto the unit ball), the plug-in bias
+    ``σ_m²`` added back, the posterior mean of each variance given its release noise
+    (:func:`variance_posterior_mean_reference`), capped at 1 (at ``b_i²`` with a box of image
+    ``[-b_i, b_i]``), and ``σ_m²`` added for the predictive density.  Returns ``(mean, var)``
+    in the original units.
     """
+    X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
-    domain = resolve_domain(d, data_norm, bounds)
-    Z, _ = scale_and_clip(np.asarray(X, dtype=np.float64), domain)
-    specs = (StatSpec("sum", (d,), l2={"add_remove": 1.0, "replace": 2.0}),
-             StatSpec("sumsq", (d,), l2={"add_remove": 1.0, "replace": math.sqrt(2.0)}))
-    neighbouring = "replace"
-    plan = make_plan(specs, 1, epsilon=epsilon, delta=delta, neighbouring=neighbouring, accountant="gdp",
-                     mechanisms=None, shares={"sum": 1.0, "sumsq": 1.0},
-                     joint=lambda a: moments_joint_bound(a["sum"], a["sumsq"], neighbouring=neighbouring))
-    layer = ReleaseLayer(plan, make_key(random_state))
-    noisy = layer.release({"sum": Z.sum(0), "sumsq": np.sum(Z * Z, axis=0)}, 0)
-    sig1, sig2 = plan.releases["sum"].noise_scale, plan.releases["sumsq"].noise_scale
-    mean = project_into_domain(noisy["sum"] / n, domain)
+    center, scale, box = _declared_domain(d, data_norm, bounds)
+    Z, _ = map_rows_reference(X, center, scale, box)
+    s = 5.0 / (4.0 * gdp_mu_reference(epsilon, delta))
+    sig1, sig2 = 2.0 * s, math.sqrt(2.0) * s
+    key = make_key_reference(random_state)
+    noisy_sum = Z.sum(0) + np.asarray(standard_normal(release_key_reference(key, 0, "sum"), d, sig1))
+    noisy_sumsq = np.sum(Z * Z, axis=0) + np.asarray(standard_normal(release_key_reference(key, 0, "sumsq"), d, sig2))
+    mean = noisy_sum / n
+    b = None if box is None else (box[1] / 2 - box[0] / 2) / scale
+    if b is not None:
+        mean = np.clip(mean, -b, b)
+    norm = math.sqrt(float(mean @ mean))
+    if norm > 1.0:
+        mean = mean / norm
     mean_var = (sig1 / n) ** 2
-    box = domain.box_image
-    ceiling = 1.0 if box is None else np.minimum(box, 1.0) ** 2
-    var = np.minimum(variance_posterior_mean(noisy["sumsq"] / n - mean * mean + mean_var, sig2 / n), ceiling) + mean_var
-    return domain.to_original(mean), var * domain.scale ** 2
+    ceiling = 1.0 if b is None else np.minimum(b, 1.0) ** 2
+    var = np.minimum(variance_posterior_mean_reference(noisy_sumsq / n - mean * mean + mean_var, sig2 / n),
+                     ceiling) + mean_var
+    return center + scale * mean, var * scale ** 2
 
 
 def diagonal_gaussian_loglik(X, mean, var):

@@ -60,13 +60,10 @@ def log_resp_reference(X, weights, means, precisions_cholesky):
 
 
 def estep_stats_reference(X, weights, means, precisions_cholesky):
-    """E-step statistics of the rows of ``X`` as engine ``Statistics`` (see ``gmm_statistics``).
-
-    nk = sum_i g_ik, s1 = sum_i g_ik x_i, s2 = sum_i g_ik x_i x_i^T, loglik = sum_i log p(x_i),
-    with g_ik the responsibilities of DP-EM Eq. 10.
+    """E-step statistics of the rows of ``X``, a plain dict: ``"counts"`` sum_i g_ik,
+    ``"first_moments"`` sum_i g_ik x_i, ``"second_moments"`` sum_i g_ik x_i x_i^T, ``"loglik"``
+    sum_i log p(x_i) and ``"n_rows"``, with g_ik the responsibilities of DP-EM Eq. 10.
     """
-    from .._kernels.gmm import gmm_statistics
-
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     K = np.asarray(means).shape[0]
@@ -76,7 +73,7 @@ def estep_stats_reference(X, weights, means, precisions_cholesky):
     for k in range(K):
         s2[k] = (X * resp[:, k : k + 1]).T @ X
     s2 = 0.5 * (s2 + s2.transpose(0, 2, 1))
-    return gmm_statistics(n, resp.sum(axis=0), resp.T @ X, s2, float(ll.sum()))
+    return _stats(n, resp.sum(axis=0), resp.T @ X, s2, ll)
 
 
 def log_gaussian_prob_diag_reference(X, means, prec_diag):
@@ -101,10 +98,14 @@ def log_resp_diag_reference(X, weights, means, prec_diag):
 
 def estep_diag_stats_reference(X, weights, means, prec_diag):
     """E-step statistics for diagonal precisions: counts (K,), first moments (K, d) and the
-    squared sums ``Σ_i g_ik x_i²`` (K, d) as ``second_moments``, and ``Σ_i log p(x_i)``."""
-    from .._kernels.gmm import gmm_statistics
-
+    squared sums ``Σ_i g_ik x_i²`` (K, d) as ``second_moments``, and ``Σ_i log p(x_i)``
+    (the dict of :func:`estep_stats_reference`)."""
     X = np.asarray(X, dtype=np.float64)
     log_resp, ll = log_resp_diag_reference(X, weights, means, prec_diag)
     resp = np.exp(log_resp)
-    return gmm_statistics(X.shape[0], resp.sum(axis=0), resp.T @ X, resp.T @ (X * X), float(ll.sum()))
+    return _stats(X.shape[0], resp.sum(axis=0), resp.T @ X, resp.T @ (X * X), ll)
+
+
+def _stats(n_rows, counts, first, second, ll):
+    return {"counts": counts, "first_moments": first, "second_moments": second, "loglik": float(ll.sum()),
+            "n_rows": int(n_rows)}

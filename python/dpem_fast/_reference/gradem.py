@@ -31,15 +31,101 @@ counted (``"n_nonfinite"``).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 
 __all__ = ["psi", "expected_psi", "expected_psi_sup", "gradem_stats_reference",
-           "symmetric_gradient_reference", "mixture_gradient_reference", "GL_NODES", "U_SATURATE", "PSI_MAX",
-           "SQRT2"]
+           "symmetric_gradient_reference", "mixture_gradient_reference", "U_SATURATE", "PSI_MAX", "SQRT2"]
 
-from .._kernels.psi import GL_NODES, PSI_MAX, SQRT2, U_SATURATE, expected_psi, expected_psi_sup, psi
+SQRT2 = math.sqrt(2.0)
+PSI_MAX = 2.0 * SQRT2 / 3.0
+#: from this |u| on (and at +-inf) the kernel returns the limit of ``E psi`` (its public
+#: constant, written out; ``tests/kernels/test_gradem.py`` checks that it is the kernel's)
+U_SATURATE = 2.0 ** 60
+#: Gauss-Legendre rule of ``E psi``'s integrals (over at most 20 standard deviations)
+_Z, _W = np.polynomial.legendre.leggauss(64)
+#: coordinates integrated at once (bounds the memory of the node arrays)
+_BATCH = 1 << 14
+
+
+def psi(x):
+    """Catoni-Giulini soft truncation: ``x - x^3/6`` on ``|x| <= sqrt 2``, ``+-2 sqrt2/3`` beyond."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(np.abs(x) <= SQRT2, x - x ** 3 / 6.0, np.sign(x) * PSI_MAX)
+
+
+def expected_psi(u, beta_m):
+    """``E psi(Y)``, ``Y = u (1 + eps) = u + tau Z``, ``tau = |u| / sqrt(beta_m)``, Z standard normal.
+
+    psi is odd, so for ``u > 0`` (and ``-E psi(-Y)`` for ``u < 0``)
+    ``E psi(Y) = int_0^inf psi(y) (phi((y - u)/tau) - phi((y + u)/tau)) dy / tau``, a positive
+    weight (no cancellation): the cubic ``y - y^3/6`` on [0, sqrt 2] plus ``PSI_MAX`` times the
+    weight's mass beyond, each an integral over z = (y - u)/tau cut to [-10, 10] (the normal
+    density is below 1e-21 of its peak beyond) by 64-point Gauss-Legendre quadrature.  Where
+    ``u +- 10 tau`` lies inside (0, sqrt 2), the moments of the cubic instead:
+    ``u - (u^3 + 3 u tau^2)/6``.  For ``|u| >= U_SATURATE`` (and +-inf) the limit
+    ``sign(u) PSI_MAX erf(sqrt(beta_m / 2))``, as the kernel; 0 at 0, NaN at NaN.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    shape, u = u.shape, u.ravel()
+    out = np.where(np.isnan(u), u, 0.0)
+    sat = np.abs(u) >= U_SATURATE
+    out[sat] = np.copysign(PSI_MAX * math.erf(math.sqrt(beta_m / 2.0)), u[sat])
+    live = (u != 0.0) & ~sat & ~np.isnan(u)
+    v = np.abs(u[live])
+    tau = v / math.sqrt(beta_m)
+    value = np.empty_like(v)
+    inside = (v - 10.0 * tau > 0.0) & (v + 10.0 * tau < SQRT2)
+    vi, ti = v[inside], tau[inside]
+    value[inside] = vi - (vi ** 3 + 3.0 * vi * ti * ti) / 6.0
+    rest = np.flatnonzero(~inside)
+    for i in range(0, rest.size, _BATCH):
+        b = rest[i:i + _BATCH]
+        value[b] = (_weighted_integral(v[b], tau[b], beta_m, 0.0, SQRT2, lambda y: y - y ** 3 / 6.0)
+                    + _weighted_integral(v[b], tau[b], beta_m, SQRT2, np.inf, lambda y: PSI_MAX))
+    out[live] = np.copysign(value, u[live])
+    return out.reshape(shape)
+
+
+def _weighted_integral(v, tau, beta_m, lo, hi, f):
+    """``int_lo^hi f(y) (phi((y - v)/tau) - phi((y + v)/tau)) dy / tau`` (0 <= lo, v > 0) as
+    ``int phi(z) (1 - exp(-2 (r + z) r)) f(y) dz`` over ``y = v + tau z`` in [lo, hi], z in
+    [-10, 10] (``r = v / tau = sqrt(beta_m)``, so ``2 (r + z) r = 2 y v / tau^2``)."""
+    r = math.sqrt(beta_m)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        zl = np.maximum((lo - v) / tau, -10.0)
+        zh = np.minimum((hi - v) / tau, 10.0)
+        half = np.maximum(zh - zl, 0.0) / 2.0
+        z = (zl + zh)[:, None] / 2.0 + half[:, None] * _Z[None, :]
+        y = v[:, None] + tau[:, None] * z
+        weight = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi) * -np.expm1(-2.0 * (r + z) * r)
+        total = half * np.sum(_W * f(y) * weight, axis=1)
+    return np.where(half > 0.0, total, 0.0)
+
+
+@functools.lru_cache(maxsize=64)
+def expected_psi_sup(beta_m):
+    """``(M, u*)``: ``M = sup_u |E psi(u (1 + eps))|`` (odd in u: the sup over u > 0) and where.
+
+    The larger of the limit ``PSI_MAX erf(sqrt(beta_m / 2))`` as u -> inf (then ``u* = inf``)
+    and the largest value on a log grid of u in [1e-3, 1e6], refined by scipy's bounded
+    scalar search between the grid neighbours of the best point.
+    """
+    beta_m = float(beta_m)
+    limit = PSI_MAX * math.erf(math.sqrt(beta_m / 2.0))
+    grid = np.logspace(-3, 6, 9001)
+    vals = expected_psi(grid, beta_m)
+    i = int(np.argmax(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    best = minimize_scalar(lambda t: -float(expected_psi(np.array([t]), beta_m)[0]), bounds=(lo, hi),
+                           method="bounded", options={"xatol": 1e-12 * hi})
+    top = max(float(vals[i]), -float(best.fun))
+    if top <= limit:
+        return limit, math.inf
+    return top, float(best.x) if -best.fun >= vals[i] else float(grid[i])
 
 
 _TWO_M600, _TWO_600, _TWO_599 = 2.0 ** -600, 2.0 ** 600, 2.0 ** 599

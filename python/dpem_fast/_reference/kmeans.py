@@ -5,15 +5,14 @@ Squared distances are summed feature by feature, ``D = ((0 + t_0²) + t_1²) + .
 the distance of a row to its assigned centre, so those distances agree bit for bit; ties go to
 the lowest index (``argmin``).  The kernel picks the centre from the scores
 ``|c|²/2 - x·c`` instead: labels agree except where two centres are within rounding.  Rows are
-mapped into the unit ball of a declared domain by :func:`dpem_fast._preprocess.scale_and_clip`
+mapped into the unit ball of a declared domain by :func:`~dpem_fast._reference.rows.scale_and_clip_reference`
 (the numpy twin of the kernel's loader).  Everything is computed in float64.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .._engine import Statistics
-from .._preprocess import scale_and_clip
+from .rows import scale_and_clip_reference
 
 __all__ = ["sq_distances_reference", "kmeans_assign_reference", "kmeans_stats_reference"]
 
@@ -39,17 +38,18 @@ def kmeans_assign_reference(X, centers):
 
 
 def kmeans_stats_reference(X, centers, domain=None):
-    """Engine ``Statistics``: ``"counts"`` (K,) rows per nearest centre, ``"sums"`` (K, d)
-    their coordinate sums; ``loglik`` is minus the inertia ``sum_i min_k |x_i - c_k|²`` and
-    ``n_clipped`` the rows changed by the domain map (diagnostics, not private)."""
+    """A plain dict: ``"counts"`` (K,) rows per nearest centre, ``"sums"`` (K, d) their
+    coordinate sums; ``"loglik"`` minus the inertia ``sum_i min_k |x_i - c_k|²``, ``"n_rows"``
+    and ``"n_clipped"`` the rows changed by the domain map (diagnostics, not private)."""
     X = np.asarray(X, dtype=np.float64)
     n_clipped = 0
     if domain is not None:
-        X, n_clipped = scale_and_clip(X, domain)
+        X, n_clipped = scale_and_clip_reference(X, domain)
     K, d = np.shape(centers)
     lab, dist = kmeans_assign_reference(X, centers)
     counts = np.bincount(lab, minlength=K).astype(np.float64)
     sums = np.zeros((K, d))
     for k in range(K):
         sums[k] = X[lab == k].sum(axis=0)
-    return Statistics({"counts": counts, "sums": sums}, X.shape[0], -float(dist.sum()), int(n_clipped))
+    return {"counts": counts, "sums": sums, "loglik": -float(dist.sum()), "n_rows": X.shape[0],
+            "n_clipped": int(n_clipped)}

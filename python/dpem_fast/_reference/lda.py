@@ -1,16 +1,47 @@
 """Numpy twin of the LDA E-step kernel (``_dpcore._lda``) and of the perplexity bound.
 
-Slow and plain: the test oracle of the kernel and the benchmark's numpy baseline.
+Slow and plain: the test oracle of the kernel and the benchmark's numpy baseline.  Written
+here, not imported from the estimator (``decomposition._lda_math``), so that it checks it.
 """
 from __future__ import annotations
 
 import numpy as np
-
-from ..decomposition._lda_math import approx_bound, exp_dirichlet_expectation
+from scipy.special import digamma, gammaln, logsumexp
 
 __all__ = ["exp_dirichlet_expectation", "estep", "approx_bound", "perplexity"]
 
 _EPS = np.finfo(np.float64).eps
+
+
+def exp_dirichlet_expectation(alpha):
+    """``exp(E[log x])`` for ``x ~ Dirichlet(alpha)`` (along the last axis):
+    ``exp(digamma(alpha_k) - digamma(sum_j alpha_j))``."""
+    a = np.asarray(alpha, dtype=np.float64)
+    return np.exp(digamma(a) - digamma(a.sum(axis=-1, keepdims=True)))
+
+
+def _dirichlet_terms(prior, post, elog):
+    """``E_q[log p(x | prior)] - E_q[log q(x | post)]`` summed over the rows of ``post`` (a
+    Dirichlet per row, symmetric prior ``prior``; ``elog`` = E_q[log x])."""
+    n_cols = post.shape[1]
+    return float(np.sum((prior - post) * elog) + np.sum(gammaln(post)) - post.shape[0] * n_cols * gammaln(prior)
+                 + post.shape[0] * gammaln(prior * n_cols) - np.sum(gammaln(post.sum(axis=1))))
+
+
+def approx_bound(X, gamma, lam, alpha, eta):
+    """The variational lower bound of ``log p(X)`` (Hoffman, Blei & Bach 2010, Eq. 3) for the
+    CSR documents X, document-topic posteriors ``gamma`` (n, K) and topic-word posteriors
+    ``lam`` (K, V): ``sum_d sum_v c_dv log sum_k exp(E log theta_dk + E log beta_kv)`` plus the
+    Dirichlet terms of theta (prior alpha) and of beta (prior eta)."""
+    gamma = np.asarray(gamma, dtype=np.float64)
+    lam = np.asarray(lam, dtype=np.float64)
+    elog_theta = np.log(exp_dirichlet_expectation(gamma))
+    elog_beta = np.log(exp_dirichlet_expectation(lam))
+    words = 0.0
+    for d in range(gamma.shape[0]):
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        words += float(X.data[lo:hi] @ logsumexp(elog_theta[d][:, None] + elog_beta[:, X.indices[lo:hi]], axis=0))
+    return words + _dirichlet_terms(alpha, gamma, elog_theta) + _dirichlet_terms(eta, lam, elog_beta)
 
 
 def estep(X, exp_beta, alpha, gamma0, max_iter, tol, clip=np.inf):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .gmm import _normalised, log_gaussian_prob_diag_reference, log_gaussian_prob_reference
+from .rows import scale_and_clip_reference
 
 __all__ = ["category_slots_reference", "log_prob_reference", "mixed_stats_reference"]
 
@@ -29,12 +30,10 @@ def category_slots_reference(X, layout):
 def log_prob_reference(X, layout, means, prec, log_theta, covariance_type, domain=None):
     """Per-component log densities (n, K) without the weights, and the numeric block (n, d)
     in the units they were computed in (mapped by ``domain`` when given)."""
-    from .._preprocess import scale_and_clip
-
     X = np.asarray(X, dtype=np.float64)
     Z = X[:, list(layout.num_cols)]
     if domain is not None and Z.shape[1]:
-        Z = scale_and_clip(Z, domain)[0]
+        Z = scale_and_clip_reference(Z, domain)[0]
     K = np.shape(log_theta)[0]
     if Z.shape[1] == 0:
         lp = np.zeros((X.shape[0], K))

@@ -9,12 +9,20 @@ oracle of ``tests/sampling/test_reference_rng.py`` and a baseline in
 Layout it mirrors: RFC 8439 block function; words 12-13 hold a 64-bit block
 counter, words 14-15 a 64-bit stream id; block ``b`` of a sampler call reads
 stream ``stream0 + b`` and writes outputs ``[b * BLOCK, (b + 1) * BLOCK)``.
+Keys: a seed's key and a release's sub-key as the library derives them
+(:func:`make_key_reference`, :func:`release_key_reference`; twins of ``_rng``).
 """
 from __future__ import annotations
 
+import hashlib
 import math
+import secrets
+
+import numpy as np
 
 __all__ = [
+    "make_key_reference",
+    "release_key_reference",
     "BLOCK",
     "chacha20_block",
     "Stream",
@@ -27,6 +35,33 @@ __all__ = [
 
 BLOCK = 4096
 _MASK32 = 0xFFFFFFFF
+#: the personalisation of the library's keyed BLAKE2b (its stream-key convention)
+_PERSON = b"dpem_fast.rng.1"
+
+
+def make_key_reference(random_state=None):
+    """The 8-word key of ``random_state``: a non-negative int seeds ``numpy.random.SeedSequence``
+    and its first 8 uint32 words are the key; None: 32 bytes from the OS."""
+    if random_state is None:
+        return [int(w) for w in np.frombuffer(secrets.token_bytes(32), dtype="<u4")]
+    return [int(w) for w in np.random.SeedSequence(int(random_state)).generate_state(8, dtype=np.uint32)]
+
+
+def release_key_reference(key, index, name):
+    """The sub-key of release ``index`` of statistic ``name``: keyed BLAKE2b (32-byte digest,
+    the key's words little-endian as its key) of the tag ("release", index, name), each part
+    typed and length-prefixed: ``b"s" + len (4 bytes LE) + utf-8`` for a str, ``b"i" +
+    16 bytes LE signed`` for an int."""
+    def part(p):
+        if isinstance(p, str):
+            b = p.encode()
+            return b"s" + len(b).to_bytes(4, "little") + b
+        return b"i" + int(p).to_bytes(16, "little", signed=True)
+
+    tag = part("release") + part(index) + part(name)
+    k = b"".join(int(w).to_bytes(4, "little") for w in key)
+    digest = hashlib.blake2b(tag, digest_size=32, key=k, person=_PERSON).digest()
+    return [int.from_bytes(digest[4 * i:4 * i + 4], "little") for i in range(8)]
 _SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)
 
 

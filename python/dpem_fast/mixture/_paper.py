@@ -1,9 +1,10 @@
 """The DP-EM paper's privacy plan for Gaussian mixtures (Park et al. 2017).
 
 Kept apart from :mod:`dpem_fast.accounting`, which knows mechanisms, not
-models: this plan is the paper's 2K + 1 releases per iteration, used by
-the accounting noise table (``python -m dpem_fast.accounting``) and as the
-reference for a paper-faithful baseline.  :class:`DPGaussianMixture`
+models: this plan is the paper's 2K + 1 releases per iteration, whose
+count the accounting noise table composes (``python -m dpem_fast.accounting``;
+its tests check the table is this plan's) and the reference for a
+paper-faithful baseline.  :class:`DPGaussianMixture`
 itself releases three joint statistics per iteration instead.
 """
 from ..accounting import (ComposedEvent, GaussianEvent, LaplaceEvent,
