@@ -24,7 +24,7 @@ from .._engine._start import private_start, start_specs
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
+from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
@@ -642,7 +642,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
-                               choosing=getattr(self, "_choosing_k", False))
+                               choosing=getattr(self, "_choosing_k", False), n_public=ctx.n_public,
+                               resolution=GAUSSIAN_MERGE_REASON)
         tied = self.covariance_type == "tied"     # one covariance for all K: estimated from all counts
         warn_if_covariances_unresolved(noisy[COUNTS] if tied else noisy[COUNTS][live], ctx.releases, ctx.domain,
                                        type(self).__name__, self.covariance_type, ctx.n_public)

@@ -21,8 +21,8 @@ from .._preprocess import DataDomain, box_domain, project_into_domain, resolve_d
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import (MixtureInferenceMixin, check_counts_resolvable, floored_counts, live_components, noise_std,
-                      shrunk_means, weights_from_counts)
+from ._common import (GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, check_counts_resolvable, floored_counts,
+                      live_components, noise_std, shrunk_means, weights_from_counts)
 from ._dp_gmm import DPGaussianMixture, start_variances
 from ._gmm_mstep import (covariance_from_precision_cholesky, exact_m_step, precision_cholesky_full, private_m_step,
                          warn_if_covariances_unresolved)
@@ -533,7 +533,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
-        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)
+        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__, n_public=ctx.n_public,
+                               resolution=GAUSSIAN_MERGE_REASON if self._layout.d else None)
         if self._layout.d:
             warn_if_covariances_unresolved(noisy[COUNTS][live], ctx.releases, ctx.domain, type(self).__name__,
                                            self.covariance_type, ctx.n_public)
