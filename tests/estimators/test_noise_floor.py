@@ -117,14 +117,19 @@ def _final_release(est):
 @pytest.mark.parametrize("name, make, data", CASES, ids=IDS)
 def test_all_dead_keeps_the_largest_and_warns_without_private_numbers(monkeypatch, name, make, data):
     """Hopeless noise under add/remove (n private, so no refusal): one component is kept and a
-    NoiseDominatedWarning says what to do; the only numbers in it are K and the live count."""
+    NoiseDominatedWarning says what to do — what lowers the noise of a count relative to it (ε,
+    rows, fewer components), not bounds, which the counts' noise does not depend on (issue 35);
+    the only numbers in it are K and the live count."""
     X = data(200)
     with pytest.warns(NoiseDominatedWarning) as rec:
         est = make(5, epsilon=0.05, neighbouring="add_remove", max_iter=10, random_state=1).fit(X)
     assert _live_count(est) == 1
     msg = " ".join(str(w.message) for w in rec if issubclass(w.category, NoiseDominatedWarning))
-    for remedy in ("epsilon", "bounds", "fewer components", "more rows"):
-        assert remedy in msg
+    dead = [str(w.message) for w in rec if "noisy count" in str(w.message)]     # all or all but one dead
+    assert len(dead) == 1
+    for remedy in ("raise epsilon", "fewer components", "more rows"):
+        assert remedy in dead[0]
+    assert "bounds" not in dead[0]
     assert set(re.findall(r"\d+(?:\.\d+)?", msg)) <= {"1", "5"}
 
 
@@ -175,3 +180,63 @@ def test_k_components_are_not_below_the_one_component_private_fit(model, epsilon
     k = np.mean([make(10, s).fit(tr).score(te) for s in range(3)])
     one = np.mean([make(1, s).fit(tr).score(te) for s in range(3)])
     assert k >= one - 0.5, (k, one)
+
+
+# ------------------------------------------- why components were dropped (issue 35, item 3)
+def _release(sd):
+    return type("Release", (), {"noise_scale": sd, "mechanism": "gaussian"})()
+
+
+def _numbers(msg):
+    return set(re.findall(r"\d+(?:\.\d+)?", msg))
+
+
+@pytest.mark.parametrize("n_public", [8000, None])
+def test_dead_components_whose_counts_could_be_resolved_were_merged_and_the_warning_says_so(n_public):
+    """Counts that resolve a component of average size (n/K = 1,333 rows against τ + 2σ = 50;
+    n public, or the noisy total): the components that end dead were emptied by the fit.  The
+    warning says that, gives the model's reason, names n_components=<live> as what the budget
+    resolves and what resolves more (rows, bounds, epsilon); not the counts' noise, nor max_iter
+    (with tail averaging the last update's noise does not depend on it)."""
+    counts = np.array([5000.0, 3000.0, 2.0, -3.0, 1.0, 0.0])
+    with pytest.warns(NoiseDominatedWarning) as rec:
+        live = _common.live_components(counts, _release(10.0), "M", n_public=n_public,
+                                       resolution=_common.GAUSSIAN_MERGE_REASON)
+    assert live.tolist() == [True, True, False, False, False, False]
+    msg = str(rec[0].message)
+    assert "kept rows" in msg and "not hidden by the counts' noise" in msg
+    assert _common.GAUSSIAN_MERGE_REASON in msg and "n_components=2" in msg
+    for remedy in ("more rows", "tighter bounds", "raise epsilon"):
+        assert remedy in msg
+    assert "max_iter" not in msg and "iterations" not in msg and "distinguishable" not in msg
+    assert _numbers(msg) <= {"2", "6"}
+
+
+def test_dead_components_hidden_by_the_counts_noise_get_the_counts_remedies():
+    """n/K = 1,333 rows against τ + 2σ = 2,500: the counts could not have resolved a component of
+    average size, so the warning blames their noise and names what lowers it relative to a
+    count (epsilon, rows, fewer components), not bounds."""
+    counts = np.array([5000.0, 3000.0, 2.0, -3.0, 1.0, 0.0])
+    with pytest.warns(NoiseDominatedWarning, match="has a noisy count distinguishable") as rec:
+        _common.live_components(counts, _release(500.0), "M", n_public=8000,
+                                resolution=_common.GAUSSIAN_MERGE_REASON)
+    msg = str(rec[0].message)
+    assert _common.COUNT_REMEDY in msg and "bounds" not in msg and "kept rows" not in msg
+
+
+def test_a_mixed_fit_that_merges_components_says_why_and_what_helps():
+    """DPMixedMixture(8) at ε = 10 on 6,000 rows of one cluster with a 90 %-zero column: the
+    counts resolve 750 rows (σ_N ≈ 11) but the fit keeps 3; the warning names the second
+    moments' floor as the reason and n_components=<live>; the fit's only warning."""
+    rng = np.random.default_rng(0)
+    n = 6000
+    X = np.c_[rng.normal(0, 1, n), rng.normal(0, 1, n),
+              np.where(rng.random(n) < 0.9, 0.0, rng.exponential(1, n)), rng.integers(0, 3, n)]
+    with pytest.warns(NoiseDominatedWarning) as rec:
+        est = dpem_fast.DPMixedMixture(8, epsilon=10.0, bounds=(-5, 5), categories={"x3": 3},
+                                       random_state=0).fit(X)
+    live = est.n_components_
+    assert 2 * live < 8 and len(rec) == 1
+    msg = str(rec[0].message)
+    assert "second moments" in msg and f"n_components={live}" in msg and "max_iter" not in msg
+    assert _numbers(msg) <= {str(live), "8"}

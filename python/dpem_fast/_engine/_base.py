@@ -572,7 +572,7 @@ class PrivateEM(PrivateEstimator):
         one_off = (domain_specs(dd) if source == "estimate" else ()) + start
         shares = domain_shares() if source == "estimate" else {}
         if start:
-            split = start_shares(d, self.neighbouring)
+            split = start_shares(dd, self.neighbouring)     # the start reads the domain columns
             if set(split) != {s.name for s in start}:
                 raise ValueError(f"{type(self).__name__}: a private start releases {sorted(split)}, the model "
                                  f"declares {[s.name for s in start]}")

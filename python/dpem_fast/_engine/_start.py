@@ -122,49 +122,57 @@ def hyperplanes(key, n_bits, n_features):
     return U, np.zeros(m)
 
 
-def _rows_and_cells(domain, U, b, block):
-    """Rows of ``block`` in working units (clipped into the ball) and their cells."""
-    Z = scale_and_clip(np.asarray(block, dtype=np.float64), domain)[0]
+def _rows_and_cells(domain, U, b, block, columns=None):
+    """Rows of ``block`` in working units (clipped into the ball) and their cells; ``columns``:
+    the domain's columns of the block (public positions; None: all)."""
+    A = np.asarray(block, dtype=np.float64)
+    if columns is not None:
+        A = A[:, np.asarray(columns, dtype=np.intp)]
+    Z = scale_and_clip(A, domain)[0]
     bits = (Z @ U.T) > b
     cells = bits.astype(np.int64) @ (np.int64(1) << np.arange(U.shape[0], dtype=np.int64))
     return Z, cells
 
 
-def cell_counts(domain, U, b, block):
+def cell_counts(domain, U, b, block, columns=None):
     """Rows per cell of one superblock (a pass's kernel: ``functools.partial`` of public values)."""
-    _, cells = _rows_and_cells(domain, U, b, block)
+    _, cells = _rows_and_cells(domain, U, b, block, columns)
     counts = np.bincount(cells, minlength=2 ** U.shape[0]).astype(np.float64)
     return Statistics({START_COUNTS: counts}, n_rows=int(cells.size))
 
 
-def cell_sums(domain, U, b, slot, n_slots, block):
+def cell_sums(domain, U, b, slot, n_slots, block, columns=None):
     """Sums of the rows of each selected cell (``slot[cell]`` its row of the output, −1: none)."""
-    Z, cells = _rows_and_cells(domain, U, b, block)
+    Z, cells = _rows_and_cells(domain, U, b, block, columns)
     s = slot[cells]
     keep = np.flatnonzero(s >= 0)
     onehot = sparse.csr_matrix((np.ones(keep.size), (s[keep], keep)), shape=(int(n_slots), Z.shape[0]))
     return Statistics({START_SUMS: np.asarray(onehot @ Z, dtype=np.float64)}, n_rows=int(cells.size))
 
 
-def private_start(rows, layer, domain, key, n_centres, fallback):
+def private_start(rows, layer, domain, key, n_centres, fallback, columns=None):
     """K initial centres (working units) from the two releases of the start (module docstring).
 
     ``rows``: the engine's rows; ``layer``: the fit's release layer (its plan holds
     :func:`start_specs`); ``fallback``: ``(K, d)`` data-independent points that fill in when
-    fewer than K candidates pass.  Everything after each release is post-processing.
+    fewer than K candidates pass; ``columns``: the public positions of the columns the domain
+    maps (a mixed table's numeric ones; None: every column), the only ones the start reads.
+    Everything after each release is post-processing.
     """
-    K, d = int(n_centres), rows.n_features
+    K = int(n_centres)
+    d = rows.n_features if columns is None else len(columns)
+    cols = None if columns is None else tuple(int(c) for c in columns)
     m, M = start_bits(K), start_candidates(K)
     B = 2 ** m
     U, b = hyperplanes(key, m, d)
-    counts = rows.reduce(functools.partial(cell_counts, domain, U, b))
+    counts = rows.reduce(functools.partial(cell_counts, domain, U, b, columns=cols))
     noisy = layer.release({START_COUNTS: counts[START_COUNTS]}, 0)[START_COUNTS]
     tau = max(1.0, layer.releases[START_COUNTS].noise_scale * float(ndtri(1.0 - _FALSE_POSITIVE / B)))
     order = np.argsort(-noisy, kind="stable")[:M]
     order = order[noisy[order] > tau]
     slot = np.full(B, -1, dtype=np.int64)
     slot[order] = np.arange(order.size)
-    sums = rows.reduce(functools.partial(cell_sums, domain, U, b, slot, M))
+    sums = rows.reduce(functools.partial(cell_sums, domain, U, b, slot, M, columns=cols))
     noisy_sums = layer.release({START_SUMS: sums[START_SUMS]}, 0)[START_SUMS]
     weights = noisy[order]
     cands = project_into_domain(noisy_sums[:order.size] / weights[:, None], domain)

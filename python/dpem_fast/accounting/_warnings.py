@@ -18,8 +18,11 @@ class NoiseDominatedWarning(UserWarning):
     Estimators emit it after a private fit when what they released cannot support the
     model that was asked for (e.g. most mixture components have noisy counts that are
     indistinguishable from zero, so they were dropped).  The decision and the message use
-    released values and public quantities only.  The remedies: a larger ``epsilon``,
-    tighter declared bounds, fewer components, fewer iterations or more rows.
+    released values and public quantities only.  The message names the remedies that lower the
+    noise that was too large: for noisy counts a larger ``epsilon``, more rows or fewer
+    components (not bounds: a count's noise does not depend on them); for noisy moments also
+    tighter declared bounds; for components that the fit merged although their counts could be
+    told from noise, that ``n_components`` equal to the live count is what the budget resolves.
     """
 
 

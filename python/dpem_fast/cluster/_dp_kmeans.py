@@ -393,7 +393,8 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     def _finish(self, params, noisy, ctx):
         """Drop the centres whose last noisy counts are at most τ (see the class docstring)."""
-        return params[live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__)]
+        return params[live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
+                                      n_public=ctx.n_public)]
 
     def _exact_update(self, stats, params):
         """Lloyd's update; an empty cluster keeps its centre."""

@@ -161,7 +161,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         return weights_from_counts(noisy["counts"]), np.clip(means, lo, 1 - lo)
 
     def _finish(self, params, noisy, ctx):
-        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__)
+        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__, n_public=ctx.n_public)
         w, mu = params
         return w[live] / w[live].sum(), mu[live]
 

@@ -24,14 +24,14 @@ from .._engine._start import private_start, start_specs
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
+from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
                             predict_log_resp_diag, second_moments_of_type)
 
-__all__ = ["DPGaussianMixture"]
+__all__ = ["DPGaussianMixture", "start_variances"]
 
 
 def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single=False):
@@ -54,6 +54,28 @@ def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single
     arrays = dict(stats.arrays)
     arrays[SECOND] = second_moments_of_type(arrays[SECOND], covariance_type)
     return dataclasses.replace(stats, arrays=arrays)
+
+
+def start_variances(means):
+    """Variances ``v_k`` of isotropic initial covariances ``v_k I`` (working units) for centres
+    from the private start: ``v_k = (ρ_k / 4)²`` with ρ_k the distance from centre k to the
+    nearest other centre, clipped to ``[v₀ / 100, v₀]``, ``v₀ = 1 / (4d)`` the data-independent
+    start's variance.  Post-processing of the released centres and public d.
+
+    Why: the data-independent variance v₀ (a standard deviation of a quarter of the ball's
+    radius) makes components seeded on distinct clusters overlap, and the first E-steps merge
+    neighbouring clusters under one component before the noisy M-steps can separate them
+    (measured on bench/model_selection.py: pairs of clusters of weight 0.125 ended as one
+    component of weight 0.25).  A standard deviation of a quarter of the distance to the
+    nearest other centre leaves neighbouring components two standard deviations apart
+    each, so a row between two seeded clusters is shared, not absorbed."""
+    K, d = means.shape
+    v0 = 1.0 / (4.0 * d)
+    if K == 1:
+        return np.full(1, v0)
+    dist = np.sqrt(((means[:, None, :] - means[None, :, :]) ** 2).sum(axis=2))
+    np.fill_diagonal(dist, np.inf)
+    return np.clip((dist.min(axis=1) / 4.0) ** 2, v0 / 100.0, v0)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
@@ -550,30 +572,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return covs
 
     def _start_covariances(self, means):
-        """Isotropic initial covariances ``v_k I`` (working units) for the private start's means:
-        ``v_k = (ρ_k / 4)²`` with ρ_k the distance from centre k to the nearest other centre,
-        clipped to ``[v₀ / 100, v₀]``, ``v₀ = 1 / (4d)`` the data-independent start's variance
-        (tied: the mean of the v_k).  Post-processing of the released centres and public d.
-
-        Why: the data-independent variance v₀ (a standard deviation of a quarter of the ball's
-        radius) makes components seeded on distinct clusters overlap, and the first E-steps merge
-        neighbouring clusters under one component before the noisy M-steps can separate them
-        (measured on bench/model_selection.py: pairs of clusters of weight 0.125 ended as one
-        component of weight 0.25).  A standard deviation of a quarter of the distance to the
-        nearest other centre leaves neighbouring components two standard deviations apart
-        each, so a row between two seeded clusters is shared, not absorbed."""
-        K, d = means.shape
-        v0 = 1.0 / (4.0 * d)
-        if K > 1:
-            dist = np.sqrt(((means[:, None, :] - means[None, :, :]) ** 2).sum(axis=2))
-            np.fill_diagonal(dist, np.inf)
-            v = np.clip((dist.min(axis=1) / 4.0) ** 2, v0 / 100.0, v0)
-        else:
-            v = np.full(1, v0)
-        ct = self.covariance_type
-        if ct == "tied":
-            v = np.full(K, v.mean())
-        prec_chol = np.stack([np.eye(d) / math.sqrt(vk) for vk in v])
+        """Isotropic initial covariances ``v_k I`` (working units) for the private start's means,
+        ``v_k`` from :func:`start_variances` (tied: their mean).  Post-processing of the
+        released centres and public d."""
+        v = start_variances(means)
+        if self.covariance_type == "tied":
+            v = np.full(v.shape, v.mean())
+        prec_chol = np.stack([np.eye(means.shape[1]) / math.sqrt(vk) for vk in v])
         covs = self._typed_covariances(prec_chol)
         return covs, prec_chol
 
@@ -637,7 +642,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
-                               choosing=getattr(self, "_choosing_k", False))
+                               choosing=getattr(self, "_choosing_k", False), n_public=ctx.n_public,
+                               resolution=GAUSSIAN_MERGE_REASON)
         tied = self.covariance_type == "tied"     # one covariance for all K: estimated from all counts
         warn_if_covariances_unresolved(noisy[COUNTS] if tied else noisy[COUNTS][live], ctx.releases, ctx.domain,
                                        type(self).__name__, self.covariance_type, ctx.n_public)

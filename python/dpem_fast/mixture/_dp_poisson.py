@@ -134,7 +134,7 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         return weights_from_counts(noisy["counts"]), np.clip(c + R * z, M / 1000.0, M)
 
     def _finish(self, params, noisy, ctx):
-        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__)
+        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__, n_public=ctx.n_public)
         w, lam = params
         return w[live] / w[live].sum(), lam[live]
 
