@@ -44,7 +44,7 @@ from scipy.linalg import solve_triangular
 from dpem_fast._dpcore import _contract
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast import DPGaussianMixture
-from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
+from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from dpem_fast._kernels.gmm import compute_stats, compute_stats_diag, gmm_statistics
 from _timing import median_time
 

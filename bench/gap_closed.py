@@ -46,7 +46,7 @@ from dpem_fast._engine import PrivateEM
 from dpem_fast._reference.gmm import estep_stats_reference
 from dpem_fast.datasets import (AIRPORTS_BOUNDS, NYCFLIGHTS_BOUNDS, SHUTTLE_BOUNDS, load_airports,
                                 load_nycflights, load_shuttle)
-from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
+from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from dpem_fast._kernels.gmm import COUNTS, FIRST, SECOND
 
 DATASETS = {

@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "estim
 from utility_cases import CASES, GMM_TYPE_CASES  # noqa: E402
 
 from dpem_fast.mixture import _dp_gmm  # noqa: E402
-from dpem_fast.mixture._common import count_threshold, floored_counts, noise_std  # noqa: E402
+from dpem_fast._engine._components import count_threshold, noise_std  # noqa: E402
+from dpem_fast.mixture._common import floored_counts  # noqa: E402
 from dpem_fast._kernels.gmm import COUNTS, FIRST, SECOND  # noqa: E402
 
 _seen = {}

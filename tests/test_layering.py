@@ -8,6 +8,8 @@ Every import counts, at module level or inside a function: a lazy import is stil
 - persistence (``_persist``) and the command line (``_cli``) import no model: they read the
   registry (``_registry``), which imports nothing of the package;
 - ``accounting`` imports no model and no engine;
+- the clustering package (``cluster``) imports nothing of the mixtures (``mixture``): what both
+  need (the data-independent start, the live-component rule) is the engine's (issue 36);
 - nothing of the engine, kernels, accounting or models imports the audit (``audit``), which
   imports no persistence and no command line;
 - no production module imports the numpy twins (``_reference``, the test oracles), and the
@@ -138,6 +140,7 @@ def violations(graph):
         (("dpem_fast._persist", "dpem_fast._cli"), MODELS),
         (("dpem_fast.accounting",), MODELS + ("dpem_fast._engine", "dpem_fast._persist", "dpem_fast._cli")),
         (("dpem_fast._registry",), ("dpem_fast",)),
+        (("dpem_fast.cluster",), ("dpem_fast.mixture",)),
         # the audit sits above the engine and the models: nothing below it may import it
         (("dpem_fast._engine", "dpem_fast._kernels", "dpem_fast.accounting") + MODELS, ("dpem_fast.audit",)),
         (("dpem_fast.audit",), ("dpem_fast._persist", "dpem_fast._cli")),
@@ -173,6 +176,10 @@ def test_the_package_is_layered():
     ("accounting/_ledger.py", "from .._engine import PrivacyRecord", "imports dpem_fast._engine"),
     ("mixture/_dp_gmm.py", "from .._reference.gmm import estep_reference", "imports the test oracle"),
     ("kernels.py", "from .cluster import DPKMeans", "dpem_fast.kernels imports dpem_fast.cluster"),
+    ("cluster/_dp_kmeans.py", "from ..mixture._common import noise_std",
+     "dpem_fast.cluster._dp_kmeans imports dpem_fast.mixture._common"),
+    ("cluster/__init__.py", "def f():\n    from ..mixture import DPGaussianMixture",
+     "dpem_fast.cluster imports dpem_fast.mixture"),
     ("_registry.py", "from ._persist import save", "dpem_fast._registry imports dpem_fast._persist"),
     ("_engine/_sources/_rows.py", "from ._dask import dask_rows", "import circle"),
     ("mixture/_dp_gmm.py", "from ..audit import audit", "dpem_fast.mixture._dp_gmm imports dpem_fast.audit"),

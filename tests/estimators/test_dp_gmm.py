@@ -17,7 +17,7 @@ from dpem_fast._engine import DOMAIN_SHARE, ReleaseLayer
 from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.accounting import BudgetLedger, NoiseDominatedWarning, PrivacyLeakWarning
-from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
+from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 
 from conformance import PrivateEstimatorConformance, random_gaussian_components
 
@@ -646,11 +646,12 @@ def test_random_initial_means_draw_directions_and_radii_from_separate_keys():
     # K * d > SAMPLER_BLOCK: the directions use streams 0 and 1 of their key, so radii drawn
     # from stream 1 of that same key (the old layout) would reuse those keystream words
     from dpem_fast._dpcore import _rng as core
+    from dpem_fast._engine._components import random_means
     from dpem_fast._rng import derive_key
 
     K, d = 3, 2000
     key = make_key(5)
-    means = DPGaussianMixture._random_means(K, d, key)
+    means = random_means(K, d, key)
     u = (2 * np.linalg.norm(means, axis=1)) ** d
     own, shared = np.empty(K), np.empty(K)
     core.fill_uniform(derive_key(key, "init", "radii"), 0, own, 1)

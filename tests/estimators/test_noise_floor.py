@@ -15,7 +15,8 @@ from sklearn.datasets import load_digits
 import dpem_fast
 from dpem_fast import (DPBernoulliMixture, DPGaussianMixture, DPKMeans, DPPoissonMixture, NoiseDominatedWarning,
                        accounting as acc)
-from dpem_fast.mixture import _common
+from dpem_fast._engine import _components
+from dpem_fast.mixture._common import GAUSSIAN_MERGE_REASON
 
 
 def _blobs(n, seed=0):
@@ -55,11 +56,11 @@ def _live_count(est):
 def _capture_live(monkeypatch):
     """Record (noisy counts, threshold, mask) of every live_components call."""
     seen = []
-    real = _common.live_components
+    real = _components.live_components
 
     def spy(counts, release, what="components", **kw):
         live = real(counts, release, what, **kw)
-        seen.append((np.array(counts), _common.count_threshold(release), live.copy()))
+        seen.append((np.array(counts), _components.count_threshold(release), live.copy()))
         return live
 
     for mod in ("dpem_fast.mixture._dp_gmm", "dpem_fast.mixture._dp_bernoulli", "dpem_fast.mixture._dp_poisson",
@@ -80,7 +81,7 @@ def test_dead_components_are_dropped_and_the_model_still_works(monkeypatch, tmp_
         warnings.simplefilter("ignore", NoiseDominatedWarning)
         est.fit(X)
     (counts, tau, live), = seen
-    assert tau == max(1.0, 3.0 * _common.noise_std(_final_release(est)))
+    assert tau == max(1.0, 3.0 * _components.noise_std(_final_release(est)))
     if (counts > tau).any():
         assert_array_equal(live, counts > tau)
     k = _live_count(est)
@@ -200,12 +201,12 @@ def test_dead_components_whose_counts_could_be_resolved_were_merged_and_the_warn
     (with tail averaging the last update's noise does not depend on it)."""
     counts = np.array([5000.0, 3000.0, 2.0, -3.0, 1.0, 0.0])
     with pytest.warns(NoiseDominatedWarning) as rec:
-        live = _common.live_components(counts, _release(10.0), "M", n_public=n_public,
-                                       resolution=_common.GAUSSIAN_MERGE_REASON)
+        live = _components.live_components(counts, _release(10.0), "M", n_public=n_public,
+                                           resolution=GAUSSIAN_MERGE_REASON)
     assert live.tolist() == [True, True, False, False, False, False]
     msg = str(rec[0].message)
     assert "kept rows" in msg and "not hidden by the counts' noise" in msg
-    assert _common.GAUSSIAN_MERGE_REASON in msg and "n_components=2" in msg
+    assert GAUSSIAN_MERGE_REASON in msg and "n_components=2" in msg
     for remedy in ("more rows", "tighter bounds", "raise epsilon"):
         assert remedy in msg
     assert "max_iter" not in msg and "iterations" not in msg and "distinguishable" not in msg
@@ -218,10 +219,10 @@ def test_dead_components_hidden_by_the_counts_noise_get_the_counts_remedies():
     count (epsilon, rows, fewer components), not bounds."""
     counts = np.array([5000.0, 3000.0, 2.0, -3.0, 1.0, 0.0])
     with pytest.warns(NoiseDominatedWarning, match="has a noisy count distinguishable") as rec:
-        _common.live_components(counts, _release(500.0), "M", n_public=8000,
-                                resolution=_common.GAUSSIAN_MERGE_REASON)
+        _components.live_components(counts, _release(500.0), "M", n_public=8000,
+                                    resolution=GAUSSIAN_MERGE_REASON)
     msg = str(rec[0].message)
-    assert _common.COUNT_REMEDY in msg and "bounds" not in msg and "kept rows" not in msg
+    assert _components.COUNT_REMEDY in msg and "bounds" not in msg and "kept rows" not in msg
 
 
 def test_a_mixed_fit_that_merges_components_says_why_and_what_helps():

@@ -326,7 +326,7 @@ def test_is_upper_and_log_normalizers_zero_weight():
 def test_precision_cholesky_matches_scipy_loop(d):
     from scipy import linalg
 
-    from dpem_fast.mixture._dp_gmm import _compute_precision_cholesky
+    from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 
     rng = np.random.default_rng(d)
     A = rng.normal(size=(4, d, d))

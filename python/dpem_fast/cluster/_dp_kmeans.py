@@ -9,13 +9,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dpcore import _contract
 from .._engine import PrivateEM
+from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components, noise_std
 from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
-from .._preprocess import box_domain, project_into_domain, scale_and_clip
+from .._preprocess import project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
-from ..mixture._common import check_counts_resolvable, live_components, noise_std
-from ..mixture._dp_gmm import DPGaussianMixture
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
 __all__ = ["DPKMeans"]
@@ -343,8 +342,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
         """K centres from the private start (:func:`~dpem_fast._engine._start.private_start`);
         the data-independent points fill in when fewer than K candidates pass."""
         K, d = self.n_clusters, rows.n_features
-        fallback = project_into_domain(DPGaussianMixture._random_means(K, d, key), domain)
-        return private_start(rows, layer, domain, key, K, fallback)
+        return private_start(rows, layer, domain, key, K, initial_means(K, d, key, domain))
 
     def _describe(self):
         init = ("private start: noisy random-hyperplane cell counts and cell sums (20 % of the plan)"
@@ -365,13 +363,8 @@ class DPKMeans(TransformerMixin, PrivateEM):
         K, d = self.n_clusters, summary.n_features
         if self.init is not None and not isinstance(self.init, str):
             return domain.to_scaled(self.init)
-        if not private:
-            lo, hi = summary.column_min, summary.column_max
-            hi = np.where(hi > lo, hi, lo + 1.0)
-            init_dom = box_domain(lo, hi)
-            return domain.to_scaled(init_dom.to_original(
-                project_into_domain(DPGaussianMixture._random_means(K, d, key), init_dom)))
-        return project_into_domain(DPGaussianMixture._random_means(K, d, key), domain)
+        box = None if private else data_box(summary.column_min, summary.column_max)
+        return initial_means(K, d, key, domain, box)
 
     def _statistics_task(self):
         return _kmeans_statistics

@@ -10,12 +10,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
+from .._engine._components import live_components
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_real
-from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, floored_counts, live_components,
-                      shrunk_means, weights_from_counts)
+from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, floored_counts, shrunk_means,
+                      weights_from_counts)
 from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
 
 __all__ = ["DPBernoulliMixture"]
@@ -70,7 +71,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     std σ_S/Ñ_k of 0 and 1 (at least MEAN_FLOOR, at most 1/4): post-processing of released
     values and public constants.  After the last iteration, components whose noisy count
     is at most max(1, 3σ_N) are dropped (``n_components_`` holds the number left; see
-    :func:`~dpem_fast.mixture._common.live_components`: a ``NoiseDominatedWarning`` when
+    :func:`~dpem_fast._engine._components.live_components`: a ``NoiseDominatedWarning`` when
     most or all are dead).  Under replace-one a fit with n ≤ max(1, 3σ_N) is refused before
     anything is charged (n and σ_N are public there).
     Initialisation: uniform weights and μ_kj uniform in [1/4, 3/4] from the fit's own

@@ -15,19 +15,16 @@ from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract
-from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
-from .._preprocess import box_domain, project_into_domain
+from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components
 from .._engine._specs import (diagonal_second_moments, moments_joint_bound, second_moments, soft_counts,
                                squared_norms, weighted_sums)
 from .._engine._start import private_start, start_specs
-from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, as_frame, check_counts_resolvable, live_components
+from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, as_frame
 from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
 from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
-from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
                             predict_log_resp_diag, second_moments_of_type)
 
@@ -640,7 +637,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
-        (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
+        (:func:`~dpem_fast._engine._components.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
                                choosing=getattr(self, "_choosing_k", False), n_public=ctx.n_public,
                                resolution=GAUSSIAN_MERGE_REASON)
@@ -731,12 +728,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         its units (``diag(s_i²) / (4 d)`` in the original units).
         """
         K, d = self.n_components, summary.n_features
+        box = None
         if not private and (self._public_means() is None or self.precisions_init is None):
-            lo, hi = summary.column_min, summary.column_max
-            hi = np.where(hi > lo, hi, lo + 1.0)
-            init_dom = box_domain(lo, hi)
-        else:
-            init_dom = domain
+            box = data_box(summary.column_min, summary.column_max)
+        init_dom = domain if box is None else box
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
         else:
@@ -744,9 +739,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         if self._public_means() is not None:
             means = domain.to_scaled(self.means_init)
         else:
-            means = project_into_domain(self._random_means(K, d, key), init_dom)
-            if init_dom is not domain:
-                means = domain.to_scaled(init_dom.to_original(means))
+            means = initial_means(K, d, key, domain, box)
         ct = self.covariance_type
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
@@ -766,22 +759,6 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
         covs = self._typed_covariances(prec_chol)
         return weights, means, covs, prec_chol
-
-    @staticmethod
-    def _random_means(K, d, key):
-        """K points uniform in the ball of radius 1/2 (data-independent).
-
-        The directions and the radii are separate draws, each from its own derived key
-        (a draw of n values uses streams 0 .. n / SAMPLER_BLOCK of its key, so two draws
-        must never share a key).
-        """
-        g = np.empty(K * d)
-        _core_rng.fill_normal(derive_key(key, "init", "means"), 0, 1.0, g, 1)
-        u = np.empty(K)
-        _core_rng.fill_uniform(derive_key(key, "init", "radii"), 0, u, 1)
-        g = g.reshape(K, d)
-        g /= np.linalg.norm(g, axis=1, keepdims=True)
-        return 0.5 * g * u[:, None] ** (1.0 / d)
 
     # --------------------------------------------------------------- M-steps
     def _private_m_step(self, nk, s1, s2, releases, domain=None, n_public=None):

@@ -12,18 +12,18 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM, StatSpec
+from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components, noise_std
 from .._engine._groups import split_groups
 from .._engine._start import private_start, start_specs
 from .._engine._specs import diagonal_second_moments, moments_joint_bound, second_moments, soft_counts, weighted_sums
 from .._kernels.gmm import COUNTS, FIRST, SECOND
-from .._kernels.mixed import CATEGORIES, MixedLayout, mixed_log_resp, mixed_stats
-from .._preprocess import DataDomain, box_domain, project_into_domain, resolve_domain
+from .._kernels.mixed import CATEGORIES, mixed_log_resp, mixed_stats
+from .._preprocess import DataDomain, resolve_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import (GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, check_counts_resolvable, floored_counts,
-                      live_components, noise_std, shrunk_means, weights_from_counts)
-from ._dp_gmm import DPGaussianMixture, start_variances
+from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, floored_counts, shrunk_means, weights_from_counts
+from ._dp_gmm import start_variances
 from ._gmm_mstep import (covariance_from_precision_cholesky, exact_m_step, precision_cholesky_full, private_m_step,
                          warn_if_covariances_unresolved)
 from ._tables import TableSchema, is_frame, table_schema
@@ -495,14 +495,11 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         init_dom = domain
         if not private and d:
             num = list(lay.num_cols)
-            lo, hi = summary.column_min[num], summary.column_max[num]
-            init_dom = box_domain(lo, np.where(hi > lo, hi, lo + 1.0))
+            init_dom = data_box(summary.column_min[num], summary.column_max[num])
         means = np.zeros((K, d))
         prec_chol = np.zeros((K, d, d))
         if d:
-            means = project_into_domain(DPGaussianMixture._random_means(K, d, key), init_dom)
-            if init_dom is not domain:
-                means = domain.to_scaled(init_dom.to_original(means))
+            means = initial_means(K, d, key, domain, init_dom)
             diag = math.sqrt(4.0 * d) * domain.scale / init_dom.scale
             prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
         covs = self._typed_covariances(prec_chol)
@@ -532,7 +529,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
-        (:func:`~dpem_fast.mixture._common.live_components`; post-processing)."""
+        (:func:`~dpem_fast._engine._components.live_components`; post-processing)."""
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__, n_public=ctx.n_public,
                                resolution=GAUSSIAN_MERGE_REASON if self._layout.d else None)
         if self._layout.d:

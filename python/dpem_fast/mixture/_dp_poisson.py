@@ -9,13 +9,13 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
+from .._engine._components import live_components
 from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._validation import check_positive_int, check_positive_real
-from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, live_components,
-                      shrunk_means, weights_from_counts)
+from ._common import CountAndSumMixture, MixtureInferenceMixin, as_frame, shrunk_means, weights_from_counts
 
 __all__ = ["DPPoissonMixture"]
 

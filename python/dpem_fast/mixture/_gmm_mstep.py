@@ -32,7 +32,8 @@ from scipy import linalg
 from .._kernels.gmm import COUNTS, FIRST, SECOND, full_m_step
 from .._preprocess import project_into_domain
 from ..accounting import NoiseDominatedWarning
-from ._common import REMEDY, count_floor, floored_counts, noise_std, weights_from_counts
+from .._engine._components import noise_std
+from ._common import REMEDY, count_floor, floored_counts, weights_from_counts
 
 __all__ = ["full_covariances", "precision_cholesky_full", "private_full_step", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
            "covariance_from_precision_cholesky"]
