@@ -187,7 +187,7 @@ def _score(m, model, test, bounds):
 def _oracle_start(ref, model):
     """Patches that make a private fit start from the (non-private) reference fit's parameters."""
     from dpem_fast import DPGaussianMixture, DPMixedMixture
-    from dpem_fast.mixture._gmm_mstep import precision_cholesky_full
+    from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky
     cls = DPMixedMixture if model == "mixed" else DPGaussianMixture
     orig = cls._initial_parameters
 
@@ -198,7 +198,7 @@ def _oracle_start(ref, model):
         s = domain.scale
         means = domain.to_scaled(np.asarray(ref.means_))
         covs = np.asarray(ref.covariances_) / (s[:, None] * s[None, :])
-        prec = precision_cholesky_full(covs, "full", *means.shape)
+        prec = compute_precision_cholesky(covs)
         out = (np.asarray(ref.weights_, dtype=np.float64), means, covs, prec)
         return out + ((np.concatenate(ref.category_probs_, axis=1),) if model == "mixed" else ())
     return ((cls, "_initial_parameters", init),)

@@ -17,6 +17,7 @@ from dpem_fast._engine import DOMAIN_SHARE, ReleaseLayer
 from dpem_fast._engine._sources._memory import summarize
 from dpem_fast._rng import make_key
 from dpem_fast.accounting import BudgetLedger, NoiseDominatedWarning, PrivacyLeakWarning
+from dpem_fast.mixture._gaussian_block import COVARIANCES, start_covariances
 from dpem_fast.mixture._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 
 from conformance import PrivateEstimatorConformance, random_gaussian_components
@@ -890,8 +891,7 @@ def test_private_start_covariances_are_a_quarter_of_the_distance_to_the_nearest_
     d = 4
     means = np.zeros((4, d))
     means[1, 0], means[2, 0], means[3, 1] = 0.2, 0.6, 0.01
-    g = DPGaussianMixture(4, covariance_type=covariance_type, means_init="private")
-    covs, prec_chol = g._start_covariances(means)
+    covs, prec_chol = start_covariances(COVARIANCES[covariance_type], means)
     v0 = 1.0 / (4 * d)
     rho = np.array([0.01, 0.2, 0.4, 0.01])
     v = np.clip((rho / 4) ** 2, v0 / 100, v0)

@@ -16,7 +16,7 @@ import dpem_fast
 from dpem_fast import (DPBernoulliMixture, DPGaussianMixture, DPKMeans, DPPoissonMixture, NoiseDominatedWarning,
                        accounting as acc)
 from dpem_fast._engine import _components
-from dpem_fast.mixture._common import GAUSSIAN_MERGE_REASON
+from dpem_fast.mixture._gaussian_block import GAUSSIAN_MERGE_REASON
 
 
 def _blobs(n, seed=0):

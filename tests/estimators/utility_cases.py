@@ -24,7 +24,7 @@ import numpy as np
 
 import dpem_fast
 from dpem_fast._reference.fa import PrivateDiagonalGaussian
-from dpem_fast.mixture._gmm_mstep import full_covariances
+from dpem_fast.mixture._gaussian_block import COVARIANCES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _inside(a, lo, hi, what):
 
 def _sane_gmm(m, X):
     _inside(m.means_, -6, 6, "means_")
-    covs = full_covariances(np.asarray(m.covariances_, dtype=np.float64), m.covariance_type, *m.means_.shape)
+    covs = COVARIANCES[m.covariance_type].to_full(np.asarray(m.covariances_, dtype=np.float64), *m.means_.shape)
     eig = np.linalg.eigvalsh(covs)
     assert np.all(eig > 0) and np.all(eig <= 3 * 12.0 ** 2), "covariances not PSD or beyond the box"
     assert np.all(np.isfinite(m.sample(50)[0]))

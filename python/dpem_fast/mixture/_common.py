@@ -9,8 +9,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._engine._components import check_counts_resolvable, noise_std
 
-__all__ = ["CountAndSumMixture", "weights_from_counts", "count_floor", "floored_counts", "REMEDY", "GAUSSIAN_MERGE_REASON",
-           "shrunk_means", "MixtureInferenceMixin"]
+__all__ = ["CountAndSumMixture", "weights_from_counts", "count_floor", "floored_counts", "REMEDY", "shrunk_means",
+           "MixtureInferenceMixin"]
 
 #: Smallest mixing weight after renormalisation (keeps log π finite).
 WEIGHT_FLOOR = 1e-12
@@ -23,15 +23,6 @@ WEIGHT_FLOOR = 1e-12
 #: not depend on max_iter (σ grows as √max_iter, the average is over max_iter/2 releases).
 REMEDY = ("fit on more rows, declare tighter bounds (where the model takes them), ask for fewer "
           "components, or raise epsilon")
-
-#: The Gaussian mixtures' reason (measured in bench/mixture_collapse.py, issue 35): the noise of
-#: the released second moments floors each covariance eigenvalue at σ₂/N_k (domain units), which
-#: grows as a component shrinks, and a component that a tight cluster or a repeated value (a
-#: column that is mostly one value) distinguishes is then fitted wide and merged by EM.
-GAUSSIAN_MERGE_REASON = ("what told them apart (tight clusters, or values repeated in many rows such as a "
-                         "column that is mostly zero) is narrower than the released second moments "
-                         "resolve: each covariance is floored at the noise of its release, more so the "
-                         "fewer rows a component holds, so EM merged those components into wider ones")
 
 
 def weights_from_counts(nk):

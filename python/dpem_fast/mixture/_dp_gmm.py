@@ -6,29 +6,27 @@ The estimator: its parameters, privacy analysis, statistic specs and engine hook
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
 import numpy as np
-from scipy import linalg
 from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract
 from .._engine import PrivateEM
 from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components
-from .._engine._specs import (diagonal_second_moments, moments_joint_bound, second_moments, soft_counts,
-                               squared_norms, weighted_sums)
+from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, as_frame
-from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_from_precision_cholesky, exact_m_step, map_prior, private_m_step
-from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
-from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
-                            predict_log_resp_diag, second_moments_of_type)
+from ._common import MixtureInferenceMixin, as_frame
+from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
+                              start_covariances, typed_covariances)
+from ._gmm_mstep import PRIOR_KEYS, exact_m_step, map_prior, private_full_step, private_m_step, warn_if_covariances_unresolved
+from .._kernels.gmm import (COUNTS, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
+                            predict_log_resp_diag)
 
-__all__ = ["DPGaussianMixture", "start_variances"]
+__all__ = ["DPGaussianMixture"]
 
 
 def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single=False):
@@ -40,39 +38,14 @@ def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single
     anything is released.  ``single``: float32 rows run the kernels' float32 path (the
     estimator's ``_float32_path``, which widens the plan's sensitivities to match)."""
     weights, means, _, prec_chol = params
-    if covariance_type in ("diag", "spherical"):
+    ctype = COVARIANCES[covariance_type]
+    if ctype.diagonal:
         prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
         stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
                                    single=single)
     else:
         stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single)
-    if covariance_type in ("full", "diag"):
-        return stats
-    arrays = dict(stats.arrays)
-    arrays[SECOND] = second_moments_of_type(arrays[SECOND], covariance_type)
-    return dataclasses.replace(stats, arrays=arrays)
-
-
-def start_variances(means):
-    """Variances ``v_k`` of isotropic initial covariances ``v_k I`` (working units) for centres
-    from the private start: ``v_k = (ρ_k / 4)²`` with ρ_k the distance from centre k to the
-    nearest other centre, clipped to ``[v₀ / 100, v₀]``, ``v₀ = 1 / (4d)`` the data-independent
-    start's variance.  Post-processing of the released centres and public d.
-
-    Why: the data-independent variance v₀ (a standard deviation of a quarter of the ball's
-    radius) makes components seeded on distinct clusters overlap, and the first E-steps merge
-    neighbouring clusters under one component before the noisy M-steps can separate them
-    (measured on bench/model_selection.py: pairs of clusters of weight 0.125 ended as one
-    component of weight 0.25).  A standard deviation of a quarter of the distance to the
-    nearest other centre leaves neighbouring components two standard deviations apart
-    each, so a row between two seeded clusters is shared, not absorbed."""
-    K, d = means.shape
-    v0 = 1.0 / (4.0 * d)
-    if K == 1:
-        return np.full(1, v0)
-    dist = np.sqrt(((means[:, None, :] - means[None, :, :]) ** 2).sum(axis=2))
-    np.fill_diagonal(dist, np.inf)
-    return np.clip((dist.min(axis=1) / 4.0) ** 2, v0 / 100.0, v0)
+    return ctype.reduce(stats)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
@@ -473,8 +446,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
         K, d = check_positive_int(self.n_components, "n_components"), n_features
-        if not isinstance(self.covariance_type, str) or self.covariance_type not in COVARIANCE_TYPES:
-            raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        if not isinstance(self.covariance_type, str) or self.covariance_type not in COVARIANCES:
+            raise ValueError(f"covariance_type must be one of {tuple(COVARIANCES)}, got {self.covariance_type!r}")
         if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
         if self.scenario not in ("GGG", "LLG"):
@@ -501,11 +474,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """Counts, first moments and the covariance type's second moments, with the
         sensitivities of the class docstring."""
         K, d = self.n_components, n_features
-        second = {"full": lambda: second_moments(SECOND, (K, d, d)),
-                  "diag": lambda: diagonal_second_moments(SECOND, (K, d)),
-                  "spherical": lambda: squared_norms(SECOND, K),
-                  "tied": lambda: second_moments(SECOND, (d, d))}[self.covariance_type]()
-        return (soft_counts(COUNTS, K), weighted_sums(FIRST, (K, d), d), second)
+        return (soft_counts(COUNTS, K), weighted_sums(FIRST, (K, d), d), self._ctype.second_moments(K, d))
 
     def _mechanisms(self):
         if self.scenario == "GGG":
@@ -521,8 +490,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             return (1.0, 1.0, 1.0)
         if isinstance(self.budget_split, str):
             K, d = self.n_components, self.n_features_in_
-            m2 = {"full": K * d * (d + 1) / 2, "diag": K * d, "spherical": K, "tied": d * (d + 1) / 2}
-            return (math.sqrt(K), math.sqrt(K * d), math.sqrt(m2[self.covariance_type]))
+            return (math.sqrt(K), math.sqrt(K * d), math.sqrt(self._ctype.n_parameters(K, d)))
         return tuple(self.budget_split)
 
     def _n_averaged(self, n_iter):
@@ -548,36 +516,18 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         """The data-independent (or user-given) weights, the means from the private start
         (:func:`~dpem_fast._engine._start.private_start`; the data-independent means fill in for
         missing candidates) and, unless ``precisions_init`` is given, covariances scaled to the
-        start's centres (:meth:`_start_covariances`)."""
+        start's centres (:func:`~dpem_fast.mixture._gaussian_block.start_covariances`)."""
         weights, means, covs, prec_chol = self._initial_parameters(rows.summary, domain, key, True)
         means = private_start(rows, layer, domain, key, self.n_components, means)
         if self.precisions_init is None:
-            covs, prec_chol = self._start_covariances(means)
+            covs, prec_chol = start_covariances(self._ctype, means)
         return weights, means, covs, prec_chol
 
-    def _typed_covariances(self, prec_chol):
-        """Covariances in the type's shape (working units) from (K, d, d) precision Cholesky
-        factors: full (K, d, d), diag (K, d), spherical (K,) the mean variance, tied the first."""
-        covs = covariance_from_precision_cholesky(prec_chol)
-        ct = self.covariance_type
-        if ct == "diag":
-            return np.diagonal(covs, axis1=1, axis2=2).copy()
-        if ct == "spherical":
-            return np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
-        if ct == "tied":
-            return covs[0]
-        return covs
-
-    def _start_covariances(self, means):
-        """Isotropic initial covariances ``v_k I`` (working units) for the private start's means,
-        ``v_k`` from :func:`start_variances` (tied: their mean).  Post-processing of the
-        released centres and public d."""
-        v = start_variances(means)
-        if self.covariance_type == "tied":
-            v = np.full(v.shape, v.mean())
-        prec_chol = np.stack([np.eye(means.shape[1]) / math.sqrt(vk) for vk in v])
-        covs = self._typed_covariances(prec_chol)
-        return covs, prec_chol
+    @property
+    def _ctype(self):
+        """The covariance type's entry of the Gaussian block's table (a model loaded from an old
+        file without ``covariance_type`` is full)."""
+        return COVARIANCES[getattr(self, "covariance_type", "full")]
 
     def _describe(self):
         init = ("private start of the means (noisy random-hyperplane cell counts and sums, 20 % of the plan)"
@@ -599,9 +549,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         doubles a block; ``_estep_diag``: K (2d + 1)) for a call on at most ``n_rows`` rows."""
         if not isinstance(self.n_components, (int, np.integer)):     # "auto": the default bound
             return super()._block_rows(n_rows, d)
-        K = int(self.n_components)
-        per = K * (d * d + d + 1) if self.covariance_type == "full" else K * (2 * d + 1)
-        return _contract.max_block_rows(int(n_rows), per)
+        return _contract.max_block_rows(int(n_rows), self._ctype.kernel_doubles(int(self.n_components), d))
 
     def _statistics_task(self):
         kw = {}
@@ -612,13 +560,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return functools.partial(_gmm_statistics, **kw) if kw else _gmm_statistics
 
     def _working_domain(self, domain):
-        """Spherical covariances need one scale for every feature (a spherical covariance in
-        per-feature working units is not spherical in the original ones): the largest scale,
-        public post-processing of the domain (every clipped row stays in the unit ball, a box's
-        image shrinks to ``half-width / max scale``).  Other types: unchanged."""
-        if self.covariance_type != "spherical":
-            return domain
-        return dataclasses.replace(domain, scale=np.full(domain.scale.shape, float(np.max(domain.scale))))
+        """Spherical covariances need one scale for every feature (the table's ``working_domain``)."""
+        return self._ctype.working_domain(domain)
 
     def _update(self, noisy, params, ctx):
         if self.covariance_type == "full" and self.estimator == "mle":
@@ -630,7 +573,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return weights, means, covs, self._precision_cholesky(covs, means.shape)
 
     def _precision_cholesky(self, covs, shape):
-        return precision_cholesky_full(covs, self.covariance_type, *shape)
+        return self._ctype.precision_cholesky(covs, *shape)
 
     def _check_plan(self, plan, n_public, rounds):
         check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
@@ -641,43 +584,19 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
                                choosing=getattr(self, "_choosing_k", False), n_public=ctx.n_public,
                                resolution=GAUSSIAN_MERGE_REASON)
-        tied = self.covariance_type == "tied"     # one covariance for all K: estimated from all counts
-        warn_if_covariances_unresolved(noisy[COUNTS] if tied else noisy[COUNTS][live], ctx.releases, ctx.domain,
+        shared = self._ctype.shared     # one covariance for all K (tied): estimated from all counts
+        warn_if_covariances_unresolved(noisy[COUNTS] if shared else noisy[COUNTS][live], ctx.releases, ctx.domain,
                                        type(self).__name__, self.covariance_type, ctx.n_public)
         weights, means, covs, prec_chol = params
-        return weights[live] / weights[live].sum(), means[live], covs if tied else covs[live], prec_chol[live]
+        return weights[live] / weights[live].sum(), means[live], covs if shared else covs[live], prec_chol[live]
 
     def _exact_update(self, stats, params):
         weights, means, covs = self._exact_m_step(stats)
         return weights, means, covs, self._precision_cholesky(covs, means.shape)
 
     def _set_fitted(self, params, domain, dtype):
-        """Parameters back to the original units (post-processing): x = c + diag(s) z, so means
-        ``c + s * mu``, covariances ``diag(s) S diag(s)`` and precision Cholesky factors
-        ``diag(1/s) P`` (``P Pᵀ`` the working precision)."""
-        weights, means, covs, prec_chol = params
-        s = domain.scale
-        self.weights_ = weights
-        self.means_ = domain.to_original(means).astype(dtype, copy=False)
-        ct = self.covariance_type
-        # a huge or tiny (privately estimated) scale saturates to inf, as the one radius did
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            if ct == "full":
-                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
-                self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
-            elif ct == "tied":
-                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (prec_chol[0] / s[:, None]).astype(dtype, copy=False)
-                self.precisions_ = self.precisions_cholesky_ @ self.precisions_cholesky_.T
-            elif ct == "diag":
-                self.covariances_ = (covs * s * s).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (np.diagonal(prec_chol, axis1=1, axis2=2) / s).astype(dtype, copy=False)
-                self.precisions_ = self.precisions_cholesky_ ** 2
-            else:   # spherical: one scale for every feature (_working_domain)
-                self.covariances_ = (covs * s[0] * s[0]).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (prec_chol[:, 0, 0] / s[0]).astype(dtype, copy=False)
-                self.precisions_ = self.precisions_cholesky_ ** 2
+        """Parameters back to the original units (post-processing; the table's back-map)."""
+        set_fitted_gaussian(self, self._ctype, *params, domain, dtype)
         self.converged_ = False
 
     # -------------------------------------------------------- initialisation
@@ -700,11 +619,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 raise ValueError("means_init must be finite")
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
-            shape = {"full": (K, d, d), "tied": (d, d), "diag": (K, d), "spherical": (K,)}[self.covariance_type]
+            shape = self._ctype.shape(K, d)
             if prec.shape != shape:
                 raise ValueError(f"precisions_init must have shape {shape} for covariance_type="
                                  f"{self.covariance_type!r}, got {prec.shape}")
-            if self.covariance_type in ("diag", "spherical"):
+            if self._ctype.diagonal:
                 if not np.all(np.isfinite(prec)) or np.any(prec <= 0):
                     raise ValueError("precisions_init must be finite and > 0")
                 return
@@ -740,25 +659,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             means = domain.to_scaled(self.means_init)
         else:
             means = initial_means(K, d, key, domain, box)
-        ct = self.covariance_type
         if self.precisions_init is not None:
-            prec = np.asarray(self.precisions_init, dtype=np.float64)
-            s = domain.scale
-            if ct in ("full", "tied"):
-                ss = np.outer(s, s)
-                prec = np.broadcast_to(prec, (K, d, d))
-                prec_chol = np.stack([linalg.cholesky(prec[k] * ss, lower=True) for k in range(K)])
-            else:   # scikit-learn's diag / spherical precisions: 1 / variances
-                var_inv = prec * s * s if ct == "diag" else prec * s[0] * s[0]
-                prec_chol = full_covariances(np.sqrt(var_inv), ct, K, d)
+            prec_chol = self._ctype.initial_factors(np.asarray(self.precisions_init, dtype=np.float64), domain.scale,
+                                                    K, d)
         else:
             ratio = domain.scale / init_dom.scale       # maps the init geometry -> working units
-            diag = math.sqrt(4.0 * d) * ratio
-            if ct == "spherical":      # one variance: the mean of the per-feature ones
-                diag = np.full(d, 1.0 / math.sqrt(np.mean(1.0 / diag ** 2)))
-            prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
-        covs = self._typed_covariances(prec_chol)
-        return weights, means, covs, prec_chol
+            prec_chol = isotropic_factors(self._ctype, math.sqrt(4.0 * d) * ratio, K)
+        return weights, means, typed_covariances(self._ctype, prec_chol), prec_chol
 
     # --------------------------------------------------------------- M-steps
     def _private_m_step(self, nk, s1, s2, releases, domain=None, n_public=None):
@@ -775,14 +682,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _log_resp(self, X):
         X = self._check_X(X)
         means = np.asarray(self.means_, dtype=np.float64)
-        ct = getattr(self, "covariance_type", "full")
-        if ct in ("diag", "spherical"):   # the diagonal kernel, O(n K d)
-            prec = np.asarray(self.precisions_cholesky_, dtype=np.float64)
-            prec = np.broadcast_to(prec[:, None] if ct == "spherical" else prec, means.shape)
-            return predict_log_resp_diag(X, self.weights_, means, prec, n_threads=effective_n_threads(self.n_threads))
-        # the full kernel takes (K, d, d) factors: a tied factor expanded (inference only)
-        prec_chol = full_covariances(np.asarray(self.precisions_cholesky_, dtype=np.float64), ct, *means.shape)
-        return predict_log_resp(X, self.weights_, means, prec_chol, n_threads=effective_n_threads(self.n_threads))
+        # the diagonal kernel (O(n K d)) takes (K, d) factors, the full one (K, d, d): a tied one expanded
+        prec = self._ctype.kernel_factors(np.asarray(self.precisions_cholesky_, dtype=np.float64), *means.shape)
+        predict = predict_log_resp_diag if self._ctype.diagonal else predict_log_resp
+        return predict(X, self.weights_, means, prec, n_threads=effective_n_threads(self.n_threads))
 
     def sample(self, n_samples=1, *, shuffle=True, random_state=None):
         """Synthetic data from the fitted (private) model: post-processing, no extra privacy cost.
@@ -797,14 +700,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(random_state)
         counts = rng.multinomial(n_samples, self.weights_)
-        ct = getattr(self, "covariance_type", "full")
-        if ct in ("full", "tied"):
-            covs = self.covariances_ if ct == "full" else [self.covariances_] * len(counts)
-            X = np.vstack([rng.multivariate_normal(m, c, size=int(k)) for m, c, k in zip(self.means_, covs, counts)])
-        else:   # independent coordinates (scikit-learn's sampling for diag / spherical)
-            sd = np.sqrt(self.covariances_)
-            X = np.vstack([m + rng.standard_normal((int(k), m.size)) * s
-                           for m, s, k in zip(self.means_, sd, counts)])
+        ct = self._ctype
+        X = np.vstack([ct.draw(rng, m, ct.component(self.covariances_, k), int(c))
+                       for k, (m, c) in enumerate(zip(self.means_, counts))])
         y = np.repeat(np.arange(self.n_components_), counts)
         if shuffle:
             perm = rng.permutation(n_samples)
@@ -813,9 +711,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _n_parameters(self):
         K, d = self.means_.shape
-        cov = {"full": K * d * (d + 1) / 2, "diag": K * d, "tied": d * (d + 1) / 2,
-               "spherical": K}[getattr(self, "covariance_type", "full")]
-        return int(cov + K * d + K - 1)
+        return int(self._ctype.n_parameters(K, d) + K * d + K - 1)
 
     def bic(self, X):
         """Bayesian information criterion on X (lower is better)."""

@@ -15,17 +15,17 @@ from .._engine import PrivateEM, StatSpec
 from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components, noise_std
 from .._engine._groups import split_groups
 from .._engine._start import private_start, start_specs
-from .._engine._specs import diagonal_second_moments, moments_joint_bound, second_moments, soft_counts, weighted_sums
+from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._kernels.gmm import COUNTS, FIRST, SECOND
 from .._kernels.mixed import CATEGORIES, mixed_log_resp, mixed_stats
 from .._preprocess import DataDomain, resolve_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import check_nonnegative_real, check_positive_int
-from ._common import GAUSSIAN_MERGE_REASON, MixtureInferenceMixin, floored_counts, shrunk_means, weights_from_counts
-from ._dp_gmm import start_variances
-from ._gmm_mstep import (covariance_from_precision_cholesky, exact_m_step, precision_cholesky_full, private_m_step,
-                         warn_if_covariances_unresolved)
+from ._common import MixtureInferenceMixin, floored_counts, shrunk_means, weights_from_counts
+from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
+                              start_covariances, typed_covariances)
+from ._gmm_mstep import exact_m_step, private_m_step, warn_if_covariances_unresolved
 from ._tables import TableSchema, is_frame, table_schema
 
 __all__ = ["DPMixedMixture"]
@@ -39,7 +39,8 @@ def _mixed_statistics(X, params, domain, n_threads, layout=None, covariance_type
     """The E-step statistics kernel (a Dask task's: the released parameters, the public layout
     and covariance type)."""
     weights, means, _, prec_chol, theta = params
-    prec = np.ascontiguousarray(np.diagonal(prec_chol, axis1=1, axis2=2)) if covariance_type == "diag" else prec_chol
+    diagonal = COVARIANCES[covariance_type].diagonal
+    prec = np.ascontiguousarray(np.diagonal(prec_chol, axis1=1, axis2=2)) if diagonal else prec_chol
     with np.errstate(divide="ignore"):
         log_theta = np.log(theta)
     return mixed_stats(X, layout, weights, means, prec, log_theta, covariance_type, n_threads, domain)
@@ -381,7 +382,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         the float64 rounding bound (:mod:`~dpem_fast._engine._specs`, "Rounding")."""
         lay = self._lay(d)
         K, dn = int(self.n_components), lay.d
-        per = K * (1 + dn + (dn if self.covariance_type == "diag" else dn * dn) + lay.n_slots)
+        per = K * (1 + dn + (dn if self._ctype.diagonal else dn * dn) + lay.n_slots)
         return _contract.max_block_rows(int(n_rows), per)
 
     def _lay(self, n_features):
@@ -416,9 +417,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         d, J = lay.d, len(lay.cat_cols)
         specs = [soft_counts(COUNTS, K)]
         if d:
-            specs.append(weighted_sums(FIRST, (K, d), d))
-            specs.append(second_moments(SECOND, (K, d, d)) if self.covariance_type == "full"
-                         else diagonal_second_moments(SECOND, (K, d)))
+            specs += [weighted_sums(FIRST, (K, d), d), self._ctype.second_moments(K, d)]
         if J:
             specs.append(StatSpec(CATEGORIES, (K, lay.n_slots),
                                   l2={"add_remove": math.sqrt(J), "replace": math.sqrt(2.0 * J)},
@@ -431,8 +430,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
             return dict(zip(names, map(float, self.budget_split)))
         lay = self._lay(self.n_features_in_)
         K, d, M = self.n_components, lay.d, lay.n_slots
-        m = {COUNTS: K, FIRST: K * d, SECOND: K * d * (d + 1) / 2 if self.covariance_type == "full" else K * d,
-             CATEGORIES: K * M}
+        m = {COUNTS: K, FIRST: K * d, SECOND: self._ctype.n_parameters(K, d), CATEGORIES: K * M}
         return {n: math.sqrt(m[n]) for n in names}
 
     def _joint_sensitivity(self, a, neighbouring):
@@ -471,17 +469,17 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     def _private_start(self, rows, layer, domain, key, n_threads):
         """The numeric means from the private start (:func:`~dpem_fast._engine._start.private_start`
         on the numeric columns; the data-independent means fill in for missing candidates), isotropic
-        covariances scaled to the start's centres (:func:`~dpem_fast.mixture._dp_gmm.start_variances`),
+        covariances scaled to the start's centres (:func:`~dpem_fast.mixture._gaussian_block.start_variances`),
         uniform weights and uniform category probabilities (the first E-step follows the numeric
         start alone).  Post-processing of the start's releases and public constants."""
         K, lay = self.n_components, self._layout
         weights, means, _, _, theta = self._initial_parameters(rows.summary, domain, key, True)
         means = private_start(rows, layer, domain, key, K, means, columns=lay.num_cols)
-        prec_chol = np.stack([np.eye(lay.d) / math.sqrt(v) for v in start_variances(means)])
+        covs, prec_chol = start_covariances(self._ctype, means)
         theta = np.empty_like(theta)
         for sl in _slot_ranges(lay):
             theta[:, sl] = 1.0 / (sl.stop - sl.start)
-        return weights, means, self._typed_covariances(prec_chol), prec_chol, theta
+        return weights, means, covs, prec_chol, theta
 
     # -------------------------------------------------------- initialisation
     def _initial_parameters(self, summary, domain, key, private):
@@ -500,9 +498,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         prec_chol = np.zeros((K, d, d))
         if d:
             means = initial_means(K, d, key, domain, init_dom)
-            diag = math.sqrt(4.0 * d) * domain.scale / init_dom.scale
-            prec_chol = np.broadcast_to(np.diag(diag), (K, d, d)).copy()
-        covs = self._typed_covariances(prec_chol)
+            prec_chol = isotropic_factors(self._ctype, math.sqrt(4.0 * d) * domain.scale / init_dom.scale, K)
+        covs = typed_covariances(self._ctype, prec_chol)
         u = np.empty(K * lay.n_slots)
         _core_rng.fill_uniform(derive_key(key, "init", "categories"), 0, u, 1)
         theta = 1.0 + u.reshape(K, lay.n_slots)
@@ -510,9 +507,10 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
             theta[:, sl] /= theta[:, sl].sum(axis=1, keepdims=True)
         return weights, means, covs, prec_chol, theta
 
-    def _typed_covariances(self, prec_chol):
-        covs = covariance_from_precision_cholesky(prec_chol) if prec_chol.shape[1] else prec_chol.copy()
-        return np.diagonal(covs, axis1=1, axis2=2).copy() if self.covariance_type == "diag" else covs
+    @property
+    def _ctype(self):
+        """The covariance type's entry of the Gaussian block's table."""
+        return COVARIANCES[self.covariance_type]
 
     # --------------------------------------------------------------- updates
     def _update(self, noisy, params, ctx):
@@ -521,7 +519,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         if lay.d:
             weights, means, covs = private_m_step(nk, noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
                                                   None, ctx.domain, self.covariance_type, ctx.n_public)
-            prec_chol = precision_cholesky_full(covs, self.covariance_type, K, lay.d)
+            prec_chol = self._ctype.precision_cholesky(covs, K, lay.d)
         else:
             weights, means, covs, prec_chol = weights_from_counts(nk), params[1], params[2], params[3]
         theta = _probabilities(noisy[CATEGORIES], nk, ctx.releases, lay) if lay.cat_cols else params[4]
@@ -542,7 +540,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         K, lay = self.n_components, self._layout
         if lay.d:
             weights, means, covs = exact_m_step(stats, self.reg_covar, self.covariance_type)
-            prec_chol = precision_cholesky_full(covs, self.covariance_type, K, lay.d)
+            prec_chol = self._ctype.precision_cholesky(covs, K, lay.d)
         else:
             nk = stats[COUNTS] + 10 * np.finfo(np.float64).eps
             weights, means, covs, prec_chol = nk / nk.sum(), params[1], params[2], params[3]
@@ -560,18 +558,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         weights, means, covs, prec_chol, theta = params
         if domain is None:              # no numeric column: nothing to map back
             domain = DataDomain(np.zeros(0), np.ones(0), None, False)
-        s = domain.scale
-        self.weights_ = weights
-        self.means_ = domain.to_original(means).astype(dtype, copy=False) if means.shape[1] else means
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            if self.covariance_type == "full":
-                self.covariances_ = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (prec_chol / s[None, :, None]).astype(dtype, copy=False)
-                self.precisions_ = np.einsum("kij,klj->kil", self.precisions_cholesky_, self.precisions_cholesky_)
-            else:
-                self.covariances_ = (covs * s * s).astype(dtype, copy=False)
-                self.precisions_cholesky_ = (np.diagonal(prec_chol, axis1=1, axis2=2) / s).astype(dtype, copy=False)
-                self.precisions_ = self.precisions_cholesky_ ** 2
+        set_fitted_gaussian(self, self._ctype, weights, means, covs, prec_chol, domain, dtype)
         self.category_probs_ = [theta[:, sl].copy() for sl in _slot_ranges(self._layout)]
         box = domain.bounds
         self.bounds_ = None if box is None else np.stack([box[0], box[1]]).astype(np.float64)
@@ -634,12 +621,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
             covs = np.asarray(self.covariances_, dtype=np.float64)
             for k in range(self.n_components_):
                 rows = np.flatnonzero(y == k)
-                if not rows.size:
-                    continue
-                if self.covariance_type == "full":
-                    Z[np.ix_(rows, num)] = rng.multivariate_normal(means[k], covs[k], size=rows.size)
-                else:
-                    Z[np.ix_(rows, num)] = means[k] + rng.standard_normal((rows.size, lay.d)) * np.sqrt(covs[k])
+                if rows.size:
+                    Z[np.ix_(rows, num)] = self._ctype.draw(rng, means[k], self._ctype.component(covs, k), rows.size)
         for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
             probs = np.asarray(probs, dtype=np.float64)
             if other == "drop":
@@ -652,5 +635,4 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     def _n_parameters(self):
         K, d = self.n_components_, self._fitted_schema().layout.d
-        cov = K * d * (d + 1) / 2 if self.covariance_type == "full" else K * d
-        return int(cov + K * d + K - 1 + sum(K * (p.shape[1] - 1) for p in self.category_probs_))
+        return int(self._ctype.n_parameters(K, d) + K * d + K - 1 + sum(K * (p.shape[1] - 1) for p in self.category_probs_))

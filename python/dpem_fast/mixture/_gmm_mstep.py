@@ -35,8 +35,8 @@ from ..accounting import NoiseDominatedWarning
 from .._engine._components import noise_std
 from ._common import REMEDY, count_floor, floored_counts, weights_from_counts
 
-__all__ = ["full_covariances", "precision_cholesky_full", "private_full_step", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved", "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky",
-           "covariance_from_precision_cholesky"]
+__all__ = ["private_full_step", "PRIOR_KEYS", "cap_feature_variances", "shrink_means", "warn_if_covariances_unresolved",
+           "map_prior", "private_m_step", "exact_m_step", "compute_precision_cholesky", "covariance_from_precision_cholesky"]
 
 #: Covariance eigenvalues are floored at this many noise standard deviations of one entry
 #: of the noisy covariance, sigma_S2 / N_k (post-processing of public quantities), in the
@@ -306,31 +306,3 @@ def exact_m_step(stats, reg_covar, covariance_type="full"):
     covs /= 2
     covs.reshape(K, d * d)[:, :: d + 1] += reg_covar
     return weights, means, covs
-
-
-def full_covariances(covs, covariance_type, K, d):
-    """The (K, d, d) covariance matrices of covariances in a type's shape."""
-    if covariance_type == "full":
-        return covs
-    if covariance_type == "tied":
-        return np.broadcast_to(covs, (K, d, d)).copy()
-    var = np.broadcast_to(np.asarray(covs)[:, None] if covariance_type == "spherical" else covs, (K, d))
-    out = np.zeros((K, d, d))
-    out.reshape(K, d * d)[:, :: d + 1] = var
-    return out
-
-
-def precision_cholesky_full(covs, covariance_type, K, d):
-    """Precision Cholesky factors (K, d, d), upper triangular, of covariances in a type's shape:
-    what the E-step and inference kernels take (scikit-learn's convention per type, expanded:
-    diag / spherical ``1/√var`` on the diagonal, tied one factor for all K)."""
-    if covariance_type == "full":
-        return compute_precision_cholesky(covs)
-    if covariance_type == "tied":
-        return np.broadcast_to(compute_precision_cholesky(np.asarray(covs)[None]), (K, d, d)).copy()
-    covs = np.asarray(covs)
-    if not np.isfinite(covs).all():
-        raise ValueError("array must not contain infs or NaNs")
-    if np.any(covs <= 0):
-        raise linalg.LinAlgError("a variance is not positive")
-    return full_covariances(1.0 / np.sqrt(covs), covariance_type, K, d)
