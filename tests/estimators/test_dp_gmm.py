@@ -879,6 +879,19 @@ class TestConformancePrivateStart(TestConformance):
         return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "tied", "spherical"])
+@pytest.mark.parametrize("n, d, K", [(6000, 3, 3), (2_000_000, 300, 10), (10**7, 40, 30)])
+def test_block_rows_bound_the_blocks_of_the_kernel_the_type_runs(covariance_type, n, d, K):
+    # the b of the float64 rounding bound (_engine._specs, "Rounding"): tied runs the full kernel, so
+    # its blocks are the full kernel's (K (d² + d + 1) doubles of partials), not the diagonal one's
+    from dpem_fast._dpcore import _contract, _estep, _estep_diag
+
+    kernel = _estep_diag if covariance_type in ("diag", "spherical") else _estep
+    chunks = -(-n // _contract.CHUNK_SIZE)
+    rows = _contract.CHUNK_SIZE * -(-chunks // kernel.block_count(n, d, K))
+    assert DPGaussianMixture(K, covariance_type=covariance_type)._block_rows(n, d) >= rows
+
+
 def test_means_init_private_is_refused_in_other_spellings():
     X = np.random.default_rng(0).normal(size=(300, 2))
     with pytest.raises(ValueError, match="means_init must be None, 'private'"):

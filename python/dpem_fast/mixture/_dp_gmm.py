@@ -545,8 +545,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return True
 
     def _block_rows(self, n_rows, d):
-        """Rows per block of the E-step kernels (``_estep.block_count``: partials of K (d² + d + 1)
-        doubles a block; ``_estep_diag``: K (2d + 1)) for a call on at most ``n_rows`` rows."""
+        """Rows per block of the E-step kernel the type runs (the table's ``kernel_doubles``: full and
+        tied K (d² + d + 1) doubles of partials a block, diag and spherical K (2d + 1)) for a call on
+        at most ``n_rows`` rows."""
         if not isinstance(self.n_components, (int, np.integer)):     # "auto": the default bound
             return super()._block_rows(n_rows, d)
         return _contract.max_block_rows(int(n_rows), self._ctype.kernel_doubles(int(self.n_components), d))

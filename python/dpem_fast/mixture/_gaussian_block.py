@@ -152,9 +152,6 @@ class _Tied(_Full):
     def start_variances(self, v):
         return np.full(v.shape, v.mean())
 
-    def kernel_doubles(self, K, d):
-        return K * (2 * d + 1)      # as before the table: the diagonal kernel's, though tied runs the full one
-
     def back_map(self, covs, prec_chol, s, dtype):
         covs = (covs * (s[:, None] * s[None, :])).astype(dtype, copy=False)
         chol = (prec_chol[0] / s[:, None]).astype(dtype, copy=False)
