@@ -22,7 +22,8 @@ from .._validation import check_nonnegative_real, check_positive_int
 from ._common import MixtureInferenceMixin, as_frame
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
-from ._gmm_mstep import PRIOR_KEYS, exact_m_step, map_prior, private_full_step, private_m_step, warn_if_covariances_unresolved
+from ._gmm_mstep import (PRIOR_KEYS, exact_m_step, map_prior, private_full_step, private_m_step,
+                         warn_if_covariances_unresolved)
 from .._kernels.gmm import (COUNTS, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
                             predict_log_resp_diag)
 
@@ -64,12 +65,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         ``max_components`` within this fit's (ε, δ) by over-provisioning: one fit with
         ``max_components`` components on the whole budget (means from the private start,
         ``means_init="private"``, unless ``means_init`` is given), whose released model keeps
-        only the components its noisy counts resolve (the dead-component rule below;
-        post-processing, no budget spent on the choice); ``n_components_`` tells how many.
-        Measured against a random-stopping selection over 1 .. ``max_components``
-        (:class:`dpem_fast.model_selection.PrivateModelSelection`, which divides the budget
-        among its trials) on ``bench/model_selection.py``: more often the right K and a better
-        held-out likelihood (docs/model_selection.rst).
+        only the components its noisy counts resolve (the dead-component rule, see Privacy;
+        no budget spent on the choice); ``n_components_`` tells how many (measured against
+        :class:`dpem_fast.model_selection.PrivateModelSelection` in docs/model_selection.rst).
     covariance_type : {"full", "diag", "tied", "spherical"}, default="full"
         scikit-learn's covariance structures: one full matrix per component, one diagonal per
         component, one full matrix shared by all components, or one variance per component.
@@ -100,15 +98,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         composition; ``"pld"`` is the native privacy-loss-distribution
         accountant (tight numerical composition, an upper bound).
     noise : {"gaussian", "discrete_gaussian"}, default="gaussian"
-        ``"discrete_gaussian"`` releases every statistic as exact discrete
-        Gaussian integers on a lattice of step γ (a power of two, at most
-        Δ/(100√m) for m noised coordinates): ``γ (round(s/γ) + Z)``.  No
-        floating point enters the noise (Mironov 2012's attack surface is
-        gone); rounding widens each sensitivity to Δ + γ√m (at most 1 %; see
-        :mod:`dpem_fast._engine._lattice`), and the plan is accounted with the
-        discrete Gaussian's ρ-zCDP bound (CKS 2020, Thm 4), by default with
-        ``accountant="zcdp"`` (``"gdp"``, an exact curve for the continuous
-        Gaussian only, is refused).  Needs ``scenario="GGG"``.
+        ``"discrete_gaussian"`` releases every statistic as exact discrete Gaussian integers on a
+        lattice (no floating point enters the noise; sensitivities widened by at most 1 %),
+        accounted with the discrete Gaussian's ρ-zCDP bound (CKS 2020, Thm 4), by default with
+        ``accountant="zcdp"`` (``"gdp"`` is refused).  Needs ``scenario="GGG"``.
     estimator : {"mle", "map"}, default="mle"
         M-step on noisy statistics: maximum likelihood, or the posterior mode
         under a Dirichlet / Normal-inverse-Wishart prior (DP-EM footnotes 7-8).
@@ -125,12 +118,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         middle and each feature divided by ``sqrt(n_features)`` times its
         half-width (the box becomes a cube inside the unit ball; with
         ``data_norm`` every feature is divided by ``data_norm`` instead).
-        Released means end inside the box; covariance floors are per feature
-        (``s_i²`` times the floor in the scaled units).  With neither ``data_norm`` nor ``bounds`` (the default) the
-        box is **estimated privately** from two noisy histograms on
-        ``DOMAIN_SHARE`` (10 %) of the budget, accounted in ``privacy_.event``
-        (see :mod:`dpem_fast._engine._domain`); declared bounds leave the whole
-        budget to the mixture and are usually tighter.  ``"from_data"`` uses
+        Released means end inside the box.  With neither ``data_norm`` nor ``bounds`` (the
+        default) the box is **estimated privately** from two noisy histograms on
+        ``DOMAIN_SHARE`` (10 %) of the budget (:mod:`dpem_fast._engine._domain`); declared bounds
+        leave the whole budget to the mixture and are usually tighter.  ``"from_data"`` uses
         the data's exact bounding box: an explicit opt-in that is **not
         private** — it raises a ``PrivacyLeakWarning``, ``privacy_.private``
         is False and no ``budget`` ledger is accepted.
@@ -138,25 +129,16 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         Neighbouring relation: datasets differing by replacing one row, or by
         adding/removing one row.  Every sensitivity below is derived under it.
     budget_split : "auto" or tuple of 3 positive floats, default="auto"
-        Relative share of the per-iteration privacy loss given to counts,
-        first moments and second moments (shares of ρ = 1/(2 z²) for Gaussian
-        releases; of ε for Laplace releases).  ``"auto"`` gives the three
-        releases shares ∝ √m_r, with m_r = K, Kd and Kd(d+1)/2 noised
-        coordinates (second moments: Kd(d+1)/2 full, Kd diag, K spherical,
-        d(d+1)/2 tied): the split that minimises the total noise variance in
-        units of each statistic's sensitivity, Σ_r m_r (σ_r/Δ_r)², at a fixed
-        privacy loss (σ_r/Δ_r = s/√w_r, so minimise Σ_r m_r/w_r subject to
-        Σ_r w_r = 1: w_r ∝ √m_r, Lagrange).  Public quantities only (K, d).
-        With LLG, whose Laplace shares are of ε, ``"auto"`` is the equal split.
-        ``(1, 1, 1)`` is the paper's equal split.
+        Relative share of the per-iteration privacy loss given to counts, first moments and
+        second moments (of ρ = 1/(2 z²) for Gaussian releases, of ε for Laplace ones).
+        ``"auto"``: shares ∝ √m_r, m_r the noised coordinates of each release (the split that
+        minimises the total noise variance in sensitivity units; public K, d); with LLG the
+        equal split.  ``(1, 1, 1)`` is the paper's equal split.
     averaging : {"tail", "none"}, default="tail"
-        ``"tail"``: each of the last ``max_iter // 2`` M-steps uses the mean of
-        the noisy statistics released since the tail began (a Polyak–Ruppert
-        average of the noisy EM iteration; post-processing, no privacy cost).
-        Near the fixed point consecutive statistics differ little while their
-        noises are independent, so the final parameters see about
-        ``2 / max_iter`` of one release's noise variance.  ``"none"``: every
-        M-step uses its own iteration's release (the paper's method).
+        ``"tail"``: each of the last ``max_iter // 2`` M-steps uses the mean of the noisy
+        statistics released since the tail began (Polyak–Ruppert averaging; post-processing),
+        so the final parameters see about ``2 / max_iter`` of one release's noise variance.
+        ``"none"``: every M-step uses its own iteration's release (the paper's method).
     weights_init, means_init, precisions_init : array-like or None
         Initial parameters in the original units (public; scikit-learn's
         conventions).  Without them the initialisation is data-independent:
@@ -164,11 +146,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         the declared domain (with the fit's own random stream) and moved into
         the box's image, and isotropic covariances ``I / (4 n_features)`` in
         the scaled units (``diag(s_i²) / (4 n_features)`` in original units).
-        ``means_init="private"``: the means from k-means's private start
-        (:mod:`dpem_fast._engine._start`: noisy random-hyperplane cell counts and
-        cell sums, two releases in the fit's plan on 20 % of it, sensitivities
-        derived there under both relations; the rest as without initial
-        parameters); the non-private fit treats it as None.
+        ``means_init="private"``: the means from the private start (:mod:`dpem_fast._engine._start`:
+        two releases in the fit's plan on 20 % of it); the non-private fit treats it as None.
     reg_covar : float, default=1e-6
         Added to the diagonal of covariances (non-private mode, as
         scikit-learn) and lower bound of covariance eigenvalues (private mode).
@@ -184,22 +163,16 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         such fits are noise-free differences of the data.  Never fix the seed
         of fits whose outputs are published together.
     budget : dpem_fast.accounting.BudgetLedger or None
-        If given, the fit's whole plan is charged to it after the arguments
-        are validated and before any statistic of the data is computed; a fit
-        that would exceed it raises ``BudgetExceededError``.  The ledger must
+        If given, the fit's whole plan is charged to it before any statistic of the data is
+        computed; a fit that would exceed it raises ``BudgetExceededError``.  The ledger must
         account under the fit's ``neighbouring`` relation; ``epsilon=inf`` and
-        ``bounds="from_data"`` fits refuse a ledger (they are not private).
-        The charge declares the plan's accountant (``privacy_.accountant``),
-        which the ledger bounds its spends with too, so a fit of (ε, δ) fits a
-        ledger of (ε, δ).  ``clone`` keeps the very ledger; an unfitted
-        estimator holding one cannot be pickled (use ``n_jobs=1``).
+        ``bounds="from_data"`` fits refuse one.  ``clone`` keeps the very ledger.
     verbose : int, default=0
         ``>= 1``: a progress bar on stderr (tqdm, ``pip install dpem_fast[progress]``; plain
         lines without it) with the seconds of the last iteration and the ε spent so far;
         nothing computed from the data is shown.  0: silent.
     max_components : int, default=10
         Largest K tried by ``n_components="auto"`` (unused otherwise).
-
     max_rows_per_group : int or None, default=None
         Person-level privacy (issue 27): with ``fit(X, groups=...)`` (one group id per row, e.g.
         a person, or a DataFrame column name) each group keeps at most this many rows, chosen
@@ -237,125 +210,30 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     Privacy
     -------
-    Neighbouring relation: ``neighbouring`` (replace one row, or add/remove
-    one row); every sensitivity is derived under both and the plan's events
-    are tagged with the one used.  Rows are mapped into the unit ball
-    ``‖x‖ ≤ 1`` by the declared (or privately estimated) domain (DP-EM
-    Sec. 3's assumption, enforced by clipping inside the kernel; a finite row
-    of any size is clipped along its own direction).  The map is per feature:
-    with a box (no ``data_norm``) feature i is divided by √d times its
-    half-width, so the box becomes the cube [−1/√d, 1/√d]^d, a subset of the
-    ball: every sensitivity below, a sup over rows in the ball, holds
-    unchanged under both relations (on the cube some sups are smaller; the
-    ball's are kept).  Responsibilities
-    γ_ik of a row depend only on that row and on parameters already released,
-    so one row changes the statistics only through its own term.  Writing γ
-    for its responsibility vector (γ_k ≥ 0, Σγ_k = 1):
+    Rows are clipped into the unit ball by the declared (or privately estimated) domain; a row's
+    responsibilities depend only on it and on released parameters.  Each iteration releases,
+    for all K components at once, the counts ``Σ_i γ_ik``, the first moments ``Σ_i γ_ik x_i``
+    and the covariance type's second moments (full ``Σ_i γ_ik x_i x_iᵀ`` with Analyze-Gauss noise
+    on the upper triangle, diag ``Σ_i γ_ik x_i²``, spherical ``Σ_i γ_ik ‖x_i‖²``, tied
+    ``Σ_i x_i x_iᵀ``), with ℓ2 sensitivities √2, 2, √2 under replace-one and 1, 1, 1 under
+    add/remove (3 releases instead of the paper's 2K + 1).  Under replace-one an iteration's
+    Gaussian releases are accounted as one Gaussian mechanism (``privacy_.joint_multiplier``;
+    sup ``a_1/2 + a_2 + max(a_c, φ)`` instead of ``a_c + a_1 + a_2``, attained).  Float32 rows
+    (row-level replace-one) widen every sensitivity by the factor ``1 + 2⁻⁸``.  Derivations:
+    :mod:`dpem_fast._engine._specs` and the model's documentation page ("Privacy analysis in
+    full").
 
-    - counts ``N_k = Σ_i γ_ik`` (Eq. 12–13): add/remove changes N by γ, with
-      ‖γ‖₂ ≤ ‖γ‖₁ = 1; replace by γ − γ', ‖γ − γ'‖₂ ≤ √2 (ℓ1: 1 and 2).
-      The paper's ℓ2 value 2/N for π is loose by √2 (and it is used for the
-      normalised π, whose denominator is itself private under add/remove).
-    - first moments ``S1_k = Σ_i γ_ik x_i`` (Eq. 14–15), released jointly for
-      all K components: ‖(γ_k x)_k‖_F = ‖γ‖₂‖x‖ ≤ 1 (add/remove) and ≤ 2
-      (replace, triangle inequality, attained with x' = −x).  ℓ1 (LLG):
-      Σ_k γ_k‖x‖₁ ≤ √d and 2√d.  The paper perturbs each normalised mean
-      μ_k with a sensitivity 2√d/Ñ_k; dividing by the noisy count after the
-      release (post-processing) is the sound form of the same idea, and one
-      joint release replaces K releases.
-    - second moments ``S2_k = Σ_i γ_ik x_i x_iᵀ`` (Eq. 16–18), symmetric
-      Analyze-Gauss noise on the upper triangle: ‖upper(xxᵀ)‖₂ ≤ ‖xxᵀ‖_F =
-      ‖x‖² ≤ 1 (add/remove); for replace, Σ_k‖γ_k A − γ'_k B‖²_F ≤ Σγ_k² +
-      Σγ'_k² ≤ 2 since ⟨A, B⟩ ≥ 0 for PSD A, B, so √2 (the paper: 2/Ñ_k per
-      component on the normalised covariance, K releases).
-    - the other covariance types release less (declared once in
-      :mod:`dpem_fast._engine._specs`, derived there): ``"diag"`` the diagonals
-      ``Σ_i γ_ik x_i²`` (K×d), ``"spherical"`` the traces ``Σ_i γ_ik ‖x_i‖²`` (K),
-      ``"tied"`` the one pooled ``Σ_i x_i x_iᵀ`` (d×d; ``Σ_k γ_ik = 1``, so the tied
-      covariance is ``(S2 − Σ_k S1_k S1_kᵀ/N_k)/N``).  add/remove: ``‖γ‖₂‖x²‖₂ ≤ ‖x‖² ≤ 1``,
-      ``‖γ‖₂‖x‖² ≤ 1`` and ``‖xxᵀ‖_F ≤ 1``; replace-one: √2 for each (every entry of
-      ``γ x²`` and ``γ‖x‖²`` is nonnegative, so the cross term of ``‖A − B‖²`` is ≥ 0;
-      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(xᵀx')² ≤ 2``).  Full and tied run the
-      full kernel (tied pools its second moments); diag and spherical the diagonal kernel
-      (squared sums only, O(n K d); spherical sums them over features); each keeps only its
-      type's statistics before the release, so the released quantities and their
-      sensitivities are unchanged.
+    Post-processing only after the releases: the M-step sees the noisy statistics and the plan's
+    public noise scales; tail averaging; components whose final noisy count is at most
+    ``max(1, 3σ_N)`` are dropped (``n_components_``, a ``NoiseDominatedWarning`` when most are),
+    and under replace-one a fit whose counts cannot be told from noise is refused before the
+    charge.  The initialisation is data-independent, the user's public parameters or the private
+    start; the iteration count is fixed.  ``diagnostics_`` are read from the data: not private.
 
-    **Joint accounting** (GGG with continuous noise).  The three releases of
-    an iteration are one Gaussian mechanism on the stacked statistic; its
-    privacy loss is μ² = sup Σ_r ‖δ_r‖²/σ_r² over neighbours, which the
-    separate composition bounds by Σ_r a_r with a_r = Δ_r²/σ_r², attained
-    only if all three worst cases coincide.  They do not under replace-one.
-    Per component k, the row's contribution to Σ_r ‖δ_r‖²/σ_r² is
-    ‖γ_k u − γ'_k u'‖² with the stacked vector u = (√(a_c/2), √a_1 x/2,
-    √(a_2/2) xxᵀ) (Δ = √2, 2, √2), so the sum Σ_k ‖γ_k u − γ'_k u'‖² is
-    jointly convex in (γ, γ') and its maximum over the two simplices is at
-    vertices: γ = e_i, γ' = e_j.  For i ≠ j it is ‖u‖² + ‖u'‖² ≤ a_c +
-    a_1/2 + a_2 (‖x‖ ≤ 1).  For i = j it is ‖u − u'‖² = a_1‖x − x'‖²/4 +
-    a_2‖xxᵀ − x'x'ᵀ‖²_F/2; writing p = ‖x‖², q = ‖x'‖², t the cosine of
-    their angle and v = √(pq)·(−t), this is a_1(p + q)/4 + a_2(p² + q²)/2 +
-    a_1 v/2 − a_2 v², and max over t of the last two terms is
-    φ(√(pq)) = max_{0 ≤ v ≤ √(pq)} (a_1 v/2 − a_2 v²), nondecreasing in p
-    and q; so the maximum is at p = q = 1: a_1/2 + a_2 + φ(1), with φ(1) =
-    a_1²/(16 a_2) if a_1 ≤ 4a_2 else a_1/2 − a_2.  Hence
-    sup = a_1/2 + a_2 + max(a_c, φ(1)); with an equal split (a_r = a) it is
-    2.5a instead of 3a: the same (ε, δ) with 9 % less noise.  (The released
-    upper triangle has ‖upper(δ₂)‖ ≤ ‖δ₂‖_F, so the bound holds for it.)
-    Under add/remove the sum is Σ_k γ_k²‖u‖² ≤ ‖u‖² = Σ_r a_r (γ one-hot,
-    ‖x‖ = 1): no gain, and the plan composes separately.  Per covariance type
-    (:func:`~dpem_fast._engine._specs.moments_joint_bound`, derived in its module):
-    diag and tied have the same bound (diag: ``‖diag M‖ ≤ ‖M‖_F``, attained by
-    ``x = (a, b)``, ``x' = (−b, −a)``; tied: the vertex argument without the
-    per-component split), spherical ``max(a_c + a_1/2 + a_2, a_1)``; all attained,
-    and checked by the conformance suite's adversarial search for every type.  Laplace and lattice
-    releases are always composed separately.
-
-    **Float32 rows** (issue 26).  Under replace-one, float32 ``X`` runs the kernels' float32 path:
-    each row is clipped into the ball in float64, then rounded to float, and the E-step and the
-    moments run in single precision (SIMD width doubled) with float64 accumulation, a float
-    lane never summing more than 128 rows.  Its rounding is bounded row by row, so every
-    sensitivity above (and the joint bound) is multiplied by ``1 + 2⁻⁸`` (the derivation,
-    ``Δ̃ ≤ Δ (1 + κ)(1 + u)² (1 + 2 m γ_{m+5}) = Δ (1 + 2.03·10⁻³)`` with ``u = 2⁻²⁴``, ``m = 128``,
-    is in :mod:`dpem_fast._engine._specs`, "Float32 rows"): the noise grows by 0.4 % at the same
-    (ε, δ), and ``privacy_`` records the widened values with a note.  Under add/remove a removed
-    row moves every later row to another float lane, so the rounding of the change grows with n:
-    float32 rows are computed in float64 there, with the sensitivities above, and in a
-    person-level fit (``max_rows_per_group``), where a replaced group may hold another number
-    of rows.
-
-    Per iteration there are 3 releases (GGG: 3 Gaussian; LLG: 2 Laplace + 1
-    Gaussian) instead of the paper's 2K+1.  The accountant composes
-    ``SelfComposedEvent(ComposedEvent([...3 releases]), max_iter)`` (or, with
-    joint accounting, ``SelfComposedEvent(GaussianEvent(z_joint), max_iter)``,
-    ``privacy_.joint_multiplier = z_joint``) and the
-    noise is the smallest that meets the total (ε, δ) (``privacy_.event``
-    holds this plan).  For LLG the Gaussian release is tied to the Laplace
-    ε_i as in the paper, σ = √(2 ln(1.25/δ_i)) Δ/ε_i with δ_i = 1e-8.
-
-    Without a declared domain, two Gaussian histogram releases before the
-    loop estimate it (ℓ2 sensitivity √d add/remove, √(2d) replace; one count
-    per feature per row) on 10 % of the plan.
-
-    **Dead components** (post-processing).  After the last iteration, a
-    component whose (tail-averaged) noisy count is at most max(1, 3σ_N), σ_N
-    the public noise standard deviation of that count, is indistinguishable
-    from an empty one: its mean and covariance are noise, so it is dropped
-    from the released model (``n_components_`` components remain; if none
-    is live the largest is kept) with a ``NoiseDominatedWarning`` when most
-    or all are dead.  Under replace-one, where n is public, a fit with
-    n ≤ max(1, 3σ_N) (not even all rows in one component could be told from
-    noise) is refused before the budget is charged.
-
-    Initialisation is data-independent (or the user's public parameters);
-    the iteration count is fixed (no early stopping on private data).  What
-    is read from the data after a release (training log-likelihood,
-    clipped-row count) goes to ``diagnostics_`` only.  Every release goes
-    through the engine's release layer (:mod:`dpem_fast._engine._release`);
-    the M-step sees only the noisy statistics and the plan's public noise
-    scales.
-
-    Noise is drawn from ChaCha20 streams addressed by (release index,
-    statistic), as floating-point Gaussian/Laplace values.
+    References
+    ----------
+    M. Park, J. Foulds, K. Chaudhuri and M. Welling, "DP-EM: Differentially Private Expectation
+    Maximization", AISTATS 2017.
 
     Examples
     --------
@@ -498,7 +376,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for one iteration's three releases, given
-        ``a[r] = Δ_r²/σ_r²`` (derivation in the class docstring, "Joint accounting")."""
+        ``a[r] = Δ_r²/σ_r²`` (derived in :mod:`dpem_fast._engine._specs`, "Joint bound")."""
         return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
                                    second=self.covariance_type)
 
@@ -569,12 +447,11 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             # the same M-step and factors, compiled (the serial part of an iteration; issue 26)
             return private_full_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
                                      ctx.domain)
-        weights, means, covs = self._private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases,
-                                                    ctx.domain, ctx.n_public)
-        return weights, means, covs, self._precision_cholesky(covs, means.shape)
-
-    def _precision_cholesky(self, covs, shape):
-        return self._ctype.precision_cholesky(covs, *shape)
+        # MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`), means moved into the image of the domain
+        prior = map_prior(self.prior, noisy[FIRST].shape[1]) if self.estimator == "map" else None
+        weights, means, covs = private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
+                                              prior, ctx.domain, self.covariance_type, ctx.n_public)
+        return weights, means, covs, self._ctype.precision_cholesky(covs, *means.shape)
 
     def _check_plan(self, plan, n_public, rounds):
         check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
@@ -593,7 +470,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     def _exact_update(self, stats, params):
         weights, means, covs = self._exact_m_step(stats)
-        return weights, means, covs, self._precision_cholesky(covs, means.shape)
+        return weights, means, covs, self._ctype.precision_cholesky(covs, *means.shape)
 
     def _set_fitted(self, params, domain, dtype):
         """Parameters back to the original units (post-processing; the table's back-map)."""
@@ -667,13 +544,6 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
             ratio = domain.scale / init_dom.scale       # maps the init geometry -> working units
             prec_chol = isotropic_factors(self._ctype, math.sqrt(4.0 * d) * ratio, K)
         return weights, means, typed_covariances(self._ctype, prec_chol), prec_chol
-
-    # --------------------------------------------------------------- M-steps
-    def _private_m_step(self, nk, s1, s2, releases, domain=None, n_public=None):
-        """Parameters from noisy statistics: MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`),
-        means moved into the image of ``domain`` (its box, else the unit ball)."""
-        prior = map_prior(self.prior, s1.shape[1]) if self.estimator == "map" else None
-        return private_m_step(nk, s1, s2, releases, self.reg_covar, prior, domain, self.covariance_type, n_public)
 
     def _exact_m_step(self, stats):
         """Non-private M-step, numerically as scikit-learn's (Eq. 11)."""

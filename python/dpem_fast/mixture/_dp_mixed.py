@@ -145,13 +145,12 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         The start.  None: data-independent (uniform weights, means drawn in the domain, random
         category probabilities, all from the fit's own stream).  ``"private"``: the numeric means
         from the private start of :class:`DPGaussianMixture` (noisy random-hyperplane cell counts
-        and cell sums of the numeric columns, two releases in the fit's plan on 20 % of it; see
-        Privacy), isotropic covariances a quarter of the distance to the nearest other start
-        centre, uniform weights and category probabilities.  It keeps well-separated clusters
-        apart (5 clusters at ε = 1: 4.7 of 5 kept instead of 2.7, 0.5 nats/row better), but on
-        real tables without such clusters it scores lower (weather and diamonds at ε = 1 and 10:
-        0.3–0.7 nats/row; ``bench/mixture_collapse.py``), so it is not the default.  A table
-        without numeric columns starts data-independently either way.
+        and cell sums of the numeric columns, two releases in the fit's plan on 20 % of it),
+        isotropic covariances a quarter of the distance to the nearest other start centre,
+        uniform weights and category probabilities.  It keeps well-separated clusters apart but
+        scores lower on real tables without such clusters (measured in the model's
+        documentation), so it is not the default.  A table without numeric columns starts
+        data-independently either way.
 
         .. versionadded:: 0.1 (issue 35)
     reg_covar : float, default=1e-6
@@ -197,61 +196,22 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     Privacy
     -------
-    Neighbouring relation: ``neighbouring``; every sensitivity below is derived under both.
-    The **numeric block** ``z`` of a row (its d numeric columns) is clipped to the declared (or
-    privately estimated) box and mapped into the unit ball, ``‖z‖ ≤ 1``, by the engine's domain
-    machinery (the domain covers the numeric columns only; the estimate's histograms count one
-    value per numeric column and row: ℓ2 √d / √(2d)).  The **categorical columns** live in a
-    fixed public domain: column j's value is one of its ``C_j`` declared categories or "other",
-    so the row's one-hot vector ``e_{s_j}`` over the column's ``C_j + 1`` slots has norm 1.
-    The categories are public: declared in ``categories`` or by a pandas ``category`` dtype,
-    which is taken as the user's declaration — **if its list was inferred from the private data**
-    (``astype("category")``), the set of values that occur is released with the model (a rare
-    value reveals that someone has it): declare the list from public knowledge instead.  Text
-    columns without a declaration are refused for that reason.
+    The numeric block ``z`` of a row is clipped to the declared (or privately estimated) box and
+    mapped into the unit ball; each categorical value is one of its column's public categories
+    (declared in ``categories`` or by a pandas ``category`` dtype — **if that list was inferred
+    from the private data**, ``astype("category")``, the values that occur are released with the
+    model) or "other".  Per iteration, for all K components at once: counts, the numeric block's
+    first and second moments (the Gaussian mixture's statistics and sensitivities,
+    :mod:`dpem_fast._engine._specs`) and the category sums ``T_k[s] = Σ_i γ_ik [s ∈ {s_j(x_i)}]``
+    over all J columns' slots, ℓ2 sensitivity √J (add/remove) and √(2J) (replace).  Under
+    replace-one they are accounted as one Gaussian mechanism, ``μ² = a_1/2 + a_2 + a_T +
+    max(a_c, φ)`` (attained).  Derivations: the documentation page ("Privacy analysis in full").
 
-    A row's responsibilities γ (γ_k ≥ 0, Σγ_k = 1) depend only on the row and on released
-    parameters, so one row changes each statistic by its own term:
-
-    - counts ``N_k = Σ_i γ_ik``: ℓ2 ‖γ‖ ≤ 1 (add/remove), ‖γ − γ'‖ ≤ √2 (replace);
-    - first moments ``S1_k = Σ_i γ_ik z_i``: 1 / 2; second moments ``Σ_i γ_ik z_i z_iᵀ``
-      (full, Analyze-Gauss on the upper triangle) or ``Σ_i γ_ik z_i²`` (diag): 1 / √2 — the
-      Gaussian mixture's, derived in :mod:`dpem_fast._engine._specs`;
-    - category sums ``T_k[s] = Σ_i γ_ik [s ∈ {s_1(x_i), …, s_J(x_i)}]`` over all J columns'
-      slots (one release of shape (K, M)): the row adds γ_k at (k, s_j) for every column j, and
-      the columns' slots are disjoint, so add/remove ``‖δ‖² = Σ_j ‖γ‖² ≤ J``: **√J**; replace
-      ``‖δ‖² = Σ_j ‖γ e_{s_j} − γ' e_{s'_j}‖² = Σ_j (‖γ‖² + ‖γ'‖² − 2[s_j = s'_j] γ·γ') ≤ 2J``:
-      **√(2J)**, attained by γ = e_1, γ' = e_2 (or one component and every category changed).
-
-    **Joint accounting** (Gaussian noise).  An iteration's releases are one Gaussian mechanism
-    with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``; with ``a_r = Δ_r²/σ_r²`` a row's contribution to it in
-    component k is ``‖γ_k u − γ'_k u'‖²`` for the stacked ``u = (√(a_c/2), √a_1 z/2,
-    √(a_2/2) zzᵀ, √(a_T/(2J)) Σ_j e_{s_j})``, jointly convex in (γ, γ'), so maximal at
-    vertices γ = e_i, γ' = e_l.  For i ≠ l it is ``‖u‖² + ‖u'‖² ≤ a_c + a_1/2 + a_2 + a_T``;
-    for i = l the Gaussian part is the mixture's (``a_1/2 + a_2 + φ``, φ as in
-    :mod:`dpem_fast._engine._specs`) and the category part ``(a_T/(2J)) · 2 #{j: s_j ≠ s'_j}
-    ≤ a_T``, both attained at once (they depend on different columns).  Hence, under replace,
-
-        μ² = a_1/2 + a_2 + a_T + max(a_c, φ)
-
-    (:func:`~dpem_fast._engine._specs.moments_joint_bound` plus ``a_T``; without numeric
-    columns ``a_c + a_T``), and under add/remove ``Σ_r a_r`` (no gain).  The conformance
-    suite's adversarial search attains it and never exceeds it.  Per iteration: up to 4
-    releases, ``SelfComposedEvent(GaussianEvent(z_joint), max_iter)`` in ``privacy_.event``.
-
-    Post-processing (no privacy cost): the Gaussian M-step of :class:`DPGaussianMixture`
-    (floored counts, shrinkage, eigenvalue floors, means projected into the box), the category
-    probabilities of :func:`category_probabilities`, tail averaging, and dropping components
-    whose noisy count is indistinguishable from zero (``n_components_``; a
-    ``NoiseDominatedWarning`` when most or all are).  Under replace-one a fit whose counts could
-    not be told from noise is refused before the budget is charged.  Initialisation is
-    data-independent (uniform weights, random means in the domain and random category
-    probabilities from the fit's own stream), or with ``means_init="private"`` the private start
-    (:mod:`dpem_fast._engine._start`: noisy counts of random-hyperplane cells of the numeric block
-    ``z``, ℓ2 sensitivity 1 / √2, then noisy sums of the heaviest cells, 1 / 2, under add/remove /
-    replace; two one-off releases in the plan, on 20 % of it; the categorical columns are not
-    read); the iteration count is fixed.  ``sample`` is
-    post-processing of the released model and the public schema.
+    Post-processing only after the releases: the Gaussian mixture's M-step, the category
+    probabilities of :func:`category_probabilities`, tail averaging and the dead-component rule
+    (``n_components_``); under replace-one a fit whose counts could not be told from noise is
+    refused before the charge.  The start is data-independent or, with ``means_init="private"``,
+    the private start on the numeric block; the iteration count is fixed.
 
     Examples
     --------
@@ -435,7 +395,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     def _joint_sensitivity(self, a, neighbouring):
         """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² for one iteration's releases, given
-        ``a[r] = Δ_r²/σ_r²`` (class docstring, "Joint accounting")."""
+        ``a[r] = Δ_r²/σ_r²`` (documentation page, "Privacy analysis in full")."""
         a_t = a.get(CATEGORIES, 0.0)
         if FIRST not in a:
             return a[COUNTS] + a_t
@@ -467,11 +427,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         return ()
 
     def _private_start(self, rows, layer, domain, key, n_threads):
-        """The numeric means from the private start (:func:`~dpem_fast._engine._start.private_start`
-        on the numeric columns; the data-independent means fill in for missing candidates), isotropic
-        covariances scaled to the start's centres (:func:`~dpem_fast.mixture._gaussian_block.start_variances`),
-        uniform weights and uniform category probabilities (the first E-step follows the numeric
-        start alone).  Post-processing of the start's releases and public constants."""
+        """The numeric means from the private start on the numeric columns (the data-independent
+        means fill in), the Gaussian block's start covariances, uniform weights and category
+        probabilities (the first E-step follows the numeric start alone).  Post-processing."""
         K, lay = self.n_components, self._layout
         weights, means, _, _, theta = self._initial_parameters(rows.summary, domain, key, True)
         means = private_start(rows, layer, domain, key, K, means, columns=lay.num_cols)
@@ -552,9 +510,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         return weights, means, covs, prec_chol, theta
 
     def _set_fitted(self, params, domain, dtype):
-        """Parameters back to the original units (post-processing): as
-        :meth:`DPGaussianMixture._set_fitted` for the numeric block; the category probabilities
-        split per column; the numeric box kept for ``sample``."""
+        """Parameters back to the original units (post-processing): the Gaussian block's back-map
+        for the numeric block; the category probabilities split per column; the numeric box kept
+        for ``sample``."""
         weights, means, covs, prec_chol, theta = params
         if domain is None:              # no numeric column: nothing to map back
             domain = DataDomain(np.zeros(0), np.ones(0), None, False)
@@ -619,10 +577,11 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
             num = list(lay.num_cols)
             means = np.asarray(self.means_, dtype=np.float64)
             covs = np.asarray(self.covariances_, dtype=np.float64)
+            ct = self._ctype
             for k in range(self.n_components_):
                 rows = np.flatnonzero(y == k)
                 if rows.size:
-                    Z[np.ix_(rows, num)] = self._ctype.draw(rng, means[k], self._ctype.component(covs, k), rows.size)
+                    Z[np.ix_(rows, num)] = ct.draw(rng, means[k], ct.component(covs, k), rows.size)
         for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
             probs = np.asarray(probs, dtype=np.float64)
             if other == "drop":
@@ -635,4 +594,5 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     def _n_parameters(self):
         K, d = self.n_components_, self._fitted_schema().layout.d
-        return int(self._ctype.n_parameters(K, d) + K * d + K - 1 + sum(K * (p.shape[1] - 1) for p in self.category_probs_))
+        cats = sum(K * (p.shape[1] - 1) for p in self.category_probs_)
+        return int(self._ctype.n_parameters(K, d) + K * d + K - 1 + cats)
