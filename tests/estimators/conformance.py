@@ -282,7 +282,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         rec = est.privacy_
         specs = {s.name: s for s in est._iteration_specs(X.shape[1], np.float64, est._public_rows(X.shape[0]))}
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
-        specs.update({s.name: s for s in est._start_specs(X.shape[1])})
+        specs.update({s.name: s for s in est._start_release_specs(X.shape[1], est._public_rows(X.shape[0]))})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
             spec = specs[r.name]

@@ -182,8 +182,8 @@ from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
            "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
-           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "rounding_specs",
-           "ROUNDING_ROW_CAP"]
+           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "float64_exact_sum_factor",
+           "rounding_specs", "check_row_cap", "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
 FLOAT32_WIDENING = 1.0 + 2.0 ** -8
@@ -294,28 +294,72 @@ def float32_specs(specs):
     return tuple(out)
 
 
+def _gamma(k):
+    """Higham's ``γ_k = k u / (1 − k u)`` for float64 (``u = 2⁻⁵³``)."""
+    u = 2.0 ** -53
+    if k * u >= 0.5:
+        raise ValueError(f"float64 rounding: {k} terms per sum is too many for the bound")
+    return k * u / (1.0 - k * u)
+
+
+def _levels(n):
+    """The rounding above the exact reduction of a call's partials, per unit of ``Σ_r |T_r|``
+    (module docstring, "Rounding", (f)-(g)): the call's correctly rounded total (``u``), at most
+    two Sum2 levels (``u + γ_J²`` each: a Dask chunk's superblocks, or an LDA minibatch's
+    slices, ``J ≤ ⌈n/256⌉`` parts of at least 256 rows; then the chunks or superblocks,
+    ``J ≤ n``)."""
+    u = 2.0 ** -53
+    n = max(int(n), 1)
+    return 3.0 * u + _gamma(n) ** 2 + _gamma(-(-n // 256)) ** 2
+
+
 def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FLOAT32_MAX_COMPONENTS):
     """The factor by which float64 rounding can exceed a sensitivity (module docstring,
-    "Rounding"): ``(1 + κ)(1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)`` for row-level replace-one with ``n``
-    public rows and at most ``b = block_rows`` rows per block; with ``shifts=True`` (add/remove,
-    person-level: every row may move to another block) ``(1 + κ)(1 + 2 (γ_{b+5} + 2u + γ_n²) n)``,
-    ``n`` then the public cap :data:`ROUNDING_ROW_CAP`."""
+    "Rounding"): ``(1 + κ)(1 + 2 γ_{b+5} b + 2 λ_n n)`` for row-level replace-one with ``n``
+    public rows and at most ``b = block_rows`` rows per block (``λ_n = 3u + γ_n² + γ_{⌈n/256⌉}²``,
+    the levels above the exact reduction); with ``shifts=True`` (add/remove, person-level:
+    every row may move to another block) ``(1 + κ)(1 + 2 (γ_{b+5} + λ_n) n)``, ``n`` then the
+    public cap :data:`ROUNDING_ROW_CAP`.  ``n_components`` bounds K in ``κ`` (the float sum of
+    a row's responsibilities, ``Σ_k γ̂_k ≤ 1 + κ``)."""
     n, b = int(n_rows), int(block_rows)
     if n < 0 or b < 1:
         raise ValueError("n_rows must be >= 0 and block_rows >= 1")
     u = 2.0 ** -53
-
-    def gamma(k):
-        if k * u >= 0.5:
-            raise ValueError(f"float64 rounding: {k} terms per sum is too many for the bound")
-        return k * u / (1.0 - k * u)
-
     kappa = (1.0 + u) ** 2 * (1.0 + (n_components + 1) * u) - 1.0
-    g_block, g2 = gamma(b + 5), gamma(max(n, 1)) ** 2
-    excess = 2.0 * (g_block + 2.0 * u + g2) * n if shifts else 2.0 * g_block * b + 2.0 * (2.0 * u + g2) * n
+    g_block, lam = _gamma(b + 5), _levels(n)
+    excess = 2.0 * (g_block + lam) * n if shifts else 2.0 * g_block * b + 2.0 * lam * n
     # the float evaluation of these few terms is itself rounded: one more u per operation is
     # far below the margin of 1.01 on the excess
     return (1.0 + kappa) * (1.0 + 1.01 * excess)
+
+
+def float64_exact_sum_factor(n_rows):
+    """The factor by which float64 rounding can exceed the sensitivity of a sum whose per-row
+    terms (each the exact value of at most two rounded operations of the row's own values) are
+    summed **exactly** in each call (``_contract.sum_blocks`` / ``sum_segments``, ``math.fsum``)
+    and rounded once, the calls' totals then added by at most two Sum2 levels (module
+    docstring, "Rounding", one-off releases): ``(1 + u)² (1 + 2 λ_n n)`` for at most ``n`` rows
+    (public, or :data:`ROUNDING_ROW_CAP`) — no block term, whatever the relation."""
+    n = int(n_rows)
+    if n < 0:
+        raise ValueError("n_rows must be >= 0")
+    u = 2.0 ** -53
+    return (1.0 + u) ** 2 * (1.0 + 1.01 * 2.0 * _levels(n) * n)
+
+
+def check_row_cap(n_rows, what="X"):
+    """Refuse (``ValueError``) more than :data:`ROUNDING_ROW_CAP` rows where the row count is
+    private (add/remove, person-level): the float64 rounding bound folded into the
+    sensitivities holds up to the cap only.  Called before the budget is charged.  A
+    count-dependent refusal (as the refusal of no row at all), at a count no in-memory fit
+    reaches; the message names the public cap, never the count.  The cap is read at call time
+    (a test may lower it)."""
+    if int(n_rows) > ROUNDING_ROW_CAP:
+        raise ValueError(
+            f"{what}: more rows than the public cap ROUNDING_ROW_CAP = {ROUNDING_ROW_CAP} "
+            "(dpem_fast._engine._specs) up to which the float64 rounding of the released sums is "
+            "bounded under add/remove and person-level privacy (the row count is private there, so "
+            "the sensitivities are widened for the cap); fit on at most that many rows (a subsample)")
 
 
 def rounding_specs(specs, factor):
