@@ -108,6 +108,13 @@ class TestLDAConformance(PrivacyConformance):
     def statistic_sites(self):
         return [(_klda._lda, "lda_estep")]
 
+    def exact_specs(self, est, X):
+        """Δ₂ = C (add/remove), √2 C (replace) of both releases (class docstring), unwidened."""
+        C, V = est._clip_norm(X.shape[1]), X.shape[1]
+        table = {"add_remove": C, "replace": math.sqrt(2.0) * C}
+        return {"topic_word": StatSpec("topic_word", (est.n_components, V), table),
+                "unigram": StatSpec("unigram", (V,), table)}
+
     def non_private_params(self):
         return {"noise_multiplier": None, "epsilon": np.inf}
 

@@ -300,6 +300,21 @@ class TestSEPConformanceEquivalent(PrivacyConformance):
         from dpem_fast._kernels import sep as ksep
         return [(ksep, "sep_loop")]
 
+    # the relation is replace-one (of rows, or of a group's slots): N is public, no cap
+    rounding_fits = ("replace", "group")
+    cap_widening = 0.0
+
+    def exact_specs(self, est, X):
+        """Prop. 1's 2 γ C / N from the fit's public setup (N: the rows, or the G m slots)."""
+        from dpem_fast._engine import StatSpec
+
+        n, d = X.shape
+        m = est.privacy_.max_rows_per_group
+        slots = None if m is None else np.unique(self.make_groups(n)).size * m
+        st = est._setup(n, d, make_key(0), slots)
+        sens = 2.0 * st.gamma * st.C / st.n
+        return {"factor": StatSpec("factor", (st.J, d + d * d), {"add_remove": sens, "replace": sens})}
+
     @_QUIET
     def test_sklearn_estimator_checks(self):
         """scikit-learn's checks fit tiny arbitrary data sets: a component with no signal warns."""
