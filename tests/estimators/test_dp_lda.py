@@ -869,3 +869,46 @@ def test_the_author_level_unigram_statistic_changes_by_at_most_its_recorded_sens
     assert sens == pytest.approx(m * C * (1.0 if neighbouring == "add_remove" else math.sqrt(2.0)) * W_UNI, rel=1e-14)
     assert change <= sens * (1 + 1e-12)
     assert change >= 0.999 * sens / W_UNI    # attained: the bound is the released statistic's own
+
+
+def test_unigram_and_partial_fit_refuse_more_documents_than_the_cap_before_the_charge(monkeypatch):
+    """Where the document count is private (add/remove, author-level) the rounding bound holds up
+    to ROUNDING_ROW_CAP documents (issue 34, item 7): ``private_unigram`` and a private
+    ``partial_fit`` on more refuse with a ValueError naming the cap, never the count, before the
+    ledger is charged.  A document-level replace-one unigram (n public) is not capped.  (The cap
+    is lowered for the test.)"""
+    from dpem_fast._engine import _specs
+
+    monkeypatch.setattr(_specs, "ROUNDING_ROW_CAP", 150)
+    X = make_corpus(200)
+    ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove")
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150") as err:
+        _dp_unigram.private_unigram(X, epsilon=1.0, budget=ledger, random_state=0)
+    assert "200" not in str(err.value) and len(ledger.entries) == 0
+    group_ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove", privacy_unit="group")
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, budget=group_ledger, groups=np.arange(200) // 2,
+                                    max_rows_per_group=2, random_state=0)
+    assert len(group_ledger.entries) == 0
+    _dp_unigram.private_unigram(X, epsilon=1.0, neighbouring="replace", random_state=0)     # n public
+    m = est(budget=ledger)
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150"):
+        m.partial_fit(X)
+    assert len(ledger.entries) == 0
+    m.partial_fit(X[:150])
+    assert len(ledger.entries) == 1
+
+
+def test_the_unigram_statistic_is_summed_exactly_per_word():
+    """Each word's clipped counts ``c_dv s_d`` are summed exactly and rounded once (issue 34,
+    item 7): the statistic equals math.fsum over the documents, word by word."""
+    from dpem_fast.decomposition._lda_docs import _clipped_count_sum
+
+    X = make_corpus(600, seed=4)
+    X.data *= 10.0 ** np.random.default_rng(4).integers(0, 9, X.data.size)
+    got = _clipped_count_sum(X, 7.5)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    scale = np.where(norms > 7.5, 7.5 * (1 - 1e-12) / np.where(norms > 0, norms, 1.0), 1.0)
+    T = X.multiply(scale[:, None]).tocsc()
+    want = [math.fsum(T.data[T.indptr[v]:T.indptr[v + 1]]) for v in range(X.shape[1])]
+    assert got.tolist() == want

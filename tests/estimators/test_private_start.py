@@ -226,3 +226,22 @@ def test_make_plan_takes_a_fraction_per_one_off_release():
         with pytest.raises(ValueError, match="one_off_share"):
             make_plan(its, 6, epsilon=1.0, delta=1e-6, neighbouring="add_remove", accountant="gdp",
                       one_off_specs=ones, one_off_share=bad)
+
+
+def test_cell_sums_are_exact_per_cell():
+    """Each entry of a cell sum is the exact sum of its rows' values, rounded once (issue 34,
+    item 7: the plan widens the release only by the final roundings, not by a float sum's
+    order-dependent error): equal to math.fsum over the cell's rows, at rows of very different
+    sizes; rows in no selected cell add nothing."""
+    rng = np.random.default_rng(7)
+    n, d, m = 3000, 3, 4
+    dom = DataDomain(np.zeros(d), np.full(d, 2.0), None, False)
+    X = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 1, (n, 1))
+    U, b = _start.hyperplanes(make_key(1), m, d)
+    slot = np.full(2 ** m, -1, dtype=np.int64)
+    slot[[0, 3, 5, 9, 15]] = np.arange(5)
+    got = _start.cell_sums(dom, U, b, slot, 5, X)[_start.START_SUMS]
+    Z, cells = _start._rows_and_cells(dom, U, b, X)
+    for cell, s in zip(np.flatnonzero(slot >= 0), slot[slot >= 0]):
+        rows = Z[cells == cell]
+        assert got[s].tolist() == [math.fsum(rows[:, j]) for j in range(d)]
