@@ -119,58 +119,81 @@ joint bounds, so ``Σ_r a_r B_r²/Δ_r² ≤ (a_c + a_1 + a_2)/2 ≤ J``: the su
 ``J · FLOAT32_WIDENING²``, the joint bound of the widened sensitivities (``J`` is homogeneous of
 degree one in ``a``).
 
-Rounding of the float64 sums (issue 34).  The derivations above are exact-arithmetic
+Rounding of the float64 sums (issue 34, item 7).  The derivations above are exact-arithmetic
 statements; the kernels sum in floats.  What they guarantee, with ``u = 2⁻⁵³`` and
 ``γ_k = k u / (1 − k u)`` (Higham 2002, Lemma 3.1):
 
 (e) rows are summed inside a block (lanes, chunks, BLAS calls: any order or tree) into one
     float64 partial per block and statistic entry; a block holds at most ``b`` rows (the
-    kernel's block plan, ``dpc_contract.h``: 1,024 rows until the partial budget binds), and a
-    row's term is its exact product up to at most 5 rounded products, so a block's partial is
-    ``Σ_r T_r (1 + θ_r)``, ``|θ_r| ≤ γ_{b+5}``, and its error is at most ``γ_{b+5} Σ_r |T_r|``;
+    kernel's block plan, ``dpc_contract.h``: 1,024 rows until the partial budget binds; the
+    factor-analysis "tiles" layout one partial per 1,024 rows), and a row's term is its exact
+    product up to at most 5 rounded products, so a block's partial is ``Σ_r T_r (1 + θ_r)``,
+    ``|θ_r| ≤ γ_{b+5}``, and its error is at most ``γ_{b+5} Σ_r |T_r|``;
 (f) the partials of the blocks are summed **exactly** and rounded once
     (``_contract.sum_blocks``, a superaccumulator: the correctly rounded sum, independent of
-    the order and of the thread count): an error of at most ``u |S_j|`` per entry of the
-    superblock (or Dask chunk) total ``S_j``;
-(g) the totals of the superblocks (or chunks) are added by Ogita–Rump–Oishi's Sum2
-    (:meth:`Statistics.sum`): at most ``u |S| + γ_J² Σ_j |S_j|`` for ``J ≤ n`` totals.
+    the order and of the thread count; a pooled statistic — the tied covariance's ``Σ_k S2_k``,
+    the spherical one's ``Σ_j`` — is one exact sum of the partials of every component or
+    feature): an error of at most ``u |S_j|`` per entry of the call's total ``S_j``;
+(g) the calls' totals are added by Ogita–Rump–Oishi's Sum2
+    (:class:`~dpem_fast._engine._statistics.StatisticsSum`), at most ``u |S| + γ_{J−1}² Σ_j |S_j|``
+    for ``J`` totals, on at most two levels: the superblocks of a Dask chunk (``J ≤ ⌈n/256⌉``:
+    a superblock has at least 256 rows) and then the superblocks in this process or the chunks
+    (``J ≤ n``).
 
-Per entry these are at most ``γ_{b+5}`` times the block's ``Σ_r |T_r|`` plus ``(2u + γ_n²)``
-times ``Σ_r |T_r|`` over all rows, and by Minkowski the same holds for the ℓ1 and ℓ2 norms of the
-error with ``‖T_r‖_p ≤ B_p``, a row's own contribution (the add/remove sensitivity, at most the
-replace one).  Hence, with the responsibilities' float sum ``Σ_k γ̂_k ≤ 1 + κ`` (``κ ≤ 1.01 (K + 2)
-u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a clipped row in the unit ball:
+Per entry these are at most ``γ_{b+5}`` times the block's ``Σ_r |T_r|`` plus ``λ_n = 3u + γ_n² +
+γ_{⌈n/256⌉}²`` times ``Σ_r |T_r|`` over all rows, and by Minkowski the same holds for the ℓ1 and
+ℓ2 norms of the error with ``‖T_r‖_p ≤ B_p``, a row's own contribution (the add/remove
+sensitivity, at most the replace one).  Hence, with the responsibilities' float sum
+``Σ_k γ̂_k ≤ 1 + κ`` (``κ ≤ 1.01 (K + 2) u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a
+clipped row in the unit ball:
 
 * replace-one (row level; ``n`` public): only the block, superblock and chunk of the replaced
   row differ, every other partial is bit-identical, so
-  ``‖Ŝ(D) − Ŝ(D')‖_p ≤ (1 + κ) Δ_p (1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)``;
+  ``‖Ŝ(D) − Ŝ(D')‖_p ≤ (1 + κ) Δ_p (1 + 2 γ_{b+5} b + 2 λ_n n)``;
 * add/remove, and person-level fits (a removed row, or a group of another size, moves every
   later row to another block, so every block's rounding may change):
-  ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + 2u + γ_N²) N)`` for ``n ≤ N``.
+  ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + λ_N) N)`` for ``n ≤ N`` (per group: ``m Δ_p`` on the left
+  and in place of ``Δ_p``, the bound divided by ``m ≥ 1``, so the same factor).
 
-:func:`float64_rounding_factor` is that factor.  Where it is applied (``PrivateEM._rounding_factor``:
-row-level replace-one, ``n`` public) a fit widens every non-integer iteration statistic by it,
-``b`` from the model's ``_block_rows`` (its kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`;
-by default the rows of one kernel call, at most ``min(n, superblock_rows(d))``: rows reach a
-kernel one superblock at a time, a Dask task cutting its chunk likewise, and a partial never sums
-more rows than its call gets); integer statistics —
-counts of hard assignments, the row count — are sums of small integers, exact in float64.  The
-joint bound widens the same way as for float32 rows (Minkowski, above).  The float32 path's factor
-multiplies it (its float lanes flush into the float64 sums covered here).  At 10⁶ rows and
-``b = 1,024`` the factor is ``1 + 8·10⁻¹⁰``.
+:func:`float64_rounding_factor` is that factor; every fit applies it
+(``PrivateEM._rounding_factor``) to every non-integer iteration statistic; integer statistics —
+counts of hard assignments, the row count, the histograms — are sums of small integers, exact in
+float64, and keep theirs.  The joint bound widens the same way as for float32 rows (Minkowski,
+above); the float32 path's factor multiplies it (its float lanes flush into the float64 sums
+covered here).  The relation between the factor and the fit:
 
-Not applied yet: add/remove and person-level fits declare the exact-arithmetic values.  Their
-bound needs ``n`` — private there — so a public cap :data:`ROUNDING_ROW_CAP` and a ``b`` valid
-for every way rows reach a kernel (in-memory superblocks, Dask chunks of any size); at the cap
-2³² and ``b = 1,024`` the widening would be ``1 + 4.9·10⁻⁴`` (0.05 % more noise), material enough
-to want that design reviewed first (issue 34, item 7, left open).
+* row-level replace-one: ``N = n`` (public), ``b`` = the model's ``_block_rows(n, d)`` (its
+  kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`); ``1 + 1.0·10⁻⁹``
+  at 10⁶ rows and ``b = 1,024``;
+* add/remove and person-level (``n`` private): ``N`` = the public cap :data:`ROUNDING_ROW_CAP`
+  = 2³², ``b`` = ``_block_rows(superblock_rows(d), d)``, the most rows one block of one kernel
+  call can hold: every path hands a kernel at most one superblock (in-memory arrays, memory
+  maps, block sources and a person-level fit's kept rows are read in superblocks of
+  ``superblock_rows(d)`` rows; a Dask task cuts its chunk into superblocks; a private
+  selection's trials are in-memory rows), and the block plan of a call on at most that many
+  rows has blocks of at most ``b`` rows.  ``b = 1,024`` for every model and shape here (GMM full
+  K = 3, d = 8; diag K = 10, d = 30; k-means K = 50, d = 2; factor analysis d = 784;
+  Bernoulli K = 10, d = 784): the factor is ``1 + 2.97·10⁻³`` (0.3 % more noise; its terms:
+  ``2 γ_{b+5} N = 9.8·10⁻⁴``, ``2 γ_N² N = 2⁻⁹ = 1.95·10⁻³`` from Sum2 over up to N parts).  A fit
+  on more rows than the cap is refused before the budget is charged
+  (:func:`check_row_cap`: a count-dependent refusal, as the refusal of an empty X is, at a count
+  no in-memory fit reaches; its message names the cap, never the count).
+
+One-off releases.  The private start's cell sums (``_start.cell_sums``) and the unigram's word
+counts (``_contract.sum_segments``), the private selection's hold-out score (``math.fsum``'s
+value) sum their per-row terms **exactly** in each call, so only the calls' roundings and Sum2
+remain: :func:`float64_exact_sum_factor` ``(1 + u)² (1 + 2 λ_N N)`` (N = n public under
+row-level replace, else the cap: ``1 + 1.98·10⁻³``).  The domain estimate's histograms and
+outside counts are integers (exact).  LDA's topic-word statistic uses the factor above with
+``b = 128`` documents (``_kernels.lda``: a minibatch is cut into calls of a public size):
+``1 + 2.10·10⁻³``; DP-SEP (N public) has its own bound (``mixture._dp_sep``, "Rounding").
 
 Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
 caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:
 removing a row moves every later row into another partial sum, so all of them change and the
 float rounding of the change grows with n.  A model computes float32 rows in float64 there (its
-kernel upcasts them) and declares the unwidened values; so it does without a domain (the
-non-private fit).
+kernel upcasts them) and declares the float64 sums' values (widened at the public cap, "Rounding"
+above), not the float32 path's; so it does without a domain (the non-private fit).
 """
 from __future__ import annotations
 
