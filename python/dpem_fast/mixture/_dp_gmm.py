@@ -29,31 +29,27 @@ from ._gmm_mstep import PRIOR_KEYS, warn_if_covariances_unresolved, covariance_f
 from ._gmm_mstep import full_covariances, precision_cholesky_full, private_full_step
 from ._gmm_mstep import compute_precision_cholesky as _compute_precision_cholesky
 from .._kernels.gmm import (COUNTS, COVARIANCE_TYPES, FIRST, SECOND, compute_stats, compute_stats_diag, predict_log_resp,
-                            predict_log_resp_diag, second_moments_of_type)
+                            predict_log_resp_diag)
 
 __all__ = ["DPGaussianMixture", "start_variances"]
 
 
 def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single=False):
     """The E-step statistics kernel (a Dask task's: the current parameters and the public
-    covariance type only).  Full and tied run the full kernel (tied keeps the pooled second
-    moment); diag and spherical run the diagonal kernel (O(n K d): counts, first moments and
-    squared sums), spherical reducing the squared sums to their row sums.  Each type keeps only
-    its own second moments (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before
-    anything is released.  ``single``: float32 rows run the kernels' float32 path (the
-    estimator's ``_float32_path``, which widens the plan's sensitivities to match)."""
+    covariance type only).  Full and tied run the full kernel (tied: the pooled second moment,
+    summed exactly from every component's block partials); diag and spherical run the diagonal
+    kernel (O(n K d): counts, first moments and squared sums; spherical: their row sums, summed
+    exactly from every feature's block partials), so that each type releases only its own
+    second moments, each entry rounded once (:mod:`~dpem_fast._engine._specs`, "Rounding").
+    ``single``: float32 rows run the kernels' float32 path (the estimator's ``_float32_path``,
+    which widens the plan's sensitivities to match)."""
     weights, means, _, prec_chol = params
     if covariance_type in ("diag", "spherical"):
         prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
-        stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
-                                   single=single)
-    else:
-        stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single)
-    if covariance_type in ("full", "diag"):
-        return stats
-    arrays = dict(stats.arrays)
-    arrays[SECOND] = second_moments_of_type(arrays[SECOND], covariance_type)
-    return dataclasses.replace(stats, arrays=arrays)
+        return compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
+                                  single=single, second=covariance_type)
+    return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single,
+                         second=covariance_type)
 
 
 def start_variances(means):
