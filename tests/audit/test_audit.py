@@ -367,6 +367,26 @@ def test_bad_input_is_refused_clearly(est, kw, exc, match):
         audit(_gmm() if est is None else est, n_trials=kw.pop("n_trials", 1000), **kw)
 
 
+def test_the_target_is_the_declared_loops():
+    """The audit picks its target by the loop an estimator declares (``_loop``), never by the
+    model's class (it imports no model, ``test_layering``): every registered private estimator
+    declares one, and an estimator that declares none has no target."""
+    from dpem_fast._engine._estimator import PrivateEstimator
+    from dpem_fast._registry import estimators
+
+    loops = {name: cls._loop for name, cls in estimators().items() if issubclass(cls, PrivateEstimator)}
+    assert loops == {"DPGaussianMixture": "full_pass", "DPMixedMixture": "full_pass",
+                       "DPBernoulliMixture": "full_pass", "DPPoissonMixture": "full_pass",
+                       "DPKMeans": "full_pass", "DPFactorAnalysis": "full_pass", "DPGradientEM": "full_pass",
+                       "DPLatentDirichletAllocation": "minibatch", "DPStochasticEP": "sequential"}
+
+    class NoLoop(DPGaussianMixture):
+        _loop = None
+
+    with pytest.raises(ValueError, match="has no audit target"):
+        audit(NoLoop(2, data_norm=1.0, epsilon=1.0), n_trials=1000)
+
+
 def test_bad_samples_are_refused():
     with pytest.raises(ValueError, match="a: need at least 2"):
         gdp_lower_bound([1.0], [1.0, 2.0], DELTA)

@@ -902,7 +902,7 @@ def test_unigram_and_partial_fit_refuse_more_documents_than_the_cap_before_the_c
 def test_the_unigram_statistic_is_summed_exactly_per_word():
     """Each word's clipped counts ``c_dv s_d`` are summed exactly and rounded once (issue 34,
     item 7): the statistic equals math.fsum over the documents, word by word."""
-    from dpem_fast.decomposition._lda_docs import _clipped_count_sum
+    from dpem_fast._kernels.lda_docs import _clipped_count_sum
 
     X = make_corpus(600, seed=4)
     X.data *= 10.0 ** np.random.default_rng(4).integers(0, 9, X.data.size)

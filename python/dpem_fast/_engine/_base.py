@@ -226,6 +226,7 @@ class PrivateEM(PrivateEstimator):
     """
 
     _domain_kind = "ball"
+    _loop = "full_pass"
 
     # ------------------------------------------------------------------ hooks
     def _check_model_params(self, n_samples, n_features):

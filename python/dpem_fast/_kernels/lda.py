@@ -6,11 +6,21 @@ private: noise is added only by the release layer.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import digamma
 
 from .._dpcore import _contract, _lda
 from .._engine._statistics import StatisticsSum
 
-__all__ = ["estep_csr", "max_call_documents", "max_block_documents"]
+__all__ = ["estep_csr", "max_call_documents", "max_block_documents", "exp_dirichlet_expectation"]
+
+
+def exp_dirichlet_expectation(alpha):
+    """``exp(E[log x])`` for ``x ~ Dirichlet(alpha)``, row-wise: ``exp(psi(a) - psi(sum a))``."""
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if alpha.ndim == 1:
+        return np.exp(digamma(alpha) - digamma(alpha.sum()))
+    return np.exp(digamma(alpha) - digamma(alpha.sum(axis=1))[:, None])
+
 
 
 def max_call_documents(K, V):

@@ -25,7 +25,7 @@ from .._engine import _specs
 from .._engine._specs import float64_rounding_factor
 from .._kernels.lda import estep_csr as _estep_csr
 from .._kernels.lda import max_block_documents
-from ._lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
+from .._kernels.lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
 from ._dp_unigram import unigram_spec
 from ._lda_math import (default_clip_norm, exp_dirichlet_expectation, plugin_log_likelihood,
                         shrink_to_fallback, unigram_distribution)
@@ -279,7 +279,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     stream per document).  It must stay secret like the noise: removing a document moves the
     later ones to other streams, so the sensitivity argument is over the key's randomness (the
     per-position draws are i.i.d.: a coupling puts D′ next to D without the document), not for
-    each fixed draw (:func:`~dpem_fast.decomposition._lda_docs._cap_documents`).
+    each fixed draw (:func:`~dpem_fast._kernels.lda_docs._cap_documents`).
 
     Person-level
     ------------
@@ -320,6 +320,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     _cli_name = "lda"
     _input = "documents"
     _relations = ("add_remove",)          # Poisson amplification is stated for add/remove
+    _loop = "minibatch"
     _saved = ("components_", "exp_dirichlet_component_", "unigram_distribution_", "n_batch_iter_", "n_iter_",
               "n_features_in_")
     _not_saved = ("noise_dominance_",)    # a diagnostic of the fit (public, but not part of the model)

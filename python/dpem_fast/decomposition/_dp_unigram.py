@@ -20,7 +20,7 @@ from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_delta, check_positive_int, check_positive_real
-from ._lda_docs import _cap_documents, _check_counts, _clipped_count_sum
+from .._kernels.lda_docs import _cap_documents, _check_counts, _clipped_count_sum
 from ._lda_math import default_clip_norm, unigram_distribution
 
 __all__ = ["PrivateUnigram", "private_unigram", "unigram_spec"]

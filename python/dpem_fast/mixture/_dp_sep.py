@@ -494,6 +494,7 @@ class DPStochasticEP(PrivateEstimator):
               "n_steps_", "n_features_in_")
     _not_saved = ("n_skipped_",)
     _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
+    _loop = "sequential"
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
                  damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",

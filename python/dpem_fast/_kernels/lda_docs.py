@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .._dpcore import _contract
 from .._engine._statistics import StatisticsSum
-from .._kernels.lda import estep_csr as _estep_csr
+from .lda import estep_csr as _estep_csr
 from .._rng import derive_key
 
 #: Largest count of one term in one document the estimator accepts.
