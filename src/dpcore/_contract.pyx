@@ -14,7 +14,7 @@ from .dpc_contract cimport (
     DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
     dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first, dpc_chunk_count,
 )
-from .dpc_exactsum cimport DPC_XS_SPAN, dpc_xs_sum_column, dpc_xs_sum_span
+from .dpc_exactsum cimport DPC_XS_SPAN, dpc_xs_add, dpc_xs_init, dpc_xs_round, dpc_xs_sum_column, dpc_xsum, dpc_xs_sum_span
 
 #: Rows per E-step chunk.
 CHUNK_SIZE = DPC_CHUNK_SIZE
@@ -147,6 +147,38 @@ def sum_blocks(part, int n_threads=1):
             j0 = t * DPC_XS_SPAN
             dpc_xs_sum_span(&p[0, 0], nb, m, j0, j0 + DPC_XS_SPAN if j0 + DPC_XS_SPAN < m else m, &o[0])
     return out.reshape(shape)
+
+
+def sum_segments(values, bounds):
+    """Exact sums of consecutive segments of each row of ``values``: ``out[j, s]`` is the
+    correctly rounded (to nearest, ties to even) value of the exact sum of
+    ``values[j, bounds[s]:bounds[s + 1]]`` (a superaccumulator, ``dpc_exactsum.h``; ``math.fsum``'s
+    value), for ``values`` of shape ``(m, n)`` (a 1-D array is one row) and non-decreasing
+    ``bounds`` of length ``k + 1`` within ``[0, n]``.  Returns shape ``(m, k)`` (``(k,)`` for a
+    1-D ``values``).  The one-off releases' per-row terms are summed this way (the private
+    start's cell sums, the unigram's word counts: ``dpem_fast._engine._specs``, "Rounding"), so
+    their rounding does not depend on the order or number of the terms."""
+    arr = np.asarray(values, dtype=np.float64)
+    one = arr.ndim == 1
+    cdef double[:, ::1] v = np.ascontiguousarray(arr.reshape(1, -1) if one else arr)
+    cdef Py_ssize_t[::1] bd = np.ascontiguousarray(bounds, dtype=np.intp)
+    cdef Py_ssize_t m = v.shape[0], n = v.shape[1], k = bd.shape[0] - 1, j, t, i
+    if k < 0:
+        raise ValueError("bounds must have at least one entry")
+    for t in range(k):
+        if bd[t] < 0 or bd[t] > bd[t + 1] or bd[t + 1] > n:
+            raise ValueError("bounds must be non-decreasing within [0, n_values]")
+    out = np.zeros((m, k))
+    cdef double[:, ::1] o = out
+    cdef dpc_xsum a
+    with nogil:
+        for j in range(m):
+            for t in range(k):
+                dpc_xs_init(&a)
+                for i in range(bd[t], bd[t + 1]):
+                    dpc_xs_add(&a, v[j, i])
+                o[j, t] = dpc_xs_round(&a)
+    return out[0] if one else out
 
 
 def _flat_partials(part):

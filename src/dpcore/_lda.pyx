@@ -15,18 +15,24 @@ Documents are cut into chunks of ``LDA_DOC_CHUNK`` and the chunks into
 the kernels' one parallel driver (``_driver.pxd``, dynamic schedule: documents differ in
 length).  Each block owns a (V, K) partial sum, a "touched" mark per term and an int64
 count of its clipped documents, and adds its documents in order.  The partials are then
-summed in block order, per term, over the blocks that touched it (skipping a zero
-partial adds nothing).  The result is bit-identical for any thread count.
+summed exactly, per entry, over the blocks that touched its term (a superaccumulator,
+``dpc_exactsum.h``: the correctly rounded sum, whatever the block order; skipping a zero
+partial adds nothing), so a document's rounding stays inside its own block
+(``dpem_fast._engine._specs``, "Rounding").  The result is bit-identical for any thread
+count.  (Integer additions and ``ldexp`` only: the module's ``-ffp-contract=fast`` cannot
+change the exact sums.)
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
+from cython.parallel cimport threadid
 
 from ._driver cimport run_blocks
 from .dpc_contract cimport (
     DPC_LDA_DOC_CHUNK, dpc_block_plan, dpc_lda_block_count, dpc_lda_chunk_count,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
+from .dpc_exactsum cimport dpc_xs_add, dpc_xs_init, dpc_xs_round, dpc_xsum
 from .dpc_lda cimport dpl_add_stat, dpl_digamma, dpl_doc_fixed_point, dpl_stat_norm
 
 ctypedef long long i64
@@ -139,6 +145,8 @@ def lda_estep(const i64[::1] indptr,          # IN  (n + 1,) CSR row pointers
     cdef Py_ssize_t i, b, v, k, m
     cdef int64_t n_clipped = 0
     cdef _Args a
+    cdef dpc_xsum *acc
+    cdef dpc_xsum *acc_all
     a.n, a.K, a.V, a.max_len = n, K, V, 0
     for i in range(n):
         if indptr[i + 1] - indptr[i] > a.max_len:
@@ -159,14 +167,32 @@ def lda_estep(const i64[::1] indptr,          # IN  (n + 1,) CSR row pointers
         run_blocks(_lda_block, &a, a.plan.n_busy, a.max_len + 3 * K + 1, n_threads,
                    "the LDA E-step's per-thread scratch or block partials")
         if want_stats:
-            # block-order reduction per term, over the blocks that touched it
+            # exact reduction per entry, over the blocks that touched its term (K accumulators
+            # per thread)
             n_threads = max(1, min(n_threads, nb))
-            with nogil:
-                for v in prange(V, schedule='static', num_threads=n_threads):
-                    for m in range(nb):
-                        if a.touched[m] != NULL and a.touched[m][v]:
-                            for k in range(K):
-                                sstats_t[v, k] += a.partial[m][v * K + k]
+            acc_all = <dpc_xsum *> malloc(n_threads * K * sizeof(dpc_xsum))
+            if acc_all == NULL:
+                raise MemoryError("lda_estep: could not allocate the exact reduction's accumulators")
+            try:
+                with nogil:
+                    for v in prange(V, schedule='static', num_threads=n_threads):
+                        acc = acc_all + threadid() * K
+                        m = 0
+                        while m < nb and not (a.touched[m] != NULL and a.touched[m][v]):
+                            m = m + 1
+                        if m == nb:
+                            continue                # no block touched the term: it stays 0
+                        for k in range(K):
+                            dpc_xs_init(&acc[k])
+                        while m < nb:
+                            if a.touched[m] != NULL and a.touched[m][v]:
+                                for k in range(K):
+                                    dpc_xs_add(&acc[k], a.partial[m][v * K + k])
+                            m = m + 1
+                        for k in range(K):
+                            sstats_t[v, k] = dpc_xs_round(&acc[k])
+            finally:
+                free(acc_all)
         for b in range(nb):
             n_clipped += a.clipped[b]
     finally:

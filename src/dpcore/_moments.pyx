@@ -16,16 +16,20 @@ Rows are cut into chunks of ``CHUNK_SIZE``.  Two layouts, chosen by ``d`` only:
 * ``d < TILE_MIN_D`` ("rows"): consecutive chunks form ``n_blocks = block_count(n, d)``
   blocks (``dpc_block_count(n, d * d + d)``); block ``b`` owns row ``b`` of the partials
   and walks its chunks in order, each chunk loaded into a per-thread scratch and added by
-  one ``dsyrk``.  The caller sums the partials in block order;
-* ``d >= TILE_MIN_D`` ("tiles"; the d x d partials of several blocks would not fit):
+  one ``dsyrk``;
+* ``d >= TILE_MIN_D`` ("tiles"; the d x d partials of many blocks would not fit):
   phase 1 loads every chunk (in parallel, one task per chunk) into one column-major
-  (n, d) float64 copy of the clipped rows; phase 2 splits the lower triangle of S2 into
-  ``TILE x TILE`` tiles and computes each tile with one BLAS call over all n rows
-  (``dsyrk`` on the diagonal, ``dgemm`` off it), one task per tile.  Each output entry is
-  computed by one call whatever the thread count, so no reduction is needed.  S1 comes
-  from per-chunk partials summed in chunk order.
+  (n, d) float64 copy of the clipped rows; phase 2 cuts the rows into slices of
+  ``TILE_ROWS`` (1,024) rows and the lower triangle of S2 into ``TILE x TILE`` tiles, and
+  computes each (tile, slice) with one BLAS call over the slice's rows (``dsyrk`` on the
+  diagonal, ``dgemm`` off it) into the slice's own S2 partial, one task each.  Each output
+  entry of a partial is computed by one call whatever the thread count.  S1 comes from
+  per-chunk partials.  A block of either layout sums at most 1,024 rows in floats (the ``b``
+  of the float64 rounding bound, ``dpem_fast._engine._specs``, "Rounding"; before issue 34
+  item 7 a tile summed every row of the call).
 
-Either way the result is bit-identical for every thread count.  Blocks, chunks and tiles
+The caller sums the partials exactly (``_contract.sum_blocks``).  Either way the result is
+bit-identical for every thread count.  Blocks, chunks and tiles
 are all run by the kernels' one parallel driver (``_driver.pxd``).  S2 is filled in its lower
 triangle (row-major); :func:`mirror_lower` copies it above the diagonal.
 """
@@ -37,7 +41,7 @@ from scipy.linalg.cython_blas cimport dgemm, dsyrk
 
 from ._driver cimport run_blocks, run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
+    DPC_BLOCK_CHUNKS, DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
@@ -53,9 +57,12 @@ cdef enum:
     # rows of one task of the blocked product (a fixed constant: the bits of each output
     # row come from the one dgemm call of its block, whatever the thread count)
     _PRODUCT_ROWS = 128
+    # rows of one S2 partial of the "tiles" layout (the contract's 1,024-row block)
+    _TILE_ROWS = DPC_CHUNK_SIZE * DPC_BLOCK_CHUNKS
 
 TILE_MIN_D = _TILE_MIN_D
 TILE = _TILE
+TILE_ROWS = _TILE_ROWS
 PRODUCT_ROWS = _PRODUCT_ROWS
 
 
@@ -63,7 +70,8 @@ def block_count(Py_ssize_t n, Py_ssize_t d):
     """Rows of the partial arrays for ``n`` rows of ``d`` features; independent of threads.
 
     "rows" layout (d < TILE_MIN_D): ``dpc_block_count(n, d * d + d)`` S2 partials and as
-    many S1 partials.  "tiles" layout: 1 S2 partial and one S1 partial per chunk.
+    many S1 partials.  "tiles" layout: one S2 partial per ``TILE_ROWS`` rows and one S1
+    partial per chunk.
     Returns ``(n_s2_blocks, n_s1_blocks)`` ((0, 0) when n == 0).
     """
     if n == 0:
@@ -71,7 +79,7 @@ def block_count(Py_ssize_t n, Py_ssize_t d):
     if d < TILE_MIN_D:
         nb = dpc_block_count(n, d * d + d)
         return nb, nb
-    return 1, dpc_chunk_count(n)
+    return (n + _TILE_ROWS - 1) // _TILE_ROWS, dpc_chunk_count(n)
 
 
 cdef struct _Args:
@@ -134,15 +142,18 @@ cdef int _copy_chunk(const floating *X, const void *args, Py_ssize_t c,
     return 0
 
 
-cdef int _tile(const void *args, Py_ssize_t t, double *unused) noexcept nogil:
-    """Tile ``t`` of the lower triangle (row-major) of S2 = Y^T Y, Y the column-major (n, d)
-    copy (the driver's body; one block per tile)."""
+cdef int _tile(const void *args, Py_ssize_t task, double *unused) noexcept nogil:
+    """Tile ``task // n_slices`` of the lower triangle (row-major) of slice ``task % n_slices``'s
+    S2 partial, ``Y_s^T Y_s`` with ``Y_s`` the slice's rows of the column-major (n, d) copy (the
+    driver's body)."""
     cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t n = a.n, d = a.d
-    cdef const double *Yt = a.Yt
-    cdef double *s2 = a.s2
+    cdef Py_ssize_t n_slices = (n + _TILE_ROWS - 1) // _TILE_ROWS
+    cdef Py_ssize_t t = task // n_slices, sl = task % n_slices
+    cdef const double *Yt = a.Yt + sl * _TILE_ROWS
+    cdef double *s2 = a.s2 + sl * d * d
     cdef Py_ssize_t I = 0, J, rem = t
-    cdef int m, nn, k = <int> n, ld = <int> n, ldc = <int> d
+    cdef int m, nn, k = <int> min(<Py_ssize_t> _TILE_ROWS, n - sl * _TILE_ROWS), ld = <int> n, ldc = <int> d
     cdef double one = 1.0, zero = 0.0
     # tiles are numbered column by column of the column-major upper triangle: (I <= J)
     J = 0
@@ -173,7 +184,7 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
     ball of ``domain`` while they are loaded.
 
     The partial arrays must have the shapes :func:`block_count` gives; the caller sums them
-    over axis 0 in order and mirrors S2 (:func:`mirror_lower`).  BLAS must be held to one
+    over axis 0 (exactly: ``_contract.sum_blocks``) and mirrors S2 (:func:`mirror_lower`).  BLAS must be held to one
     thread.
 
     Equivalent to: ``Z = scale_and_clip(X, domain)[0]`` (or ``X``), then
@@ -211,7 +222,7 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
         run_row_chunks(&X[0, 0], n, _copy_chunk[float], _copy_chunk[double], &a, 0, n_threads,
                        "the tiled second moment")
         nt = (d + _TILE - 1) // _TILE
-        run_blocks(_tile, &a, nt * (nt + 1) // 2, 0, n_threads, "the tiled second moment")
+        run_blocks(_tile, &a, nt * (nt + 1) // 2 * nb2, 0, n_threads, "the tiled second moment")
     finally:
         free(a.Yt)
 

@@ -10,12 +10,26 @@ release); the private loop adds one precomputed noise row per batch (the release
 them in bulk), projects each precision onto the PSD cone, with a box clamps the factor's own
 mean into it (eta rebuilt from the clamped mean), and clips the factor's norm.
 
+Rounding (issue 34; ``dpem_fast.mixture._dp_sep``, "Rounding").  A batch's clipped sites are
+summed in floats over blocks of ``SITE_BLOCK`` consecutive steps and the block partials exactly
+(a superaccumulator per entry, ``dpc_exactsum.h``), rounded once; the data part
+``step * sum`` then gets the release's noise *before* the public damped factor is added, so the
+release is ``fl(step * sum) + noise`` and the factor's update is post-processing of it.
+
 Layout: a "site" is ``theta (J, P)``, ``P = d + d*d``, row j = ``[eta_j, Lambda_j.ravel()]``
 (precision-weighted mean, precision).  Twin: :mod:`dpem_fast._reference.sep`.
 """
 from libc.math cimport exp, log, sqrt, fabs, M_PI, INFINITY
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
+
+from .dpc_exactsum cimport dpc_xs_add, dpc_xs_init, dpc_xs_round, dpc_xsum
+
+cdef enum:
+    # steps whose clipped sites a batch sums in floats before adding the partial exactly
+    _SITE_BLOCK = 256
+
+SITE_BLOCK = _SITE_BLOCK
 
 
 cdef int _chol(const double *A, double *L, Py_ssize_t d) noexcept nogil:
@@ -322,7 +336,8 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
     The steps are cut into consecutive batches of ``batch`` (the last may be shorter).  Per
     batch of b steps: one cavity ``theta0 + (n_copies - 1) theta_f`` from the factor at the
     batch's start; for each step, ``f_n`` by moment matching, clipped to norm ``clip``;
-    ``theta_f <- (1 - b step) theta_f + step sum f_n``; with noise: ``+ noise[batch index]``;
+    ``theta_f <- (1 - b step) theta_f + (step sum f_n [+ noise[batch index]])`` (the sum exact
+    over blocks of ``SITE_BLOCK`` float partials, the noise added to the data part first);
     then (with noise, or with a box) the projection: precisions floored at eigenvalue 0, with
     a box the factor's mean ``Lambda^+ eta`` clamped into ``[lo, hi]`` and eta rebuilt from it,
     and the norm clipped to ``clip``.  ``batch = 1`` is the paper's one release per step.
@@ -370,7 +385,11 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
         return 0
     cdef double *work = <double *> malloc((J * (2 * d * d + 2 * d) + 2 * d * d + 3 * d + J
                                            + 3 * J * P + 2 * d * d + d) * sizeof(double))
-    if work == NULL:
+    cdef dpc_xsum *acc = <dpc_xsum *> malloc(J * P * sizeof(dpc_xsum))
+    cdef double y
+    if work == NULL or acc == NULL:
+        free(work)
+        free(acc)
         raise MemoryError()
     cdef double *fn = work + J * (2 * d * d + 2 * d) + 2 * d * d + 3 * d + J
     cdef double *cav = fn + J * P
@@ -390,6 +409,7 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
             for k in range(J * P):
                 cav[k] = t0[k] + (n_copies - 1.0) * tf[k]
                 tot[k] = 0.0
+                dpc_xs_init(&acc[k])
             kept = 0
             for s in range(bi * batch, s_end):
                 if order[s] < 0:                  # an empty slot of a group (private only): f_n = 0
@@ -405,16 +425,24 @@ def sep_loop(const double[:, ::1] X,          # IN  (n, d) rows
                 for k in range(J * P):
                     tot[k] += fn[k]
                 kept += 1
+                if kept % _SITE_BLOCK == 0:       # a block's float partial, added exactly
+                    for k in range(J * P):
+                        dpc_xs_add(&acc[k], tot[k])
+                        tot[k] = 0.0
             if kept == 0:
                 continue
-            for k in range(J * P):
-                tf[k] = (1.0 - kept * step) * tf[k] + step * tot[k]
-            if noisep != NULL:
+            if kept % _SITE_BLOCK != 0:
                 for k in range(J * P):
-                    tf[k] += noisep[bi * J * P + k]
+                    dpc_xs_add(&acc[k], tot[k])
+            for k in range(J * P):
+                y = step * dpc_xs_round(&acc[k])  # the data part, then its noise (the release)
+                if noisep != NULL:
+                    y = y + noisep[bi * J * P + k]
+                tf[k] = (1.0 - kept * step) * tf[k] + y
             if proj:
                 _project(tf, J, d, clip, W, U, lop, hip, mvec)
     free(work)
+    free(acc)
     return skipped
 
 

@@ -160,6 +160,22 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
     def statistic_sites(self):
         return [(self.estimator_class, "_statistics")]
 
+    def exact_specs(self, est, X):
+        """The model's declared specs (iteration statistics, private start, domain estimate):
+        exact-arithmetic values, before the plan widens them for float rounding.  A size chosen
+        in the fit ("auto") is read at the size its one fit used."""
+        d = X.shape[1]
+        try:
+            specs = [*est._statistic_specs(d), *est._start_specs(d)]
+        except (ValueError, TypeError):
+            key = "n_components" if "n_components" in est.get_params() else "n_clusters"
+            over = est._auto_overrides() if hasattr(est, "_auto_overrides") else {}
+            sized = clone(est).set_params(**{key: self._components(), **over})
+            sized.n_features_in_ = d
+            specs = [*sized._statistic_specs(d), *sized._start_specs(d)]
+        specs += list(domain_specs(len(self.domain_columns(X))))
+        return {s.name: s for s in specs}
+
     # -------------------------------------------------------------- helpers
     def make_estimator(self, **kw):
         return self.estimator_class(**{**self.params, **kw})
@@ -282,7 +298,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         rec = est.privacy_
         specs = {s.name: s for s in est._iteration_specs(X.shape[1], np.float64, est._public_rows(X.shape[0]))}
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
-        specs.update({s.name: s for s in est._start_specs(X.shape[1])})
+        specs.update({s.name: s for s in est._start_release_specs(X.shape[1], est._public_rows(X.shape[0]))})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
             spec = specs[r.name]

@@ -28,6 +28,11 @@ and implements ``make_data`` / ``statistic_sites``.  Checked here, through ``fit
 - a pickle of the fitted model holds only public state, and a saved file whose privacy claim
   is edited is refused;
 - person-level privacy (``groups``, ``max_rows_per_group``; :mod:`person_conformance`);
+- every declared sensitivity carries the float64 rounding widening (issue 34, item 7): each
+  non-integer release of a row-level replace fit is above its exact-arithmetic value, and of an
+  add/remove or person-level fit (row count private) by at least the widening at the public cap
+  ``ROUNDING_ROW_CAP``; integer releases keep theirs; where the count is private, more rows than
+  the cap are refused before the charge, naming the cap;
 - nothing data-dependent can fail after the charge (issue 35): on adversarial tables (constant
   columns, all zeros, one repeated row, one huge outlier, 96 % zeros, heavy tails, duplicated
   columns, n at the refusal edge), both relations, with and without a declared domain, ε in
@@ -54,6 +59,7 @@ from dpem_fast import ModelFormatError, _persist, _registry
 from dpem_fast import accounting as acc
 from dpem_fast._engine import PrivateEstimator, ReleaseLayer
 from dpem_fast._engine import _release
+from dpem_fast._engine import _specs
 from dpem_fast._rng import make_key
 
 from person_conformance import PersonLevelConformance
@@ -461,6 +467,97 @@ class PrivacyConformance(PersonLevelConformance):
         small = self._outcome(X[:n0], make(), **{k: g[:n0] for k, g in fit.items()})
         large = self._outcome(X, make(), **fit)
         assert small == large
+
+    # ------------------------------------------------ float64 rounding (issue 34, item 7)
+    def exact_specs(self, est, X):
+        """``{release name: StatSpec}`` of the fitted ``est``'s releases with their exact-arithmetic
+        sensitivities (row level: a person-level fit's are m times these), i.e. before any float
+        rounding widening — derived from the model's public declarations, not from the plan."""
+        raise NotImplementedError
+
+    #: the relations (``"replace"``, ``"add_remove"``) and units (``"group"``) the widening test fits
+    rounding_fits = ("replace", "add_remove", "group")
+    #: the least widening of a non-integer release whose row count is private (the factor at the
+    #: public cap with b >= 1 is at least 2 λ_N N ≈ 2⁻⁹); an estimator whose N is public (DP-SEP:
+    #: its rows or G m slots) sets 0 (strictly above 1 then)
+    cap_widening = 1e-3
+
+    def _rounding_fit(self, how, X):
+        params = self.make_estimator().get_params()
+        kw = {"random_state": 0}
+        if how == "group":
+            return self._grouped(**kw).fit(X, groups=self.make_groups(X.shape[0]))
+        if "neighbouring" in params:
+            kw["neighbouring"] = how
+        est = self.make_estimator(**kw)
+        if est._relation() != how:
+            return None                         # the estimator's one relation is the other
+        return est.fit(X)
+
+    @pytest.mark.filterwarnings("ignore::dpem_fast.NoiseDominatedWarning")
+    def test_declared_sensitivities_carry_the_float64_rounding_widening(self):
+        """Every non-integer release's recorded sensitivity exceeds the exact-arithmetic value
+        (``exact_specs``; m times it per group): under row-level replace (n public) by the
+        factor at n, under add/remove and person-level (n private) by at least the factor at
+        the public cap; integer releases (counts, histograms) are exact and keep theirs.
+        Leaving the factor out anywhere fails here."""
+        X = self.make_data(400)
+        fitted = 0
+        for how in self.rounding_fits:
+            est = self._rounding_fit(how, X)
+            if est is None:
+                continue
+            fitted += 1
+            rec = est.privacy_
+            m = rec.max_rows_per_group or 1
+            exact = self.exact_specs(est, X)
+            private_count = how != "replace"
+            for name, r in rec.releases.items():
+                spec = exact[name]
+                ratio = r.sensitivity / (m * spec.sensitivity(r.norm, rec.neighbouring))
+                if spec.integer:
+                    if r.mechanism != "discrete_gaussian":
+                        assert ratio == pytest.approx(1.0, rel=1e-15), (how, name, ratio)
+                    continue
+                least = self.cap_widening if private_count else 0.0
+                assert 1.0 + least < ratio < 1.0 + 2e-2, (how, name, ratio)
+        assert fitted
+
+    def test_more_rows_than_the_cap_are_refused_before_the_charge(self, monkeypatch):
+        """Where the row count is private (add/remove, person-level) the rounding bound holds up to
+        ``ROUNDING_ROW_CAP`` rows only: a fit on more is refused with a ValueError naming the cap
+        (never the count) before the ledger is charged or any statistic computed.  (The cap is
+        lowered for the test.)  A row-level replace fit (n public) is not capped."""
+        if not self.cap_widening:
+            pytest.skip("the estimator's N is public (no cap)")
+        X = self.make_data(400)
+        monkeypatch.setattr(_specs, "ROUNDING_ROW_CAP", 300)
+        params = self.make_estimator().get_params()
+        cases = [("group", None)]
+        if "neighbouring" in params or self._relation() == "add_remove":
+            cases.append(("row", "add_remove"))
+        for unit, rel in cases:
+            rel_ = rel or self._relation()
+            ledger = acc.BudgetLedger(1e3, 1e-5, accountant="rdp", neighbouring=rel_, privacy_unit=unit)
+            seen = []
+            self._spy(monkeypatch, ledger, seen)
+            kw = {"budget": ledger, "random_state": 0}
+            if rel is not None and "neighbouring" in params:
+                kw["neighbouring"] = rel
+            if unit == "group":
+                est, fit = self._grouped(**kw), {"groups": self.make_groups(X.shape[0])}
+            else:
+                est, fit = self.make_estimator(**kw), {}
+            with pytest.raises(ValueError, match=r"ROUNDING_ROW_CAP = 300") as err:
+                est.fit(X, **fit)
+            assert "400" not in str(err.value)
+            assert len(ledger.entries) == 0 and seen == [], (unit, rel)
+            monkeypatch.undo()
+            monkeypatch.setattr(_specs, "ROUNDING_ROW_CAP", 300)
+        if "neighbouring" in params and self._relation() == "replace":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.make_estimator(neighbouring="replace", random_state=0).fit(X)       # n public: no cap
 
     # ------------------------------------------------ nothing fails after the charge (issue 35)
     #: rows of a fuzz table (small: the suite runs for every estimator)

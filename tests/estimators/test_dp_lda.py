@@ -18,6 +18,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from dpem_fast import DPLatentDirichletAllocation, PrivacyLeakWarning
 from dpem_fast import accounting as acc
 from dpem_fast._engine import StatSpec, make_plan
+from dpem_fast._engine._specs import ROUNDING_ROW_CAP, float64_exact_sum_factor, float64_rounding_factor
 from dpem_fast._reference import lda as ref
 from dpem_fast._rng import derive_key, make_key
 from dpem_fast.decomposition import _dp_lda, _dp_unigram, _lda_math
@@ -26,6 +27,11 @@ from privacy_conformance import PrivacyConformance
 from dpem_fast._kernels import lda as _klda
 
 K, V = 4, 60
+#: The declared sensitivities' float64 rounding widening (issue 34, item 7), at the public cap on
+#: the (private) document count: the topic-word sum (128 documents per float block), and the
+#: unigram's exact per-word sums.
+W_SVI = float64_rounding_factor(ROUNDING_ROW_CAP, 128, shifts=True, n_components=1)
+W_UNI = float64_exact_sum_factor(ROUNDING_ROW_CAP)
 
 # The privacy-mechanics tests below fit 100-400 synthetic documents at noise multiplier 1: the
 # released statistics are noise-dominated by design, and the fit says so.  That warning has its
@@ -102,6 +108,13 @@ class TestLDAConformance(PrivacyConformance):
     def statistic_sites(self):
         return [(_klda._lda, "lda_estep")]
 
+    def exact_specs(self, est, X):
+        """Δ₂ = C (add/remove), √2 C (replace) of both releases (class docstring), unwidened."""
+        C, V = est._clip_norm(X.shape[1]), X.shape[1]
+        table = {"add_remove": C, "replace": math.sqrt(2.0) * C}
+        return {"topic_word": StatSpec("topic_word", (est.n_components, V), table),
+                "unigram": StatSpec("unigram", (V,), table)}
+
     def non_private_params(self):
         return {"noise_multiplier": None, "epsilon": np.inf}
 
@@ -167,8 +180,9 @@ class TestLDAConformance(PrivacyConformance):
         assert p.epsilon_spent <= 2.0 * (1 + 1e-9)
         r, u = p.releases["topic_word"], p.releases["unigram"]
         a, N = PARAMS["clip_fraction"], PARAMS["max_doc_length"]
-        assert r.sensitivity == a * N and r.count == p.n_iter == 2 * round(200 / 50)
-        assert u.sensitivity == a * N and u.count == 1 and u.shape == (V,)
+        assert r.sensitivity == a * N * W_SVI and r.count == p.n_iter == 2 * round(200 / 50)
+        assert u.sensitivity == a * N * W_UNI and u.count == 1 and u.shape == (V,)
+        assert 1 + 1e-3 < W_UNI < W_SVI < 1 + 3e-3
         # the records alone: one Gaussian (the unigram) and T Poisson(q)-subsampled Gaussians of
         # multiplier sigma; 2 % less SVI noise overspends
         q = 50 / 200
@@ -290,7 +304,7 @@ class TestLDAConformance(PrivacyConformance):
             assert np.linalg.norm(u_with - u_without) <= N * (1 + 1e-12)
         assert worst > 0.95 * a * N
         spec = m._plan(K, V, 4, 0.5).releases["topic_word"]
-        assert spec.sensitivity == a * N
+        assert spec.sensitivity == a * N * W_SVI
 
     def test_aggregate_clipping_exceeds_the_papers_bound(self):
         """The paper's Eq. 9 (clip the sum to C) does not give sensitivity C: sqrt(2) C."""
@@ -542,7 +556,7 @@ def test_partial_fit_releases_its_recorded_sensitivity_and_noise(monkeypatch):
         m.partial_fit(X)
     r = m.privacy_.releases["topic_word_partial"]
     a, N = PARAMS["clip_fraction"], PARAMS["max_doc_length"]
-    assert r.sensitivity == a * N and r.noise_scale == pytest.approx(1.7 * a * N, rel=1e-12)
+    assert r.sensitivity == a * N * W_SVI and r.noise_scale == pytest.approx(1.7 * a * N * W_SVI, rel=1e-12)
     assert r.count == m.privacy_.n_iter == 12
     draws = np.concatenate([o["topic_word"].ravel() for o in rel.outputs])     # 2,880 draws
     assert abs(draws.std() / r.noise_scale - 1) < 0.04
@@ -591,8 +605,8 @@ def test_default_clip_follows_the_token_cap_and_vocabulary():
     assert m._clip_norm(V) == pytest.approx(4.0)
     assert est(clip_fraction=None, max_doc_length=240)._clip_norm(V) == pytest.approx(240 / math.sqrt(V))
     spec = m._spec(K, V)
-    assert spec.sensitivity("l2", "add_remove") == pytest.approx(4.0)
-    assert spec.sensitivity("l2", "replace") == pytest.approx(4.0 * math.sqrt(2))
+    assert spec.sensitivity("l2", "add_remove") == pytest.approx(4.0 * W_SVI, rel=1e-14)
+    assert spec.sensitivity("l2", "replace") == pytest.approx(4.0 * math.sqrt(2) * W_SVI, rel=1e-14)
     spread = np.zeros((1, V))
     spread[0, :16] = 1                           # 16 distinct terms: norm <= 4 for any phi
     lump = np.zeros((1, V))
@@ -699,13 +713,15 @@ def test_private_unigram_release():
     ledger = acc.BudgetLedger(1.0, 1e-5, neighbouring="add_remove")
     u = _dp_unigram.private_unigram(X, epsilon=1.0, max_doc_length=30, budget=ledger, random_state=0)
     r = u.privacy_.releases["unigram"]
-    assert r.sensitivity == pytest.approx(30 / math.sqrt(30)) and len(ledger.entries) == 1
+    assert r.sensitivity == pytest.approx(30 / math.sqrt(30) * W_UNI, rel=1e-14) and len(ledger.entries) == 1
     assert u.privacy_.epsilon_spent <= 1.0 + 1e-9
     z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z)), 1.0,
                                        1e-5, accountant=acc.get_accountant("rdp", "add_remove"))
     assert r.noise_scale == pytest.approx(z * r.sensitivity, rel=1e-9)
     rr = _dp_unigram.private_unigram(X, epsilon=1.0, neighbouring="replace", max_doc_length=30).privacy_
-    assert rr.releases["unigram"].sensitivity == pytest.approx(math.sqrt(2) * r.sensitivity)
+    # replace: the document count is public, the widening is at n = 300
+    assert rr.releases["unigram"].sensitivity == pytest.approx(
+        math.sqrt(2) * 30 / math.sqrt(30) * float64_exact_sum_factor(300), rel=1e-14)
     assert np.all(u.distribution_ > 0) and u.distribution_.sum() == pytest.approx(1.0)
     with pytest.raises(acc.BudgetExceededError):
         _dp_unigram.private_unigram(X, epsilon=1.0, max_doc_length=30, budget=ledger)
@@ -766,8 +782,8 @@ def test_an_author_of_m_documents_moves_the_statistic_by_m_c_and_the_plan_says_s
         worst = max(worst, change)
     assert worst > 0.95 * m_rows * a * N
     plan = model._plan(K, V, 4, 0.5)
-    assert plan.releases["topic_word"].sensitivity == m_rows * a * N
-    assert plan.releases["unigram"].sensitivity == m_rows * a * N
+    assert plan.releases["topic_word"].sensitivity == pytest.approx(m_rows * a * N * W_SVI, rel=1e-14)
+    assert plan.releases["unigram"].sensitivity == pytest.approx(m_rows * a * N * W_UNI, rel=1e-14)
     assert plan.event.privacy_unit == "group"
 
 
@@ -850,6 +866,49 @@ def test_the_author_level_unigram_statistic_changes_by_at_most_its_recorded_sens
         _dp_unigram.private_unigram(np.vstack([base, light]), groups=authors, **kw)
     change = np.linalg.norm(seen[0] - seen[1])
     sens = rec.releases["unigram"].sensitivity
-    assert sens == pytest.approx(m * C * (1.0 if neighbouring == "add_remove" else math.sqrt(2.0)))
+    assert sens == pytest.approx(m * C * (1.0 if neighbouring == "add_remove" else math.sqrt(2.0)) * W_UNI, rel=1e-14)
     assert change <= sens * (1 + 1e-12)
-    assert change >= 0.999 * sens            # attained: the bound is the released statistic's own
+    assert change >= 0.999 * sens / W_UNI    # attained: the bound is the released statistic's own
+
+
+def test_unigram_and_partial_fit_refuse_more_documents_than_the_cap_before_the_charge(monkeypatch):
+    """Where the document count is private (add/remove, author-level) the rounding bound holds up
+    to ROUNDING_ROW_CAP documents (issue 34, item 7): ``private_unigram`` and a private
+    ``partial_fit`` on more refuse with a ValueError naming the cap, never the count, before the
+    ledger is charged.  A document-level replace-one unigram (n public) is not capped.  (The cap
+    is lowered for the test.)"""
+    from dpem_fast._engine import _specs
+
+    monkeypatch.setattr(_specs, "ROUNDING_ROW_CAP", 150)
+    X = make_corpus(200)
+    ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove")
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150") as err:
+        _dp_unigram.private_unigram(X, epsilon=1.0, budget=ledger, random_state=0)
+    assert "200" not in str(err.value) and len(ledger.entries) == 0
+    group_ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="add_remove", privacy_unit="group")
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150"):
+        _dp_unigram.private_unigram(X, epsilon=1.0, budget=group_ledger, groups=np.arange(200) // 2,
+                                    max_rows_per_group=2, random_state=0)
+    assert len(group_ledger.entries) == 0
+    _dp_unigram.private_unigram(X, epsilon=1.0, neighbouring="replace", random_state=0)     # n public
+    m = est(budget=ledger)
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 150"):
+        m.partial_fit(X)
+    assert len(ledger.entries) == 0
+    m.partial_fit(X[:150])
+    assert len(ledger.entries) == 1
+
+
+def test_the_unigram_statistic_is_summed_exactly_per_word():
+    """Each word's clipped counts ``c_dv s_d`` are summed exactly and rounded once (issue 34,
+    item 7): the statistic equals math.fsum over the documents, word by word."""
+    from dpem_fast._kernels.lda_docs import _clipped_count_sum
+
+    X = make_corpus(600, seed=4)
+    X.data *= 10.0 ** np.random.default_rng(4).integers(0, 9, X.data.size)
+    got = _clipped_count_sum(X, 7.5)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    scale = np.where(norms > 7.5, 7.5 * (1 - 1e-12) / np.where(norms > 0, norms, 1.0), 1.0)
+    T = X.multiply(scale[:, None]).tocsc()
+    want = [math.fsum(T.data[T.indptr[v]:T.indptr[v + 1]]) for v in range(X.shape[1])]
+    assert got.tolist() == want

@@ -24,7 +24,7 @@ from dpem_fast._reference import sep as ref
 
 from privacy_conformance import PrivacyConformance
 from dpem_fast._rng import derive_key, make_key
-from dpem_fast.mixture._dp_sep import sep_event
+from dpem_fast.mixture._dp_sep import sep_event, sep_rounding_factor
 
 
 _QUIET = pytest.mark.filterwarnings("ignore:DPStochasticEP. the released factor:UserWarning")
@@ -299,6 +299,21 @@ class TestSEPConformanceEquivalent(PrivacyConformance):
     def statistic_sites(self):
         from dpem_fast._kernels import sep as ksep
         return [(ksep, "sep_loop")]
+
+    # the relation is replace-one (of rows, or of a group's slots): N is public, no cap
+    rounding_fits = ("replace", "group")
+    cap_widening = 0.0
+
+    def exact_specs(self, est, X):
+        """Prop. 1's 2 γ C / N from the fit's public setup (N: the rows, or the G m slots)."""
+        from dpem_fast._engine import StatSpec
+
+        n, d = X.shape
+        m = est.privacy_.max_rows_per_group
+        slots = None if m is None else np.unique(self.make_groups(n)).size * m
+        st = est._setup(n, d, make_key(0), slots)
+        sens = 2.0 * st.gamma * st.C / st.n
+        return {"factor": StatSpec("factor", (st.J, d + d * d), {"add_remove": sens, "replace": sens})}
 
     @_QUIET
     def test_sklearn_estimator_checks(self):
@@ -653,7 +668,10 @@ def test_person_level_sep_runs_over_g_m_slots_with_the_group_sensitivity():
     B = -(-G * m // 4)
     C = math.sqrt(X.shape[1] + 1.0) / (0.25 / 8.0 ** 2 / 2)      # default_clip_norm in the box's units
     assert est.n_steps_ == 4 * G * m
-    assert r.sensitivity == pytest.approx(m * 2.0 * C / (G * m), rel=1e-12)
+    # Prop. 1's group sensitivity, widened by the release's float rounding (issue 34, item 7)
+    widening = sep_rounding_factor(B, m, 3 * (X.shape[1] + X.shape[1] ** 2))
+    assert widening > 1.0
+    assert r.sensitivity == pytest.approx(m * 2.0 * C / (G * m) * widening, rel=1e-14)
     assert est.privacy_.event == sep_event(r.noise_multiplier, G * m, 4, "shuffle", B, "group")
     assert (est.privacy_.privacy_unit, est.privacy_.max_rows_per_group) == ("group", m)
     # every group has m slots: its kept rows once each, then empty ones
@@ -665,3 +683,61 @@ def test_person_level_sep_runs_over_g_m_slots_with_the_group_sensitivity():
     assert_array_equal(np.bincount(groups[rows], minlength=70), np.minimum(np.bincount(groups, minlength=70), m))
     with pytest.raises(ValueError, match="sampling"):
         DPStochasticEP(3, max_rows_per_group=m, sampling="uniform", **kw).fit(X, groups=groups)
+
+
+def test_a_batch_of_sites_is_summed_in_blocks_then_exactly():
+    """Issue 34, item 7: a batch's clipped sites are summed in floats over blocks of SITE_BLOCK
+    steps and the block partials exactly (rounded once), so a replaced row's rounding stays in its
+    block; the release is ``fl(step * sum)`` before the noise and the public damped factor.  From
+    a zero factor and without noise or projection the update is that release itself: it must equal
+    ``step * fsum(block partials)`` built from the sites one by one (a batch of one step from the
+    zero factor with step 1 returns its clipped site), bit for bit.  Main's one sequential float
+    sum over the whole batch differs."""
+    J, d, C = 3, 2, 3.0
+    X, _ = _data(n=700, J=J, d=d, seed=9)
+    X *= np.random.default_rng(9).uniform(0.01, 30.0, (700, 1))          # sites of many sizes
+    th0 = _prior(J, d)
+    lw = np.log(np.full(J, 1 / J))
+    zero = np.zeros((J, d + d * d))
+    order = np.arange(700, dtype=np.int64)
+    sites = []
+    for i in order:
+        one = zero.copy()
+        _sep.sep_loop(X, order[i:i + 1], one, th0, lw, 0.25, 700.0, 1.0, C, None)
+        sites.append(one)
+    L = _sep.SITE_BLOCK
+    partials = []
+    for a in range(0, 700, L):
+        tot = np.zeros_like(zero)
+        for s in sites[a:a + L]:
+            tot = tot + s
+        partials.append(tot.ravel())
+    P = np.stack(partials)
+    exact = np.array([math.fsum(P[:, j]) for j in range(P.shape[1])]).reshape(zero.shape)
+    step = 1.0 / 700
+    got = zero.copy()
+    _sep.sep_loop(X, order, got, th0, lw, 0.25, 700.0, step, C, None, 700)
+    assert_array_equal(got, step * exact)
+    sequential = np.zeros_like(zero)
+    for s in sites:
+        sequential = sequential + s
+    assert not np.array_equal(step * sequential, step * exact)     # the data shows the difference
+    # the twin (numpy) sums the same way
+    twin, _ = ref.sep_run(X, order, zero, th0, lw, 0.25, 700.0, step, C, None, 700)
+    assert_allclose(twin, got, rtol=1e-12, atol=1e-15)
+
+
+def test_the_declared_sensitivity_carries_the_rounding_widening():
+    """Prop. 1's 2 γ C / N times sep_rounding_factor (issue 34): > 1, growing with the batch."""
+    assert 1.0 < sep_rounding_factor(1, 1, 6) < sep_rounding_factor(250_000, 1, 6) < 1.0 + 1e-10
+    assert sep_rounding_factor(250_000, 3, 6) < sep_rounding_factor(250_000, 1, 6)
+    X, _ = _data(n=400, seed=1)
+    est = DPStochasticEP(3, epsilon=2.0, component_variance=0.25, bounds=(-8.0, 8.0), n_epochs=2,
+                         random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        est.fit(X)
+    r = est.privacy_.releases["factor"]
+    C = math.sqrt(3.0) / (0.25 / (2 * 8.0 ** 2))          # default_clip_norm in the box's units
+    assert r.sensitivity == pytest.approx(2.0 * C / 400 * sep_rounding_factor(100, 1, 18), rel=1e-15)
+    assert r.sensitivity > 2.0 * C / 400

@@ -32,6 +32,7 @@ import dpem_fast
 from dpem_fast import DPGaussianMixture, DPKMeans, ModelFormatError, _persist
 from dpem_fast import accounting as acc
 from dpem_fast._engine import ReleaseLayer
+from dpem_fast._engine._specs import ROUNDING_ROW_CAP, float64_exact_sum_factor
 from dpem_fast.model_selection import PrivateModelSelection
 from dpem_fast.model_selection import _selection as sel_mod
 from privacy_conformance import scale_noise
@@ -82,7 +83,11 @@ def test_the_event_reaccounts_to_the_reported_epsilon_and_is_tight(rel, shape):
     r = rec.releases[sel_mod.SCORE]
     assert r.noise_multiplier == pytest.approx(rs.event.noise_multiplier, rel=1e-12)
     lo, hi = sel_mod.score_range(base, 2)
-    assert r.sensitivity == pytest.approx((hi - lo) if rel == "replace" else (hi - lo) / 2)
+    # the clipped hold-out sum's Δ, widened by its exact sum's float rounding (issue 34, item 7):
+    # at the public n under replace, at the public cap under add/remove
+    widening = float64_exact_sum_factor(blobs().shape[0] if rel == "replace" else ROUNDING_ROW_CAP)
+    assert widening > 1.0
+    assert r.sensitivity == pytest.approx(((hi - lo) if rel == "replace" else (hi - lo) / 2) * widening, rel=1e-14)
     assert r.count == rec.n_iter
     assert P_tail_ok(rec, rs)
     # Google's dp-accounting re-accounts the same event to the same epsilon (its RDP accountant,
@@ -397,7 +402,7 @@ def test_an_outlier_in_the_hold_out_moves_the_released_statistic_by_at_most_its_
                                         random_state=seed), data))
     sens = fits[0].privacy_.releases[sel_mod.SCORE].sensitivity
     lo, hi = sel_mod.score_range(base, 2)
-    assert sens == pytest.approx((hi - lo) / 2)
+    assert sens == pytest.approx((hi - lo) / 2 * float64_exact_sum_factor(ROUNDING_ROW_CAP), rel=1e-14)
     diff = np.array(stats[1]) - np.array(stats[0])
     assert diff.size == len(raw[1]) >= fits[0].privacy_.n_iter
     assert np.all(np.abs(diff) <= sens * (1 + 1e-9))
@@ -646,8 +651,9 @@ def test_person_level_selection_splits_by_group_and_scores_a_groups_rows():
     assert (rec.privacy_unit, rec.max_rows_per_group) == ("group", 3)       # the largest candidate m
     assert (one.privacy_.privacy_unit, one.privacy_.max_rows_per_group) == ("group", 2)
     lo, hi = sel_mod.score_range(base, 2)
-    assert rec.releases[sel_mod.SCORE].sensitivity == pytest.approx(3 * (hi - lo), rel=1e-12)
-    assert one.privacy_.releases[sel_mod.SCORE].sensitivity == pytest.approx(2 * (hi - lo), rel=1e-12)
+    widening = float64_exact_sum_factor(ROUNDING_ROW_CAP)       # a group's row count is private
+    assert rec.releases[sel_mod.SCORE].sensitivity == pytest.approx(3 * (hi - lo) * widening, rel=1e-12)
+    assert one.privacy_.releases[sel_mod.SCORE].sensitivity == pytest.approx(2 * (hi - lo) * widening, rel=1e-12)
     assert acc._events.tagged_units(rec.event) == {"group"} and s.best_estimator_.privacy_ is rec
     _persist.check_record(rec)
     # the split: a group's rows all on one side, each group with probability holdout
@@ -677,3 +683,44 @@ def test_the_auto_shortcuts_pass_the_groups_on(make):
         warnings.simplefilter("ignore", acc.NoiseDominatedWarning)
         est = make().set_params(max_rows_per_group=2, random_state=0).fit(X, groups=groups)
     assert (est.privacy_.privacy_unit, est.privacy_.max_rows_per_group) == ("group", 2)
+
+
+@pytest.mark.parametrize("unit", ["row", "group"])
+def test_a_selection_whose_row_count_is_private_refuses_more_rows_than_the_cap_before_the_charge(monkeypatch, unit):
+    """Add/remove and person-level: the score's (and every trial's) rounding bound holds up to
+    ROUNDING_ROW_CAP rows (issue 34, item 7); more are refused with a ValueError naming the cap,
+    never the count, before the ledger is charged and before any trial fits.  Row-level replace
+    (n public) is not capped.  (The cap is lowered for the test.)"""
+    from dpem_fast._engine import _specs
+
+    monkeypatch.setattr(_specs, "ROUNDING_ROW_CAP", 1500)
+    X = blobs(n=2000)
+    fits = []
+    real = sel_mod.fit_trial
+    monkeypatch.setattr(sel_mod, "fit_trial", lambda *a: (fits.append(1), real(*a))[1])
+    kw = {"max_rows_per_group": 2} if unit == "group" else {"neighbouring": "add_remove"}
+    base = DPGaussianMixture(bounds=BOX, max_iter=3, **kw)
+    ledger = acc.BudgetLedger(10.0, 1e-5, neighbouring="replace" if unit == "group" else "add_remove",
+                              privacy_unit=unit)
+    groups = np.arange(2000) // 4 if unit == "group" else None
+    with pytest.raises(ValueError, match="ROUNDING_ROW_CAP = 1500") as err:
+        selection(estimator=base, budget=ledger).fit(X, groups=groups)
+    assert "2000" not in str(err.value)
+    assert len(ledger.entries) == 0 and not fits
+    quiet_fit(selection(estimator=DPGaussianMixture(bounds=BOX, max_iter=3)), X)      # replace: n public
+    assert fits
+
+
+def test_the_clipped_hold_out_score_is_summed_exactly():
+    """The hold-out score's terms are summed exactly and rounded once (issue 34, item 7: the
+    release's sensitivity is widened only for that rounding): math.fsum's value, not numpy's
+    pairwise sum; NaN and ±inf clipped first; 0 for no row."""
+    rng = np.random.default_rng(0)
+    lo, hi = -120.0, 35.0
+    # half the rows at the bounds (terms ±77.5 cancelling), half near the midpoint (tiny terms)
+    v = np.where(rng.random(5000) < 0.5, rng.choice([lo, hi], 5000), rng.normal(size=5000) * 1e-7 - 42.5)
+    v[:3] = [np.nan, np.inf, -np.inf]
+    t = np.clip(np.nan_to_num(v, nan=lo, posinf=hi, neginf=lo), lo, hi) - 0.5 * (lo + hi)
+    assert sel_mod.clipped_score_sum(v, (lo, hi)) == math.fsum(t)
+    assert math.fsum(t) != float(np.sum(t))             # the data shows the difference
+    assert sel_mod.clipped_score_sum(np.zeros(0), (lo, hi)) == 0.0

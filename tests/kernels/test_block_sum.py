@@ -179,3 +179,54 @@ def test_statistics_sum_is_sum2():
         plain.add(np.array(v))
     assert plain.result().tolist() == [4, 6]
     assert StatisticsSum().result() is None
+
+
+def test_sum_segments_is_fsum_of_each_segment():
+    """``_contract.sum_segments``: each segment of each row summed exactly, rounded once (the
+    one-off releases' per-row terms: the private start's cell sums, the unigram's word counts)."""
+    rng = np.random.default_rng(4)
+    v = rng.standard_normal((3, 400)) * 10.0 ** rng.integers(-12, 12, (3, 400))
+    bounds = np.array([0, 0, 1, 17, 17, 250, 400])
+    got = _contract.sum_segments(v, bounds)
+    assert got.shape == (3, 6)
+    want = [[math.fsum(v[j, bounds[t]:bounds[t + 1]]) for t in range(6)] for j in range(3)]
+    assert got.tolist() == want
+    assert _contract.sum_segments(v[1], bounds).tolist() == want[1]
+    assert _contract.sum_segments(np.zeros((2, 0)), np.array([0])).shape == (2, 0)
+    with pytest.raises(ValueError, match="bounds"):
+        _contract.sum_segments(v, np.array([0, 5, 3]))
+
+
+def _binade_pair_add_remove():
+    """Add/remove neighbours for the GMM kernel, K = 1, d = 1 (issue 34, item 7): D holds row 0 = 1,
+    2^20 − 1 more ones and then three rows of 2^-33; D' lacks row 0, so every later row moves one
+    place (into other chunks and lanes).  The running sums straddle a binade: D' sums to
+    2^20 − 1 + 3·2^-33, a double (its ulp below 2^20 is 2^-33); D to 2^20 + 3·2^-33, a tie at the
+    ulp 2^-32 above 2^20 that rounds to even, 2^20 + 2^-31, so the last rows are partly absorbed:
+    S1 moves by 1 + 2^-33, past the exact-arithmetic Δ = 1 of one row in the unit ball."""
+    n1 = 2 ** 20
+    X = np.ones((n1 + 3, 1))
+    X[n1:] = 2.0 ** -33
+    return X, X[1:]
+
+
+def test_constructed_binade_pair_under_add_remove_stays_within_the_declared_sensitivity():
+    """On the compiled kernel, 1 and 2 threads: |ΔS1| = 1 + 2^-33 exceeds the exact-arithmetic
+    add/remove sensitivity 1 (what main declared: this test fails there) and stays within the
+    declared, widened one: the float64 rounding factor at the public cap ROUNDING_ROW_CAP, b from
+    one superblock's block plan (1,024 rows) — for a row-level and a person-level fit alike."""
+    from dpem_fast import DPGaussianMixture
+    from dpem_fast._engine._specs import ROUNDING_ROW_CAP, float64_rounding_factor
+
+    X, Xp = _binade_pair_add_remove()
+    for kw in ({"neighbouring": "add_remove"}, {"neighbouring": "add_remove", "max_rows_per_group": 1},
+               {"neighbouring": "replace", "max_rows_per_group": 1}):
+        est = DPGaussianMixture(1, **kw)
+        specs = {s.name: s for s in est._iteration_specs(1, np.float64, None)}
+        declared = specs["first_moments"].sensitivity("l2", "add_remove")
+        assert declared == float64_rounding_factor(ROUNDING_ROW_CAP, 1024, shifts=True)
+        assert 1.0 + 1e-3 < declared < 1.0 + 3e-3
+    for nt in (1, 2):
+        change = _first_moment_change(X, Xp, nt)
+        assert change == 1.0 + 2.0 ** -33
+        assert 1.0 < change <= declared

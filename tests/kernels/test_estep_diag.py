@@ -251,3 +251,42 @@ def test_estimator_uses_the_diagonal_kernel(monkeypatch, covariance_type):
                                 bounds=(X.min(0) - 1, X.max(0) + 1), random_state=0).fit(X)
         assert np.isfinite(est.score(X))
         assert est.predict_proba(X[:5]).shape == (5, est.n_components_)
+
+
+@pytest.mark.parametrize("second", ["tied", "spherical"])
+def test_pooled_second_moments_are_one_exact_sum_of_the_block_partials(monkeypatch, second):
+    """Tied (Σ_k S2_k) and spherical (Σ_j of the squared sums) are pooled from the kernel's block
+    partials of every component (feature) in one exact sum, rounded once — not from the per-
+    component totals, already rounded, added in order (issue 34, item 7: every released entry
+    is rounded once, as the float64 rounding bound assumes).  Thread-count invariant."""
+    import math
+
+    from dpem_fast._dpcore import _estep
+
+    X, w, means, prec = make_problem(20 * CHUNK + 9, 6, 3, seed=5)
+    kernel = _estep if second == "tied" else _estep_diag
+    name = "estep_stats" if second == "tied" else "estep_diag_stats"
+    seen = []
+    real = getattr(kernel, name)
+
+    def spy(*args, **kw):
+        out = real(*args, **kw)
+        seen.append(np.array(args[6]))          # part_s2 / part_sq, filled in place
+        return out
+    monkeypatch.setattr(kernel, name, spy)
+    fit = compute_stats if second == "tied" else compute_stats_diag
+    P = expand(prec) if second == "tied" else prec
+    got = [fit(X, w, means, P, n_threads=t, second=second)["second_moments"] for t in (1, 2)]
+    assert_array_equal(got[0], got[1])
+    part = seen[0]
+    if second == "tied":
+        nb, K, d, _ = part.shape
+        flat = part.reshape(nb * K, d * d)
+        want = np.array([math.fsum(flat[:, j]) for j in range(d * d)]).reshape(d, d)
+        want = np.triu(want) + np.triu(want, 1).T
+    else:
+        nb, K, d = part.shape
+        want = np.array([math.fsum(part[:, k, :].ravel()) for k in range(K)])
+    assert_array_equal(got[0], want)
+    with pytest.raises(ValueError, match="second"):
+        fit(X, w, means, P, second="full" if second == "spherical" else "diag")

@@ -10,7 +10,7 @@ from dpem_fast._kernels.moments import product_rows, second_moment_stats
 
 
 @pytest.mark.parametrize("n, d", [(1, 1), (7, 3), (255, 5), (257, 5), (3000, 17), (600, 64),
-                                  (300, _moments.TILE_MIN_D), (40, 700)])
+                                  (300, _moments.TILE_MIN_D), (40, 700), (2500, _moments.TILE_MIN_D)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("declared", [False, True])
 def test_matches_reference_and_is_thread_invariant(n, d, dtype, declared):
@@ -35,11 +35,31 @@ def test_matches_reference_and_is_thread_invariant(n, d, dtype, declared):
         assert np.trace(S) <= n * (1 + 1e-12)           # every clipped row has norm <= 1
 
 
+def test_tiles_sum_at_most_tile_rows_per_partial():
+    """The "tiles" layout (issue 34, item 7): one S2 partial per TILE_ROWS rows, each the slice's
+    own product (not a call-long sum), summed exactly; FactorAnalysis declares that b."""
+    from dpem_fast import DPFactorAnalysis
+    from dpem_fast._dpcore import _contract
+
+    n, d = 2 * _moments.TILE_ROWS + 5, _moments.TILE_MIN_D
+    X = np.random.default_rng(0).normal(size=(n, d))
+    nb2, nb1 = _moments.block_count(n, d)
+    part_s2, part_s1 = np.empty((nb2, d, d)), np.empty((nb1, d))
+    _moments.second_moment(X, part_s2, part_s1, np.zeros(nb1, dtype=np.int64), 2)
+    for k in range(nb2):
+        rows = X[k * _moments.TILE_ROWS:(k + 1) * _moments.TILE_ROWS]
+        assert_allclose(np.tril(part_s2[k]), np.tril(rows.T @ rows), rtol=1e-12, atol=1e-9)
+    S = _contract.sum_blocks(part_s2)
+    _moments.mirror_lower(S, 1)
+    assert_array_equal(S, second_moment_stats(X, None, n_threads=1)["second_moment"])
+    assert DPFactorAnalysis(2)._block_rows(10 ** 6, d) == _moments.TILE_ROWS == 1024
+
+
 def test_layouts_and_block_counts():
     assert _moments.block_count(0, 10) == (0, 0)
     nb2, nb1 = _moments.block_count(100_000, 100)
     assert nb2 == nb1 == -(-100_000 // (256 * 4))
-    assert _moments.block_count(5000, _moments.TILE_MIN_D) == (1, -(-5000 // 256))
+    assert _moments.block_count(5000, _moments.TILE_MIN_D) == (-(-5000 // _moments.TILE_ROWS), -(-5000 // 256))
     with pytest.raises(ValueError, match="partial"):
         _moments.second_moment(np.zeros((10, 3)), np.zeros((2, 3, 3)), np.zeros((1, 3)),
                                np.zeros(1, dtype=np.int64), 1)

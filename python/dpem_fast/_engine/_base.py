@@ -62,7 +62,9 @@ from ._statistics import StatisticsSum
 from ._estimator import Context, PrivateEstimator
 from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
-from ._specs import float32_specs, float64_rounding_factor, rounding_specs
+from . import _specs
+from ._specs import (check_row_cap, float32_specs, float64_exact_sum_factor, float64_rounding_factor,
+                     rounding_specs)
 from ._start import start_shares
 from ._record import NOT_PRIVATE, PrivacyRecord
 from ._release import ReleaseLayer
@@ -224,6 +226,7 @@ class PrivateEM(PrivateEstimator):
     """
 
     _domain_kind = "ball"
+    _loop = "full_pass"
 
     # ------------------------------------------------------------------ hooks
     def _check_model_params(self, n_samples, n_features):
@@ -268,27 +271,41 @@ class PrivateEM(PrivateEstimator):
 
     def _rounding_factor(self, d, n_public):
         """The float64 rounding widening of this fit's iteration statistics
-        (:func:`~dpem_fast._engine._specs.float64_rounding_factor`), or None where it is not
-        applied: it is derived for row-level replace-one with ``n_public`` rows (every other
-        partial bit-identical); add/remove and person-level fits are not covered yet (issue 34,
-        item 7: every row may move to another block there)."""
-        if n_public is None or self.neighbouring != "replace" or self._max_rows_per_group() is not None:
-            return None
-        return float64_rounding_factor(n_public, self._block_rows(n_public, d))
+        (:func:`~dpem_fast._engine._specs.float64_rounding_factor`; module docstring of
+        :mod:`~dpem_fast._engine._specs`, "Rounding").  Row-level replace-one with ``n_public``
+        rows: every other partial is bit-identical, ``b`` the blocks of a call on at most
+        ``n_public`` rows.  Add/remove and person-level fits (``n_public`` None: a removed row, or
+        a group of another size, moves every later row to another block): the bound at the
+        public cap :data:`~dpem_fast._engine._specs.ROUNDING_ROW_CAP`, ``b`` the blocks of one
+        kernel call, which never gets more than one superblock of rows (:meth:`_block_rows` of
+        ``superblock_rows(d)``); a fit on more rows is refused before the charge
+        (:func:`~dpem_fast._engine._specs.check_row_cap`)."""
+        if n_public is not None and self.neighbouring == "replace" and self._max_rows_per_group() is None:
+            return float64_rounding_factor(n_public, self._block_rows(n_public, d))
+        return float64_rounding_factor(_specs.ROUNDING_ROW_CAP, self._block_rows(superblock_rows(int(d)), d),
+                                       shifts=True)
+
+    def _start_release_specs(self, d, n_public):
+        """The specs the plan holds for a private start (:meth:`_start_specs`, or ``()``): its
+        non-integer sums, whose per-row terms are summed exactly (``_start.cell_sums``), widened
+        by :func:`~dpem_fast._engine._specs.float64_exact_sum_factor` at the public row count of
+        a row-level replace-one fit, else at the public cap; its integer counts as declared."""
+        start = tuple(self._start_specs(d))
+        if not start:
+            return ()
+        if n_public is not None and self.neighbouring == "replace" and self._max_rows_per_group() is None:
+            return rounding_specs(start, float64_exact_sum_factor(n_public))
+        return rounding_specs(start, float64_exact_sum_factor(_specs.ROUNDING_ROW_CAP))
 
     def _iteration_specs(self, d, dtype=np.float64, n_public=None):
         """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by
         :func:`~dpem_fast._engine._specs.float32_specs` when float32 rows run the float32 path
-        (:meth:`_float32_path`), and by the float64 rounding factor (:meth:`_rounding_factor`)
-        where it applies.  The dtype and ``n_public`` (the row count where it is public, else
-        None) are public."""
+        (:meth:`_float32_path`), and by the float64 rounding factor (:meth:`_rounding_factor`).
+        The dtype and ``n_public`` (the row count where it is public, else None) are public."""
         specs = tuple(self._statistic_specs(d))
         if np.dtype(dtype) == np.float32 and self._float32_path():
             specs = float32_specs(specs)
-        factor = self._rounding_factor(d, n_public)
-        if factor is not None:
-            specs = rounding_specs(specs, factor)
-        return specs
+        return rounding_specs(specs, self._rounding_factor(d, n_public))
 
     def _statistics(self, X, params, domain, n_threads):
         """The statistics of the rows ``X`` (in memory: the kernel of :meth:`_statistics_task`)."""
@@ -568,7 +585,7 @@ class PrivateEM(PrivateEstimator):
         domain = None
         if source == "declared":
             domain = self._declared_domain(dd)      # reads only the declaration
-        start = tuple(self._start_specs(d))         # a private start's one-off releases, or ()
+        start = self._start_release_specs(d, n_public)     # a private start's one-off releases, or ()
         one_off = (domain_specs(dd) if source == "estimate" else ()) + start
         shares = domain_shares() if source == "estimate" else {}
         if start:
@@ -599,6 +616,8 @@ class PrivateEM(PrivateEstimator):
         rounds = self._n_release_rounds()
         plan, specs, source, domain = self._private_plan(n_public, d, rows.dtype)
         start = tuple(self._start_specs(d))
+        if n_public is None:                        # a private count: the rounding bound's public cap
+            check_row_cap(rows.n_rows)              # (before the charge; a group's rows are kept from these)
         # the whole plan, before any statistic of the data is computed, accounted (also) with the
         # accountant that calibrated it
         self._charge(plan.event, accountant=plan.accountant)

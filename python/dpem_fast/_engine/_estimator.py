@@ -87,6 +87,9 @@ class PrivateEstimator(Registered, BaseEstimator):
     """
 
     _relations = ("replace", "add_remove")
+    #: The loop the estimator runs (module docstring): ``"full_pass"``, ``"minibatch"`` or
+    #: ``"sequential"``; the audit picks its target by it, never by the model's class.
+    _loop = None
 
     # ------------------------------------------------------------ parameters
     def _relation(self):

@@ -119,58 +119,81 @@ joint bounds, so ``Σ_r a_r B_r²/Δ_r² ≤ (a_c + a_1 + a_2)/2 ≤ J``: the su
 ``J · FLOAT32_WIDENING²``, the joint bound of the widened sensitivities (``J`` is homogeneous of
 degree one in ``a``).
 
-Rounding of the float64 sums (issue 34).  The derivations above are exact-arithmetic
+Rounding of the float64 sums (issue 34, item 7).  The derivations above are exact-arithmetic
 statements; the kernels sum in floats.  What they guarantee, with ``u = 2⁻⁵³`` and
 ``γ_k = k u / (1 − k u)`` (Higham 2002, Lemma 3.1):
 
 (e) rows are summed inside a block (lanes, chunks, BLAS calls: any order or tree) into one
     float64 partial per block and statistic entry; a block holds at most ``b`` rows (the
-    kernel's block plan, ``dpc_contract.h``: 1,024 rows until the partial budget binds), and a
-    row's term is its exact product up to at most 5 rounded products, so a block's partial is
-    ``Σ_r T_r (1 + θ_r)``, ``|θ_r| ≤ γ_{b+5}``, and its error is at most ``γ_{b+5} Σ_r |T_r|``;
+    kernel's block plan, ``dpc_contract.h``: 1,024 rows until the partial budget binds; the
+    factor-analysis "tiles" layout one partial per 1,024 rows), and a row's term is its exact
+    product up to at most 5 rounded products, so a block's partial is ``Σ_r T_r (1 + θ_r)``,
+    ``|θ_r| ≤ γ_{b+5}``, and its error is at most ``γ_{b+5} Σ_r |T_r|``;
 (f) the partials of the blocks are summed **exactly** and rounded once
     (``_contract.sum_blocks``, a superaccumulator: the correctly rounded sum, independent of
-    the order and of the thread count): an error of at most ``u |S_j|`` per entry of the
-    superblock (or Dask chunk) total ``S_j``;
-(g) the totals of the superblocks (or chunks) are added by Ogita–Rump–Oishi's Sum2
-    (:meth:`Statistics.sum`): at most ``u |S| + γ_J² Σ_j |S_j|`` for ``J ≤ n`` totals.
+    the order and of the thread count; a pooled statistic — the tied covariance's ``Σ_k S2_k``,
+    the spherical one's ``Σ_j`` — is one exact sum of the partials of every component or
+    feature): an error of at most ``u |S_j|`` per entry of the call's total ``S_j``;
+(g) the calls' totals are added by Ogita–Rump–Oishi's Sum2
+    (:class:`~dpem_fast._engine._statistics.StatisticsSum`), at most ``u |S| + γ_{J−1}² Σ_j |S_j|``
+    for ``J`` totals, on at most two levels: the superblocks of a Dask chunk (``J ≤ ⌈n/256⌉``:
+    a superblock has at least 256 rows) and then the superblocks in this process or the chunks
+    (``J ≤ n``).
 
-Per entry these are at most ``γ_{b+5}`` times the block's ``Σ_r |T_r|`` plus ``(2u + γ_n²)``
-times ``Σ_r |T_r|`` over all rows, and by Minkowski the same holds for the ℓ1 and ℓ2 norms of the
-error with ``‖T_r‖_p ≤ B_p``, a row's own contribution (the add/remove sensitivity, at most the
-replace one).  Hence, with the responsibilities' float sum ``Σ_k γ̂_k ≤ 1 + κ`` (``κ ≤ 1.01 (K + 2)
-u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a clipped row in the unit ball:
+Per entry these are at most ``γ_{b+5}`` times the block's ``Σ_r |T_r|`` plus ``λ_n = 3u + γ_n² +
+γ_{⌈n/256⌉}²`` times ``Σ_r |T_r|`` over all rows, and by Minkowski the same holds for the ℓ1 and
+ℓ2 norms of the error with ``‖T_r‖_p ≤ B_p``, a row's own contribution (the add/remove
+sensitivity, at most the replace one).  Hence, with the responsibilities' float sum
+``Σ_k γ̂_k ≤ 1 + κ`` (``κ ≤ 1.01 (K + 2) u`` for ``K ≤ 2²⁰`` components, as (b) in float64) and a
+clipped row in the unit ball:
 
 * replace-one (row level; ``n`` public): only the block, superblock and chunk of the replaced
   row differ, every other partial is bit-identical, so
-  ``‖Ŝ(D) − Ŝ(D')‖_p ≤ (1 + κ) Δ_p (1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)``;
+  ``‖Ŝ(D) − Ŝ(D')‖_p ≤ (1 + κ) Δ_p (1 + 2 γ_{b+5} b + 2 λ_n n)``;
 * add/remove, and person-level fits (a removed row, or a group of another size, moves every
   later row to another block, so every block's rounding may change):
-  ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + 2u + γ_N²) N)`` for ``n ≤ N``.
+  ``≤ (1 + κ) Δ_p (1 + 2 (γ_{b+5} + λ_N) N)`` for ``n ≤ N`` (per group: ``m Δ_p`` on the left
+  and in place of ``Δ_p``, the bound divided by ``m ≥ 1``, so the same factor).
 
-:func:`float64_rounding_factor` is that factor.  Where it is applied (``PrivateEM._rounding_factor``:
-row-level replace-one, ``n`` public) a fit widens every non-integer iteration statistic by it,
-``b`` from the model's ``_block_rows`` (its kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`;
-by default the rows of one kernel call, at most ``min(n, superblock_rows(d))``: rows reach a
-kernel one superblock at a time, a Dask task cutting its chunk likewise, and a partial never sums
-more rows than its call gets); integer statistics —
-counts of hard assignments, the row count — are sums of small integers, exact in float64.  The
-joint bound widens the same way as for float32 rows (Minkowski, above).  The float32 path's factor
-multiplies it (its float lanes flush into the float64 sums covered here).  At 10⁶ rows and
-``b = 1,024`` the factor is ``1 + 8·10⁻¹⁰``.
+:func:`float64_rounding_factor` is that factor; every fit applies it
+(``PrivateEM._rounding_factor``) to every non-integer iteration statistic; integer statistics —
+counts of hard assignments, the row count, the histograms — are sums of small integers, exact in
+float64, and keep theirs.  The joint bound widens the same way as for float32 rows (Minkowski,
+above); the float32 path's factor multiplies it (its float lanes flush into the float64 sums
+covered here).  The relation between the factor and the fit:
 
-Not applied yet: add/remove and person-level fits declare the exact-arithmetic values.  Their
-bound needs ``n`` — private there — so a public cap :data:`ROUNDING_ROW_CAP` and a ``b`` valid
-for every way rows reach a kernel (in-memory superblocks, Dask chunks of any size); at the cap
-2³² and ``b = 1,024`` the widening would be ``1 + 4.9·10⁻⁴`` (0.05 % more noise), material enough
-to want that design reviewed first (issue 34, item 7, left open).
+* row-level replace-one: ``N = n`` (public), ``b`` = the model's ``_block_rows(n, d)`` (its
+  kernel's block plan, :func:`~dpem_fast._dpcore._contract.max_block_rows`); ``1 + 1.0·10⁻⁹``
+  at 10⁶ rows and ``b = 1,024``;
+* add/remove and person-level (``n`` private): ``N`` = the public cap :data:`ROUNDING_ROW_CAP`
+  = 2³², ``b`` = ``_block_rows(superblock_rows(d), d)``, the most rows one block of one kernel
+  call can hold: every path hands a kernel at most one superblock (in-memory arrays, memory
+  maps, block sources and a person-level fit's kept rows are read in superblocks of
+  ``superblock_rows(d)`` rows; a Dask task cuts its chunk into superblocks; a private
+  selection's trials are in-memory rows), and the block plan of a call on at most that many
+  rows has blocks of at most ``b`` rows.  ``b = 1,024`` for every model and shape here (GMM full
+  K = 3, d = 8; diag K = 10, d = 30; k-means K = 50, d = 2; factor analysis d = 784;
+  Bernoulli K = 10, d = 784): the factor is ``1 + 2.97·10⁻³`` (0.3 % more noise; its terms:
+  ``2 γ_{b+5} N = 9.8·10⁻⁴``, ``2 γ_N² N = 2⁻⁹ = 1.95·10⁻³`` from Sum2 over up to N parts).  A fit
+  on more rows than the cap is refused before the budget is charged
+  (:func:`check_row_cap`: a count-dependent refusal, as the refusal of an empty X is, at a count
+  no in-memory fit reaches; its message names the cap, never the count).
+
+One-off releases.  The private start's cell sums (``_start.cell_sums``) and the unigram's word
+counts (``_contract.sum_segments``), the private selection's hold-out score (``math.fsum``'s
+value) sum their per-row terms **exactly** in each call, so only the calls' roundings and Sum2
+remain: :func:`float64_exact_sum_factor` ``(1 + u)² (1 + 2 λ_N N)`` (N = n public under
+row-level replace, else the cap: ``1 + 1.98·10⁻³``).  The domain estimate's histograms and
+outside counts are integers (exact).  LDA's topic-word statistic uses the factor above with
+``b = 128`` documents (``_kernels.lda``: a minibatch is cut into calls of a public size):
+``1 + 2.10·10⁻³``; DP-SEP (N public) has its own bound (``mixture._dp_sep``, "Rounding").
 
 Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
 caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:
 removing a row moves every later row into another partial sum, so all of them change and the
 float rounding of the change grows with n.  A model computes float32 rows in float64 there (its
-kernel upcasts them) and declares the unwidened values; so it does without a domain (the
-non-private fit).
+kernel upcasts them) and declares the float64 sums' values (widened at the public cap, "Rounding"
+above), not the float32 path's; so it does without a domain (the non-private fit).
 """
 from __future__ import annotations
 
@@ -182,8 +205,8 @@ from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
            "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
-           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "rounding_specs",
-           "ROUNDING_ROW_CAP"]
+           "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "float64_exact_sum_factor",
+           "rounding_specs", "check_row_cap", "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
 FLOAT32_WIDENING = 1.0 + 2.0 ** -8
@@ -294,28 +317,72 @@ def float32_specs(specs):
     return tuple(out)
 
 
+def _gamma(k):
+    """Higham's ``γ_k = k u / (1 − k u)`` for float64 (``u = 2⁻⁵³``)."""
+    u = 2.0 ** -53
+    if k * u >= 0.5:
+        raise ValueError(f"float64 rounding: {k} terms per sum is too many for the bound")
+    return k * u / (1.0 - k * u)
+
+
+def _levels(n):
+    """The rounding above the exact reduction of a call's partials, per unit of ``Σ_r |T_r|``
+    (module docstring, "Rounding", (f)-(g)): the call's correctly rounded total (``u``), at most
+    two Sum2 levels (``u + γ_J²`` each: a Dask chunk's superblocks, or an LDA minibatch's
+    slices, ``J ≤ ⌈n/256⌉`` parts of at least 256 rows; then the chunks or superblocks,
+    ``J ≤ n``)."""
+    u = 2.0 ** -53
+    n = max(int(n), 1)
+    return 3.0 * u + _gamma(n) ** 2 + _gamma(-(-n // 256)) ** 2
+
+
 def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FLOAT32_MAX_COMPONENTS):
     """The factor by which float64 rounding can exceed a sensitivity (module docstring,
-    "Rounding"): ``(1 + κ)(1 + 2 γ_{b+5} b + 2 (2u + γ_n²) n)`` for row-level replace-one with ``n``
-    public rows and at most ``b = block_rows`` rows per block; with ``shifts=True`` (add/remove,
-    person-level: every row may move to another block) ``(1 + κ)(1 + 2 (γ_{b+5} + 2u + γ_n²) n)``,
-    ``n`` then the public cap :data:`ROUNDING_ROW_CAP`."""
+    "Rounding"): ``(1 + κ)(1 + 2 γ_{b+5} b + 2 λ_n n)`` for row-level replace-one with ``n``
+    public rows and at most ``b = block_rows`` rows per block (``λ_n = 3u + γ_n² + γ_{⌈n/256⌉}²``,
+    the levels above the exact reduction); with ``shifts=True`` (add/remove, person-level:
+    every row may move to another block) ``(1 + κ)(1 + 2 (γ_{b+5} + λ_n) n)``, ``n`` then the
+    public cap :data:`ROUNDING_ROW_CAP`.  ``n_components`` bounds K in ``κ`` (the float sum of
+    a row's responsibilities, ``Σ_k γ̂_k ≤ 1 + κ``)."""
     n, b = int(n_rows), int(block_rows)
     if n < 0 or b < 1:
         raise ValueError("n_rows must be >= 0 and block_rows >= 1")
     u = 2.0 ** -53
-
-    def gamma(k):
-        if k * u >= 0.5:
-            raise ValueError(f"float64 rounding: {k} terms per sum is too many for the bound")
-        return k * u / (1.0 - k * u)
-
     kappa = (1.0 + u) ** 2 * (1.0 + (n_components + 1) * u) - 1.0
-    g_block, g2 = gamma(b + 5), gamma(max(n, 1)) ** 2
-    excess = 2.0 * (g_block + 2.0 * u + g2) * n if shifts else 2.0 * g_block * b + 2.0 * (2.0 * u + g2) * n
+    g_block, lam = _gamma(b + 5), _levels(n)
+    excess = 2.0 * (g_block + lam) * n if shifts else 2.0 * g_block * b + 2.0 * lam * n
     # the float evaluation of these few terms is itself rounded: one more u per operation is
     # far below the margin of 1.01 on the excess
     return (1.0 + kappa) * (1.0 + 1.01 * excess)
+
+
+def float64_exact_sum_factor(n_rows):
+    """The factor by which float64 rounding can exceed the sensitivity of a sum whose per-row
+    terms (each the exact value of at most two rounded operations of the row's own values) are
+    summed **exactly** in each call (``_contract.sum_blocks`` / ``sum_segments``, ``math.fsum``)
+    and rounded once, the calls' totals then added by at most two Sum2 levels (module
+    docstring, "Rounding", one-off releases): ``(1 + u)² (1 + 2 λ_n n)`` for at most ``n`` rows
+    (public, or :data:`ROUNDING_ROW_CAP`) — no block term, whatever the relation."""
+    n = int(n_rows)
+    if n < 0:
+        raise ValueError("n_rows must be >= 0")
+    u = 2.0 ** -53
+    return (1.0 + u) ** 2 * (1.0 + 1.01 * 2.0 * _levels(n) * n)
+
+
+def check_row_cap(n_rows, what="X"):
+    """Refuse (``ValueError``) more than :data:`ROUNDING_ROW_CAP` rows where the row count is
+    private (add/remove, person-level): the float64 rounding bound folded into the
+    sensitivities holds up to the cap only.  Called before the budget is charged.  A
+    count-dependent refusal (as the refusal of no row at all), at a count no in-memory fit
+    reaches; the message names the public cap, never the count.  The cap is read at call time
+    (a test may lower it)."""
+    if int(n_rows) > ROUNDING_ROW_CAP:
+        raise ValueError(
+            f"{what}: more rows than the public cap ROUNDING_ROW_CAP = {ROUNDING_ROW_CAP} "
+            "(dpem_fast._engine._specs) up to which the float64 rounding of the released sums is "
+            "bounded under add/remove and person-level privacy (the row count is private there, so "
+            "the sensitivities are widened for the cap); fit on at most that many rows (a subsample)")
 
 
 def rounding_specs(specs, factor):

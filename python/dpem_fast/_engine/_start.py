@@ -34,7 +34,8 @@ and on public hyperplanes only.
   (ℓ1 ≤ √d).  Replace: ``x' e_jᵀ − x e_iᵀ``; for i ≠ j ℓ2 ≤ √2, for i = j ‖x' − x‖ < 2 (a cell
   lies in a half-space through the centre; x and x' on either side of its boundary's normal,
   near the boundary, approach 2): ℓ2 2, ℓ1 2√d.
-  (:func:`~dpem_fast._engine._specs.weighted_sums`.)
+  (:func:`~dpem_fast._engine._specs.weighted_sums`; the plan widens these exact-arithmetic
+  values for float rounding, "Rounding" below.)
 
 Constants, all public and fixed before any data is read: ``m = min(16, max(4, 2⌈log₂ K⌉ + 4))``
 bits (K well separated clusters fall in distinct cells of ``B ≥ 16K²`` uniformly random cells
@@ -48,8 +49,16 @@ they were fixed (bench/kmeans_start.py, docs in its docstring): 16K² rather tha
 and hyperplanes through the centre rather than through random points of the ball of radius
 1/2 (cells of biased bits collided more often).
 
-The passes are numpy/BLAS (a ``(rows, m)`` matrix product and a sparse sum per superblock),
-single-threaded BLAS in the fit: results do not depend on the thread count.
+Rounding (:mod:`~dpem_fast._engine._specs`, "Rounding").  The counts are integers, exact.  Each
+entry of a cell sum is the exact sum of its rows' values, rounded once per superblock (a Dask
+chunk: once per chunk), the superblocks (chunks) then added by Sum2; so two neighbours' sums
+differ by the row's own change plus at most ``2 λ_n`` times the sum of every row's norm, and the
+plan widens the sums' sensitivity by :func:`~dpem_fast._engine._specs.float64_exact_sum_factor`
+(n the public row count under row-level replace, else the public cap ``ROUNDING_ROW_CAP``;
+``PrivateEM._one_off_factor``).
+
+The passes are numpy/BLAS (a ``(rows, m)`` matrix product and exact segment sums per
+superblock), single-threaded BLAS in the fit: results do not depend on the thread count.
 """
 from __future__ import annotations
 
@@ -57,9 +66,9 @@ import functools
 import math
 
 import numpy as np
-from scipy import sparse
 from scipy.special import ndtri
 
+from .._dpcore import _contract
 from .._dpcore import _rng as _core_rng
 from .._preprocess import project_into_domain, scale_and_clip
 from .._rng import derive_key
@@ -142,12 +151,16 @@ def cell_counts(domain, U, b, block, columns=None):
 
 
 def cell_sums(domain, U, b, slot, n_slots, block, columns=None):
-    """Sums of the rows of each selected cell (``slot[cell]`` its row of the output, −1: none)."""
+    """Sums of the rows of each selected cell (``slot[cell]`` its row of the output, −1: none),
+    each entry the exact sum of its rows' values rounded once (``_contract.sum_segments``; the
+    rounding bound of the release, module docstring)."""
     Z, cells = _rows_and_cells(domain, U, b, block, columns)
     s = slot[cells]
     keep = np.flatnonzero(s >= 0)
-    onehot = sparse.csr_matrix((np.ones(keep.size), (s[keep], keep)), shape=(int(n_slots), Z.shape[0]))
-    return Statistics({START_SUMS: np.asarray(onehot @ Z, dtype=np.float64)}, n_rows=int(cells.size))
+    by_slot = keep[np.argsort(s[keep], kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(s[keep], minlength=int(n_slots)))])
+    sums = _contract.sum_segments(np.ascontiguousarray(Z[by_slot].T), bounds)     # (d, M)
+    return Statistics({START_SUMS: np.ascontiguousarray(sums.T)}, n_rows=int(cells.size))
 
 
 def private_start(rows, layer, domain, key, n_centres, fallback, columns=None):

@@ -157,7 +157,7 @@ def _single_kwargs(X, single, means, prec, log_const, domain):
 
 
 def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain=None,
-                  single=False) -> Statistics:
+                  single=False, second="full") -> Statistics:
     """One fused E-step pass over ``X`` (DP-EM Eq. 10-11): responsibilities and their moments.
 
     Parameters
@@ -181,12 +181,16 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
         rounding that :data:`dpem_fast._engine._specs.FLOAT32_WIDENING` bounds.  Ignored for
         float64 rows, without a domain, and for parameters :func:`single_parameters` refuses
         (the pass then runs in float64).
+    second : {"full", "tied"}, default="full"
+        ``"tied"``: the pooled ``Σ_k S2_k`` (d, d) instead of the per-component second moments,
+        summed exactly from the block partials of every component (one rounding, as every
+        other statistic; :mod:`dpem_fast._engine._specs`, "Rounding").
 
     Returns
     -------
     Statistics
-        ``"counts"`` (K,), ``"first_moments"`` (K, d), ``"second_moments"`` (K, d, d), exactly
-        symmetric; ``n_rows``, ``loglik`` and ``n_clipped`` as diagnostics.
+        ``"counts"`` (K,), ``"first_moments"`` (K, d), ``"second_moments"`` (K, d, d) (``"tied"``:
+        (d, d)), exactly symmetric; ``n_rows``, ``loglik`` and ``n_clipped`` as diagnostics.
 
     Notes
     -----
@@ -194,6 +198,8 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     ``lp = log_gaussian_prob(X) + log(weights)``, then ``(g.sum(0), g.T @ X,
     einsum('nk,ni,nj->kij', g, X, X), logsumexp(lp, 1).sum())``, without materialising ``g``.
     """
+    if second not in ("full", "tied"):
+        raise ValueError(f"second must be 'full' or 'tied', got {second!r}")
     X, means, P, log_const, upper = _params(X, weights, means, precisions_cholesky)
     n, d = X.shape
     K = means.shape[0]
@@ -212,13 +218,18 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     # Exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34).
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
-    s2 = _contract.sum_blocks(part_s2, n_threads)
+    if second == "tied":        # every component's block partials at once: one exact sum
+        s2 = _contract.sum_blocks(part_s2.reshape(nb * K, d, d), n_threads)[None]
+    else:
+        s2 = _contract.sum_blocks(part_s2, n_threads)
     # Mirror the upper triangle.  The kernel leaves the strict lower triangle at +0.0 and no
     # entry is -0.0 (accumulators start at +0.0), so u + 0.0 == u and this equals
     # ``triu(s2) + triu(s2, 1).T`` bit for bit.
     diag = np.diagonal(s2, axis1=1, axis2=2).copy()
     s2 += s2.transpose(0, 2, 1)
-    s2.reshape(K, d * d)[:, :: d + 1] = diag
+    s2.reshape(s2.shape[0], d * d)[:, :: d + 1] = diag
+    if second == "tied":
+        s2 = s2[0]
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
     n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
     return gmm_statistics(n, nk, s1, s2, loglik, n_clipped)
@@ -278,7 +289,8 @@ def log_normalizers_diag(weights, prec_diag):
     return np.ascontiguousarray(log_w + np.sum(np.log(p), axis=1) - 0.5 * p.shape[1] * np.log(2 * np.pi))
 
 
-def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None, single=False) -> Statistics:
+def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None, single=False,
+                       second="diag") -> Statistics:
     """One fused E-step pass for diagonal precisions (covariance types ``"diag"`` and
     ``"spherical"``), O(n K d): responsibilities and the moments a diagonal covariance needs.
 
@@ -296,12 +308,17 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
         As in :func:`compute_stats`: rows mapped into the unit ball of the domain as loaded.
     single : bool, default=False
         As in :func:`compute_stats`: the float32 path for float32 rows with a domain.
+    second : {"diag", "spherical"}, default="diag"
+        ``"spherical"``: their row sums ``Σ_i γ_ik ‖x_i‖²`` (K,) instead of the squared sums,
+        summed exactly from the block partials of every feature (one rounding, as every other
+        statistic; :mod:`dpem_fast._engine._specs`, "Rounding").
 
     Returns
     -------
     Statistics
         ``"counts"`` (K,), ``"first_moments"`` (K, d) and, as ``"second_moments"``, the squared
-        sums ``Σ_i γ_ik x_i²`` (K, d) (the diagonals of :func:`compute_stats`' second moments);
+        sums ``Σ_i γ_ik x_i²`` (K, d) (the diagonals of :func:`compute_stats`' second moments;
+        ``"spherical"``: (K,));
         ``n_rows``, ``loglik`` and ``n_clipped`` as diagnostics.
 
     Notes
@@ -309,6 +326,8 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     Equivalent to: ``lp = log_gaussian_prob_diag(X) + log(weights)``, ``g = exp(lp -
     logsumexp(lp, 1)[:, None])``, then ``(g.sum(0), g.T @ X, g.T @ X**2, logsumexp(lp, 1).sum())``.
     """
+    if second not in ("diag", "spherical"):
+        raise ValueError(f"second must be 'diag' or 'spherical', got {second!r}")
     X, means, p, log_const = _params_diag(X, weights, means, prec_diag)
     n, d = X.shape
     K = means.shape[0]
@@ -323,7 +342,10 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
-    sq = _contract.sum_blocks(part_sq, n_threads)
+    if second == "spherical":   # every feature's block partials at once: one exact sum
+        sq = _contract.sum_blocks(part_sq.transpose(0, 2, 1).reshape(nb * d, K), n_threads)
+    else:
+        sq = _contract.sum_blocks(part_sq, n_threads)
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
     n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
     return gmm_statistics(n, nk, s1, sq, loglik, n_clipped)

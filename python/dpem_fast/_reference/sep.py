@@ -100,9 +100,12 @@ def project_factor(theta, d, clip, lo=None, hi=None):
     return _clip(join(eta, lam), clip)
 
 
-def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=None, batch=1, lo=None, hi=None):
+def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=None, batch=1, lo=None, hi=None,
+            site_block=256):
     """SEP / DP-SEP (``noise`` given, one row per batch) over the steps ``order``, in batches of
-    ``batch`` steps sharing one cavity; returns (theta_f, skipped)."""
+    ``batch`` steps sharing one cavity; returns (theta_f, skipped).  A batch's clipped sites are
+    summed in floats over blocks of ``site_block`` kept steps, the block partials exactly
+    (``math.fsum``); the noise is added to ``step * sum`` before the damped factor."""
     X = np.asarray(X, dtype=np.float64)
     d = X.shape[1]
     theta_f = np.array(theta_f, dtype=np.float64)
@@ -111,34 +114,41 @@ def sep_run(X, order, theta_f, theta0, log_w, s2, n, step, clip=math.inf, noise=
     for bi, a in enumerate(range(0, len(order), batch)):
         theta_c = theta0 + (n - 1) * theta_f
         cav_pd = all(_is_pd(lc) for lc in split(theta_c, d)[1])
-        tot = np.zeros_like(theta_f)
+        partials, tot = [], np.zeros_like(theta_f)
         kept = 0
         for i in order[a:a + batch]:
             if i < 0:                             # an empty slot (person-level, private only)
-                tot += _clip(np.zeros_like(theta_f), clip)
-                kept += 1
-                continue
-            fn = None
-            if cav_pd:
-                try:
-                    with np.errstate(all="ignore"):
-                        fn = site_update(theta_c, X[i], log_w, s2, d)
-                except np.linalg.LinAlgError:
-                    fn = None
-                if fn is not None and not np.all(np.isfinite(fn)):
-                    fn = None
-            if fn is None:
-                skipped += 1
-                if noise is None:
-                    continue
-                fn = np.zeros_like(theta_f)       # private: the step still releases
-            tot += _clip(fn, clip)
+                fn = np.zeros_like(theta_f)
+            else:
+                fn = None
+                if cav_pd:
+                    try:
+                        with np.errstate(all="ignore"):
+                            fn = site_update(theta_c, X[i], log_w, s2, d)
+                    except np.linalg.LinAlgError:
+                        fn = None
+                    if fn is not None and not np.all(np.isfinite(fn)):
+                        fn = None
+                if fn is None:
+                    skipped += 1
+                    if noise is None:
+                        continue
+                    fn = np.zeros_like(theta_f)   # private: the step still releases
+            tot = tot + _clip(fn, clip)
             kept += 1
+            if kept % site_block == 0:
+                partials.append(tot)
+                tot = np.zeros_like(theta_f)
         if kept == 0:
             continue
-        theta_f = (1 - kept * step) * theta_f + step * tot
+        if kept % site_block:
+            partials.append(tot)
+        stack = np.stack(partials).reshape(len(partials), -1)
+        exact = np.array([math.fsum(stack[:, j]) for j in range(stack.shape[1])]).reshape(theta_f.shape)
+        y = step * exact
         if noise is not None:
-            theta_f = theta_f + noise[bi]
+            y = y + noise[bi]
+        theta_f = (1 - kept * step) * theta_f + y
         if noise is not None or lo is not None:
             theta_f = project_factor(theta_f, d, clip, lo, hi)
     return theta_f, skipped

@@ -281,18 +281,16 @@ def _target(est, X, key, n_features):
     if n_features is not None and (X is not None or isinstance(n_features, bool)
                                    or not isinstance(n_features, (int, np.integer)) or n_features < 1):
         raise ValueError(f"n_features must be a positive integer, and only without X; got {n_features!r}")
-    from ..decomposition._dp_lda import DPLatentDirichletAllocation
-    from ..mixture._dp_sep import DPStochasticEP
+    # the target is the loop's (an estimator declares the loop it runs: ``_loop``), never the
+    # model's class: the audit imports no model
+    target = _TARGETS.get(getattr(est, "_loop", None)) if isinstance(est, PrivateEstimator) else None
+    if target is None:
+        raise ValueError(f"estimator: {type(est).__name__} has no audit target")
+    return target(est, X, key, n_features)
 
-    if isinstance(est, PrivateEM):
-        return EMTarget(est, X, key, n_features)
-    if isinstance(est, DPLatentDirichletAllocation):
-        return LDATarget(est, X, key, n_features)
-    if isinstance(est, DPStochasticEP):
-        if est.method != "sep":
-            raise ValueError("estimator: method='ep' is not private; there is nothing to audit")
-        return SEPTarget(est, X, key, n_features)
-    raise ValueError(f"estimator: {type(est).__name__} has no audit target")
+
+#: The audit target of each loop of the engine (``PrivateEstimator._loop``).
+_TARGETS = {"full_pass": EMTarget, "minibatch": LDATarget, "sequential": SEPTarget}
 
 
 def audit(estimator, X=None, *, mode="white-box", n_trials=None, confidence=0.95, random_state=None,

@@ -112,10 +112,10 @@ def _sharpened(est, domain, d, key):
 def _sharpened_binary(est, d, key):
     """A Bernoulli mixture's sharpened copy (as :func:`_sharpened`): means at distinct rows of
     {0, 1}^d (all ones first, then all zeros, then the others), moved ``1e-4`` inside (0, 1), so
-    that a canary at one of them belongs to it alone; or None when ``means_init`` is set."""
-    from ..mixture._dp_bernoulli import DPBernoulliMixture
-
-    if not isinstance(est, DPBernoulliMixture) or est.means_init is not None:
+    that a canary at one of them belongs to it alone; or None when ``means_init`` is set.  For a
+    model that declares its means live on binary rows (``_audit_sharpening = "binary_rows"``:
+    the Bernoulli mixture); the audit reads that declaration, never the model's class."""
+    if getattr(est, "_audit_sharpening", None) != "binary_rows" or est.means_init is not None:
         return None
     rows = np.unique(np.asarray(est._extreme_rows(d, key)), axis=0)[::-1]     # all ones first
     if rows.shape[0] < int(est.n_components):
@@ -266,8 +266,8 @@ class LDATarget:
     """Private LDA's audit target (module docstring).  Relation: add/remove one document."""
 
     def __init__(self, est, X, key, n_features):
-        from ..decomposition._lda_docs import _cap_documents, _clipped_count_sum
-        from ..decomposition._lda_math import exp_dirichlet_expectation
+        from .._kernels.lda_docs import _cap_documents, _clipped_count_sum
+        from .._kernels.lda import exp_dirichlet_expectation
 
         self.est = est
         K, _ = est._check_params()

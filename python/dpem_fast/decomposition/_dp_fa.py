@@ -215,10 +215,10 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         """Rows per block of the second-moment kernel for a call on at most ``n_rows`` rows (the
         ``b`` of the float64 rounding bound, :mod:`~dpem_fast._engine._specs`, "Rounding"): its
         "rows" layout (d < ``_moments.TILE_MIN_D``) sums blocks of the contract's plan (partials
-        of d² + d doubles); the "tiles" layout sums all of a call's rows in one d x d partial."""
+        of d² + d doubles); the "tiles" layout one d x d partial per ``_moments.TILE_ROWS`` rows."""
         if d < _moments.TILE_MIN_D:
             return _contract.max_block_rows(int(n_rows), d * d + d)
-        return super()._block_rows(n_rows, d)
+        return max(1, min(int(n_rows), _moments.TILE_ROWS))
 
     def _check_model_params(self, n_samples, n_features):
         k = check_positive_int(self._k(n_features), "n_components")

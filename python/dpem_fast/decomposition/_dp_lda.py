@@ -21,8 +21,11 @@ from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, Re
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
 from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
+from .._engine import _specs
+from .._engine._specs import float64_rounding_factor
 from .._kernels.lda import estep_csr as _estep_csr
-from ._lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
+from .._kernels.lda import max_block_documents
+from .._kernels.lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
 from ._dp_unigram import unigram_spec
 from ._lda_math import (default_clip_norm, exp_dirichlet_expectation, plugin_log_likelihood,
                         shrink_to_fallback, unigram_distribution)
@@ -221,6 +224,20 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     authors also drew fixed-size minibatches but accounted them as Poisson; here the
     minibatches are Poisson.
 
+    Rounding (issue 34; :mod:`~dpem_fast._engine._specs`, "Rounding").  The sums are computed in
+    floats: a minibatch goes to the E-step kernel in calls of at most a public number of
+    documents (:func:`~dpem_fast._kernels.lda.max_call_documents`, from K and V), each call's
+    blocks of at most 128 documents summed in floats and their partials exactly (rounded once),
+    the calls (and a dask fit's chunks) added by Sum2; the unigram's per-word terms are summed
+    exactly.  Adding or removing a document moves the later ones to other blocks, so the
+    released Δ₂ are widened by the proven bound at the public cap ``ROUNDING_ROW_CAP`` (2³²) on
+    the documents — ``float64_rounding_factor(2³², 128, shifts=True)`` = 1 + 2.1·10⁻³ for S_t,
+    ``float64_exact_sum_factor(2³²)`` = 1 + 2.0·10⁻³ for u — and a corpus (or a ``partial_fit``
+    batch) of more documents is refused before the charge (a count-dependent refusal, at a
+    count no in-memory corpus reaches).  Not covered here: the per-document clip's margin
+    ``1 − 10⁻¹²`` absorbs the float error of the document's norm (about ``(nnz + K) u``) for
+    documents of fewer than about 9,000 distinct terms plus topics.
+
     Noise: N(0, (σ C)²) on every entry of S_t and N(0, (z_u C)²) on every entry of u
     (release layer, ChaCha20 streams).
 
@@ -262,7 +279,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     stream per document).  It must stay secret like the noise: removing a document moves the
     later ones to other streams, so the sensitivity argument is over the key's randomness (the
     per-position draws are i.i.d.: a coupling puts D′ next to D without the document), not for
-    each fixed draw (:func:`~dpem_fast.decomposition._lda_docs._cap_documents`).
+    each fixed draw (:func:`~dpem_fast._kernels.lda_docs._cap_documents`).
 
     Person-level
     ------------
@@ -303,6 +320,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     _cli_name = "lda"
     _input = "documents"
     _relations = ("add_remove",)          # Poisson amplification is stated for add/remove
+    _loop = "minibatch"
     _saved = ("components_", "exp_dirichlet_component_", "unigram_distribution_", "n_batch_iter_", "n_iter_",
               "n_features_in_")
     _not_saved = ("noise_dominance_",)    # a diagnostic of the fit (public, but not part of the model)
@@ -461,8 +479,12 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
 
     def _spec(self, K, V):
         """The released K x V statistic: Δ₂ = C under add/remove (√2 C under replace, for
-        completeness; derivation in the class docstring)."""
-        C = self._clip_norm(V)
+        completeness; derivation in the class docstring), widened by the float64 rounding of
+        its sum (:func:`~dpem_fast._engine._specs.float64_rounding_factor` with the public cap
+        ``ROUNDING_ROW_CAP`` on the documents and at most ``max_block_documents()`` = 128
+        documents per block; class docstring, "Rounding")."""
+        C = self._clip_norm(V) * float64_rounding_factor(_specs.ROUNDING_ROW_CAP, max_block_documents(),
+                                                          shifts=True, n_components=1)
         return StatSpec("topic_word", (K, V), {"add_remove": C, "replace": math.sqrt(2.0) * C})
 
     def _unigram_multiplier(self, T, q):
@@ -591,6 +613,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         V, K = lam.shape[1], lam.shape[0]
         S = int(self.batch_size)
         plan, T, q = self._private_plan(K, V)
+        _specs.check_row_cap(docs.n_docs)    # the private D: the rounding bound's public cap, before the charge
         self._charge(plan.event, accountant=plan.accountant)   # the whole plan, before any statistic of the data
         if grouping is not None:            # at most m documents per author, from here on
             keep = bound_mask(grouping, bounding_key(key), plan.max_rows_per_group, n_threads)
@@ -709,6 +732,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         else:
             plan = make_plan([self._spec(K, V)], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
+            _specs.check_row_cap(n_docs)     # the private batch size: before the charge
             self._charge(plan.event, "partial_fit", accountant=plan.accountant)
             call_key = derive_key(base, "lda", "partial", t)
             Xc, _ = self._cap_tokens(X, call_key)

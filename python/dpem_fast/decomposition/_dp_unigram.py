@@ -14,21 +14,25 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import accounting as acc
-from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan
+from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan, _specs
+from .._engine._specs import float64_exact_sum_factor
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_delta, check_positive_int, check_positive_real
-from ._lda_docs import _cap_documents, _check_counts, _clipped_count_sum
+from .._kernels.lda_docs import _cap_documents, _check_counts, _clipped_count_sum
 from ._lda_math import default_clip_norm, unigram_distribution
 
 __all__ = ["PrivateUnigram", "private_unigram", "unigram_spec"]
 
 
-def unigram_spec(V, clip):
+def unigram_spec(V, clip, n_public=None):
     """The released statistic ``u = Σ_d clip(c_d)``, (V,): Δ₂ = C under add/remove, √2 C under
-    replace (derivation in :func:`private_unigram`)."""
-    C = float(clip)
+    replace (derivation in :func:`private_unigram`), both widened by the float rounding of its
+    exact per-word sums (:func:`~dpem_fast._engine._specs.float64_exact_sum_factor` at the public
+    document count ``n_public`` of a document-level replace-one release, else at the public cap
+    ``ROUNDING_ROW_CAP``)."""
+    C = float(clip) * float64_exact_sum_factor(_specs.ROUNDING_ROW_CAP if n_public is None else n_public)
     return StatSpec("unigram", (int(V),), {"add_remove": C, "replace": math.sqrt(2.0) * C})
 
 
@@ -120,7 +124,10 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     ``clip(c) = c min(1, C / ‖c‖₂)``.  Adding or removing one document changes u by
     ``clip(c_d)``, of norm at most C: **Δ₂ = C under add/remove**.  Replacing one changes it
     by ``clip(c) − clip(c')`` with both non-negative, so ``‖·‖² ≤ ‖clip(c)‖² + ‖clip(c')‖² ≤
-    2C²``: **Δ₂ = √2 C under replace** (tight for disjoint documents).  Noise N(0, (zC)²) per
+    2C²``: **Δ₂ = √2 C under replace** (tight for disjoint documents).  Each word's clipped
+    counts are summed exactly and rounded once; the declared Δ₂ carries the float rounding that
+    leaves (:func:`unigram_spec`; a release whose document count is private refuses more than
+    ``ROUNDING_ROW_CAP`` documents before the charge).  Noise N(0, (zC)²) per
     word with z calibrated to (ε, δ) for one Gaussian release.  Post-processing (public
     constants only): hard threshold at ``sqrt(2 ln V)`` noise sds, the mass removed spread
     uniformly, plus ``pseudo_count``, normalised
@@ -161,7 +168,10 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     if not private:
         Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
         return PrivateUnigram(unigram_distribution(_clipped_count_sum(Xc, C), 0.0, pseudo), None)
-    spec = unigram_spec(V, C)
+    public_n = neighbouring == "replace" and m is None        # the document count is public
+    if not public_n:
+        _specs.check_row_cap(X.shape[0])                     # a private count: before the charge
+    spec = unigram_spec(V, C, X.shape[0] if public_n else None)
     plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
                      max_rows_per_group=m)
     if budget is not None:

@@ -8,16 +8,10 @@ import math
 import numpy as np
 from scipy.special import digamma, gammaln, logsumexp
 
+from .._kernels.lda import exp_dirichlet_expectation
+
 __all__ = ["exp_dirichlet_expectation", "approx_bound", "default_clip_norm", "noise_threshold",
            "shrink_to_fallback", "unigram_distribution", "plugin_log_likelihood"]
-
-
-def exp_dirichlet_expectation(alpha):
-    """``exp(E[log x])`` for ``x ~ Dirichlet(alpha)``, row-wise: ``exp(psi(a) - psi(sum a))``."""
-    alpha = np.asarray(alpha, dtype=np.float64)
-    if alpha.ndim == 1:
-        return np.exp(digamma(alpha) - digamma(alpha.sum()))
-    return np.exp(digamma(alpha) - digamma(alpha.sum(axis=1))[:, None])
 
 
 def approx_bound(X, gamma, lam, alpha, eta, doc_ratio=1.0):

@@ -79,6 +79,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     """
 
     _domain_kind = "fixed"
+    _audit_sharpening = "binary_rows"    # the audit's sharpened means: rows of {0, 1}^d
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
     _cli_name = "bernoulli"

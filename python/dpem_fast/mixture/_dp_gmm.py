@@ -32,21 +32,20 @@ __all__ = ["DPGaussianMixture"]
 
 def _gmm_statistics(X, params, domain, n_threads, covariance_type="full", single=False):
     """The E-step statistics kernel (a Dask task's: the current parameters and the public
-    covariance type only).  Full and tied run the full kernel (tied keeps the pooled second
-    moment); diag and spherical run the diagonal kernel (O(n K d): counts, first moments and
-    squared sums), spherical reducing the squared sums to their row sums.  Each type keeps only
-    its own second moments (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`) before
-    anything is released.  ``single``: float32 rows run the kernels' float32 path (the
-    estimator's ``_float32_path``, which widens the plan's sensitivities to match)."""
+    covariance type only).  Full and tied run the full kernel (tied: the pooled second moment,
+    summed exactly from every component's block partials); diag and spherical run the diagonal
+    kernel (O(n K d): counts, first moments and squared sums; spherical: their row sums, summed
+    exactly from every feature's block partials), so that each type releases only its own
+    second moments, each entry rounded once (:mod:`~dpem_fast._engine._specs`, "Rounding").
+    ``single``: float32 rows run the kernels' float32 path (the estimator's ``_float32_path``,
+    which widens the plan's sensitivities to match)."""
     weights, means, _, prec_chol = params
-    ctype = COVARIANCES[covariance_type]
-    if ctype.diagonal:
+    if COVARIANCES[covariance_type].diagonal:
         prec_diag = np.diagonal(prec_chol, axis1=1, axis2=2)      # the factors are diagonal
-        stats = compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
-                                   single=single)
-    else:
-        stats = compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single)
-    return ctype.reduce(stats)
+        return compute_stats_diag(X, weights, means, prec_diag, n_threads=n_threads, domain=domain,
+                                  single=single, second=covariance_type)
+    return compute_stats(X, weights, means, prec_chol, n_threads=n_threads, domain=domain, single=single,
+                         second=covariance_type)
 
 
 class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):

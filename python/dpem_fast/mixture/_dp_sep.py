@@ -176,6 +176,24 @@ the event is the row-level one, ``SelfComposedEvent(GaussianEvent(z), T)`` tagge
 (exact under GDP, RDP and zCDP, which add μ² across adaptive Gaussian releases).
 ``sampling="uniform"`` is refused with groups: its amplification by sampling without
 replacement (Wang et al. 2019) is stated for one record, not for m slots at once.
+
+Rounding (issue 34; :mod:`~dpem_fast._engine._specs`, "Rounding")
+-----------------------------------------------------------------
+Prop. 1 is an exact-arithmetic statement; the loop (``_dpcore._sep.sep_loop``) computes in
+floats.  What it guarantees (``u = 2⁻⁵³``, ``γ_k = k u / (1 − k u)``): a clipped site has norm at
+most ``ρ C`` with ``ρ = (1 + u)² / ((1 − u) √(1 − γ_E))`` (the norm of its ``E = J (d + d²)``
+entries summed in floats, then one division and one product per entry); a batch's sites are
+summed in floats over blocks of ``L = SITE_BLOCK`` (256) consecutive steps and the block
+partials **exactly**, rounded once (``t̂``); the release is ``fl(step · t̂) + Z_r`` — the noise
+is added to the data part before the public ``(1 − γ b/N) θ̂_f`` (post-processing).  The
+steps' positions are fixed by the public schedule, so neighbours differ only in the blocks
+holding their (at most m) changed sites, and with ``‖Σ‖ ≤ b ρ C`` for a batch of b ≤ B sites
+
+    ‖fl(step t̂) − fl(step t̂')‖ ≤ (2 m γ C / N) · ρ (1 + u)² (1 + γ_L L + (1 + γ_L)(B/m) u (2 + u)),
+
+which :func:`sep_rounding_factor` (with ``(1 + u)⁸`` for the rounding of ``step`` and of the
+declared value) folds into the released sensitivity: ``1 + 6·10⁻¹¹`` at N = 10⁶ rows and
+B = N / 4.  N is public here (rows, or the G m slots), so no cap is needed.
 """
 from __future__ import annotations
 
@@ -231,6 +249,25 @@ def default_clip_norm(n_features, component_variance):
     """C = sqrt(d + 1) / s²: the norm of one fully responsible site ``[x / s², I / s²]`` for a row
     with ``‖x‖ <= 1`` (all in the domain's units, where rows lie in the unit ball)."""
     return math.sqrt(n_features + 1.0) / component_variance
+
+
+def sep_rounding_factor(batch_size, m, n_entries):
+    """The factor by which float rounding can exceed Prop. 1's sensitivity ``2 m γ C / N`` of one
+    release (class docstring, "Rounding"): ``ρ (1 + u)⁸ (1 + γ_L L + (1 + γ_L)(B/m) u (2 + u))``
+    with ``L = SITE_BLOCK`` (256) steps per float partial, ``B`` the largest batch, ``m`` the
+    sites one neighbour changes (1, or a group's m slots) and ``ρ = (1 + u)² / ((1 − u)
+    √(1 − γ_E))`` the clip's float overshoot on ``E = J (d + d²)`` entries (``u = 2⁻⁵³``,
+    ``γ_k = k u / (1 − k u)``).  Public: B, m, J and d."""
+    u, L, E = 2.0 ** -53, _sep.SITE_BLOCK, int(n_entries)
+
+    def gamma_(k):
+        if k * u >= 0.5:
+            raise ValueError(f"DP-SEP rounding: {k} terms per sum is too many for the bound")
+        return k * u / (1.0 - k * u)
+
+    rho = (1.0 + u) ** 2 / ((1.0 - u) * math.sqrt(1.0 - gamma_(E)))
+    excess = gamma_(L) * L + (1.0 + gamma_(L)) * (float(batch_size) / float(m)) * u * (2.0 + u)
+    return rho * (1.0 + u) ** 8 * (1.0 + 1.01 * excess)
 
 
 def _posterior_noise(sigma, sizes, gamma, n):
@@ -457,6 +494,7 @@ class DPStochasticEP(PrivateEstimator):
               "n_steps_", "n_features_in_")
     _not_saved = ("n_skipped_",)
     _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
+    _loop = "sequential"
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
                  damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
@@ -747,7 +785,8 @@ class DPStochasticEP(PrivateEstimator):
         plan's event :func:`sep_event`), refusing a hopeless one from public quantities; no
         charge, no record (the audit calls it too).  ``m``: a person-level fit's rows per group."""
         unit = "row" if m is None else "group"
-        sens = 2.0 * gamma * C / n * (1 if m is None else m)
+        # Prop. 1's 2 γ C / N (m times per group), widened by the float rounding of the release
+        sens = 2.0 * gamma * C / n * (1 if m is None else m) * sep_rounding_factor(B, 1 if m is None else m, J * P)
 
         def make_event(z):
             return sep_event(z, n, T, self.sampling, B, unit)

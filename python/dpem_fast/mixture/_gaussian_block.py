@@ -21,7 +21,7 @@ import numpy as np
 from scipy import linalg
 
 from .._engine._specs import diagonal_second_moments, second_moments, squared_norms
-from .._kernels.gmm import SECOND, second_moments_of_type
+from .._kernels.gmm import SECOND
 from ._gmm_mstep import compute_precision_cholesky, covariance_from_precision_cholesky
 
 __all__ = ["COVARIANCES", "GAUSSIAN_MERGE_REASON", "typed_covariances", "isotropic_factors", "start_variances",
@@ -35,13 +35,6 @@ GAUSSIAN_MERGE_REASON = ("what told them apart (tight clusters, or values repeat
                          "column that is mostly zero) is narrower than the released second moments "
                          "resolve: each covariance is floored at the noise of its release, more so the "
                          "fewer rows a component holds, so EM merged those components into wider ones")
-
-
-def _of_type(stats, name):
-    """The full kernel's (or, spherical, the diagonal kernel's) statistics with the second moments
-    of the type ``name`` only (:func:`~dpem_fast._kernels.gmm.second_moments_of_type`)."""
-    arrays = {**stats.arrays, SECOND: second_moments_of_type(stats.arrays[SECOND], name)}
-    return dataclasses.replace(stats, arrays=arrays)
 
 
 class _Full:
@@ -68,10 +61,6 @@ class _Full:
         """Doubles of one block's partials in the E-step kernel (``_estep.block_count``: K (d² + d + 1);
         ``_estep_diag``: K (2d + 1)): what bounds the rows of a float64 partial."""
         return K * (d * d + d + 1)
-
-    def reduce(self, stats):
-        """The kernel's statistics reduced to the type's second moments, before any release."""
-        return stats
 
     def working_domain(self, domain):
         return domain
@@ -136,9 +125,6 @@ class _Tied(_Full):
 
     def second_moments(self, K, d):
         return second_moments(SECOND, (d, d))
-
-    def reduce(self, stats):
-        return _of_type(stats, self.name)
 
     def from_full(self, covs):
         return covs[0]
@@ -224,9 +210,6 @@ class _Spherical(_Diag):
 
     def second_moments(self, K, d):
         return squared_norms(SECOND, K)
-
-    def reduce(self, stats):
-        return _of_type(stats, self.name)
 
     def working_domain(self, domain):
         """One scale for every feature (a spherical covariance in per-feature working units is not

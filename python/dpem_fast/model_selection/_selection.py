@@ -21,9 +21,11 @@ from sklearn.utils.validation import check_is_fitted
 from .. import accounting as acc
 from ..accounting import _calibration
 from .._dpcore import _rng as _core_rng
+from .._dpcore import _contract
 from .._dpcore._contract import superblock_rows
 from .._engine import PrivateEM
 from .._engine._plan import Plan
+from .._engine import _specs
 from .._engine._record import PrivacyRecord, Release
 from .._engine._release import ReleaseLayer
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
@@ -170,10 +172,13 @@ def row_scores(model, X, domain):
 
 def clipped_score_sum(v, bounds):
     """The hold-out score of one trial before its noise: ``Σ_i (clip(v_i, L, U) - (L + U)/2)``
-    (NaN counts as L, ±inf as U / L), each term in ``[-(U - L)/2, (U - L)/2]``; 0 for no row."""
+    (NaN counts as L, ±inf as U / L), each term in ``[-(U - L)/2, (U - L)/2]``; 0 for no row.
+    The terms are summed exactly and rounded once (``_contract.sum_blocks``, ``math.fsum``'s
+    value): the release's float rounding is then bounded by
+    :func:`~dpem_fast._engine._specs.float64_exact_sum_factor` (class docstring, Privacy)."""
     lo, hi = bounds
     v = np.clip(np.nan_to_num(np.asarray(v, dtype=np.float64), nan=lo, posinf=hi, neginf=lo), lo, hi)
-    return float(np.sum(v - 0.5 * (lo + hi)))
+    return float(_contract.sum_blocks((v - 0.5 * (lo + hi)).reshape(-1, 1))[0])
 
 
 def fit_trial(model, X, groups):
@@ -280,7 +285,11 @@ class PrivateModelSelection(BaseEstimator):
     (L + U)/2) + N(0, (Δ z)²)`` with ``z = 1/μ`` and v_i the row's score (:func:`row_scores`,
     :func:`score_range`).  Sensitivity of the sum: each term lies in ``[-(U-L)/2, (U-L)/2]``;
     replacing a row changes one term by at most ``Δ = U - L``; adding or removing a row
-    adds or removes one term, ``Δ = (U - L)/2``.  So the score release is μ-GDP too.
+    adds or removes one term, ``Δ = (U - L)/2``.  The terms are summed exactly and rounded once
+    (:func:`clipped_score_sum`); the declared Δ is widened by the float rounding that allows
+    (:func:`~dpem_fast._engine._specs.float64_exact_sum_factor` at n under row-level replace,
+    else at the public cap ``ROUNDING_ROW_CAP``, above which a selection whose row count is
+    private is refused before the charge).  So the score release is μ-GDP too.
 
     **Parallel composition inside Q.**  Fix the split.  Under replace-one the differing row
     has one position, so it is in the training part (the fit's input changes, the hold-out
@@ -587,12 +596,17 @@ class PrivateModelSelection(BaseEstimator):
         else:
             hold = _group_holdout_mask(key, grouping, float(self.holdout), n_threads)
             n_train_public = None               # a group's row count is private under both relations
+        if rel != "replace" or grouping is not None:      # a private count: the rounding bound's cap
+            _specs.check_row_cap(n)                         # before the charge (trials fit fewer rows)
         self._preflight(cands, mu, rel, d, n_train_public, n_threads)
         lo, hi = score_range(self.estimator, d)
         width = hi - lo
         sens = width if rel == "replace" else width / 2.0
         if m is not None:
             sens *= m                           # at most m hold-out rows per group (padded pairs)
+        # the exact sum's float rounding (clipped_score_sum): at the public n, else at the public cap
+        sens *= _specs.float64_exact_sum_factor(n if rel == "replace" and grouping is None
+                                                else _specs.ROUNDING_ROW_CAP)
         release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
                           noise_scale=sens / mu, shape=(), count=t_max, size=1)
         if self.budget is not None:

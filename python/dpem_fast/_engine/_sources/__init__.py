@@ -11,7 +11,7 @@ statistics in a fixed order, so a fit's result does not depend on the source.
   gathered (:class:`DaskRows`).
 
 Private LDA's documents (a CSR matrix or a dask array of counts, with the token cap) build
-on these in :mod:`dpem_fast.decomposition._lda_docs`.
+on these in :mod:`dpem_fast._kernels.lda_docs`.
 """
 from ._dask import DaskRows, dask_grouping, dask_rows, is_dask_array
 from ._memory import kept_rows, validated_rows

@@ -12,7 +12,9 @@ from functools import partial
 import numpy as np
 import scipy.sparse as sp
 
-from .._kernels.lda import estep_csr as _estep_csr
+from .._dpcore import _contract
+from .._engine._statistics import StatisticsSum
+from .lda import estep_csr as _estep_csr
 from .._rng import derive_key
 
 #: Largest count of one term in one document the estimator accepts.
@@ -91,12 +93,17 @@ def _chunk_minibatch(X, local, doc_ids, gamma0, eb_t, cfg):
 
 def _clipped_count_sum(X, clip):
     """``Σ_d c_d · min(1, clip (1 - 1e-12) / ‖c_d‖₂)`` over the rows ``c_d`` of the CSR ``X``: the
-    unigram statistic, each document's count vector clipped to L2 norm ``clip`` (V,)."""
+    unigram statistic, each document's count vector clipped to L2 norm ``clip`` (V,).  Each
+    word's terms ``c_dv s_d`` (one rounded product each) are summed exactly and rounded once
+    (``_contract.sum_segments``; the release's rounding bound, :func:`~dpem_fast.decomposition.
+    _dp_unigram.unigram_spec`)."""
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
     scale = np.ones_like(norms)
     big = norms > clip
     scale[big] = clip * (1 - 1e-12) / norms[big]
-    return np.asarray(X.T @ scale, dtype=np.float64).ravel()
+    terms = sp.csr_matrix((np.asarray(X.data, dtype=np.float64) * np.repeat(scale, np.diff(X.indptr)),
+                           X.indices, X.indptr), shape=X.shape).tocsc()
+    return _contract.sum_segments(terms.data, terms.indptr)
 
 
 def _chunk_unigram(X, local, doc_ids, cfg):
@@ -144,7 +151,7 @@ class _MemoryDocs:
 
 class _DaskDocs:
     """The documents of a dask fit: each chunk's minibatch statistic on a worker, summed on
-    the client in chunk order (see the Dask section of :class:`DPLatentDirichletAllocation`)."""
+    the client in chunk order by Sum2 (see the Dask section of :class:`DPLatentDirichletAllocation`)."""
 
     def __init__(self, rows, est, alpha, n_threads):
         self.rows, self._cap_key, self._counts = rows, None, None
@@ -173,7 +180,7 @@ class _DaskDocs:
                  gamma0[cut[i]:cut[i + 1]], eb_t, cfg) for i in range(len(self._offsets) - 1)]
         parts = self.rows.map_chunks(_chunk_minibatch, args)
         V, K = eb_t.shape
-        total, clipped = np.zeros((K, V)), 0
+        total, clipped = StatisticsSum(), 0                  # Sum2 (the rounding bound's level)
         for i, part in enumerate(parts):                     # chunk order
             if args[i] is None:
                 if part is not None:
@@ -183,9 +190,10 @@ class _DaskDocs:
             if n_docs != len(args[i][0]) or np.shape(sstats) != (K, V):
                 raise RuntimeError(f"X: dask chunk {i} returned a statistic of {n_docs} documents and "
                                    f"shape {np.shape(sstats)}; expected {len(args[i][0])} and {(K, V)}")
-            total += sstats
+            total.add(np.asarray(sstats, dtype=np.float64))
             clipped += n_clip
-        return total, clipped
+        out = total.result()
+        return (np.zeros((K, V)) if out is None else out), clipped
 
     def unigram(self, clip):
         """The clipped unigram statistic: one worker task per chunk, summed in chunk order."""
@@ -194,7 +202,7 @@ class _DaskDocs:
                 (np.arange(self._offsets[i + 1] - self._offsets[i]),
                  np.arange(self._offsets[i], self._offsets[i + 1]), cfg) for i in range(len(self._offsets) - 1)]
         parts = self.rows.map_chunks(_chunk_unigram, args)
-        total = np.zeros(self.rows.n_features)
+        total = StatisticsSum()                              # Sum2 (the rounding bound's level)
         for i, part in enumerate(parts):                     # chunk order
             if args[i] is None:
                 continue
@@ -202,5 +210,6 @@ class _DaskDocs:
             if n_docs != len(args[i][0]) or np.ndim(u) != 1:
                 raise RuntimeError(f"X: dask chunk {i} returned a unigram statistic of {n_docs} documents; "
                                    f"expected {len(args[i][0])}")
-            total = total + u
-        return total
+            total.add(np.asarray(u, dtype=np.float64))
+        out = total.result()
+        return np.zeros(self.rows.n_features) if out is None else out
