@@ -308,6 +308,8 @@ def test_tail_averaging_feeds_the_last_updates_the_running_mean(monkeypatch, ave
 def test_covariance_eigenvalues_are_floored_at_one_noise_std():
     """The M-step floors eigenvalues at sigma_S2 / N_k (floored counts), caps them at 1."""
     import dataclasses
+
+    from dpem_fast.mixture._gmm_mstep import private_m_step
     X, _ = _blobs(n=500)
     g = DPGaussianMixture(2, epsilon=1.0, max_iter=2, data_norm=6.0, random_state=0).fit(X)
     rel = dict(g.privacy_.releases)
@@ -318,7 +320,7 @@ def test_covariance_eigenvalues_are_floored_at_one_noise_std():
         means = np.array([[0.1, 0.0], [0.0, -0.2]])
         # second moments whose covariance is diag(0.04, 0): one unresolved direction
         s2 = np.stack([n * (np.diag([0.04, 0.0]) + np.outer(m, m)) for n, m in zip(nk, means)])
-        _, mu, covs = g._private_m_step(nk, nk[:, None] * means, s2, rel)
+        _, mu, covs = private_m_step(nk, nk[:, None] * means, s2, rel, g.reg_covar)
         assert_allclose(mu, means, atol=1e-12)
         for k in range(2):
             w = np.linalg.eigvalsh(covs[k])

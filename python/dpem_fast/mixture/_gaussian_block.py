@@ -63,6 +63,7 @@ class _Full:
         return K * (d * d + d + 1)
 
     def working_domain(self, domain):
+        """The domain the fit works in (the declared or estimated one, or a public coarsening)."""
         return domain
 
     def from_full(self, covs):
@@ -167,12 +168,12 @@ class _Diag(_Full):
     def from_full(self, covs):
         return np.diagonal(covs, axis1=1, axis2=2).copy()
 
-    def _variances(self, covs, K, d):
+    def _diagonals(self, covs, K, d):
         return np.broadcast_to(covs, (K, d))
 
     def to_full(self, covs, K, d):
         out = np.zeros((K, d, d))
-        out.reshape(K, d * d)[:, :: d + 1] = self._variances(covs, K, d)
+        out.reshape(K, d * d)[:, :: d + 1] = self._diagonals(covs, K, d)
         return out
 
     def precision_cholesky(self, covs, K, d):
@@ -184,7 +185,7 @@ class _Diag(_Full):
         return self.to_full(1.0 / np.sqrt(covs), K, d)
 
     def kernel_factors(self, prec_chol, K, d):
-        return self._variances(prec_chol, K, d)
+        return self._diagonals(prec_chol, K, d)
 
     def initial_factors(self, prec, s, K, d):
         return self.to_full(np.sqrt(prec * s * s), K, d)       # scikit-learn's precisions: 1 / variances
@@ -220,7 +221,7 @@ class _Spherical(_Diag):
     def from_full(self, covs):
         return np.diagonal(covs, axis1=1, axis2=2).mean(axis=1)
 
-    def _variances(self, covs, K, d):
+    def _diagonals(self, covs, K, d):
         return np.broadcast_to(np.asarray(covs)[:, None], (K, d))
 
     def initial_factors(self, prec, s, K, d):
@@ -248,7 +249,7 @@ def typed_covariances(ctype, prec_chol):
 
 def isotropic_factors(ctype, diag, K):
     """The data-independent start's precision factors ``diag(diag)`` for every component (working
-    units; ``diag`` the inverse standard deviations per feature, made one by spherical)."""
+    units; ``diag`` the inverse standard deviations per feature, one value for all under spherical)."""
     d = diag.shape[0]
     return np.broadcast_to(np.diag(ctype.initial_diagonal(diag)), (K, d, d)).copy()
 
