@@ -21,8 +21,15 @@ Every import counts, at module level or inside a function: a lazy import is stil
 
 An entry point (``__main__``) is held to its package's rules like any other module.
 
+One privacy path (issue 36), by the calls each module makes (:func:`path_violations`):
+
+- no module outside the engine (``_engine``) constructs a ``Plan``, a ``Release`` or a
+  ``PrivacyRecord`` (the file codec in ``_persist`` apart, which loads saved records);
+- inside the engine, ``PrivacyRecord(...)`` is built in ``_engine._path`` only (its one record
+  builder), and ``.spend(...)`` (a budget charge) is called there only, nowhere else in the package.
+
 ``test_the_checker_finds_a_forbidden_import`` copies the package, adds one forbidden import
-of each kind and checks that the walk reports it, so the rules cannot pass vacuously.
+(or call) of each kind and checks that the walk reports it, so the rules cannot pass vacuously.
 """
 import ast
 import pathlib
@@ -86,6 +93,31 @@ def import_graph(root):
                     edges.add(t)
         graph[mod] = edges
     return graph
+
+
+#: the one module of the privacy path's charge and record (issue 36)
+PATH = "dpem_fast._engine._path"
+
+
+def path_violations(root):
+    """Every construction of a plan, release or record, and every budget charge, made outside
+    the place the one privacy path allows it (module docstring), as readable lines."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        mod = _module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            where = f"{mod}:{node.lineno}"
+            if name == "spend" and isinstance(f, ast.Attribute) and mod != PATH:
+                bad.append(f"{where} charges a budget (.spend): only {PATH}.charge does")
+            elif name in ("Plan", "Release") and not _under(mod, ("dpem_fast._engine", "dpem_fast._persist")):
+                bad.append(f"{where} constructs a {name} outside the engine")
+            elif name == "PrivacyRecord" and mod != PATH and not _under(mod, ("dpem_fast._persist",)):
+                bad.append(f"{where} constructs a PrivacyRecord: only {PATH}.build_record does")
+    return bad
 
 
 def _under(mod, prefixes):
@@ -170,6 +202,11 @@ def test_the_package_is_layered():
     assert violations(graph) == []
 
 
+def test_one_privacy_path():
+    assert PATH in import_graph(PACKAGE)
+    assert path_violations(PACKAGE) == []
+
+
 @pytest.mark.parametrize("where, line, expect", [
     ("_engine/_plan.py", "from ..mixture import DPGaussianMixture", "dpem_fast._engine._plan imports dpem_fast.mixture"),
     ("_engine/_release.py", "def f():\n    from .._persist import save", "imports dpem_fast._persist"),
@@ -206,12 +243,23 @@ def test_the_package_is_layered():
     ("_reference/fa.py", "from .._preprocess import scale_and_clip",
      "the test oracle dpem_fast._reference.fa imports dpem_fast._preprocess"),
     ("_reference/rng.py", "from .._rng import make_key", "the test oracle dpem_fast._reference.rng imports dpem_fast._rng"),
+    # one privacy path: plans, releases and records are the engine's, and so is the one charge
+    ("mixture/_dp_sep.py", "def f(plan):\n    return Plan({}, plan.event, 'rdp', 'replace', 1.0)",
+     "dpem_fast.mixture._dp_sep:"),
+    ("model_selection/_selection.py", "def f(r):\n    return _record.Release('score', 'gaussian', 'l2', 1.0, 1.0, ())",
+     "constructs a Release outside the engine"),
+    ("decomposition/_dp_unigram.py", "def f(**kw):\n    return PrivacyRecord(**kw)",
+     "dpem_fast.decomposition._dp_unigram:"),
+    ("_engine/_estimator.py", "def f(**kw):\n    return PrivacyRecord(**kw)", "only dpem_fast._engine._path.build_record"),
+    ("decomposition/_dp_lda.py", "def f(self, plan):\n    self.budget.spend(plan.event)",
+     "dpem_fast.decomposition._dp_lda:"),
+    ("_engine/_base.py", "def f(budget, event):\n    budget.spend(event)", "only dpem_fast._engine._path.charge"),
 ])
 def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
     copy = tmp_path / "dpem_fast"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
-    assert violations(import_graph(copy)) == []
+    assert violations(import_graph(copy)) == [] and path_violations(copy) == []
     with open(copy / where, "a", encoding="utf-8") as fh:
         fh.write("\n" + line + "\n")
-    found = violations(import_graph(copy))
+    found = violations(import_graph(copy)) + path_violations(copy)
     assert any(expect in v for v in found), found

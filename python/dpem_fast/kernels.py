@@ -32,8 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import random as _random
-from ._engine._record import Release
-from ._engine._release import add_noise as _add_noise
+from ._engine._release import noised_value
 from ._preprocess import DataDomain
 from ._rng import make_key
 from ._threads import effective_n_threads
@@ -203,6 +202,4 @@ def add_noise(value, noise_scale, key, *, mechanism="gaussian", symmetric=False,
         raise ValueError("key must be a uint32 array of shape (8,) (see make_key)")
     if mechanism == "discrete_gaussian" and granularity is None:
         raise ValueError("granularity is required for mechanism='discrete_gaussian'")
-    release = Release("value", mechanism, "l1" if mechanism == "laplace" else "l2", 1.0, noise_scale,
-                      value.shape, bool(symmetric), 1, granularity)
-    return _add_noise(value, release, key, effective_n_threads(n_threads))
+    return noised_value(value, noise_scale, key, mechanism, symmetric, granularity, effective_n_threads(n_threads))

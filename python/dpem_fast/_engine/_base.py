@@ -66,7 +66,7 @@ from . import _specs
 from ._specs import (check_row_cap, float32_specs, float64_exact_sum_factor, float64_rounding_factor,
                      rounding_specs)
 from ._start import start_shares
-from ._record import NOT_PRIVATE, PrivacyRecord
+from ._record import NOT_PRIVATE
 from ._release import ReleaseLayer
 
 __all__ = ["PrivateEM"]
@@ -661,24 +661,9 @@ class PrivateEM(PrivateEstimator):
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
                                     "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)
-        record = PrivacyRecord(
-            mechanism=mechanism,
-            neighbouring=self.neighbouring,
-            accountant=plan.accountant,
-            epsilon=float(self.epsilon),
-            delta=float(self.delta),
-            epsilon_spent=plan.epsilon_spent,
-            n_iter=rounds,
-            releases=dict(plan.releases),
-            event=plan.event,
-            data_domain=self._domain_record(domain, source, coverage),
-            notes=tuple(notes),
-            private=source != "data",
-            noise=self.noise,
-            joint_multiplier=plan.joint_multiplier,
-            privacy_unit=plan.privacy_unit,
-            max_rows_per_group=plan.max_rows_per_group,
-        )
+        record = self._record(plan, mechanism=mechanism, n_iter=rounds, epsilon=self.epsilon,
+                              data_domain=self._domain_record(domain, source, coverage), notes=notes,
+                              private=source != "data", noise=self.noise)
         return params, domain, record
 
     def _joint_bound(self):

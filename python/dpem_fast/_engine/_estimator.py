@@ -49,7 +49,7 @@ from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_delta, check_positive_real
 from ._groups import check_max_rows_per_group, split_groups
-from ._record import PrivacyRecord
+from ._path import build_record, charge
 
 __all__ = ["PrivateEstimator", "Context", "poisson_minibatches", "sequential_noise"]
 
@@ -172,7 +172,7 @@ class PrivateEstimator(Registered, BaseEstimator):
         if budget is not None:
             if not (isinstance(accountant, str) and accountant in acc.ACCOUNTANTS):
                 accountant = None               # a user's accountant class: the ledger's own bound only
-            budget.spend(event, label=f"{type(self).__name__}.{what}", accountant=accountant)
+            charge(budget, event, f"{type(self).__name__}.{what}", accountant=accountant)
 
     def _count_private(self):
         """Whether the row count is private (add/remove, or any person-level fit): a model that
@@ -186,14 +186,10 @@ class PrivateEstimator(Registered, BaseEstimator):
 
     def _record(self, plan, *, mechanism, n_iter, data_domain, notes=(), epsilon=None, private=True,
                 noise="gaussian"):
-        """The :class:`~dpem_fast._engine._record.PrivacyRecord` of a fit that released ``plan``."""
-        return PrivacyRecord(
-            mechanism=mechanism, neighbouring=plan.neighbouring, accountant=plan.accountant,
-            epsilon=float(plan.epsilon_spent if epsilon is None else epsilon), delta=float(self.delta),
-            epsilon_spent=float(plan.epsilon_spent), n_iter=int(n_iter), releases=dict(plan.releases),
-            event=plan.event, data_domain=data_domain, notes=tuple(notes), private=private, noise=noise,
-            joint_multiplier=plan.joint_multiplier, privacy_unit=plan.privacy_unit,
-            max_rows_per_group=plan.max_rows_per_group)
+        """The :class:`~dpem_fast._engine._record.PrivacyRecord` of a fit that released ``plan``
+        (:func:`~dpem_fast._engine._path.build_record`, the one record builder)."""
+        return build_record(plan, mechanism=mechanism, n_iter=n_iter, delta=self.delta, data_domain=data_domain,
+                            epsilon=epsilon, notes=notes, private=private, noise=noise)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -38,11 +38,19 @@ m times the row-level one, padded under replace), here and nowhere else; the mul
 so the calibration, are the same functions of the shares, the joint bound (homogeneous of
 degree one) evaluated at the group-level ``a_r`` is the group-level joint bound, and the event
 is tagged ``privacy_unit="group"`` (derivations in :mod:`dpem_fast._engine._groups`).
+
+The event seam (issue 36): a mechanism whose event the plan cannot derive from StatSpecs (DP-SEP's
+sequential releases on shuffled or sampled batches, a private selection's random stopping) gives
+:func:`make_event_plan` its event factory ``make_event(p)`` (the way dp-accounting's calibration
+takes ``make_event_from_param``) and its releases as :class:`EventRelease` declarations; the engine
+calibrates ``p``, builds the :class:`Release` records and the :class:`Plan`.  No module outside the
+engine builds a ``Plan`` or a ``Release``.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import accounting as acc
@@ -51,7 +59,7 @@ from ._groups import check_max_rows_per_group, group_spec
 from ._lattice import lattice, noised_size
 from ._record import Release
 
-__all__ = ["Plan", "make_plan", "PAPER_DELTA_PER_RELEASE"]
+__all__ = ["Plan", "make_plan", "EventRelease", "make_event_plan", "PAPER_DELTA_PER_RELEASE"]
 
 #: δ_i of a Gaussian release tied to a Laplace epsilon (DP-EM Sec. 5.1 uses 1e-6 and 1e-8).
 PAPER_DELTA_PER_RELEASE = 1e-8
@@ -79,6 +87,13 @@ class Plan:
         What one neighbour differs by (the event's tags carry it).
     max_rows_per_group : int or None
         m of a group-level plan (every sensitivity is the group's), None for a row-level one.
+    delta_tail : float
+        A δ the plan's guarantee has outside ``event`` (a private selection's wall time); the
+        event is accounted at ``delta - delta_tail``.  0 for a single fit.
+    open_ended : tuple of str
+        Statistics whose number of releases is random and accounted by ``event`` itself (a
+        selection's trials): their ``count`` is the public bound recorded, and the release layer
+        may release them beyond it.
     """
 
     releases: dict
@@ -89,6 +104,8 @@ class Plan:
     joint_multiplier: float | None = None
     privacy_unit: str = "row"
     max_rows_per_group: int | None = None
+    delta_tail: float = 0.0
+    open_ended: tuple = ()
 
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
@@ -326,3 +343,94 @@ def _release(spec, mech, a, b, neighbouring, count, lattice_=None):
                        None, m)
     delta_ = spec.sensitivity("l1", neighbouring)
     return Release(spec.name, "laplace", "l1", delta_, delta_ / (a * b), spec.shape, False, count, None, m)
+
+
+@dataclass(frozen=True)
+class EventRelease:
+    """A Gaussian release declared to :func:`make_event_plan`: what the plan cannot derive from a
+    :class:`~dpem_fast._engine._statistics.StatSpec`.
+
+    Attributes
+    ----------
+    name : str
+    sensitivity : float
+        l2-sensitivity under the plan's relation and unit (the model's derivation; a person-level
+        model declares its group's).
+    shape : tuple
+    count : int
+        Releases in one fit (the public bound of an open-ended one).
+    size : int or None
+        Noised coordinates.
+    noise_scale : callable or None
+        ``p -> σ`` of the calibrated parameter ``p``; default ``sensitivity * p`` (``p`` the noise
+        multiplier).  A mechanism stated by another parameter gives its own (a selection's
+        ``μ = 1/z``: ``σ = Δ / μ``), so that σ is the float the mechanism defines.
+    """
+
+    name: str
+    sensitivity: float
+    shape: tuple
+    count: int = 1
+    size: int | None = None
+    noise_scale: Callable | None = None
+
+    def release(self, p):
+        sigma = self.sensitivity * p if self.noise_scale is None else self.noise_scale(p)
+        return Release(self.name, "gaussian", "l2", self.sensitivity, sigma, self.shape, False, self.count,
+                       None, self.size)
+
+
+def make_event_plan(make_event, releases, *, epsilon, delta, neighbouring, accountant, max_rows_per_group=None,
+                    noise_multiplier=None, delta_tail=0.0, open_ended=(), xtol=None) -> Plan:
+    """The plan of a mechanism given by its event factory: calibrate ``p`` so that
+    ``make_event(p)`` meets (ε, δ - ``delta_tail``), and record ``releases`` at that ``p``.
+
+    Parameters
+    ----------
+    make_event : callable
+        ``p -> NeighbouringEvent`` of the whole fit, non-increasing in privacy loss as ``p`` (a
+        noise multiplier) grows, tagged with ``neighbouring`` and the plan's unit.
+    releases : sequence of EventRelease
+    epsilon, delta : float
+        Target of the whole fit (``epsilon`` is ignored with ``noise_multiplier``).
+    neighbouring : {"add_remove", "replace"}
+    accountant : str or PrivacyAccountant subclass
+    max_rows_per_group : int, optional
+        m of a person-level plan (the releases' sensitivities are already the group's).
+    noise_multiplier : float, optional
+        ``p`` chosen by the caller (e.g. calibrated with public quantities the releases' bounds
+        are not yet known for): no calibration, the plan records what it spends.
+    delta_tail : float
+        δ spent outside the event (:attr:`Plan.delta_tail`).
+    open_ended : sequence of str
+        Released statistics whose count is random (:attr:`Plan.open_ended`).
+    xtol : float, optional
+        The calibration's tolerance on ``log p`` (the accounting default if None).
+    """
+    m_group = check_max_rows_per_group(max_rows_per_group)
+    unit = "row" if m_group is None else "group"
+    releases = tuple(releases)
+    if not all(isinstance(r, EventRelease) for r in releases):
+        raise TypeError("releases must be EventRelease declarations")
+    names = [r.name for r in releases]
+    if len(set(names)) != len(names) or not set(open_ended) <= set(names):
+        raise ValueError(f"releases must have distinct names and open_ended must name some of them, got "
+                         f"{names} and {list(open_ended)}")
+    delta_event = float(delta) - float(delta_tail)
+    factory = acc.get_accountant(accountant, neighbouring)
+    if noise_multiplier is None:
+        kw = {} if xtol is None else {"xtol": xtol}
+        p = _calibration._calibrate_noise_multiplier(make_event, epsilon, delta_event, accountant=factory, **kw)
+    else:
+        p = float(noise_multiplier)
+        if not (p > 0 and math.isfinite(p)):
+            raise ValueError(f"noise_multiplier must be finite and > 0, got {noise_multiplier!r}")
+    event = make_event(p)
+    if not (isinstance(event, acc.NeighbouringEvent) and event.neighbouring == neighbouring
+            and event.privacy_unit == unit):
+        raise ValueError(f"make_event must give a NeighbouringEvent tagged ({neighbouring!r}, {unit!r}), got "
+                         f"{event!r}")
+    spent = factory().compose(event).get_epsilon(delta_event)
+    name = accountant if isinstance(accountant, str) else accountant.__name__
+    return Plan({r.name: r.release(p) for r in releases}, event, name, neighbouring, float(spent), None, unit,
+                m_group, float(delta_tail), tuple(open_ended))

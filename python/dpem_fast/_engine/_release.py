@@ -32,8 +32,9 @@ from .._dpcore._contract import SAMPLER_BLOCK
 from .._rng import KeyDeriver, derive_key
 from ..random import _discrete_gaussian_params
 from ._lattice import to_lattice
+from ._record import Release
 
-__all__ = ["ReleaseLayer", "add_noise", "release_key"]
+__all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value"]
 
 
 def release_key(key, index, name):
@@ -89,7 +90,9 @@ class ReleaseLayer:
     ----------
     plan : Plan
         The calibrated plan; only its releases can be made, each at most
-        ``release.count`` times (indices ``0 .. count - 1``), each index once.
+        ``release.count`` times (indices ``0 .. count - 1``), each index once; a statistic the
+        plan marks open-ended (``plan.open_ended``: its event accounts for a random number of
+        releases) at any index ``>= 0``, each once.
     key : ndarray of uint32, shape (8,)
         The fit's key.
     n_threads : int
@@ -121,7 +124,7 @@ class ReleaseLayer:
             r = self._plan.releases.get(name)
             if r is None:
                 raise ValueError(f"statistic {name!r} is not in the privacy plan {list(self._plan.releases)}")
-            if not 0 <= index < r.count:
+            if not (0 <= index < r.count or (index >= 0 and name in self._plan.open_ended)):
                 raise ValueError(f"statistic {name!r}: release index {index} is outside the "
                                  f"{r.count} release(s) the plan accounts for")
             if (name, index) in self._made:
@@ -189,3 +192,11 @@ def _add_discrete_noise(value, release, key, n_threads):
     if overflow.any():      # probability below exp(-64) per draw; never a wrong value
         raise OverflowError(f"statistic {release.name!r}: a discrete Gaussian draw left the exact range")
     return (k + z.reshape(value.shape)).astype(np.float64) * gamma
+
+
+def noised_value(value, noise_scale, key, mechanism, symmetric=False, granularity=None, n_threads=1):
+    """:func:`add_noise` of a bare value (sensitivity 1, one release): the public
+    :func:`dpem_fast.kernels.add_noise`, whose caller calibrates ``noise_scale`` itself."""
+    release = Release("value", mechanism, "l1" if mechanism == "laplace" else "l2", 1.0, noise_scale,
+                      value.shape, bool(symmetric), 1, granularity)
+    return add_noise(value, release, key, n_threads)

@@ -1,7 +1,6 @@
 """Private latent Dirichlet allocation: online variational Bayes (SVI) with moment perturbation."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
 from numbers import Integral
@@ -16,8 +15,8 @@ from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ..accounting import NoiseDominatedWarning, _calibration
-from .._engine import (NOT_PRIVATE, Context, PrivacyRecord, PrivateEstimator, ReleaseLayer, StatSpec,
-                       make_plan, poisson_minibatches)
+from .._engine import (NOT_PRIVATE, Context, PrivateEstimator, ReleaseLayer, StatSpec,
+                       chain_record, make_plan, poisson_minibatches)
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
 from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
@@ -754,32 +753,11 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     def _partial_record(self, plan):
         """``privacy_`` after one more ``partial_fit`` release: the previous record's event (a
         fit's plan, or earlier calls) composed with this call's, and its release added to the
-        record (one entry per distinct noise scale, ``count`` calls each)."""
-        prev = self.privacy_
-        r = dataclasses.replace(plan.releases["topic_word"], name=_PARTIAL)
-        inner = plan.event.event                        # the NeighbouringEvent's content
-        if prev is None:
-            events, releases, n_iter = (inner,), {}, 0
-        else:
-            prior = prev.event.event
-            events = prior.events if prev.mechanism == _PARTIAL_MECHANISM else (prior,)
-            events, releases, n_iter = (*events, inner), dict(prev.releases), prev.n_iter
-        for name, old in releases.items():
-            if name.startswith(_PARTIAL) and (old.sensitivity, old.noise_scale) == (r.sensitivity, r.noise_scale):
-                releases[name] = dataclasses.replace(old, count=old.count + 1)
-                break
-        else:
-            k = sum(name.startswith(_PARTIAL) for name in releases)
-            name = _PARTIAL if k == 0 else f"{_PARTIAL}_{k}"
-            releases[name] = dataclasses.replace(r, name=name)
-        event = acc.NeighbouringEvent("add_remove", acc.ComposedEvent(events))
-        spent = acc.get_accountant(plan.accountant, "add_remove")().compose(event).get_epsilon(float(self.delta))
-        return PrivacyRecord(
-            mechanism=_PARTIAL_MECHANISM, neighbouring="add_remove", accountant=plan.accountant,
-            epsilon=float(spent), delta=float(self.delta), epsilon_spent=float(spent), n_iter=n_iter + 1,
-            releases=releases, event=event,
-            data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
-            notes=(() if prev is None else prev.notes))
+        record (one entry per distinct noise scale, ``count`` calls each;
+        :func:`~dpem_fast._engine._path.chain_record`)."""
+        return chain_record(self.privacy_, plan, "topic_word", name=_PARTIAL, mechanism=_PARTIAL_MECHANISM,
+                            delta=self.delta, data_domain={"source": "token cap N and per-document clip C",
+                                                           "radius": plan.releases["topic_word"].sensitivity})
 
     # ------------------------------------------------------- inference
     def _unnormalized_transform(self, X):

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import accounting as acc
-from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, make_plan, _specs
+from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, build_record, charge, make_plan, _specs
 from .._engine._specs import float64_exact_sum_factor
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._rng import derive_key, make_key
@@ -174,19 +174,16 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     spec = unigram_spec(V, C, X.shape[0] if public_n else None)
     plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
                      max_rows_per_group=m)
-    if budget is not None:
-        budget.spend(plan.event, label="private_unigram", accountant=plan.accountant)
+    charge(budget, plan.event, "private_unigram", accountant=plan.accountant)
     if grouping is not None:              # at most m documents per author, after the charge
         X = X[np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))]
     Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
     layer = ReleaseLayer(plan, derive_key(key, "unigram"), n_threads)
     noisy = layer.release({"unigram": _clipped_count_sum(Xc, C)}, 0)["unigram"]
     r = plan.releases["unigram"]
-    record = PrivacyRecord(
-        mechanism="unigram word distribution, one Gaussian release of per-document clipped counts",
-        neighbouring=neighbouring, accountant=plan.accountant, epsilon=float(eps), delta=float(delta),
-        epsilon_spent=float(plan.epsilon_spent), n_iter=1, releases=dict(plan.releases), event=plan.event,
+    record = build_record(
+        plan, mechanism="unigram word distribution, one Gaussian release of per-document clipped counts",
+        n_iter=1, delta=delta, epsilon=eps,
         data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
-        notes=(f"clip norm C = {C:.6g}, token cap N = {N}",), privacy_unit=plan.privacy_unit,
-        max_rows_per_group=plan.max_rows_per_group)
+        notes=(f"clip norm C = {C:.6g}, token cap N = {N}",))
     return PrivateUnigram(unigram_distribution(noisy, r.noise_scale, pseudo), record)

@@ -207,12 +207,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
-from ..accounting import NoiseDominatedWarning, _calibration
-from .._engine import PrivateEstimator, ReleaseLayer, sequential_noise
+from ..accounting import NoiseDominatedWarning
+from .._engine import EventRelease, PrivateEstimator, ReleaseLayer, make_event_plan, sequential_noise
 from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
-from .._engine._plan import Plan
-from .._engine._record import Release
 from .._preprocess import _as_bounds
 from .._progress import Progress
 from .._rng import derive_key, make_key
@@ -791,9 +789,11 @@ class DPStochasticEP(PrivateEstimator):
         def make_event(z):
             return sep_event(z, n, T, self.sampling, B, unit)
 
-        factory = acc.get_accountant(acct, "replace")
-        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta, accountant=factory)
-        tau = _posterior_noise(sens * z, sizes, gamma, n)
+        # the engine calibrates z for sep_event and records the one release (the event seam)
+        plan = make_event_plan(make_event, [EventRelease("factor", sens, (J, P), len(sizes), J * P)],
+                               epsilon=eps, delta=delta, neighbouring="replace", accountant=acct,
+                               max_rows_per_group=m)
+        tau = _posterior_noise(plan.releases["factor"].noise_scale, sizes, gamma, n)
         margin = _margin(d, tau)
         if n * C <= margin:                     # public: decided before the budget is charged
             raise ValueError(
@@ -801,10 +801,7 @@ class DPStochasticEP(PrivateEstimator):
                 f"the released factor's noise (threshold {margin:.3g}) exceeds the largest signal it can "
                 f"carry (n_samples * clip_norm = {n * C:.3g}), so the fit could only return the prior. "
                 "Raise epsilon, lower n_epochs, raise batch_size, or fit more rows.")
-        event = make_event(z)
-        spent = factory().compose(event).get_epsilon(delta)
-        release = Release("factor", "gaussian", "l2", sens, sens * z, (J, P), False, len(sizes), None, J * P)
-        return Plan({"factor": release}, event, acct, "replace", float(spent), None, unit, m)
+        return plan
 
     def _spent(self, n, T, B, delta, acct):
         """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""

@@ -7,7 +7,6 @@ shortcuts of :class:`~dpem_fast.DPGaussianMixture` and :class:`~dpem_fast.DPKMea
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import numbers
@@ -23,10 +22,8 @@ from ..accounting import _calibration
 from .._dpcore import _rng as _core_rng
 from .._dpcore import _contract
 from .._dpcore._contract import superblock_rows
-from .._engine import PrivateEM
-from .._engine._plan import Plan
+from .._engine import EventRelease, PrivateEM, build_record, charge, make_event_plan
 from .._engine import _specs
-from .._engine._record import PrivacyRecord, Release
 from .._engine._release import ReleaseLayer
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._engine._sources import DataSummary, Rows, validated_rows
@@ -494,8 +491,9 @@ class PrivateModelSelection(BaseEstimator):
         return "row" if cands[0].get("max_rows_per_group", base) is None else "group"
 
     def _calibrate(self, rel, mean, shape):
-        """(μ per trial, δ_tail, T_max, event, ε spent): the largest μ whose random-stopping
-        event meets (ε, δ - TAIL_SHARE δ) under the RDP accountant."""
+        """(μ per trial, δ_tail, T_max, the event factory z -> event, z): the largest μ = 1/z whose
+        random-stopping event meets (ε, δ - TAIL_SHARE δ) under the RDP accountant (the plan,
+        with the score's bound known, is the engine's: ``fit``)."""
         eps, delta = float(self.epsilon), float(self.delta)
         tail = TAIL_SHARE * delta
         delta_event = delta - tail
@@ -505,8 +503,6 @@ class PrivateModelSelection(BaseEstimator):
             return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
 
         z = _calibration._calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
-        event = make_event(z)
-        spent = acc.RDPAccountant(neighbouring=rel).compose(event).get_epsilon(delta_event)
         # the wall time tells T > T_max apart only (class docstring, "Fixed work"):
         # P(T > T_max) <= tail / (1 + e^eps)
         bound = tail / (1.0 + math.exp(eps))
@@ -515,7 +511,7 @@ class PrivateModelSelection(BaseEstimator):
             t_max += max(1, t_max // 16)
         while t_max > 1 and acc.repetition_tail(shape, mean, t_max - 1) <= bound:
             t_max -= 1
-        return 1.0 / z, tail, t_max, event, spent
+        return 1.0 / z, tail, t_max, make_event, z
 
     def _candidate_model(self, params, mu, rel, n_threads):
         """A fresh candidate calibrated (exact GDP) to the per-trial μ."""
@@ -574,7 +570,7 @@ class PrivateModelSelection(BaseEstimator):
         cands, rel = self._check_params()
         X, groups, m = self._resolve_groups(X, groups, cands)
         mean, shape = self._law(len(cands), rel)
-        mu, tail, t_max, event, spent = self._calibrate(rel, mean, shape)
+        mu, tail, t_max, make_event, z = self._calibrate(rel, mean, shape)
         n_threads = effective_n_threads(self.n_threads)
         probe = self._candidate_model(cands[0], mu, rel, n_threads)
         rows = validated_rows(probe, X, True)
@@ -607,34 +603,30 @@ class PrivateModelSelection(BaseEstimator):
         # the exact sum's float rounding (clipped_score_sum): at the public n, else at the public cap
         sens *= _specs.float64_exact_sum_factor(n if rel == "replace" and grouping is None
                                                 else _specs.ROUNDING_ROW_CAP)
-        release = Release(name=SCORE, mechanism="gaussian", norm="l2", sensitivity=sens,
-                          noise_scale=sens / mu, shape=(), count=t_max, size=1)
-        if self.budget is not None:
-            self.budget.spend(event, label=f"{type(self).__name__}.fit", accountant="rdp",   # before any statistic
-                              delta_tail=tail)      # the chance T > T_max, outside the event
+        # the engine's plan of the calibrated random-stopping event (the event seam): the layer may
+        # release one score per trial, max(T, T_max) of them (T secret: the event accounts for it,
+        # ``open_ended``); the record shows the public T_max
+        plan = make_event_plan(make_event, [EventRelease(SCORE, sens, (), t_max, 1, lambda p: sens / (1.0 / p))],
+                               epsilon=self.epsilon, delta=self.delta, neighbouring=rel, accountant="rdp",
+                               max_rows_per_group=m, noise_multiplier=z, delta_tail=tail,
+                               open_ended=(SCORE,))
+        charge(self.budget, plan.event, f"{type(self).__name__}.fit", accountant=plan.accountant,  # before any
+               delta_tail=plan.delta_tail)      # statistic; the chance T > T_max, outside the event
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
-        # the layer may release one score per trial, max(T, T_max) of them (T secret); the record
-        # shows the public T_max only
-        plan = Plan(releases={SCORE: dataclasses.replace(release, count=2 ** 62)}, event=event, accountant="rdp",
-                    neighbouring=rel, epsilon_spent=spent)
         layer = ReleaseLayer(plan, key, n_threads)
         best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes)
-        record = PrivacyRecord(
-            mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
+        record = build_record(
+            plan, mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
                        f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
                        "and releases a Gaussian noisy clipped hold-out score; only the best trial is released"),
-            neighbouring=rel, accountant="rdp", epsilon=float(self.epsilon), delta=float(self.delta),
-            epsilon_spent=float(spent), n_iter=int(t_max), releases={SCORE: release}, event=event,
-            data_domain={"source": "declared", "scale": None},
+            epsilon=self.epsilon, delta=self.delta, n_iter=t_max, data_domain={"source": "declared", "scale": None},
             notes=(f"{len(cands)} candidates; T ~ {'Poisson' if shape is None else f'TNB(eta={shape:g})'} "
                    f"with mean {mean:g}; max(T, {t_max}) trials run, only the first T count",
                    f"every trial is {mu:.6g}-GDP (its fit and its score, parallel composition)",
                    f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g} "
-                   "(the wall time of runs with more trials)"),
-            private=True, noise="gaussian", delta_tail=float(tail), privacy_unit="row" if m is None else "group",
-            max_rows_per_group=m)
+                   "(the wall time of runs with more trials)"))
         model, params, score, warned = best
         model.set_params(random_state=None)
         model.privacy_ = record
