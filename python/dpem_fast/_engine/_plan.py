@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 
 from .. import accounting as acc
@@ -59,7 +60,7 @@ from ._groups import check_max_rows_per_group, group_spec
 from ._lattice import lattice, noised_size
 from ._record import Release
 
-__all__ = ["Plan", "make_plan", "EventRelease", "make_event_plan", "PAPER_DELTA_PER_RELEASE"]
+__all__ = ["Plan", "make_plan", "EventRelease", "make_event_plan", "stacked_plan", "PAPER_DELTA_PER_RELEASE"]
 
 #: δ_i of a Gaussian release tied to a Laplace epsilon (DP-EM Sec. 5.1 uses 1e-6 and 1e-8).
 PAPER_DELTA_PER_RELEASE = 1e-8
@@ -434,3 +435,17 @@ def make_event_plan(make_event, releases, *, epsilon, delta, neighbouring, accou
     name = accountant if isinstance(accountant, str) else accountant.__name__
     return Plan({r.name: r.release(p) for r in releases}, event, name, neighbouring, float(spent), None, unit,
                 m_group, float(delta_tail), tuple(open_ended))
+
+
+def stacked_plan(plan, names, m):
+    """``plan`` with each release of ``names`` stacked ``m`` times: shape ``(m, *shape)``, the
+    same noise scale, mechanism and event per entry, so a :class:`~._release.ReleaseLayer` of it
+    draws ``m`` i.i.d. releases of each at the plan's scale in one call (the auditor's trials, on
+    the code path of every fit).  The other releases and the event are the plan's."""
+    m = int(m)
+    if m < 1:
+        raise ValueError(f"m must be a positive integer, got {m}")
+    releases = dict(plan.releases)
+    for g in names:
+        releases[g] = dataclasses.replace(plan.releases[g], shape=(m, *tuple(plan.releases[g].shape)))
+    return dataclasses.replace(plan, releases=releases)

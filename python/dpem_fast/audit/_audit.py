@@ -63,6 +63,7 @@ from sklearn.base import clone
 
 from .. import accounting as acc
 from .._engine import _release
+from .._engine._plan import stacked_plan
 from .._engine._base import PrivateEM
 from .._engine._estimator import PrivateEstimator
 from .._rng import derive_key, make_key
@@ -264,13 +265,12 @@ def _trials(target, group, exact, u, n_trials, rounds, key, n_threads):
             m = min(_CHUNK, n_trials - c0)
             # the fit's plan with each audited release stacked m times (i.i.d. noise of the
             # plan's scale per trial): the code path of every fit
-            stacked = {g: dataclasses.replace(plan.releases[g], shape=(m, *tuple(plan.releases[g].shape)))
-                       for g in group}
-            layer = _release.ReleaseLayer(dataclasses.replace(plan, releases=stacked),
-                                          derive_key(key, "audit", side, c0 // _CHUNK), n_threads)
+            stacked = stacked_plan(plan, group, m)
+            layer = _release.ReleaseLayer(stacked, derive_key(key, "audit", side, c0 // _CHUNK), n_threads)
             total = np.zeros(m)
             for t in range(rounds):
-                noisy = layer.release({g: np.broadcast_to(exact[side][g], stacked[g].shape) for g in group}, t)
+                noisy = layer.release({g: np.broadcast_to(exact[side][g], stacked.releases[g].shape)
+                                       for g in group}, t)
                 total += np.concatenate([_noised_rows(noisy[g], plan.releases[g]) / plan.releases[g].noise_scale
                                          for g in group], axis=1) @ u
             samples[side][c0:c0 + m] = total
