@@ -186,7 +186,7 @@ remain: :func:`float64_exact_sum_factor` ``(1 + u)² (1 + 2 λ_N N)`` (N = n pub
 row-level replace, else the cap: ``1 + 1.98·10⁻³``).  The domain estimate's histograms and
 outside counts are integers (exact).  LDA's topic-word statistic uses the factor above with
 ``b = 128`` documents (``_kernels.lda``: a minibatch is cut into calls of a public size):
-``1 + 2.10·10⁻³``; DP-SEP (N public) has its own bound (``mixture._dp_sep``, "Rounding").
+``1 + 2.10·10⁻³``; DP-SEP (N public) has its own bound (``docs/models/stochastic_ep.rst``, "Rounding").
 
 Why ``m`` is bounded: a float sum over a whole block (1,024 rows, more when the partial budget
 caps the block count) would make ``2 m γ_{m+5}`` grow with n.  Why add/remove has no such bound:

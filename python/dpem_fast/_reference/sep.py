@@ -3,7 +3,8 @@
 Layout of a Gaussian "site" over the J component means (natural parameters): an array
 ``theta`` of shape ``(J, d + d*d)``; row j is ``[eta_j, Lambda_j.ravel()]`` with
 ``eta_j = Lambda_j m_j`` (precision-weighted mean) and ``Lambda_j`` the precision.
-See :mod:`dpem_fast.mixture._dp_sep` for the derivation of the moment matching.
+See ``docs/models/stochastic_ep.rst`` ("Privacy analysis in full") for the derivation of the
+moment matching.
 """
 from __future__ import annotations
 

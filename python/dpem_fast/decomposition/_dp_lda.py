@@ -14,24 +14,20 @@ from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
-from ..accounting import NoiseDominatedWarning, _calibration
-from .._engine import (NOT_PRIVATE, Context, PrivateEstimator, ReleaseLayer, StatSpec,
+from ..accounting import NoiseDominatedWarning
+from .._engine import (NOT_PRIVATE, Context, PrivateEstimator, ReleaseLayer,
                        chain_record, make_plan, poisson_minibatches)
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
 from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
 from .._engine import _specs
-from .._engine._specs import float64_rounding_factor
 from .._kernels.lda import estep_csr as _estep_csr
-from .._kernels.lda import max_block_documents
 from .._kernels.lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
-from ._dp_unigram import unigram_spec
-from ._lda_math import (default_clip_norm, exp_dirichlet_expectation, plugin_log_likelihood,
-                        shrink_to_fallback, unigram_distribution)
+from ._lda_math import exp_dirichlet_expectation, plugin_log_likelihood, shrink_to_fallback, unigram_distribution
+from ._lda_svi import _ACCOUNTANTS, _SVIPlan, _SVIState
 
 __all__ = ["DPLatentDirichletAllocation"]
 
-_ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 #: the record's name of the release each ``partial_fit`` call makes, and its mechanism text
 _PARTIAL = "topic_word_partial"
 _PARTIAL_MECHANISM = "DP-SVI for LDA, partial_fit (no subsampling)"
@@ -39,24 +35,7 @@ _PARTIAL_MECHANISM = "DP-SVI for LDA, partial_fit (no subsampling)"
 _NOISE_DOMINATED = 0.1
 
 
-class _SVIState:
-    """The private SVI recursion split into public and released parts:
-    ``Λ_t = a_t Λ_0 + (1 − a_t) η + M_t`` with ``M_t`` the signed running statistic and ``τ_t``
-    its per-entry noise sd (class docstring of :class:`DPLatentDirichletAllocation`)."""
-
-    def __init__(self, lam0, fallback):
-        self.lam0, self.fallback = lam0, fallback
-        self.a, self.M, self.var, self.retained = 1.0, np.zeros_like(lam0), 0.0, 1.0
-
-    def step(self, noisy, rho, q, sigma, eta):
-        self.a *= 1.0 - rho
-        self.M = (1.0 - rho) * self.M + (rho / q) * noisy
-        self.var = (1.0 - rho) ** 2 * self.var + (rho * sigma / q) ** 2
-        shrunk, self.retained = shrink_to_fallback(self.M, math.sqrt(self.var), self.fallback)
-        return self.a * self.lam0 + (1.0 - self.a) * eta + shrunk
-
-
-class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
+class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
     """Latent Dirichlet allocation by private stochastic variational inference.
 
     Online variational Bayes for LDA (Hoffman, Blei & Bach 2010) made private as in Park,
@@ -153,8 +132,8 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
 
     max_rows_per_group : int or None, default=None
         Author-level privacy with ``fit(X, groups=authors)``: at most this many documents per
-        author, and authors are the sampled unit ("Person-level" below).  Required with
-        ``groups``; None: document-level privacy.
+        author, and authors are the sampled unit ("Person-level" on the model page).
+        Required with ``groups``; None: document-level privacy.
 
         .. versionadded:: 0.1 (issue 27)
 
@@ -188,131 +167,27 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
     Neighbouring relation: **add/remove one document** (required by the Poisson
     amplification; the (ε, δ) is with respect to it).
 
-    Released statistics.  Once, before the loop (``unigram_share > 0``): the unigram
-    statistic ``u = Σ_d clip_C(c_d)``, (V,), each capped document's count vector scaled to
-    L2 norm at most C, on the whole corpus (not subsampled).  Once per iteration:
-    ``S_t = Σ_{d ∈ B_t} clip(s_d)``, K x V, with ``s_d[k, v] = Σ_n φ_dnk w_dnv = c_dv φ_dvk``
-    (the paper's s̄ before its 1/S, Sec. 4) and ``clip(s) = s · min(1, C / ‖s‖_F)``, where
-    ``C = a N`` (``clip_fraction`` a) or by default ``C = N / sqrt(min(N, V))``.
-
-    Sensitivity.  After the cap, Σ_v c_dv ≤ N and Σ_k φ_dvk = 1, so
-    ``‖s_d‖_F² = Σ_v c_dv² ‖φ_dv‖² ≤ Σ_v c_dv² ≤ N²``: ‖s_d‖_F ≤ N (the paper's Eq. 8
-    bound N/S, times S), attained by one term repeated N times and hard-assigned.  Each
-    document's statistic depends on that document and the public λ only, so adding or
-    removing a document changes S_t by at most ‖clip(s_d)‖_F ≤ C: **Δ₂ = C under
-    add/remove**.  Under replacement the change is ``clip(s) − clip(s')`` with both
-    non-negative, so ``‖·‖² = ‖s‖² + ‖s'‖² − 2⟨s, s'⟩ ≤ 2 C²``: **Δ₂ = √2 C under
-    replace** (tight: disjoint terms).  The unigram statistic is the same argument on the
-    count vectors (non-negative, norm ≤ C after clipping): **Δ₂ = C under add/remove, √2 C
-    under replace**.  Neither bound uses the value of C, so the public default changes
-    the noise, not the derivation.  Recorded for completeness; a fit is accounted under
-    add/remove only.
-
-    Where the paper is loose: it clips the *aggregate* s̄ to Frobenius norm aN/S (Eq. 9)
-    and claims sensitivity aN/S.  Write C = aN and work with sums (times S).  Projection
-    onto the ball of radius C, P(z) = z min(1, C/‖z‖), is 1-Lipschitz, but the change a
-    document makes, ``P(z + s_d) − P(z)``, is not bounded by C: with z on the sphere
-    (‖z‖ = C) and s_d orthogonal to z with ‖s_d‖ = N ≫ C, P(z + s_d) → C s_d/‖s_d‖ and
-    the change → √2 C.  For non-negative statistics √2 C is also the worst case (both
-    projections are non-negative vectors of norm ≤ C), so the paper's noise is √2 too
-    small for its stated (ε, δ) (and 2C would be needed for signed statistics).  The
-    paper's Eq. 8 also compares averages over S and S − 1 documents, i.e. it divides by
-    the realised batch size, which is itself private under add/remove; we divide by the
-    public q instead.  We clip each document, which gives Δ₂ = aN exactly (the brute-force
-    tests check both the bound and the √2 C counter-example to aggregate clipping).  The
-    authors also drew fixed-size minibatches but accounted them as Poisson; here the
-    minibatches are Poisson.
-
-    Rounding (issue 34; :mod:`~dpem_fast._engine._specs`, "Rounding").  The sums are computed in
-    floats: a minibatch goes to the E-step kernel in calls of at most a public number of
-    documents (:func:`~dpem_fast._kernels.lda.max_call_documents`, from K and V), each call's
-    blocks of at most 128 documents summed in floats and their partials exactly (rounded once),
-    the calls (and a dask fit's chunks) added by Sum2; the unigram's per-word terms are summed
-    exactly.  Adding or removing a document moves the later ones to other blocks, so the
-    released Δ₂ are widened by the proven bound at the public cap ``ROUNDING_ROW_CAP`` (2³²) on
-    the documents — ``float64_rounding_factor(2³², 128, shifts=True)`` = 1 + 2.1·10⁻³ for S_t,
-    ``float64_exact_sum_factor(2³²)`` = 1 + 2.0·10⁻³ for u — and a corpus (or a ``partial_fit``
-    batch) of more documents is refused before the charge (a count-dependent refusal, at a
-    count no in-memory corpus reaches).  Not covered here: the per-document clip's margin
-    ``1 − 10⁻¹²`` absorbs the float error of the document's norm (about ``(nnz + K) u``) for
-    documents of fewer than about 9,000 distinct terms plus topics.
-
-    Noise: N(0, (σ C)²) on every entry of S_t and N(0, (z_u C)²) on every entry of u
-    (release layer, ChaCha20 streams).
-
-    Post-processing (public constants and released values only).  The paper sets negative
-    entries of S̃_t to 0 and then divides by q: every entry gains E[max(Z, 0)] / q =
-    0.4 σC / q, far above the signal of a short-text corpus.  Here the SVI recursion
-    ``Λ_t = (1 − ρ_t) Λ_{t−1} + ρ_t (η + S̃_t / q)`` is kept on the *signed* statistic (the
-    paper's ``D s̃ / S`` with the public q = S / D_pub, so ``total_samples`` plays the
-    paper's D).  It splits as ``Λ_t = a_t Λ_0 + (1 − a_t) η + M_t`` with
-    ``a_t = Π_{s ≤ t} (1 − ρ_s)`` and ``M_t`` an unbiased weighted sum of the releases whose
-    per-entry noise sd ``τ_t`` follows from the plan (``τ_t² = (1 − ρ_t)² τ_{t−1}² +
-    (ρ_t σ C / q)²``).  The topics the E-step uses and the fit returns are
-    ``λ_t = a_t Λ_0 + (1 − a_t) η + shrink(M_t)``, where ``shrink`` hard-thresholds each
-    entry at ``sqrt(2 ln(K V)) τ_t`` (the universal threshold: noise alone clears it with
-    probability ``≤ 1 / sqrt(4π ln(KV))`` over all entries, with an expected mass of
-    ``τ_t / sqrt(2π)`` in all) and gives the mass the threshold removed from topic k,
-    ``max(Σ_v M_kv − Σ_v shrink, 0)``, back in the shape of
-    the private unigram distribution (:func:`_lda_math.shrink_to_fallback`).  So a word
-    gets topic-specific mass only where the releases show it above their own noise, and a
-    topic the noise swamps becomes the unigram model: the fit's floor is the trivial
-    private model, bought with ``unigram_share`` of the budget.  With no noise the
-    projection is the identity (the non-private SVI).  When less than 10 % of the topic
-    mass clears the threshold a ``NoiseDominatedWarning`` (a ``UserWarning``) says so and names what to raise or
-    declare.  The number of
-    documents D is private under add/remove (a neighbour has one more or one fewer), so
-    nothing of the fit depends on it except through the releases: q, T, the step's
-    scale and the record use the declared ``total_samples`` only, and no check, message
-    or record reads D (a fit on D and on D + 1 documents with the same seed has the same
-    plan, record and saved file apart from the released values).  Where the paper is
-    loose: it (like DP-SGD code) sets q = S / D from the true count; a mechanism whose
-    sampling rate or length is a function of D reveals D (T changes from 10 to 11 between
-    1,050 and 1,051 documents at S = 100), which add/remove does not allow.
-
-    Events: ``ComposedEvent([GaussianEvent(z_u), SelfComposedEvent(PoissonSampledEvent(q,
-    GaussianEvent(σ)), T)])`` tagged add/remove (without the first part when
-    ``unigram_share=0``).  Initialisation is data-independent (λ ~ Gamma(100, 0.01), γ likewise);
-    stopping is data-independent (T iterations).  The token cap, the E-step's starts and the
-    minibatches use randomness addressed from the key by document position (the cap: one
-    stream per document).  It must stay secret like the noise: removing a document moves the
-    later ones to other streams, so the sensitivity argument is over the key's randomness (the
-    per-position draws are i.i.d.: a coupling puts D′ next to D without the document), not for
-    each fixed draw (:func:`~dpem_fast._kernels.lda_docs._cap_documents`).
-
-    Person-level
-    ------------
-    ``fit(X, groups=authors)`` with ``max_rows_per_group`` m (issue 27): the relation is
-    **add/remove one author's documents**.  Each author keeps at most m documents, chosen
-    uniformly with the fit's key (:mod:`dpem_fast._engine._groups`: a function of the
-    author's own documents for every key), once, after the budget is charged; every release
-    then has sensitivity m C (the author's at most m documents, each clipped to C: triangle
-    inequality; attained by m one-term documents), set in the plan by ``make_plan``.  The
-    minibatch samples **authors**: each is kept independently with the public probability
-    q = ``batch_size / total_samples`` with all its kept documents
-    (:func:`~dpem_fast._engine._groups.group_batches`), so the Poisson amplification holds
-    with the author as the record — and ``batch_size`` and ``total_samples`` then count
-    authors (``total_samples`` the public number of authors).  In-memory documents only (a
-    dask array of documents is fitted per document); ``partial_fit`` stays per document and
-    refuses ``max_rows_per_group``.
-
-    Dask
-    ----
-    ``fit`` also takes a ``dask.array.Array`` of counts (rows = documents, dense chunks;
-    ``pip install dpem_fast[dask]``), never gathered (:mod:`dpem_fast._engine._sources._dask`).
-    Each chunk is validated on a worker (non-negative integer counts).  Per iteration the
-    client draws the minibatch (its key, the public D: the same documents as in memory)
-    and the initial γ, and sends each chunk the rows it wants, their corpus row numbers,
-    the released λ's exp(E[log β]) and the token cap's sub-key; the worker caps those
-    documents, runs the E-step kernel with per-document clipping and returns the chunk's
-    clipped K x V sum.  The client checks one result per chunk with the expected shape
-    and document count, sums them in chunk order and releases the sum once through the
-    release layer with its own key.  The model equals the in-memory fit up to the
-    association of the sums (the tests ask 1e-10 relative), and ``privacy_`` is the
-    in-memory record.  Trust boundary: the workers and the scheduler see the raw
-    documents and the exact per-chunk statistics before noise, so they are inside it;
-    only the client adds noise, and only what leaves the client (the fitted model) is
-    private.  ``partial_fit`` takes in-memory minibatches only.
+    Released statistics: once, before the loop (``unigram_share > 0``), the unigram statistic
+    ``u = Σ_d clip_C(c_d)`` (V,) on the whole corpus; once per iteration the Poisson minibatch's
+    ``S_t = Σ_{d ∈ B_t} clip(s_d)`` (K x V), each document's expected sufficient statistic
+    clipped to Frobenius norm ``C = a N`` (``clip_fraction`` a) or by default
+    ``C = N / sqrt(min(N, V))``, with Gaussian noise ``N(0, (σ C)²)`` (``N(0, (z_u C)²)`` on
+    u) through the release layer.  Sensitivity: **Δ₂ = C under add/remove** for both (√2 C
+    under replace, recorded for completeness), widened by the proven float64 rounding factor
+    at the public cap ``ROUNDING_ROW_CAP`` (2³²) documents.  The paper clips the *aggregate*
+    and claims that bound; a document can move a projected sum by √2 C, so this estimator
+    clips per document.  Events: ``ComposedEvent([GaussianEvent(z_u),
+    SelfComposedEvent(PoissonSampledEvent(q, GaussianEvent(σ)), T)])`` tagged add/remove,
+    with q and T from the declared ``total_samples`` (the private document count is never
+    read).  Post-processing: the SVI recursion runs on the signed statistic and the topics
+    keep only entries above the universal threshold times their public noise sd, the rest
+    going back as the private unigram distribution.  Initialisation and stopping are
+    data-independent.  ``fit(X, groups=authors)``: add/remove one author's documents (at
+    most ``max_rows_per_group`` m, sensitivity m C; authors are the sampled unit).  A dask
+    array of counts is E-stepped on the workers (inside the trust boundary) and noised once
+    on the client.  The derivations (each sensitivity, where the paper is loose, rounding,
+    post-processing, person-level, dask) are on the model's documentation page ("Privacy
+    analysis in full").
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
@@ -471,63 +346,6 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         self.components_ = lam
         self.exp_dirichlet_component_ = exp_dirichlet_expectation(lam)
 
-    def _clip_norm(self, V):
-        """C: ``clip_fraction · N``, or the public default ``N / sqrt(min(N, V))``."""
-        N = int(self.max_doc_length)
-        return default_clip_norm(N, V) if self.clip_fraction is None else float(self.clip_fraction) * N
-
-    def _spec(self, K, V):
-        """The released K x V statistic: Δ₂ = C under add/remove (√2 C under replace, for
-        completeness; derivation in the class docstring), widened by the float64 rounding of
-        its sum (:func:`~dpem_fast._engine._specs.float64_rounding_factor` with the public cap
-        ``ROUNDING_ROW_CAP`` on the documents and at most ``max_block_documents()`` = 128
-        documents per block; class docstring, "Rounding")."""
-        C = self._clip_norm(V) * float64_rounding_factor(_specs.ROUNDING_ROW_CAP, max_block_documents(),
-                                                          shifts=True, n_components=1)
-        return StatSpec("topic_word", (K, V), {"add_remove": C, "replace": math.sqrt(2.0) * C})
-
-    def _unigram_multiplier(self, T, q):
-        """z_u of the unigram release (``unigram_share`` f of the budget in Gaussian-DP units;
-        see the parameter).  Public: ε, δ, f, T, q and the accountant only."""
-        f, delta = float(self.unigram_share), float(self.delta)
-        factory = acc.get_accountant(_ACCOUNTANTS[self.accountant], "add_remove")
-
-        def single(z):
-            return acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z))
-        if self.noise_multiplier is None:
-            return _calibration._calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
-        svi = acc.NeighbouringEvent("add_remove", acc.SelfComposedEvent(
-            acc.PoissonSampledEvent(q, acc.GaussianEvent(float(self.noise_multiplier))), T))
-        eps_svi = factory().compose(svi).get_epsilon(delta)
-        z_eq = _calibration._calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
-        return z_eq * math.sqrt((1.0 - f) / f)
-
-    def _initial_topics(self, key, K, V):
-        """The data-independent initial topics λ (K, V): Gamma(100, 0.01) entries from the
-        fit's stream ``derive_key(key, "lda", "init")`` (as scikit-learn's online LDA)."""
-        init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
-        return init_rng.gamma(100.0, 0.01, (K, V))
-
-    def _private_plan(self, K, V):
-        """``(plan, T, q)`` of a private fit on a vocabulary of V terms, from public quantities
-        only: the rounds ``T = n_epochs · round(total_samples / batch_size)`` and the sampling
-        rate ``q = batch_size / total_samples`` (the declared public document count; the true
-        count is never read).  Reads no data (the audit calls it too)."""
-        S, D_pub = int(self.batch_size), float(self.total_samples)
-        q = S / D_pub
-        T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
-        return self._plan(K, V, T, q), T, q
-
-    def _plan(self, K, V, T, q):
-        spec = self._spec(K, V)
-        kw = dict(epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
-                  accountant=_ACCOUNTANTS[self.accountant], sampling_rate=q, noise_multiplier=self.noise_multiplier,
-                  max_rows_per_group=self._max_rows_per_group())
-        if float(self.unigram_share) == 0:
-            return make_plan([spec], T, **kw)
-        return make_plan([spec], T, one_off_specs=[unigram_spec(V, self._clip_norm(V))],
-                         one_off_multipliers={"unigram": self._unigram_multiplier(T, q)}, **kw)
-
     # --------------------------------------------------------------- fit
     def fit(self, X, y=None, groups=None):
         """Fit with ``n_epochs`` passes of private SVI; returns ``self``.
@@ -536,11 +354,11 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         ----------
         X : sparse matrix, array-like or dask array of shape (n_documents, n_terms)
             Term counts over a public vocabulary.  A ``dask.array.Array`` (dense chunks, rows
-            = documents) is never gathered: see "Dask" in the class docstring.
+            = documents) is never gathered: see "Dask" on the model page.
         y : ignored
         groups : array-like of shape (n_documents,) or None
             Author-level privacy (with ``max_rows_per_group``): the author of each document.
-            See "Person-level" in the class docstring.  In-memory documents only.
+            See "Person-level" on the model page.  In-memory documents only.
 
             .. versionadded:: 0.1 (issue 27)
         """
@@ -580,29 +398,6 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         self.diagnostics_ = diag
         self.n_features_in_ = V
         return self
-
-    def _fit_exact(self, docs, lam, eta, key, diag):
-        """Non-private online VB: fixed batches in order (one batch of all D documents when
-        ``batch_size > D``), doc_ratio = D / |batch|."""
-        D, S = docs.n_docs, int(self.batch_size)
-        t = 1
-        n_batches = -(-D // S)
-        progress = Progress(self.verbose, int(self.n_epochs) * n_batches, type(self).__name__)
-        for epoch in range(int(self.n_epochs)):
-            for start in range(0, D, S):
-                idx = np.arange(start, min(D, start + S))
-                g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
-                gamma0 = g_rng.gamma(100.0, 0.01, (idx.size, lam.shape[0]))
-                sstats, _ = docs.minibatch(idx, gamma0, np.ascontiguousarray(exp_dirichlet_expectation(lam).T),
-                                           np.inf)
-                rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
-                lam = (1.0 - rho) * lam + rho * (eta + (D / idx.size) * sstats)
-                diag["batch_sizes"].append(int(idx.size))
-                t += 1
-                progress.step()
-        progress.close()
-        self.n_batch_iter_ = t
-        return lam
 
     def _fit_private(self, docs, lam, eta, key, n_threads, diag, grouping=None):
         """The private SVI loop.  ``docs.n_docs`` (the private D) sizes the per-document
@@ -668,16 +463,6 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
                       f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))
         return lam
 
-    def _svi_step(self, state, noisy, eta, ctx):
-        """The update, from the released statistic and public quantities only (``state``:
-        :class:`_SVIState`): the paper's ``Λ ← (1 − ρ_t) Λ + ρ_t (η + S̃ / q)`` on the signed
-        statistic, ``ρ_t = (τ₀ + t + 1)^(−κ)``, the public q = batch_size / total_samples and
-        the noise sd σC of ``ctx.releases``; returns the projected topics λ_t (class
-        docstring, "Post-processing")."""
-        q = int(self.batch_size) / float(self.total_samples)
-        rho = (float(self.learning_offset) + ctx.t + 1) ** -float(self.learning_decay)
-        return state.step(noisy, rho, q, ctx.releases["topic_word"].noise_scale, eta)
-
     def partial_fit(self, X, y=None):
         """One update with all of X as the minibatch (expected size ``batch_size``).
 
@@ -691,7 +476,7 @@ class DPLatentDirichletAllocation(TransformerMixin, PrivateEstimator):
         call's release at the universal threshold times its noise sd (each call's result stays
         in λ for good, so an entry noise pushes over the threshold keeps only its excess) and
         spreads each topic's remaining mass as the current topic (no clamp-then-scale bias;
-        see the class docstring's "Post-processing").  ``partial_fit`` makes no unigram
+        see "Post-processing" on the model page).  ``partial_fit`` makes no unigram
         release (``unigram_share`` applies to ``fit``).
 
         Keys: each call draws its noise from a key made for that call and then forgotten —

@@ -1,205 +1,16 @@
 r"""DP-SEP: differentially private stochastic expectation propagation for a Gaussian mixture.
 
-Model (Vinaroz & Park, Sec. 4; Li, Hernández-Lobato & Turner 2015, Sec. 5.1)
---------------------------------------------------------------------------
-J components with known isotropic covariance ``s² I``, known mixing weights ``w_j`` and
-unknown means with a Gaussian prior ``p0(μ_j) = N(m0_j, Σ0)``::
-
-    p(x | μ) = Σ_j w_j N(x; μ_j, s² I).
-
-The approximating family is a product of Gaussians over the means,
-``q(μ) = Π_j N(μ_j; m_j, V_j)``, with natural parameters ``(η_j, Λ_j) = (V_j⁻¹ m_j, V_j⁻¹)``
-(precision-weighted mean and precision; a factor is stored as ``[η_j, vec Λ_j]``).
-
-Moment matching of the tilted distribution (closed form)
--------------------------------------------------------
-Let the cavity be ``q₋(μ) = Π_j N(μ_j; m_j, V_j)``.  The tilted distribution is
-``p̃(μ) ∝ q₋(μ) Σ_k w_k N(x; μ_k, s² I)``.  Its normaliser is
-
-    Z = Σ_k Z_k,   Z_k = w_k ∫ N(x; μ_k, s² I) N(μ_k; m_k, V_k) dμ_k = w_k N(x; m_k, V_k + s² I),
-
-and for component j, ``p̃(μ_j)`` is the mixture
-
-    p̃(μ_j) = (1 - r_j) N(μ_j; m_j, V_j) + r_j N(μ_j; m'_j, V'_j),    r_j = Z_j / Z,
-
-since the terms k ≠ j integrate μ_k out and leave the cavity of μ_j, while the term k = j
-multiplies it by a Gaussian likelihood (conjugate update):
-``V'_j = (V_j⁻¹ + I/s²)⁻¹``, ``m'_j = V'_j (V_j⁻¹ m_j + x/s²)``.  The moments of a two-part
-mixture, with ``δ_j = m'_j - m_j``, are
-
-    E[μ_j]   = m_j + r_j δ_j,
-    Cov[μ_j] = (1 - r_j) V_j + r_j V'_j + r_j (1 - r_j) δ_j δ_jᵀ.
-
-KL(p̃ ‖ q) over the product-Gaussian family is minimised by matching these moments (the
-family factorises over j, so the cross-covariances are dropped): ``Λ*_j = Cov[μ_j]⁻¹``,
-``η*_j = Λ*_j E[μ_j]``, and the intermediate factor is ``θ_{f_n} = θ* - θ₋`` (division by
-the cavity subtracts natural parameters).  ``Λ*_j - Λ₋_j`` may be indefinite (the usual EP
-caveat); the damped SEP update below keeps the posterior precision PD for γ ≤ 1.
-
-EP, SEP and the update used here
---------------------------------
-EP (Minka 2001) keeps one site per row: ``q = p0 Π_n f_n``, cavity ``q / f_n``.
-SEP keeps one shared factor: ``q = p0 f^N``, cavity ``q₋ = p0 f^{N-1}``, and the damped
-update (Li et al. 2015, Alg. 2 with step γ/N)
-
-    θ_f ← (1 - γ/N) θ_f + (γ/N) clip_C(θ_{f_n})        (so θ_q = θ_0 + N θ_f).
-
-**Algorithm 3 of the paper, and where we depart from its formula.**  Step 7 writes
-``q_new = f_n^{γ/N} f^{1-γ/N} q₋`` (only one of the N copies of f updated, θ_new =
-θ_0 + (N - γ/N) θ_f + (γ/N) θ_{f_n}) and step 9 takes ``f = (q_new/p0)^{1/N}``: together the
-factor moves by γ/N² per step, i.e. by 1 - e^{-Tγ/N} ≈ 9.5 % of the way in T = 100 epochs
-at N = 1,000, γ = 1 — too slow to produce the paper's own SEP results.  We use Li et
-al.'s damped SEP (every copy of f updated, step γ/N).
-
-**Batches: one release per B rows (issue 23).**  Releasing after every step adds N T
-independent noises; the damped sum of them that the last factor keeps has, in ``N θ_f``,
-standard deviation ``z C sqrt(2 γ N)`` per entry against a signal ``N_j / s²`` — at the
-paper's N = 1,000 no released factor can rise above it (the estimator refuses such a plan,
-below).  So the steps are cut into batches of B rows: the B sites of a batch are computed
-against the cavity of the last release, and the factor is released once per batch,
-
-    θ_f ← (1 - γ b/N) θ_f + (γ/N) Σ_{n in batch} clip_C(θ_{f_n}) + N(0, σ² I)   (b ≤ B rows).
-
-``batch_size=1`` is the paper's per-step release.  The default ``B = ceil(N / 4)`` (four
-releases per epoch) keeps the noise of the last factor at ``Σ_k (3/4)^{2k} σ² ≈ 2.3 σ²``
-(one release per epoch would give σ², at the price of the full-batch fixed-point update,
-which stalls in local optima on mixtures; a public design constant, see
-``bench/sep_figure.py``).  After each release the factor is projected (post-processing):
-each precision's eigenvalues are floored at 0, the factor's own mean ``Λ_f⁺ η_f``
-(pseudo-inverse: a direction of precision 0 carries no mean) is clamped into the domain's
-box and ``η_f`` rebuilt from it — so a floored direction keeps no noise in η and the means
-``Λ⁻¹ η`` stay inside the box — and the norm is clipped to C.  Then the cavity precision
-``Λ0 + (N-1) Λ_f ⪰ Λ0`` is PD.
-
-Working units, defaults and scale
----------------------------------
-Rows are clipped to the declared box ``bounds`` and mapped by ``u = (x - c) / R`` (c its
-centre, R its half-diagonal: every row in the unit ball); the component variance, the prior
-and the box follow (``s²/R²``, ``(m0 - c)/R``, ``S0/R²``), and the outputs are mapped back.
-Without ``bounds`` the box is the one the prior implies, prior means ± 3 (prior sd + s)
-per feature (public: the prior and s are declared).  Without a prior, ``bounds`` give the
-prior mean (the box's centre) and covariance (``diag(half-width / 2)²``).  The fit therefore
-depends on the data only through ``u``: fitting ``X / k`` with the box, s² and the prior
-scaled by k gives the same model up to k (scale equivariance).
-
-*Default clip norm.*  A row fully responsible for component j (r = 1) has the exact site
-``[u / s_u², I / s_u²]`` (the likelihood of one row, conjugate), of norm
-``sqrt(‖u‖² + d) / s_u² ≤ sqrt(d + 1) / s_u²`` for ``‖u‖ ≤ 1``: the default
-``C = sqrt(d + 1) R² / s²`` (working units) holds one site whole, with equality on the
-unit sphere — from d, the declared box and s² only.  (The former default C = 1 was five
-times below one site at d = 2, s² = 0.25 and R = 1, and shrank the signal.)
-
-Posterior and the utility floor (post-processing)
--------------------------------------------------
-τ, the standard deviation of each entry of the noise that ``N θ_f`` keeps after the last
-release, is public: ``τ² = N² Σ_r Π_{r' > r} (1 - γ b_{r'}/N)² σ²``.  For each component the
-eigenvalues of ``N Λ_f`` are soft-thresholded by ``3 sqrt(d) τ`` (a direction whose
-precision cannot be told from the noise carries none, and its mean is the prior's), with
-``Λ'`` the result: ``Λ_q = Λ0 + Λ'``, ``m = Λ_q⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box,
-and the covariance of the means adds the noise's own share,
-``τ² (1 + ‖m_f‖²) A Aᵀ`` with ``A = Λ_q⁻¹ Λ' Λ_f⁻¹`` (first-order propagation of noise of
-entry sd τ in ``η_f`` and ``Λ_f`` through ``m_f = Λ_f⁻¹ η_f``).  A component whose factor is
-all noise is exactly the trivial model (the prior predictive); when more than half of them
-are, a ``NoiseDominatedWarning`` (a ``UserWarning``) names what to declare (tighter bounds, a larger ε, fewer epochs or
-components, more rows).  If even ``N C`` (the largest eigenvalue ``N Λ_f`` can have after
-the norm clip) is below the threshold, every component would be the prior whatever the
-data: the fit raises ``ValueError`` before the budget is charged (public: N, ε, δ, T, B, d).
-
-Privacy (neighbouring relation: **replace one row**, N public)
---------------------------------------------------------------
-Released quantity at release r (rows ``i ∈ batch_r``, b_r of them):
-``θ̃_f^{(r)} = (1 - γ b_r/N) θ̂_f^{(r-1)} + (γ/N) Σ_{i ∈ batch_r} clip_C(θ_{f_n}(u_i; θ̂_f^{(r-1)})) + Z_r``,
-``Z_r ~ N(0, σ² I)``, where ``θ̂_f^{(r-1)}`` is the projected previous release
-(post-processing of released values, public) — every site of the batch is computed against
-it, never against a value that saw another row of the batch.
-
-*Sensitivity (Prop. 1).*  Given the past releases, only the rows of batch r enter release r,
-each through its own clipped site.  Two datasets differing in row i (replace) give, at the
-release whose batch holds i, ``‖Δθ̃_f‖₂ = (γ/N) ‖clip_C(θ_{f_n}(u_i)) - clip_C(θ_{f_n}(u'_i))‖₂
-≤ (γ/N)(C + C) = 2γC/N``, attained by two rows whose sites point in opposite directions with
-norm ≥ C, and 0 at every other release.  The batch size does not enter (the other rows'
-sites are the same under both datasets); the clipping of the rows to the box and the map
-to ``u`` are fixed public maps applied row by row, so they change nothing either.  ``2γC/N``
-is exactly the sensitivity of the factor's natural parameters, which is what we noise.  The
-paper states it for the posterior's natural parameters θ_new; under the SEP update above
-``θ_q = θ_0 + N θ_f`` has sensitivity ``2γC`` (a factor N larger) — adding ``N(0, σ²)`` to
-θ_f is the same mechanism as adding ``N(0, N²σ²)`` to θ_q, so the guarantee is the same
-(the noise is multiplied by N in θ_q exactly as the sensitivity is); the paper's statement
-is right only for its own step-7 formula.  ℓ2 norm over the whole vector
-``[η_1, vec Λ_1, …, η_J, vec Λ_J]`` (Frobenius for the precisions; noise on all d² entries
-of each Λ_j, then symmetrised — post-processing).
-
-*Under add/remove* the schedule itself (the batches, the damping γ/N, the step → row map)
-depends on N, so releases of neighbouring datasets do not pair up: no per-release
-sensitivity exists and this estimator refuses ``neighbouring="add_remove"``.  N is treated
-as public (it sets B, the damping and the refusal check).
-
-*Composition, sampling='shuffle'* (each epoch a fresh secret permutation cut into
-ceil(N/B) batches, T epochs).  The releases are adaptive.  Fix the permutations (they are
-independent of the data; the mixture over them can only help, by joint convexity of the
-hockey-stick divergence).  Conditionally on the past, a release whose batch does not hold
-row i has the same output distribution under both datasets (privacy loss 0); each of the
-exactly T releases whose batch holds row i (one per epoch) is a Gaussian mechanism with
-sensitivity ≤ Δ = 2γC/N and noise σ = zΔ.  By adaptive composition (Dong, Roth & Su 2022,
-Cor. 3.3), the run is ``sqrt(T)/z``-GDP — ``SelfComposedEvent(GaussianEvent(z), T)``,
-without amplification, whatever B.
-
-*Composition, sampling='uniform'* (each release draws B distinct rows uniformly,
-ceil(N/B) releases per epoch).  Each release is the Gaussian mechanism applied to a
-subset of size B drawn uniformly without replacement from N rows:
-``SelfComposedEvent(SampledWithoutReplacementEvent(N, B, GaussianEvent(z)), T ceil(N/B))``,
-accounted with the RDP bound of Wang, Balle & Kasiviswanathan (2019, Thm 9; replace-one).
-
-In both cases ``z`` is calibrated to the user's (ε, δ).  Initialisation is
-data-independent (factor means drawn from the prior with the fit's key; precision
-``Λ0 / N``); the number of releases is fixed.
-
-Person-level (``fit(X, groups=...)``, ``max_rows_per_group`` m; issue 27)
-------------------------------------------------------------------------
-Neighbouring relation: **replace one group's rows** (any number of rows on either side).
-The schedule needs a public length, and the bounded row count is not public here (a group's
-count changes between neighbours), so the factor runs over **N = G m slots**: each group's
-at most m kept rows (:func:`~dpem_fast._engine._groups.bound_mask`, a function of the group's
-own rows for every key) and, for a group with fewer, empty slots whose site is 0 and that
-still count in the batch size (``sep_loop``'s ``-1`` steps).  G, the number of groups, is the
-same for all neighbours under replace-one-group — as N is under replace-one-row, where the
-row-level DP-SEP publishes it — so N = G m is public here and appears in the record (the
-number of releases): the one place where a person-level fit states a count of the data, and
-only because its relation fixes it.  The slots are ordered by the groups' stream ids (from
-their ids alone) and permuted per epoch, so the schedule does not depend on how the groups
-are numbered or interleaved.  Given the past, a group's m slots lie in k_r slots of release r
-(Σ_r k_r = m per epoch), and release r changes by at most ``k_r 2γC/N`` (a slot of two rows:
-Prop. 1's 2γC/N; a row against an empty slot: γC/N).  Its Gaussian releases compose
-adaptively with ``μ² = Σ_r k_r² (2γC/N)²/σ² ≤ m² (2γC/N)²/σ²`` per epoch (Σ k_r² ≤ (Σ k_r)²):
-the event is the row-level one, ``SelfComposedEvent(GaussianEvent(z), T)`` tagged
-``privacy_unit="group"``, with z relative to the group-level sensitivity ``Δ = 2 m γ C / N``
-(exact under GDP, RDP and zCDP, which add μ² across adaptive Gaussian releases).
-``sampling="uniform"`` is refused with groups: its amplification by sampling without
-replacement (Wang et al. 2019) is stated for one record, not for m slots at once.
-
-Rounding (issue 34; :mod:`~dpem_fast._engine._specs`, "Rounding")
------------------------------------------------------------------
-Prop. 1 is an exact-arithmetic statement; the loop (``_dpcore._sep.sep_loop``) computes in
-floats.  What it guarantees (``u = 2⁻⁵³``, ``γ_k = k u / (1 − k u)``): a clipped site has norm at
-most ``ρ C`` with ``ρ = (1 + u)² / ((1 − u) √(1 − γ_E))`` (the norm of its ``E = J (d + d²)``
-entries summed in floats, then one division and one product per entry); a batch's sites are
-summed in floats over blocks of ``L = SITE_BLOCK`` (256) consecutive steps and the block
-partials **exactly**, rounded once (``t̂``); the release is ``fl(step · t̂) + Z_r`` — the noise
-is added to the data part before the public ``(1 − γ b/N) θ̂_f`` (post-processing).  The
-steps' positions are fixed by the public schedule, so neighbours differ only in the blocks
-holding their (at most m) changed sites, and with ``‖Σ‖ ≤ b ρ C`` for a batch of b ≤ B sites
-
-    ‖fl(step t̂) − fl(step t̂')‖ ≤ (2 m γ C / N) · ρ (1 + u)² (1 + γ_L L + (1 + γ_L)(B/m) u (2 + u)),
-
-which :func:`sep_rounding_factor` (with ``(1 + u)⁸`` for the rounding of ``step`` and of the
-declared value) folds into the released sensitivity: ``1 + 6·10⁻¹¹`` at N = 10⁶ rows and
-B = N / 4.  N is public here (rows, or the G m slots), so no cap is needed.
+The model (Vinaroz & Park, Sec. 4; Li, Hernández-Lobato & Turner 2015, Sec. 5.1), the moment
+matching, the damped and batched SEP update, the working units, the posterior's noise floor, the
+privacy proof (replace one row, N public; person-level over G m slots) and the rounding bound are
+derived in full in the model page's "Privacy analysis in full" (``docs/models/stochastic_ep.rst``).
+The maths the fit and the audit share (the event, the default clip norm, the rounding factor,
+the posterior) is in :mod:`dpem_fast.mixture._sep_math`.
 """
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -216,162 +27,17 @@ from .._progress import Progress
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
+from ._sep_math import (_Setup, _margin, _posterior, _posterior_noise, _to_raw, default_clip_norm,
+                        sep_event, sep_rounding_factor)
 
 __all__ = ["DPStochasticEP", "sep_event"]
 
 #: steps per call of the compiled loop (bounds the bulk noise array's memory)
 _CHUNK = 1 << 16
-#: releases per epoch of the default batch size ceil(N / 4) (module docstring)
+#: releases per epoch of the default batch size ceil(N / 4) (the model page)
 _RELEASES_PER_EPOCH = 4
-#: noise margin of N Λ_f's eigenvalues, in units of sqrt(d) τ (``_margin``)
-_MARGIN = 3.0
 #: without bounds, the box the prior implies: prior means ± 3 (prior sd + component sd)
 _PRIOR_SPREAD = 3.0
-
-
-def sep_event(noise_multiplier, n_samples, n_epochs, sampling, batch_size=1, privacy_unit="row"):
-    """The accounting event of a DP-SEP run (replace-one relation; see the module docstring;
-    ``privacy_unit="group"``: a person-level run over ``n_samples`` slots, shuffle only)."""
-    g = acc.GaussianEvent(noise_multiplier)
-    n, B = int(n_samples), int(batch_size)
-    if sampling == "shuffle":
-        inner = acc.SelfComposedEvent(g, int(n_epochs))
-    elif sampling == "uniform":
-        inner = acc.SelfComposedEvent(acc.SampledWithoutReplacementEvent(n, B, g), -(-n // B) * int(n_epochs))
-    else:
-        raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {sampling!r}")
-    return acc.NeighbouringEvent("replace", inner, privacy_unit)
-
-
-def default_clip_norm(n_features, component_variance):
-    """C = sqrt(d + 1) / s²: the norm of one fully responsible site ``[x / s², I / s²]`` for a row
-    with ``‖x‖ <= 1`` (all in the domain's units, where rows lie in the unit ball)."""
-    return math.sqrt(n_features + 1.0) / component_variance
-
-
-def sep_rounding_factor(batch_size, m, n_entries):
-    """The factor by which float rounding can exceed Prop. 1's sensitivity ``2 m γ C / N`` of one
-    release (class docstring, "Rounding"): ``ρ (1 + u)⁸ (1 + γ_L L + (1 + γ_L)(B/m) u (2 + u))``
-    with ``L = SITE_BLOCK`` (256) steps per float partial, ``B`` the largest batch, ``m`` the
-    sites one neighbour changes (1, or a group's m slots) and ``ρ = (1 + u)² / ((1 − u)
-    √(1 − γ_E))`` the clip's float overshoot on ``E = J (d + d²)`` entries (``u = 2⁻⁵³``,
-    ``γ_k = k u / (1 − k u)``).  Public: B, m, J and d."""
-    u, L, E = 2.0 ** -53, _sep.SITE_BLOCK, int(n_entries)
-
-    def gamma_(k):
-        if k * u >= 0.5:
-            raise ValueError(f"DP-SEP rounding: {k} terms per sum is too many for the bound")
-        return k * u / (1.0 - k * u)
-
-    rho = (1.0 + u) ** 2 / ((1.0 - u) * math.sqrt(1.0 - gamma_(E)))
-    excess = gamma_(L) * L + (1.0 + gamma_(L)) * (float(batch_size) / float(m)) * u * (2.0 + u)
-    return rho * (1.0 + u) ** 8 * (1.0 + 1.01 * excess)
-
-
-def _posterior_noise(sigma, sizes, gamma, n):
-    """Standard deviation of the noise in each entry of ``N θ_f`` after the last release: the
-    damped releases keep ``Σ_r Π_{r' > r} (1 - γ b_r'/N)² σ²`` (public)."""
-    var = 0.0
-    for b in sizes:
-        var = var * (1.0 - gamma * b / n) ** 2 + sigma * sigma
-    return n * math.sqrt(var)
-
-
-def _margin(d, tau):
-    """Eigenvalues of ``N Λ_f`` below this are treated as noise: ``3 sqrt(d) τ``.  The symmetrised
-    d x d noise (entry sd τ on the diagonal, τ/√2 off it) has spectral norm about ``sqrt(2d) τ``;
-    the factor 3 sqrt(d) puts a noise-only direction below the threshold with high probability
-    (a public constant: d and the plan's τ only)."""
-    return _MARGIN * math.sqrt(d) * tau
-
-
-def _posterior(theta0, m0u, data_part, q, d, tau, lo, hi):
-    """Means, covariances and precisions of the posterior over the J means (working units).
-
-    SEP: the released ``N θ_f`` per component; its precision's eigenvalues are soft-thresholded by
-    the public noise margin (a direction indistinguishable from noise carries no precision, and
-    its mean falls back to the prior's), the factor's own mean (already in the box) is kept,
-    ``Λ = Λ0 + Λ'``, ``m = Λ⁻¹ (Λ0 m0 + Λ' m_f)`` clamped into the box.  EP: ``q`` as it is.
-    Returns (means, covs, precisions, components that fell back to the prior)."""
-    J = theta0.shape[0]
-    lam0 = theta0[:, d:].reshape(J, d, d)
-    means = np.empty((J, d))
-    lams = np.empty((J, d, d))
-    fell = []
-    for j in range(J):
-        if data_part is None:
-            lam = 0.5 * (q[j, d:].reshape(d, d) + q[j, d:].reshape(d, d).T)
-            m = np.linalg.solve(lam, q[j, :d])
-        else:
-            lf = data_part[j, d:].reshape(d, d)
-            wv, V = np.linalg.eigh(0.5 * (lf + lf.T))
-            wv = np.maximum(wv, 0.0)
-            c = V.T @ data_part[j, :d]
-            mf = np.clip(V @ np.where(wv > 0, c / np.where(wv > 0, wv, 1.0), 0.0), lo, hi)
-            wp = np.maximum(wv - _margin(d, tau), 0.0)
-            if tau > 0 and not wp.max() > 0:
-                fell.append(j)
-            lp = (V * wp) @ V.T
-            lam = lam0[j] + lp
-            lam = 0.5 * (lam + lam.T)
-            m = np.linalg.solve(lam, lam0[j] @ m0u[j] + lp @ mf)
-            if tau > 0:
-                # the privacy noise's own share of the uncertainty: m_f = Λ_f⁻¹ η_f moves by about
-                # Λ_f⁻¹ (e - E m_f) for noise e, E of entry sd τ (covariance τ² (1 + ‖m_f‖²) Λ_f⁻²),
-                # and reaches m through A = (Λ0 + Λ')⁻¹ Λ' Λ_f⁻¹
-                vi = np.linalg.inv(lam)
-                A = vi @ ((V * np.where(wv > 0, wp / np.where(wv > 0, wv, 1.0), 0.0)) @ V.T)
-                cov = vi + tau * tau * (1.0 + float(mf @ mf)) * (A @ A.T)
-                lam = np.linalg.inv(0.5 * (cov + cov.T))
-                lam = 0.5 * (lam + lam.T)
-        means[j] = np.clip(m, lo, hi)
-        lams[j] = lam
-    covs = np.linalg.inv(lams)
-    return means, 0.5 * (covs + np.swapaxes(covs, 1, 2)), lams, fell
-
-
-def _to_raw(theta_u, centre, R, d):
-    """Natural parameters in the working units -> raw units (Λ / R², η = (η_u + Λ_u c / R) / R)."""
-    J = theta_u.shape[0]
-    lam_u = theta_u[:, d:].reshape(J, d, d)
-    eta = (theta_u[:, :d] + np.einsum("jab,b->ja", lam_u, centre) / R) / R
-    return np.concatenate([eta, (lam_u / (R * R)).reshape(J, d * d)], axis=1)
-
-
-@dataclass(frozen=True)
-class _Setup:
-    """The public set-up of a DP-SEP fit (:meth:`DPStochasticEP._setup`): the rows (slots of a
-    person-level fit) the loop runs over, the parameters, the box
-    (``lo``, ``hi``; working units: ``(x - centre) / R``, the box ``[lo_u, hi_u]``), the prior
-    and the initial factor, in the working units."""
-
-    n: int
-    J: int
-    eps: float
-    delta: float
-    C: float
-    gamma: float
-    T: int
-    B: int
-    acct: str
-    lo: np.ndarray
-    hi: np.ndarray
-    centre: np.ndarray
-    R: float
-    lo_u: np.ndarray
-    hi_u: np.ndarray
-    s2: float
-    s2u: float
-    m0u: np.ndarray
-    S0u: np.ndarray
-    w: np.ndarray
-    log_w: np.ndarray
-    theta0: np.ndarray
-    theta_f: np.ndarray
-
-    def working(self, X):
-        """Rows in the working units: clipped to the box, centred, divided by R."""
-        return (np.clip(X, self.lo, self.hi) - self.centre) / self.R
 
 
 def _default_accountant(sampling):
@@ -397,7 +63,7 @@ class DPStochasticEP(PrivateEstimator):
         C, in the box's units: bound on the ℓ2 norm of the intermediate and of the shared
         factor's natural parameters (private mode only).  "auto": ``sqrt(d + 1) R² / s²``
         (R the box's half-diagonal), the norm of one fully responsible site of a row in the
-        box (module docstring).
+        box (the model page).
     damping : float in (0, 1], default=1.0
         γ; each row's site enters the factor with weight γ/N.
     n_epochs : int, default=10
@@ -407,7 +73,7 @@ class DPStochasticEP(PrivateEstimator):
         releases per epoch; 1 is the paper's one release per step; capped at N.
     sampling : {"shuffle", "uniform"}, default="shuffle"
         ``"shuffle"``: a fresh random order each epoch; ``"uniform"``: every step draws a row
-        uniformly at random.  The accounting follows (module docstring).
+        uniformly at random.  The accounting follows (the model page).
     method : {"sep", "ep"}, default="sep"
         ``"ep"``: full EP (one site per row, non-private only; for comparison).
     prior_mean : array of shape (d,) or (J, d), default the box's centre (zeros without bounds)
@@ -440,7 +106,7 @@ class DPStochasticEP(PrivateEstimator):
 
     max_rows_per_group : int or None, default=None
         Person-level privacy with ``fit(X, groups=...)``: at most this many rows per group, the
-        factor running over G m slots ("Person-level" in the module docstring); the guarantee is
+        factor running over G m slots ("Person-level" on the model page); the guarantee is
         for replacing one group's rows.  Required with ``groups``; None: row-level privacy.
 
         .. versionadded:: 0.1 (issue 27)
@@ -481,8 +147,8 @@ class DPStochasticEP(PrivateEstimator):
     where the means may land.  The posterior is post-processing: eigenvalues of ``N Λ_f``
     below ``3 sqrt(d) τ`` (τ the public noise scale) are dropped, so a component with no
     signal is the prior; a plan whose factor could never exceed that threshold is refused
-    before the budget is charged.  The full derivation is in the module docstring of
-    ``dpem_fast.mixture._dp_sep``.
+    before the budget is charged.  The full derivation is on the model's documentation page
+    ("Privacy analysis in full").
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;
@@ -575,7 +241,7 @@ class DPStochasticEP(PrivateEstimator):
             raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
         acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
         self._check_common()                  # the relation, the ledger, n_threads
-        if box is None:                       # the box the prior implies (public, module docstring)
+        if box is None:                       # the box the prior implies (public, the model page)
             half = _PRIOR_SPREAD * (math.sqrt(float(np.linalg.eigvalsh(S0).max())) + math.sqrt(s2))
             box = (m0.min(axis=0) - half, m0.max(axis=0) + half)
         return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
@@ -586,7 +252,7 @@ class DPStochasticEP(PrivateEstimator):
 
         ``groups``: person-level DP-SEP (with ``max_rows_per_group`` m; ``sampling="shuffle"``):
         the shared factor runs over G m slots, each group's at most m kept rows and empty slots
-        for the rest (see "Person-level" in the class docstring).
+        for the rest (see "Person-level" on the model page).
 
         .. versionadded:: 0.1 (issue 27): ``groups``
         """
@@ -608,7 +274,7 @@ class DPStochasticEP(PrivateEstimator):
             if self.sampling != "shuffle":
                 raise ValueError("sampling: a person-level DP-SEP fit takes sampling='shuffle' (the amplification "
                                  "of sampling without replacement is stated for one record, not a group)")
-            slots = grouping.streams.size * m       # public under replace-one-group (class docstring)
+            slots = grouping.streams.size * m       # public under replace-one-group (the model page)
         key = make_key(self.random_state)
         st = self._setup(n, d, key, slots)
         n = st.n
@@ -758,7 +424,7 @@ class DPStochasticEP(PrivateEstimator):
     def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m=None):
         """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
         record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
-        fit's rows per group (``n`` is then the slot count G m; class docstring)."""
+        fit's rows per group (``n`` is then the slot count G m; the model page)."""
         plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m)
         self._charge(plan.event, accountant=plan.accountant)  # the whole plan, before any step reads a row
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "

@@ -7,7 +7,6 @@ shortcuts of :class:`~dpem_fast.DPGaussianMixture` and :class:`~dpem_fast.DPKMea
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import warnings
@@ -19,163 +18,35 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import accounting as acc
 from ..accounting import _calibration
-from .._dpcore import _rng as _core_rng
-from .._dpcore import _contract
 from .._dpcore._contract import superblock_rows
 from .._engine import EventRelease, PrivateEM, build_record, charge, make_event_plan
 from .._engine import _specs
 from .._engine._release import ReleaseLayer
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._engine._sources import DataSummary, Rows, validated_rows
-from .._preprocess import resolve_domain, scale_and_clip
+from .._preprocess import resolve_domain
 from .._rng import derive_key, make_key
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_delta, check_positive_real
 from ..io import as_row_source
+from ._trials import (_choices, _draw_count, _gaussian_mu2, _group_holdout_mask, _holdout_mask, _trial_epsilon,
+                      clipped_score_sum, row_scores, score_range)
 
 __all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
 
 #: The selection's score statistic, as the release layer names it.
 SCORE = "selection_score"
-#: Smallest covariance eigenvalue of a private mixture in the working units (the M-step's
-#: floor is at least this): the log density of a fitted Gaussian mixture is at most
-#: ``-(d/2) log(2π · SCORE_FLOOR)`` there.
-SCORE_FLOOR = 1e-6
 #: Share of δ that covers the wall time of the rare runs with more than T_max trials.
 TAIL_SHARE = 0.01
 #: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
 _XTOL = 1e-7
 _METHODS = ("random_stopping",)
-#: The one message of a selection in which some candidate's fit raised (class docstring,
+#: The one message of a selection in which some candidate's fit raised (docs/model_selection.rst,
 #: "Failures"): fixed text, raised after every trial ran, never chained to the cause.
 TRIAL_FAILED = ("a candidate's fit raised inside the private selection, so nothing is released; the "
                 "error itself is not shown (its type and text may depend on the data). Fit the "
                 "candidates on their own (outside the selection) to find the cause, or report it")
 _OVERRIDDEN = ("epsilon", "delta", "accountant", "random_state", "budget", "verbose", "n_threads")
-
-
-def _gaussian_mu2(event):
-    """μ² of an event made of Gaussian mechanisms only (their composition is μ-GDP with
-    μ² = Σ 1/z², Dong, Roth & Su 2022, Cor. 2); None if it holds any other mechanism."""
-    if isinstance(event, acc.GaussianEvent):
-        return 1.0 / event.noise_multiplier ** 2
-    if isinstance(event, acc.NeighbouringEvent):
-        return _gaussian_mu2(event.event)
-    if isinstance(event, acc.SelfComposedEvent):
-        inner = _gaussian_mu2(event.event)
-        return None if inner is None else event.count * inner
-    if isinstance(event, acc.ComposedEvent):
-        parts = [_gaussian_mu2(e) for e in event.events]
-        return None if any(p is None for p in parts) else float(sum(parts))
-    return None
-
-
-def _draw_count(key, shape, mean, t_max):
-    """The secret repetition count T ~ ``RepeatAndSelectEvent(., mean, shape)``'s law, from one
-    uniform of the key's stream by inversion of the cdf, **not truncated at t_max**: the cdf is
-    tabulated up to the first k whose tail is below 2⁻⁶⁰ (finer than a double uniform resolves),
-    so values of T above t_max are drawn with their own probabilities."""
-    u = np.empty(1)
-    _core_rng.fill_uniform(derive_key(key, "selection", "count"), 0, u, 1)
-    k_hi = max(int(t_max), 1)
-    while acc.repetition_tail(shape, mean, k_hi) > 2.0 ** -60:
-        k_hi *= 2
-    cdf = np.cumsum(acc.repetition_pmf(shape, mean, k_hi))
-    return int(min(np.searchsorted(cdf, u[0], side="right"), k_hi))
-
-
-def _choices(key, n_candidates, t_max):
-    """The candidate of each of the t_max trials, uniform over the candidates (public
-    randomness of the fit's key, independent of the data and of T)."""
-    u = np.empty(t_max)
-    _core_rng.fill_uniform(derive_key(key, "selection", "candidates"), 0, u, 1)
-    return np.minimum((u * n_candidates).astype(np.int64), n_candidates - 1)
-
-
-def _holdout_mask(key, n, share, n_threads):
-    """Each row independently in the hold-out part with probability ``share`` (public
-    randomness of the fit's key; one uniform per row, whatever the thread count)."""
-    u = np.empty(n)
-    _core_rng.fill_uniform(derive_key(key, "selection", "split"), 0, u, n_threads)
-    return u < share
-
-
-def _group_holdout_mask(key, grouping, share, n_threads):
-    """A person-level selection's split: each group's rows all in the hold-out part or all in
-    the training part, one coin per group, probability ``share`` (group g's coin is the first
-    word of its stream under the split's sub-key: independent of every other group, of the row
-    order and of the thread count)."""
-    words = np.empty(grouping.streams.size, dtype=np.uint64)
-    _core_rng.fill_keyed_words(derive_key(key, "selection", "split", "groups"), grouping.streams,
-                               np.zeros(grouping.streams.size, dtype=np.uint64), words, n_threads)
-    return (words < np.uint64(int(share * 2.0 ** 64)))[grouping.codes]
-
-
-@functools.lru_cache(maxsize=64)
-def _trial_epsilon(mu, rel, delta):
-    """The ε at ``delta`` of one μ-GDP trial (exact GDP): every candidate's calibration target
-    (computed once per selection, not once per trial)."""
-    return acc.GDPAccountant(neighbouring=rel).compose(
-        acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta)
-
-
-def _is_centres(estimator):
-    return "n_clusters" in estimator.get_params(deep=False)
-
-
-def score_range(estimator, n_features):
-    """The public interval ``[L, U]`` each hold-out row's score is clipped to (working units).
-
-    k-means (a model with ``n_clusters``): minus the squared distance to the nearest centre;
-    rows and centres lie in the unit ball, so ``[-4, 0]``.  A density model: its log density
-    in the working units (rows mapped into the unit ball by the declared domain); a Gaussian
-    mixture whose covariance eigenvalues are at least :data:`SCORE_FLOOR` has log density at
-    most ``U = -(d/2) log(2π SCORE_FLOOR)``, and ``L = 2 log u - U`` with ``u`` the uniform
-    density on the domain's image (the interval is symmetric about the uniform model's
-    score).  Public quantities only: d, the declared domain, a constant.
-    """
-    if _is_centres(estimator):
-        return -4.0, 0.0
-    d = int(n_features)
-    params = estimator.get_params(deep=False)
-    domain = resolve_domain(d, params.get("data_norm"), params.get("bounds"))
-    if domain.bounds is not None and params.get("data_norm") is None:
-        log_u = -d * math.log(2.0 / math.sqrt(d))          # the cube [-1/√d, 1/√d]^d
-    else:                                                   # the unit ball
-        log_u = math.lgamma(d / 2.0 + 1.0) - (d / 2.0) * math.log(math.pi)
-    upper = -(d / 2.0) * math.log(2.0 * math.pi * SCORE_FLOOR)
-    return 2.0 * log_u - upper, upper
-
-
-def row_scores(model, X, domain):
-    """Each row's score under a fitted candidate, in the working units of ``domain`` (rows
-    clipped into it as a fit clips them): minus the squared distance to the nearest centre,
-    or the log density (``score_samples`` in the original units plus ``Σ log s_i``, the
-    Jacobian of the public map).  No row, no score: an empty hold-out part (a data outcome,
-    not an error) gives an empty array, whose sum is 0."""
-    X = np.asarray(X, dtype=np.float64)
-    if X.shape[0] == 0:
-        return np.zeros(0)
-    Z = scale_and_clip(X, domain)[0]
-    if hasattr(model, "cluster_centers_"):
-        C = domain.to_scaled(np.asarray(model.cluster_centers_, dtype=np.float64))
-        sq = np.full(Z.shape[0], np.inf)
-        for c in C:
-            sq = np.minimum(sq, np.sum((Z - c) ** 2, axis=1))
-        return -sq
-    return np.asarray(model.score_samples(domain.to_original(Z)), dtype=np.float64) \
-        + float(np.sum(np.log(domain.scale)))
-
-
-def clipped_score_sum(v, bounds):
-    """The hold-out score of one trial before its noise: ``Σ_i (clip(v_i, L, U) - (L + U)/2)``
-    (NaN counts as L, ±inf as U / L), each term in ``[-(U - L)/2, (U - L)/2]``; 0 for no row.
-    The terms are summed exactly and rounded once (``_contract.sum_blocks``, ``math.fsum``'s
-    value): the release's float rounding is then bounded by
-    :func:`~dpem_fast._engine._specs.float64_exact_sum_factor` (class docstring, Privacy)."""
-    lo, hi = bounds
-    v = np.clip(np.nan_to_num(np.asarray(v, dtype=np.float64), nan=lo, posinf=hi, neginf=lo), lo, hi)
-    return float(_contract.sum_blocks((v - 0.5 * (lo + hi)).reshape(-1, 1))[0])
 
 
 def fit_trial(model, X, groups):
@@ -190,7 +61,7 @@ def fit_trial(model, X, groups):
 
     What the trial releases is then a function of public values and of the fit's own noisy
     releases only: zero rows and fewer rows than components are fitted (noise), never
-    refused (class docstring, "Failures")."""
+    refused (docs/model_selection.rst, "Failures")."""
     n, d = X.shape
     model._check_privacy_params()
     model.n_features_in_ = d
@@ -272,113 +143,24 @@ class PrivateModelSelection(BaseEstimator):
     Neighbouring relation: the estimator's ``neighbouring`` (replace one row, or add/remove
     one row); every step below is argued under both.
 
-    **One trial Q.**  The rows are split once, before the trials, by independent public coin
-    flips (one per row, probability ``holdout``, from the selection's key).  Q draws a
-    candidate c uniformly (public randomness), fits it on the training part with the
-    estimator's own private fit calibrated by the exact Gaussian-DP accountant to a per-trial
-    μ (every candidate's plan is checked, from public quantities before any fit, to be
-    Gaussian only with Σ 1/z² ≤ μ²: a composition of Gaussian mechanisms is exactly
-    √(Σ 1/z²)-GDP, Dong, Roth & Su 2022), and releases ``S = Σ_{hold-out} (clip(v_i, L, U) -
-    (L + U)/2) + N(0, (Δ z)²)`` with ``z = 1/μ`` and v_i the row's score (:func:`row_scores`,
-    :func:`score_range`).  Sensitivity of the sum: each term lies in ``[-(U-L)/2, (U-L)/2]``;
-    replacing a row changes one term by at most ``Δ = U - L``; adding or removing a row
-    adds or removes one term, ``Δ = (U - L)/2``.  The terms are summed exactly and rounded once
-    (:func:`clipped_score_sum`); the declared Δ is widened by the float rounding that allows
-    (:func:`~dpem_fast._engine._specs.float64_exact_sum_factor` at n under row-level replace,
-    else at the public cap ``ROUNDING_ROW_CAP``, above which a selection whose row count is
-    private is refused before the charge).  So the score release is μ-GDP too.
-
-    **Parallel composition inside Q.**  Fix the split.  Under replace-one the differing row
-    has one position, so it is in the training part (the fit's input changes, the hold-out
-    is the same) or in the hold-out part (the fit's input is the same): conditioned on the
-    candidate and the split, the pair of output distributions differs in one of the two
-    mechanisms only, and its Rényi divergence of every order is at most max(fit, score)
-    = λμ²/2.  Under add/remove the split is a coin per row: couple D and D' = D + {x} by
-    giving D's rows the same coins and x a fresh one (both are i.i.d. coins, so each
-    dataset's split has its true law); conditioned on the coins, x is added to one part
-    only, and the same bound holds.  The candidate draw and the coins are independent of the
-    data, so Q's output law is a mixture, with the same weights for both datasets, of laws
-    whose divergence is at most λμ²/2; exp((λ-1) D_λ) is jointly convex, so D_λ of the
-    mixtures is at most the largest: Q is (λ, λμ²/2)-RDP, i.e. Q's event is
-    ``GaussianEvent(1/μ)``.  That dominates every candidate: the max over candidates of their
-    RDP curves at each order is a valid curve for the mixture, by the same convexity.
-
-    **Person-level** (``fit(X, groups=...)`` with the estimator's ``max_rows_per_group`` m,
-    issue 27): the relation is add/remove or replace one group's rows.  The rows are bounded to
-    at most m per group once (:mod:`~dpem_fast._engine._groups`: for every key a function of
-    each group's own rows), the coin is flipped per group (a group's rows all train or all
-    hold out; group g's coin depends on its id and the key only), each trial fits its candidate
-    person-level on the training part (its plan's sensitivities are the group's) and the score
-    sum has sensitivity m(U - L) under replace (m pairs, padded) and m(U - L)/2 under
-    add/remove.  The argument above then holds word for word with "group" for "row".
-
-    ``max_rows_per_group`` may itself be a candidate parameter (a private choice of m): the rows
-    are then bounded to the largest candidate M per group for the split and the scores
-    (sensitivity M(U - L) or M(U - L)/2), and each trial's fit bounds its training part to its
-    own m ≤ M (again a function of each group's own rows), so each trial stays μ-GDP for one
-    group's rows.
-
-    **Random stopping.**  Repeating Q T times with fresh randomness (the split is shared: the
-    argument above holds conditioned on it, and then for the mixture over splits) and
-    releasing only the run with the largest rank (the noisy score minus a public penalty of
-    the candidate: a fixed total order on outputs) is Papernot & Steinke's A; its RDP curve
-    is ``RepeatAndSelectEvent(GaussianEvent(1/μ), mean, shape)``'s, converted to (ε, δ -
-    δ_tail) by the RDP accountant, and μ is the largest that meets it (calibrated by
-    bisection).  T and the other runs' outputs must stay secret: the selection keeps only
-    the best run (no count, no other score, no other model in any attribute, pickle,
-    warning or exception).  T = 0 (Poisson only) releases nothing: a ``RuntimeError`` with a
-    fixed text.  That the rank is a function of Q's output only — never of the rows by some
-    other path, such as a trial that refused — is argued under "Failures".
-
-    **Fixed work.**  Wall time would reveal T, so max(T, T_max) trials run (fits, scores and
-    noise), and only the first T count: T itself is drawn from its whole law (never
-    truncated), so the released values — the best trial's candidate, model and score — are
-    exactly Papernot & Steinke's A, whose event is accounted: they are (ε, δ_e)-DP with δ_e =
-    δ - δ_tail, and a ``budget`` ledger charged with the event accounts for them exactly.  The
-    wall time is the same function of the public T_max for every T ≤ T_max, so it can tell
-    the datasets apart only through the event T > T_max, of probability p = P(T > T_max)
-    under both.  For the pair (released values V, wall time W) and any set E of outcomes, let
-    E' = {v : (v, w_0) ∈ E} with w_0 the wall time of T_max trials; on {T ≤ T_max},
-    (V, W) ∈ E iff V ∈ E'.  Then P_D(E) ≤ P_D(V ∈ E') + p ≤ e^ε P_D'(V ∈ E') + δ_e + p and
-    P_D'(V ∈ E') ≤ P_D'(E) + p, so P_D(E) ≤ e^ε P_D'(E) + δ_e + (1 + e^ε) p: the run with its
-    timing is (ε, δ_e + (1 + e^ε) p)-DP.  T_max is the smallest k with P(T > k) ≤
-    δ_tail / (1 + e^ε), δ_tail = :data:`TAIL_SHARE` × δ, so it is (ε, δ)-DP
-    (``privacy_.delta_tail``; the event re-accounts at ``delta - delta_tail``).
-
-    **Failures.**  The argument above needs every trial to be exactly Q: its output a
-    function of public values and of its two noisy releases.  A trial that refused for a
-    reason read from its rows (fewer training rows than components, an empty hold-out part)
-    and was ranked last would make the rank — so which trial is released, and whether any
-    is — depend on the rows outside every accounted release (3 rows against 4, K ∈ {1, …, 4},
-    ε = 2: K = 3 was released with probability 0 and 0.10 before this was designed out).  So
-    every place a trial could refuse is public or impossible:
-
-    * the candidate's own checks — its parameters, and those that read a row count, such as
-      ``n_samples >= n_components`` — run for every candidate in :meth:`_preflight`, before
-      the charge, at a public count: the training part's size under row-level replace (public
-      coins on a public n), else None, a private count that no check reads.  Each
-      trial's fit (:func:`fit_trial`, the engine's private fit) runs the same checks at the
-      same count — the engine's public row count, which is that size under row-level replace
-      and None otherwise — never at a private count;
-    * all rows are validated once, for every candidate, before the charge (finite values, the
-      model's row check); a trial's training part is a subset of them;
-    * a training part with fewer rows than components, or with no row, is fitted: its
-      statistics are its rows' (zero for none) plus the plan's noise, and its components are
-      noise — an output of the same mechanism, not a failure;
-    * an empty hold-out part scores the empty sum, 0, before the noise.
-
-    An exception can then escape a candidate's fit only through a defect (a private fit does
-    not raise after its charge: every estimator's contract).  It is fatal, in a form that does
-    not depend on the data: the failed trial's score still draws its noise, every remaining
-    trial runs (the work of max(T, T_max) trials, as above), and then the selection raises one
-    ``RuntimeError`` whose text is the constant :data:`TRIAL_FAILED`, not chained to the cause,
-    the same whichever trial failed and whether it was among the first T; nothing is
-    released, and a ``budget`` stays charged (the trials ran).  While the contract holds this
-    branch is never taken and the released values are exactly A's.  A defect that raised
-    depending on the data would disclose one bit beyond the event (that some trial raised;
-    its own trial also ended early), never the exception's type or text or which trial — and
-    never a rank: ranking a failed trial last, as this selection once did, selects on that bit
-    trial by trial.
+    **One trial Q** draws a candidate uniformly (public randomness), fits it on the training
+    part (rows split once by public coins, probability ``holdout``) with its own private fit
+    calibrated by exact Gaussian DP to a per-trial μ (every candidate's plan is checked, before
+    any fit, to be Gaussian only with Σ 1/z² ≤ μ²), and releases ``S = Σ_{hold-out}
+    (clip(v_i, L, U) - (L + U)/2) + N(0, (Δ z)²)``, ``z = 1/μ``, with sensitivity ``Δ = U - L``
+    under replace and ``(U - L)/2`` under add/remove (times m per group for a person-level
+    selection), widened by the float rounding of the exact sum.  The fit and the score read
+    disjoint rows (parallel composition, argued for both relations), so Q is μ-GDP,
+    ``GaussianEvent(1/μ)``.  **Random stopping**: Q runs T times, T secret from the public law,
+    and only the best trial (rank: noisy score minus a public penalty) is released; the event
+    ``RepeatAndSelectEvent(GaussianEvent(1/μ), mean, shape)`` is accounted by the RDP
+    accountant at ``delta - delta_tail`` and μ is the largest that meets ε.  **Fixed work**:
+    max(T, T_max) trials run, so the wall time reveals only T > T_max, of probability at most
+    δ_tail / (1 + e^ε) (δ_tail = :data:`TAIL_SHARE` × δ).  **Failures**: every refusal is public
+    (run before the charge at a public count) or impossible; a defect that raises in a trial is
+    fatal, with the fixed text :data:`TRIAL_FAILED`, after every trial ran.  The full proof
+    (parallel composition, person-level, random stopping, fixed work, failures) is on the
+    documentation page :doc:`/model_selection`, "Privacy analysis in full".
     """
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
@@ -503,7 +285,7 @@ class PrivateModelSelection(BaseEstimator):
             return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
 
         z = _calibration._calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
-        # the wall time tells T > T_max apart only (class docstring, "Fixed work"):
+        # the wall time tells T > T_max apart only (docs/model_selection.rst, "Fixed work"):
         # P(T > T_max) <= tail / (1 + e^eps)
         bound = tail / (1.0 + math.exp(eps))
         t_max = max(1, int(math.ceil(mean)))
@@ -530,7 +312,7 @@ class PrivateModelSelection(BaseEstimator):
         charge, and the candidate's own checks run at the count every trial's fit gives them
         (``n_train_public``: the training size under row-level replace, else None; the
         engine's ``_public_rows`` of a trial's rows), so that no trial can refuse what passed
-        here (class docstring, "Failures")."""
+        here (docs/model_selection.rst, "Failures")."""
         for params in cands:
             model = self._candidate_model(params, mu, rel, n_threads)
             params_d = model.get_params(deep=False)
@@ -640,7 +422,7 @@ class PrivateModelSelection(BaseEstimator):
         return self
 
     def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None):
-        """The max(T, T_max) trials; the best of the first T (see the class docstring).  Returns
+        """The max(T, T_max) trials; the best of the first T (see Privacy).  Returns
         (model, params, noisy score, its warnings) or raises one of the two fixed RuntimeErrors
         (T = 0; some trial's fit raised).  ``codes``: the (bounded) rows' groups of a
         person-level selection, else None."""
@@ -667,7 +449,7 @@ class PrivateModelSelection(BaseEstimator):
                         value = clipped_score_sum(row_scores(model, X_hold, domain), bounds)
                 caught = tuple(str(w.message) for w in seen
                                if issubclass(w.category, acc.NoiseDominatedWarning))
-            except Exception:       # noqa: BLE001 - fatal, after every trial (class docstring, "Failures")
+            except Exception:       # noqa: BLE001 - fatal, after every trial (docs/model_selection.rst, "Failures")
                 failed, value, caught = True, 0.0, ()
             # every trial draws its noise, failed or not: the same work and the same streams
             noisy = float(layer.release({SCORE: np.array(value)}, t)[SCORE])

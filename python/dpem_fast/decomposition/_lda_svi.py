@@ -1,0 +1,136 @@
+"""The private SVI of :class:`~dpem_fast.decomposition.DPLatentDirichletAllocation`, from public
+quantities and released values only: the released statistic's specification and the plan
+(``_SVIPlan``, a mixin of the estimator: the clip norm, the unigram floor's multiplier, the
+data-independent start, the step), the recursion split into public and released parts
+(``_SVIState``) and the non-private online VB.  Derived on the model page
+(``docs/models/lda.rst``, "Privacy analysis in full")."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import accounting as acc
+from .._engine import StatSpec, make_plan
+from .._engine import _specs
+from .._engine._specs import float64_rounding_factor
+from .._kernels.lda import max_block_documents
+from .._progress import Progress
+from .._rng import derive_key
+from ..accounting import _calibration
+from ._dp_unigram import unigram_spec
+from ._lda_math import default_clip_norm, exp_dirichlet_expectation, shrink_to_fallback
+
+_ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
+
+
+class _SVIState:
+    """The private SVI recursion split into public and released parts:
+    ``Λ_t = a_t Λ_0 + (1 − a_t) η + M_t`` with ``M_t`` the signed running statistic and ``τ_t``
+    its per-entry noise sd (the model page, "Post-processing")."""
+
+    def __init__(self, lam0, fallback):
+        self.lam0, self.fallback = lam0, fallback
+        self.a, self.M, self.var, self.retained = 1.0, np.zeros_like(lam0), 0.0, 1.0
+
+    def step(self, noisy, rho, q, sigma, eta):
+        self.a *= 1.0 - rho
+        self.M = (1.0 - rho) * self.M + (rho / q) * noisy
+        self.var = (1.0 - rho) ** 2 * self.var + (rho * sigma / q) ** 2
+        shrunk, self.retained = shrink_to_fallback(self.M, math.sqrt(self.var), self.fallback)
+        return self.a * self.lam0 + (1.0 - self.a) * eta + shrunk
+
+
+class _SVIPlan:
+    """The plan and the SVI step of the private LDA (a mixin of the estimator; reads no data
+    but in :meth:`_fit_exact`, the non-private online VB)."""
+
+    def _clip_norm(self, V):
+        """C: ``clip_fraction · N``, or the public default ``N / sqrt(min(N, V))``."""
+        N = int(self.max_doc_length)
+        return default_clip_norm(N, V) if self.clip_fraction is None else float(self.clip_fraction) * N
+
+    def _spec(self, K, V):
+        """The released K x V statistic: Δ₂ = C under add/remove (√2 C under replace, for
+        completeness; derivation on the model page), widened by the float64 rounding of
+        its sum (:func:`~dpem_fast._engine._specs.float64_rounding_factor` with the public cap
+        ``ROUNDING_ROW_CAP`` on the documents and at most ``max_block_documents()`` = 128
+        documents per block; the model page, "Rounding")."""
+        C = self._clip_norm(V) * float64_rounding_factor(_specs.ROUNDING_ROW_CAP, max_block_documents(),
+                                                          shifts=True, n_components=1)
+        return StatSpec("topic_word", (K, V), {"add_remove": C, "replace": math.sqrt(2.0) * C})
+
+    def _unigram_multiplier(self, T, q):
+        """z_u of the unigram release (``unigram_share`` f of the budget in Gaussian-DP units;
+        see the parameter).  Public: ε, δ, f, T, q and the accountant only."""
+        f, delta = float(self.unigram_share), float(self.delta)
+        factory = acc.get_accountant(_ACCOUNTANTS[self.accountant], "add_remove")
+
+        def single(z):
+            return acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z))
+        if self.noise_multiplier is None:
+            return _calibration._calibrate_noise_multiplier(single, float(self.epsilon), delta, accountant=factory) / math.sqrt(f)
+        svi = acc.NeighbouringEvent("add_remove", acc.SelfComposedEvent(
+            acc.PoissonSampledEvent(q, acc.GaussianEvent(float(self.noise_multiplier))), T))
+        eps_svi = factory().compose(svi).get_epsilon(delta)
+        z_eq = _calibration._calibrate_noise_multiplier(single, eps_svi, delta, accountant=factory)
+        return z_eq * math.sqrt((1.0 - f) / f)
+
+    def _initial_topics(self, key, K, V):
+        """The data-independent initial topics λ (K, V): Gamma(100, 0.01) entries from the
+        fit's stream ``derive_key(key, "lda", "init")`` (as scikit-learn's online LDA)."""
+        init_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "init")))
+        return init_rng.gamma(100.0, 0.01, (K, V))
+
+    def _private_plan(self, K, V):
+        """``(plan, T, q)`` of a private fit on a vocabulary of V terms, from public quantities
+        only: the rounds ``T = n_epochs · round(total_samples / batch_size)`` and the sampling
+        rate ``q = batch_size / total_samples`` (the declared public document count; the true
+        count is never read).  Reads no data (the audit calls it too)."""
+        S, D_pub = int(self.batch_size), float(self.total_samples)
+        q = S / D_pub
+        T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
+        return self._plan(K, V, T, q), T, q
+
+    def _plan(self, K, V, T, q):
+        spec = self._spec(K, V)
+        kw = dict(epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
+                  accountant=_ACCOUNTANTS[self.accountant], sampling_rate=q, noise_multiplier=self.noise_multiplier,
+                  max_rows_per_group=self._max_rows_per_group())
+        if float(self.unigram_share) == 0:
+            return make_plan([spec], T, **kw)
+        return make_plan([spec], T, one_off_specs=[unigram_spec(V, self._clip_norm(V))],
+                         one_off_multipliers={"unigram": self._unigram_multiplier(T, q)}, **kw)
+
+    def _fit_exact(self, docs, lam, eta, key, diag):
+        """Non-private online VB: fixed batches in order (one batch of all D documents when
+        ``batch_size > D``), doc_ratio = D / |batch|."""
+        D, S = docs.n_docs, int(self.batch_size)
+        t = 1
+        n_batches = -(-D // S)
+        progress = Progress(self.verbose, int(self.n_epochs) * n_batches, type(self).__name__)
+        for epoch in range(int(self.n_epochs)):
+            for start in range(0, D, S):
+                idx = np.arange(start, min(D, start + S))
+                g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
+                gamma0 = g_rng.gamma(100.0, 0.01, (idx.size, lam.shape[0]))
+                sstats, _ = docs.minibatch(idx, gamma0, np.ascontiguousarray(exp_dirichlet_expectation(lam).T),
+                                           np.inf)
+                rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
+                lam = (1.0 - rho) * lam + rho * (eta + (D / idx.size) * sstats)
+                diag["batch_sizes"].append(int(idx.size))
+                t += 1
+                progress.step()
+        progress.close()
+        self.n_batch_iter_ = t
+        return lam
+
+    def _svi_step(self, state, noisy, eta, ctx):
+        """The update, from the released statistic and public quantities only (``state``:
+        :class:`_SVIState`): the paper's ``Λ ← (1 − ρ_t) Λ + ρ_t (η + S̃ / q)`` on the signed
+        statistic, ``ρ_t = (τ₀ + t + 1)^(−κ)``, the public q = batch_size / total_samples and
+        the noise sd σC of ``ctx.releases``; returns the projected topics λ_t (the
+        model page, "Post-processing")."""
+        q = int(self.batch_size) / float(self.total_samples)
+        rho = (float(self.learning_offset) + ctx.t + 1) ** -float(self.learning_decay)
+        return state.step(noisy, rho, q, ctx.releases["topic_word"].noise_scale, eta)
