@@ -73,7 +73,7 @@ class ModelHooks:
         kernel call, which never gets more than one superblock of rows (:meth:`_block_rows` of
         ``superblock_rows(d)``); a fit on more rows is refused before the charge
         (:func:`~dpem_fast._engine._specs.check_row_cap`)."""
-        if n_public is not None and self.neighbouring == "replace" and self._max_rows_per_group() is None:
+        if n_public is not None and not self._count_private():
             return float64_rounding_factor(n_public, self._block_rows(n_public, d))
         return float64_rounding_factor(_specs.ROUNDING_ROW_CAP, self._block_rows(superblock_rows(int(d)), d),
                                        shifts=True)
@@ -86,9 +86,8 @@ class ModelHooks:
         start = tuple(self._start_specs(d))
         if not start:
             return ()
-        if n_public is not None and self.neighbouring == "replace" and self._max_rows_per_group() is None:
-            return rounding_specs(start, float64_exact_sum_factor(n_public))
-        return rounding_specs(start, float64_exact_sum_factor(_specs.ROUNDING_ROW_CAP))
+        public = n_public is not None and not self._count_private()
+        return rounding_specs(start, float64_exact_sum_factor(n_public if public else None))
 
     def _iteration_specs(self, d, dtype=np.float64, n_public=None):
         """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by

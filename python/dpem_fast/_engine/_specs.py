@@ -361,9 +361,10 @@ def float64_exact_sum_factor(n_rows):
     terms (each the exact value of at most two rounded operations of the row's own values) are
     summed **exactly** in each call (``_contract.sum_blocks`` / ``sum_segments``, ``math.fsum``)
     and rounded once, the calls' totals then added by at most two Sum2 levels (module
-    docstring, "Rounding", one-off releases): ``(1 + u)² (1 + 2 λ_n n)`` for at most ``n`` rows
-    (public, or :data:`ROUNDING_ROW_CAP`) — no block term, whatever the relation."""
-    n = int(n_rows)
+    docstring, "Rounding", one-off releases): ``(1 + u)² (1 + 2 λ_n n)`` for at most ``n`` rows —
+    ``n_rows`` where the count is public, else None: the public cap :data:`ROUNDING_ROW_CAP` (read
+    at call time) — no block term, whatever the relation."""
+    n = ROUNDING_ROW_CAP if n_rows is None else int(n_rows)
     if n < 0:
         raise ValueError("n_rows must be >= 0")
     u = 2.0 ** -53

@@ -32,7 +32,7 @@ def unigram_spec(V, clip, n_public=None):
     exact per-word sums (:func:`~dpem_fast._engine._specs.float64_exact_sum_factor` at the public
     document count ``n_public`` of a document-level replace-one release, else at the public cap
     ``ROUNDING_ROW_CAP``)."""
-    C = float(clip) * float64_exact_sum_factor(_specs.ROUNDING_ROW_CAP if n_public is None else n_public)
+    C = float(clip) * float64_exact_sum_factor(n_public)
     return StatSpec("unigram", (int(V),), {"add_remove": C, "replace": math.sqrt(2.0) * C})
 
 

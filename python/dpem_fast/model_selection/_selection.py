@@ -383,8 +383,7 @@ class PrivateModelSelection(BaseEstimator):
         if m is not None:
             sens *= m                           # at most m hold-out rows per group (padded pairs)
         # the exact sum's float rounding (clipped_score_sum): at the public n, else at the public cap
-        sens *= _specs.float64_exact_sum_factor(n if rel == "replace" and grouping is None
-                                                else _specs.ROUNDING_ROW_CAP)
+        sens *= _specs.float64_exact_sum_factor(n if rel == "replace" and grouping is None else None)
         # the engine's plan of the calibrated random-stopping event (the event seam): the layer may
         # release one score per trial, max(T, T_max) of them (T secret: the event accounts for it,
         # ``open_ended``); the record shows the public T_max
