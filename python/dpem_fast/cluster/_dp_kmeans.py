@@ -143,71 +143,14 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     Privacy
     -------
-    Neighbouring relation: ``neighbouring`` (replace one row, or add/remove one row); every
-    sensitivity is derived under both and the plan's events are tagged with the one used.
-    Rows are mapped into the unit ball ``‖x‖ ≤ 1`` by the declared (or privately estimated)
-    domain, by clipping inside the kernel.  The map is per feature: with a box (and no
-    ``data_norm``) feature i is divided by √d times its half-width, so the box becomes the
-    cube [−1/√d, 1/√d]^d, a subset of the ball (‖x‖ ≤ 1, ‖x‖₁ ≤ d/√d = √d): every bound
-    below, derived for the ball, holds unchanged under both relations.  A row's label a(x) = argmin_k ‖x − c_k‖² depends
-    only on that row and on centres already released, so one row changes the statistics
-    only through its own term: e_a for the counts, x e_aᵀ for the sums.
-
-    - counts ``N_k`` (DP-EM Eq. 12 with hard, one-hot responsibilities): add/remove
-      changes N by e_a: ℓ2 = ℓ1 = 1.  Replace changes it by e_j − e_i (x in cluster i, x' in
-      cluster j): ℓ2 √2, ℓ1 2 (0 if i = j).  Eq. 12's 2/N is the ℓ1 value for the
-      normalised weights, whose denominator N is itself private under add/remove; releasing
-      the counts avoids that.
-    - sums ``S_k`` (Eq. 14, released for all K clusters at once): add/remove changes S by
-      x e_aᵀ: ℓ2 ‖x‖ ≤ 1, ℓ1 ‖x‖₁ ≤ √d.  Replace: x' e_jᵀ − x e_iᵀ; for i ≠ j its ℓ2 norm
-      is √(‖x‖² + ‖x'‖²) ≤ √2, for i = j it is ‖x' − x‖ ≤ 2, attained with x' = −x in the
-      same cluster: ℓ2 2, ℓ1 2√d (x = −x' = (1, …, 1)/√d).  The paper's Eq. 14 bounds the
-      ℓ1 change of one normalised mean by 2√d/Ñ_k; dividing the released sum by the
-      released count (post-processing) is the sound form, and one release covers all K.
-
-    **Joint accounting** (``"dpem"``, continuous noise).  The two releases of an
-    iteration are one Gaussian mechanism on the stacked statistic, with privacy loss
-    μ² = sup Σ_r ‖δ_r‖²/σ_r² = sup (a_c ‖δ_c‖²/2 + a_s ‖δ_s‖²/4) for a_r = Δ_r²/σ_r².
-    Replace, i ≠ j: ‖δ_c‖² = 2 and ‖δ_s‖² = ‖x‖² + ‖x'‖² ≤ 2, so a_c + a_s/2; i = j:
-    δ_c = 0 and ‖δ_s‖² = ‖x − x'‖² ≤ 4, so a_s.  Hence sup = max(a_c + a_s/2, a_s) (both
-    attained), against a_c + a_s composed separately.  Add/remove: ‖δ_c‖² = 1 and
-    ‖δ_s‖² = ‖x‖² ≤ 1 together, so sup = a_c + a_s: no gain.
-
-    **Split** (``budget_split="auto"``, public: d, the relation and the method only).  The
-    centre's noise is about (ξ_s − c ξ_c)/N with ‖c‖ ≤ 1, of variance ∝ d σ_s² + σ_c².
-    Minimising it at a fixed μ²: under replace with joint accounting, equal noise on counts
-    and sums, σ_c = σ_s (shares 1 : 2; then μ² = 4/σ², the Gaussian mechanism on the
-    stacked (counts, sums) with ℓ2 sensitivity 2).  Composed separately (add/remove, or
-    discrete noise), Lagrange gives shares ∝ (Δ_c, Δ_s √d): 1 : √d (add/remove) and
-    1 : √(2d) (replace).  For ``"dplloyd"``, shares of ε ∝ the ℓ1 sensitivities (1 : √d)
-    give both releases the same Laplace scale, the original algorithm's single noise
-    level: with the linear accountant b = (1 + √d) J/ε (add/remove), 2 (1 + √d) J/ε
-    (replace).  The classic DPLloyd's Lap((d + 1) J/ε) is for data in [−1, 1]^d, whose ℓ1
-    norm is at most d; our rows lie in the unit ball (ℓ1 ≤ √d), hence 1 + √d.
-
-    **Small noisy counts** (post-processing only): a cluster whose noisy count is at most
-    τ = max(1, 3 × the counts' noise standard deviation) (a public constant) keeps its
-    previous centre; otherwise ``c_k = S̃_k / Ñ_k`` with each coordinate clipped to the
-    box's image [−1/√d, 1/√d] (then onto the ball; without a box: onto the ball): the data
-    lie there, so do their means, and a released centre ends inside the declared box.  No data-dependent branch reads anything else.
-    After the last iteration the clusters whose noisy count is at most τ are dead (their
-    centre is a stale or noise point) and are dropped: ``cluster_centers_`` has
-    ``n_clusters_`` rows (if none is live the largest is kept, with a
-    ``NoiseDominatedWarning``, which also comes when fewer than half are live).  Under
-    replace-one, where n is public, a fit with n ≤ τ is refused before anything is charged.
-
-    **Initialisation.**  Data-independent (``init=None``, or ``"auto"`` with ``"dplloyd"``), the
-    user's public ``init``, or (``"private"``, and ``"auto"`` with ``"dpem"``: the default) the
-    engine's private start (:mod:`dpem_fast._engine._start`): two
-    releases made once before the loop, in the same plan and event, on 20 % of it (in
-    Gaussian units: their μ² is 20 % of the plan's, split 1 : √d under add/remove and 1 : √(2d)
-    under replace, which minimises a candidate's error): the cell
-    counts of m random hyperplanes (a row adds 1 to one cell: ℓ2 1 under add/remove, √2
-    under replace) and the sums of the rows of the heaviest M cells (a row adds x to at most
-    one selected cell: ℓ2 ‖x‖ ≤ 1 under add/remove; ``x' e_jᵀ − x e_iᵀ``, at most 2, under
-    replace), m = min(16, max(4, 2⌈log₂ K⌉ + 4)) and M = min(2^m, max(16, 8K)) public.  The
-    centres are then chosen among the private averages (post-processing).  The iteration
-    count is fixed.  Every release goes through the engine's release layer.
+    Neighbouring relation ``neighbouring`` (one row replaced, or added/removed; a group's rows with
+    ``groups``); rows are mapped into the unit ball by the declared or privately estimated domain.
+    Each iteration releases the cluster counts (ℓ2 sensitivity 1 add/remove, √2 replace) and the
+    cluster sums (1 add/remove, 2 replace), accounted as one Gaussian mechanism with
+    ``method="dpem"`` (Laplace with the ℓ1 sensitivities for ``"dplloyd"``).  Small noisy counts keep
+    their previous centre; dead clusters are dropped after the last iteration (post-processing).
+    The private start spends 20 % of the plan; the iteration count is fixed.  Derivations, the budget
+    split and the start: the documentation page, "Privacy analysis in full".
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line

@@ -91,92 +91,13 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
 
     Privacy
     -------
-    Neighbouring relation ``neighbouring``; rows are mapped into the unit ball ``‖x‖ ≤ 1``
-    by the declared or privately estimated domain (clipped in the kernel), feature by
-    feature: with a box (no ``data_norm``) feature i is divided by √d times its half-width,
-    so the box becomes the cube [−1/√d, 1/√d]^d inside the ball, and every bound below,
-    derived for rows with ‖x‖ ≤ 1, holds unchanged under both relations.  Released,
-    once, through the engine's release layer:
-
-    - ``second_moment`` ``S2 = Σ_i x_i x_iᵀ`` (N Λ of DP-EM Sec. 6), symmetric
-      Analyze-Gauss noise on the upper triangle (diagonal included).  Add/remove:
-      ``‖upper(xxᵀ)‖₂ ≤ ‖xxᵀ‖_F = ‖x‖² ≤ 1``, attained by ``x = e_1``.  Replace:
-      ``‖xxᵀ − x'x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2(x·x')² ≤ 2``, so ``√2``, attained by
-      ``x = e_1, x' = e_2``.  (The paper's generic bound 2/N for a normalised moment,
-      Sec. 3, would give 2 here: for PSD rank-one terms the triangle inequality is loose
-      by √2.)
-    - ``sum`` ``S1 = Σ_i x_i`` (the mean is released, not assumed zero: Sec. 6 takes the
-      data centred, which a private fit cannot check): ``‖x‖ ≤ 1`` add/remove, ``‖x − x'‖
-      ≤ 2`` replace (x' = −x).
-    - ``count`` N, under add/remove only (ℓ2 sensitivity 1).  Under replace N is public
-      (it is the same for all neighbours) and is not released — except person-level
-      (``groups``, issue 27), where a group's row count changes between neighbours: it is
-      released under both relations, with sensitivity m (a group's pairs padded with "no row").
-
-    **Joint accounting** (continuous Gaussian noise): the releases are one Gaussian
-    mechanism on the stacked statistic with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  With
-    ``a_r = Δ_r²/σ_r²``: under add/remove one row's term is
-    ``a_c + a_1‖x‖² + a_2‖upper(xxᵀ)‖²`` ≤ ``a_c + a_1 + a_2`` (x = e_1 attains every
-    part: no gain).  Under replace, with p = ‖x‖², q = ‖x'‖², t their cosine and
-    v = −√(pq) t, ``a_1‖x − x'‖²/4 + a_2‖xxᵀ − x'x'ᵀ‖²_F/2 = a_1(p+q)/4 + a_2(p²+q²)/2 +
-    a_1 v/2 − a_2 v²``; maximised at p = q = 1 (every part is nondecreasing in p, q),
-    giving ``a_1/2 + a_2 + φ`` with ``φ = max_{0≤v≤1}(a_1 v/2 − a_2 v²)`` =
-    ``a_1²/(16 a_2)`` if ``a_1 ≤ 4 a_2`` else ``a_1/2 − a_2``: below the separate
-    ``a_1 + a_2``.  It is attained with the upper triangle too: for x = (c, s, 0, …),
-    x' = (−s, −c, 0, …) the difference xxᵀ − x'x'ᵀ is diagonal and v = 2cs.  Person-level
-    under replace the count is released too: a pair of two rows leaves it unchanged, a row
-    against no row adds ``a_c + a_1/4 + a_2/2``; the bound is the larger of the two
-    (:func:`~dpem_fast._engine._specs.moments_joint_bound` with ``count="rows"``).  Lattice
-    (``noise="discrete_gaussian"``) releases are composed separately.
-
-    The budget split between the sum and the second moment, ``r = a_1/a_2``, minimises the
-    noise edge of the released covariance (step 3 below) with ``‖m‖`` at its public bound 1.
-    The released mean's error ``e`` enters the covariance through ``m̃ m̃ᵀ`` as a spike of
-    size ``θ ≈ ‖m‖ σ_1 √d / N`` beside the second moment's semicircle edge
-    ``τ = 2 σ_2 √d / N``; the edge is ``τ`` while ``θ ≤ τ/2`` and ``θ + τ²/(4θ)`` beyond.
-    With ``σ_r = Δ_r/√a_r`` and the joint cost ``f(r) a_2 = μ²``: under replace-one
-    (``Δ_1 = 2``, ``Δ_2 = √2``, ``f = 1 + r/2 + r²/16``) the minimum is at ``r ≈ 0.91``
-    (within 0.2 % of ``r = 1``, which is used); under add/remove (``Δ_1 = Δ_2 = 1``,
-    ``f = 1 + r``) at ``r ≈ 0.5`` (8 % below the edge at ``r = 1``), used.  The count
-    (add/remove) only rescales the covariance (relative error ``σ_N/N``) and gets ``1/d`` of
-    the second moment's share, which keeps ``σ_N ≈ √d σ_2``.  (Earlier versions split ∝
-    √(coordinates), which left the mean so noisy that its error alone exceeded ``τ``.)
-    The sensitivities above are unchanged; the split is a function of public quantities.
-
-    Post-processing (every step reads released values and public constants only:
-    ``σ_m = σ_1/N`` and ``σ_C = σ_2/N``, the noise sd of a coordinate of the released mean
-    and of an entry of the released covariance; under add/remove N is the noisy count
-    floored at max(1, 3σ_N)):
-
-    1. the mean ``m̃ = S̃1/N``, clipped into the box's image (each coordinate to [−b_i, b_i],
-       b_i = 1/√d for a declared box; so ‖m̃‖ ≤ 1), else projected into the unit ball; the covariance
-       ``C̃ = S̃2/N − m̃ m̃ᵀ + σ_m² I`` (the last term removes the plug-in's bias
-       ``E[m̃ m̃ᵀ] = m mᵀ + σ_m² I``);
-    2. the variances ``v``: the posterior mean of each ``C̃_jj`` given its release noise
-       N(0, σ_C²) under a flat prior on ``v_j ≥ 0`` (:func:`~._fa_em.variance_posterior_mean`;
-       ≈ ``C̃_jj`` when it is well above σ_C, 0.8 σ_C at 0), at most ``c_i = min(max(b_i²,
-       SMALL), 1)`` (a feature in [−b_i, b_i] has variance ≤ b_i², a row in the unit ball ≤ 1);
-       these bounds are in the working units, so in original units each feature's floor and
-       ceiling are on its own scale (``s_i²`` times them), not the widest feature's;
-    3. the noise edge ``τ`` (:func:`~._fa_em.noise_edge`): the semicircle edge ``2 σ_C √d``
-       of the Analyze-Gauss noise, moved by the released mean's error where that is large
-       enough to show (the BBP transition);
-    4. iterated principal factors (:func:`~._fa_em.fa_noisy`): the ``k`` leading eigenpairs of
-       ``C̃ − diag(ψ)`` — the loadings plus Wigner noise — each eigenvalue above ``τ``
-       shrunk to the size of the spike behind it (the noise bias removed), each below it dropped
-       (its loading row is 0), then ``ψ = max(v − Σ W², min(v, σ_C))``, until ψ settles
-       (moves by ≤ ``tol · σ_C``) or ``max_iter``;
-    5. when no direction clears ``τ`` the model is the diagonal Gaussian (``W = 0``,
-       ``ψ = v``), the trivial model of the same release, and a ``NoiseDominatedWarning`` says so;
-    6. ``noise_variance_`` adds ``σ_m²``: a new row's distance to the released mean carries
-       the mean's noise, so the model's density is the predictive one.
-
-    Initialisation is data-independent (the start basis of the structured eigensolver, used
-    above :data:`~._fa_em.DENSE_MAX_D` = 256 features, is drawn from the fit's key).  The
-    post-processing never forms a d x d matrix besides the release: the covariance is read
-    through products with a block of columns (:class:`~._fa_em.Covariance`), each over
-    ``n_threads`` threads with the same bits for every count, and the leading eigenpairs
-    come from a warm-started block subspace (:mod:`~._fa_em`; issue 26).
+    Neighbouring relation ``neighbouring`` (rows, or a group's rows with ``groups``); rows are
+    mapped into the unit ball by the declared or privately estimated domain.  One release,
+    accounted as one Gaussian mechanism: ``second_moment`` ``Σ x xᵀ`` (Δ₂ = 1 add/remove, √2
+    replace; symmetric Analyze-Gauss noise), ``sum`` ``Σ x`` (1 / 2) and, where N is private,
+    ``count`` (1).  Everything after the release (the factoring, ``tol``, the rotation) is
+    post-processing; initialisation is data-independent.  Derivations, the budget split and the
+    post-processing steps: the documentation page, "Privacy analysis in full".
     """
 
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line;

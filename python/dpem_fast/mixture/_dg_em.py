@@ -141,113 +141,17 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
 
     Privacy
     -------
-    Neighbouring relation ``neighbouring`` (default: replace one row).  Each iteration
-    releases one statistic of the m-vector per-sample gradients g_i (m = d, or K d),
-    computed at the current parameters, which are released values (post-processing):
-
-    - ``estimator="truncated"``: ``G_j = sum_i s E_eps psi(g_ij (1 + eps)/s)`` per
-      coordinate (DG-EM Steps 1-3; Holland 2019 eq. for x-hat; Wang et al. Algorithm 2).
-      The multiplicative noise is integrated out in closed form, so G is a deterministic
-      function of the data and only the additive noise is privacy noise.  Since
-      ``|psi| <= 2 sqrt2/3`` pointwise, every row adds at most ``s M(beta_m)`` to each
-      coordinate in absolute value, with ``M(beta_m) = sup_u |E psi(u (1 + eps))|``
-      (:func:`~dpem_fast._reference.gradem.expected_psi_sup`, computed numerically and
-      widened by ``SUP_MARGIN``; e.g. M(1) = 0.6436, M(4) = 0.8999, -> 2 sqrt2/3 as
-      beta_m -> inf).  Sensitivity (ℓ2 over the m coordinates):
-      add/remove ``Δ = s M sqrt(m)``; replace ``Δ = 2 s M sqrt(m)`` (a row at
-      ``+u* s`` in every coordinate replaced by one at ``-u* s``; every coordinate can be
-      reached: symmetric model with a large beta, tanh = +-1; K means all equal, gamma = 1/K).
-      Where the paper is loose: DG-EM states the per-coordinate sensitivity from the bound
-      ``2 sqrt2/3`` of psi and (as far as its extracted text shows) for one coordinate and a
-      mean; under replace one row moves a coordinate by twice the bound, the m coordinates
-      add in ℓ2 (sqrt(m)), and with the noise integrated out the bound 2 sqrt2/3 is not
-      attained — M(beta_m) is the tight constant (used here; brute-forced in the tests).
-    - ``estimator="clipped"``: ``G = sum_i g_i min(1, C/|g_i|)``: add/remove ``Δ = C``;
-      replace ``Δ = 2C`` (g and -g of norm >= C).
-    - ``count`` (add/remove only): the number of rows, ℓ2 sensitivity 1, integer; the
-      update divides by it floored at ``max(1, 3 sigma_count)``.  Under replace n is
-      public and nothing else is released.
-
-    Bias correction (``bias_correction``, on by default for the symmetric model): the update is
-    ``beta_{t+1} = beta_t + eta (G_t/n - h(beta_t))`` with
-    ``h(beta) = E_{y ~ P_beta}[s E psi(g_beta(y)(1 + eps)/s)]``, the mean truncated gradient when
-    the data follow the model at ``beta`` (:func:`~dpem_fast._kernels.gradem.symmetric_psi_bias`;
-    a 2-d Gauss-Hermite integral per coordinate).  The true mean gradient there is 0
-    (self-consistency), so ``h`` is the truncation's bias; ``psi(x) = x - x^3/6`` near 0 and the
-    integrated multiplicative noise make it shrink beta (about ``-(1 + 3/beta_m) E g^3/(6 s^2)``
-    per coordinate), and without the correction the population fixed point sits short of
-    ``beta*`` by an amount that no n removes (0.071 at s = 1, beta_m = 1, ‖beta*‖ = 2, d = 10,
-    sigma = 1: the whole final error of DG-EM in the paper's protocol; ``bench/dgem_bias.py``).
-    With it, ``beta*`` is a fixed point of the population map (``H(beta*; beta*) = h(beta*)``).
-    ``h`` reads only the released ``beta_t`` and the public ``sigma^2``, ``s``, ``beta_m``:
-    post-processing, no privacy cost, the sensitivities above unchanged.
-
-    Trivial model (symmetric model): beta = 0, the one Gaussian N(0, sigma^2 I), which costs
-    nothing.  One step moves beta by ``eta (G/n - h)`` plus the release's noise ``eta Z/n``,
-    whose sd per coordinate ``tau = eta sigma_Z / n`` is public (the release's noise scale; n
-    public under replace-one, the floored noisy count under add/remove).  The data part is
-    the mean of per-row contributions of ℓ2 norm at most ``b`` (``s M(beta_m) sqrt(d)``
-    truncated, ``C`` clipped: the add/remove sensitivity above), so no data can move beta by
-    more than ``eta b`` per step, while the noise moves it by about ``tau sqrt(d)``.  Where
-    ``kappa = tau sqrt(d) / b >= 1`` (one step's noise at least the largest signal any data
-    could carry; public), the iterate is a noise-driven walk: measured in
-    ``bench/dgem_bias.py`` (s = sigma/2), ‖beta‖ of 2.5-22 against a true 2 and held-out
-    log-likelihoods 0.6-240 nats per row below the trivial model on average (n = 50-300 rows,
-    epsilon = 0.3-1, d = 10: every cell with kappa >= 1, and none with kappa < 1).  There the fit returns beta = 0 and
-    raises a NoiseDominatedWarning (a UserWarning) naming what to declare (a larger epsilon, more rows, or a larger
-    truncation_scale / clip_norm relative to the noise — the signal bound grows with them
-    only as fast as the noise, so in practice epsilon or rows).  Post-processing of public
-    values; the budget is still spent (under add/remove n is not public before the fit).
-
-    Every release goes through the engine's release layer; with
-    ``noise="discrete_gaussian"`` the statistic is rounded onto a lattice of step γ, its
-    sensitivity widened to ``Δ/γ + sqrt(m)`` (nearest rounding) and exact discrete
-    Gaussian integers are added (Canonne, Kamath & Steinke 2020), accounted as
-    ``rho = Δ_int^2 / (2 sigma_Z^2)`` per release under zCDP, T releases composed.
-    No sample splitting: each iteration uses all n rows, and the T releases are composed
-    (Wang et al. split the sample only for the statistical analysis; composition over T
-    on the full sample costs sqrt(T) in noise, splitting would cost T).
-
-    Domain: the truncation (or clipping) bounds each row's contribution whatever the row,
-    so no data domain is needed for privacy and none is estimated (``_domain_kind =
-    "fixed"``: the engine spends nothing on a domain estimate).  s, C, sigma^2 and eta
-    are public constants chosen without the data (the default s = sigma/2 is a function of
-    the public sigma^2 alone, so the sensitivities above hold with it under both relations:
-    add/remove ``(sigma/2) M sqrt(m)``, replace twice that).  Rows with ``|value| > MAX_ABS_VALUE`` are
-    refused with a ValueError (input validation, before any charge).
-    Initialisation: data-independent (or public ``means_init``); stopping: after
-    ``max_iter`` iterations, always.
-
-    At the extremes: the bounds above hold only if every row's contribution is a finite
-    number computed as described; a NaN from one row would make the statistic NaN on one
-    dataset and finite on its neighbour, whatever the noise.  So the kernel
-    (:mod:`dpem_fast._dpcore._gradem`) gives every accepted row a finite contribution for
-    any finite parameters, including a row at ``MAX_ABS_VALUE`` with a tiny sigma^2 or s:
-
-    - K means: a max-subtracted softmax; when every log-term ``-|y - mu_k|^2/(2 sigma^2)``
-      underflows to -inf, the posteriors are taken from the squared distances relative to
-      the smallest, so the nearest mean(s) take the row, ties split equally (the sigma^2 ->
-      0 limit of the posterior; never 0/0).  Symmetric: a dot product ``<beta, y>`` whose
-      terms overflow is recomputed after an exact rescaling.  The bounds above use nothing
-      of g but that it is a finite vector, and these keep it one.
-    - ``E psi(u (1 + eps))``, ``u = g/s``, is its limit ``sign(u) (2 sqrt2/3)
-      erf(sqrt(beta_m / 2))`` from ``|u| >= 2^60`` on and at ``u = +-inf`` (g/s overflowed),
-      where it equals that limit to double precision; the limit is at most M(beta_m)
-      (``expected_psi_sup`` takes it into the sup), so the bound ``s M`` per coordinate holds.
-    - Clipping scales by ``C/|g|`` with a norm that neither overflows nor underflows and no
-      factor in the subnormal range, so each contribution has norm C (to rounding) or ``|g|``.
-    - Last guard: a row whose gradient or contribution is still not finite (only non-finite
-      parameters, e.g. released means that overflowed, get there) contributes 0 and is
-      counted among the clipped rows (``diagnostics_["n_rows_clipped"]``): a zero
-      contribution has norm 0, within every bound above.
-
-    Public parameters for which these bounds cannot be computed reliably are refused with
-    a ValueError naming them, before any charge: a per-coordinate bound ``s M(beta_m)``
-    (truncated) or C (clipped) outside ``ROW_BOUND_RANGE`` = [1e-250, 1e250] (subnormal
-    rounding is absolute and could exceed the bound; sums and noise could overflow),
-    ``multiplier_precision < 1e-300`` (M(beta_m) unreliable) and ``component_variance >
-    1e300`` (sigma above ``MAX_ABS_VALUE``; the model's constants overflow).  A tiny
-    sigma^2 or s is handled, not refused.
+    Neighbouring relation ``neighbouring`` (default: replace one row).  Each iteration releases one
+    statistic of the per-row gradients at the current (released) parameters: the truncated sum,
+    ℓ2 sensitivity ``s M(beta_m) sqrt(m)`` add/remove and twice that under replace (M the tight
+    bound of the integrated truncation, not the paper's 2√2/3), or the clipped sum, C and 2C; the
+    row count is released under add/remove (1).  The bias correction, the trivial-model fallback
+    (beta = 0 with a ``NoiseDominatedWarning`` where one step's noise exceeds any signal) and the
+    lattice rounding of ``noise="discrete_gaussian"`` are post-processing or accounted in the plan.
+    No data domain is needed (truncation bounds every row); rows above ``MAX_ABS_VALUE`` and public
+    parameters whose bounds cannot be computed reliably are refused before any charge.
+    Derivations and the kernel's guards at the extremes: the documentation page, "Privacy analysis
+    in full".
     """
 
     _domain_kind = "fixed"
