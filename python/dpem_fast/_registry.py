@@ -71,9 +71,8 @@ def public_state(model, state, saved=None):
     fitting state — is dropped.  An unfitted model, or one fitted without privacy
     (``privacy_`` is None), is returned whole: there is nothing private in it (an unfitted model
     holding a ``budget`` ledger then cannot be pickled: the ledger refuses, so that a joblib
-    worker never fits with an independent copy of the user's account).  ``saved``: the fitted
-    attributes kept of an estimator off the registry (a meta-estimator, which has no file of its
-    own); by default its class's (:func:`saved_names`).
+    worker never fits with an independent copy of the user's account).  ``saved``: the allow-list
+    of an estimator off the registry (a meta-estimator); by default its class's.
     """
     if state.get("privacy_") is None:
         return state
