@@ -26,7 +26,10 @@ One privacy path (issue 36), by the calls each module makes (:func:`path_violati
 - no module outside the engine (``_engine``) constructs a ``Plan``, a ``Release`` or a
   ``PrivacyRecord`` (the file codec in ``_persist`` apart, which loads saved records);
 - inside the engine, ``PrivacyRecord(...)`` is built in ``_engine._path`` only (its one record
-  builder), and ``.spend(...)`` (a budget charge) is called there only, nowhere else in the package.
+  builder), and ``.spend(...)`` (a budget charge) is called there only, nowhere else in the package;
+- the privacy path's steps are the engine loops' (:func:`_engine_only_call`): ``charge``,
+  ``build_record``, ``chain_record`` and ``ReleaseLayer(...)`` are called in the engine only
+  (checked in :data:`ENGINE_ONLY_IN`).
 
 ``test_the_checker_finds_a_forbidden_import`` copies the package, adds one forbidden import
 (or call) of each kind and checks that the walk reports it, so the rules cannot pass vacuously.
@@ -97,6 +100,15 @@ def import_graph(root):
 
 #: the one module of the privacy path's charge and record (issue 36)
 PATH = "dpem_fast._engine._path"
+#: the calls of the privacy path that only the engine's loops make, and where that is checked
+ENGINE_ONLY_CALLS = ("charge", "build_record", "chain_record", "ReleaseLayer")
+ENGINE_ONLY_IN = ("dpem_fast.model_selection",)
+
+
+def _engine_only_call(mod, name):
+    """Whether ``mod`` calling ``name`` breaks the rule that the engine's loops alone charge,
+    release and record (issue 36; a module of :data:`ENGINE_ONLY_IN`)."""
+    return name in ENGINE_ONLY_CALLS and _under(mod, ENGINE_ONLY_IN) and not _under(mod, ("dpem_fast._engine",))
 
 
 def path_violations(root):
@@ -117,6 +129,8 @@ def path_violations(root):
                 bad.append(f"{where} constructs a {name} outside the engine")
             elif name == "PrivacyRecord" and mod != PATH and not _under(mod, ("dpem_fast._persist",)):
                 bad.append(f"{where} constructs a PrivacyRecord: only {PATH}.build_record does")
+            elif _engine_only_call(mod, name):
+                bad.append(f"{where} calls {name} outside the engine: only its loops charge, release and record")
     return bad
 
 
@@ -254,6 +268,10 @@ def test_one_privacy_path():
     ("decomposition/_dp_lda.py", "def f(self, plan):\n    self.budget.spend(plan.event)",
      "dpem_fast.decomposition._dp_lda:"),
     ("_engine/_base.py", "def f(budget, event):\n    budget.spend(event)", "only dpem_fast._engine._path.charge"),
+    ("model_selection/_selection.py", "def f(budget, plan):\n    charge(budget, plan.event, 'fit')",
+     "calls charge outside the engine"),
+    ("model_selection/_trials.py", "def f(plan, key):\n    return _engine.ReleaseLayer(plan, key, 1)",
+     "calls ReleaseLayer outside the engine"),
 ])
 def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
     copy = tmp_path / "dpem_fast"

@@ -62,7 +62,7 @@ def saved_names(cls):
     return tuple(cls._saved) + SAVED_ANY
 
 
-def public_state(model, state):
+def public_state(model, state, saved=None):
     """The part of ``state`` (a fitted model's ``__dict__``) that may leave the fit.
 
     The hyperparameters (``random_state`` and ``budget`` as ``None``), the allow-listed
@@ -71,11 +71,12 @@ def public_state(model, state):
     fitting state — is dropped.  An unfitted model, or one fitted without privacy
     (``privacy_`` is None), is returned whole: there is nothing private in it (an unfitted model
     holding a ``budget`` ledger then cannot be pickled: the ledger refuses, so that a joblib
-    worker never fits with an independent copy of the user's account).
+    worker never fits with an independent copy of the user's account).  ``saved``: the allow-list
+    of an estimator off the registry (a meta-estimator); by default its class's.
     """
     if state.get("privacy_") is None:
         return state
-    keep = set(model.get_params(deep=False)) | set(saved_names(type(model)))
+    keep = set(model.get_params(deep=False)) | set(saved_names(type(model)) if saved is None else saved)
     keep |= {"privacy_", "_sklearn_version"}
     out = {k: v for k, v in state.items() if k in keep}
     out.update({k: v for k, v in NEVER_PARAMS.items() if k in out})

@@ -32,6 +32,7 @@ import dpem_fast
 from dpem_fast import DPGaussianMixture, DPKMeans, ModelFormatError, _persist
 from dpem_fast import accounting as acc
 from dpem_fast._engine import ReleaseLayer
+from dpem_fast._engine import _selection_loop as loop_mod
 from dpem_fast._engine._specs import ROUNDING_ROW_CAP, float64_exact_sum_factor
 from dpem_fast.model_selection import PrivateModelSelection
 from dpem_fast.model_selection import _selection as sel_mod
@@ -175,7 +176,7 @@ def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
         s = quiet_fit(selection(random_state=seed), X)
         counts.add((len(calls), s.privacy_.n_iter))
         key = dpem_fast._rng.make_key(seed)
-        secret.add(sel_mod._draw_count(key, None, 2.0, s.privacy_.n_iter))
+        secret.add(loop_mod._draw_count(key, None, 2.0, s.privacy_.n_iter))
     assert len(counts) == 1 and next(iter(counts))[0] == next(iter(counts))[1]
     assert len(secret) > 1          # the seeds drew different T, the work did not change
 
@@ -183,7 +184,7 @@ def test_t_max_trials_always_run_whatever_the_data_and_t(monkeypatch):
 @pytest.mark.parametrize("shape, mean", [(1.0, 5.0), (0.0, 4.0), (None, 3.0)])
 def test_the_secret_count_is_drawn_from_its_whole_law_not_truncated_at_t_max(shape, mean):
     # t_max = 2 is far below the bulk: an untruncated draw puts the tail mass above it
-    draws = np.array([sel_mod._draw_count(dpem_fast._rng.make_key(s), shape, mean, 2) for s in range(3000)])
+    draws = np.array([loop_mod._draw_count(dpem_fast._rng.make_key(s), shape, mean, 2) for s in range(3000)])
     pmf = acc.repetition_pmf(shape, mean, 400)
     tail = acc.repetition_tail(shape, mean, 2)
     assert np.mean(draws > 2) == pytest.approx(tail, abs=4 * math.sqrt(tail * (1 - tail) / draws.size))
@@ -197,12 +198,12 @@ def test_more_than_t_max_trials_run_when_t_exceeds_t_max_and_the_later_trials_co
     X = blobs()
     base = quiet_fit(selection(random_state=4), X)
     t_max = base.privacy_.n_iter
-    monkeypatch.setattr(sel_mod, "_draw_count", lambda key, shape, mean, t: t_max + 5)
+    monkeypatch.setattr(loop_mod, "_draw_count", lambda key, shape, mean, t: t_max + 5)
     calls.clear()
     s = quiet_fit(selection(random_state=4), X)
     assert len(calls) == t_max + 5 and s.privacy_.n_iter == t_max      # the record shows T_max only
     # with T = t_max + 5 every trial counts: the best is the best of all of them
-    monkeypatch.setattr(sel_mod, "_draw_count", lambda key, shape, mean, t: 1)
+    monkeypatch.setattr(loop_mod, "_draw_count", lambda key, shape, mean, t: 1)
     first = quiet_fit(selection(random_state=4), X)
     assert s.best_score_ >= first.best_score_
 
@@ -284,7 +285,7 @@ def test_a_candidate_that_raises_is_fatal_with_one_fixed_message_after_every_tri
         return real(self, *args, **kw)
     monkeypatch.setattr(DPGaussianMixture, "_fit_private", fit)
     if T is not None:
-        monkeypatch.setattr(sel_mod, "_draw_count", lambda key, shape, mean, t_max: T)
+        monkeypatch.setattr(loop_mod, "_draw_count", lambda key, shape, mean, t_max: T)
     quiet_fit(selection(param_grid=grid, random_state=3), X)     # seed 3: its first trial fits K = 2
     work = list(calls)
     calls.clear()
@@ -456,6 +457,39 @@ def test_only_the_best_trial_leaves():
     assert loaded.random_state is None and set(vars(loaded)) == set(vars(s))
 
 
+def test_a_selection_is_a_private_estimator_off_the_registry_that_pickles_public_state_and_saves_its_model(tmp_path):
+    """Issue 36: the selection is a PrivateEstimator (the selection loop) but not registered: its
+    parameter is an estimator, which the file format does not hold.  Its fitted pickle follows
+    the registry's rule (parameters with random_state and budget None, the released attributes,
+    no key, no ledger); ``save`` refuses and names the released model, whose file round-trips
+    with the selection's record; the audit has no target for the loop."""
+    from dpem_fast import _registry
+    from dpem_fast._engine import PrivateEstimator
+    from dpem_fast.audit import audit
+
+    X = blobs(n=600)
+    ledger = acc.BudgetLedger(5.0, 1e-5, neighbouring="replace")
+    s = quiet_fit(selection(random_state=918273645, budget=ledger), X)
+    assert isinstance(s, PrivateEstimator) and s._loop == "selection"
+    assert "PrivateModelSelection" not in _registry.estimators() and not hasattr(dpem_fast, "PrivateModelSelection")
+    blob = pickle.dumps(s)
+    assert dpem_fast._rng.make_key(918273645).tobytes() not in blob and b"BudgetLedger" not in blob
+    loaded = pickle.loads(blob)
+    assert set(vars(loaded)) == set(s.get_params(deep=False)) | {"best_estimator_", "best_params_", "best_score_",
+                                                                 "privacy_"}
+    assert loaded.random_state is None and loaded.budget is None and s.budget is ledger
+    assert loaded.privacy_ == s.privacy_ and not hasattr(loaded.best_estimator_, "diagnostics_")
+    assert_array_equal(loaded.predict(X), s.predict(X))
+    with pytest.raises(TypeError, match="best_estimator_.save"):
+        s.save(tmp_path / "s.npz")
+    s.best_estimator_.save(tmp_path / "best.npz")
+    back = dpem_fast.load(tmp_path / "best.npz")
+    assert back.privacy_.event == s.privacy_.event and back.privacy_.delta_tail == s.privacy_.delta_tail
+    assert_array_equal(back.predict(X), s.predict(X))
+    with pytest.raises(ValueError, match="has no audit target"):
+        audit(selection(), X, n_trials=1000)
+
+
 def test_seeded_selection_is_reproducible_and_thread_count_invariant():
     X = blobs(n=3000)
     a = quiet_fit(selection(random_state=3, n_threads=1), X)
@@ -542,6 +576,7 @@ def test_a_delta_in_the_warning_band_warns_before_the_charge():
     (dict(param_grid=3), TypeError, "param_grid"),
     (dict(param_grid={"n_comp": [1]}), ValueError, "n_comp"),
     (dict(param_grid={"epsilon": [1.0]}), ValueError, "epsilon"),
+    (dict(param_grid={"neighbouring": ["add_remove"]}), ValueError, "neighbouring"),
     (dict(parsimony=1.0), ValueError, "complexity"),
     (dict(parsimony=-1.0), ValueError, "parsimony"),
     (dict(budget=object()), TypeError, "budget"),

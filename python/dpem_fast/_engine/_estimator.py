@@ -162,17 +162,18 @@ class PrivateEstimator(Registered, BaseEstimator):
         """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""
         return make_key(self.random_state)
 
-    def _charge(self, event, what="fit", *, accountant=None):
+    def _charge(self, event, what="fit", *, accountant=None, delta_tail=0.0):
         """Charge ``event`` (the whole plan) to ``budget`` — before any statistic of the data is
         computed; a refused charge raises :class:`~dpem_fast.accounting.BudgetExceededError`
         and records nothing.  ``accountant``: the plan's (the one that calibrated it), which
         the ledger then also bounds its spends with (:class:`~dpem_fast.accounting.BudgetLedger`,
-        "Accountants"): a fit of (ε, δ) fits a ledger of (ε, δ)."""
+        "Accountants"): a fit of (ε, δ) fits a ledger of (ε, δ).  ``delta_tail``: the plan's δ
+        outside its event (:attr:`~dpem_fast._engine._plan.Plan.delta_tail`)."""
         budget = getattr(self, "budget", None)
         if budget is not None:
             if not (isinstance(accountant, str) and accountant in acc.ACCOUNTANTS):
                 accountant = None               # a user's accountant class: the ledger's own bound only
-            charge(budget, event, f"{type(self).__name__}.{what}", accountant=accountant)
+            charge(budget, event, f"{type(self).__name__}.{what}", accountant=accountant, delta_tail=delta_tail)
 
     def _count_private(self):
         """Whether the row count is private (add/remove, or any person-level fit): a model that

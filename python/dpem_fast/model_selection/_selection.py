@@ -19,34 +19,22 @@ from sklearn.utils.validation import check_is_fitted
 from .. import accounting as acc
 from ..accounting import _calibration
 from .._dpcore._contract import superblock_rows
-from .._engine import EventRelease, PrivateEM, build_record, charge, make_event_plan
-from .._engine import _specs
-from .._engine._release import ReleaseLayer
+from .._engine import PrivateEM, PrivateEstimator
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
+from .._engine._selection_loop import SCORE, TAIL_SHARE, TRIAL_FAILED, SelectionLoop, random_stopping_event  # noqa: F401
 from .._engine._sources import DataSummary, Rows, validated_rows
 from .._preprocess import resolve_domain
-from .._rng import derive_key, make_key
+from .._registry import public_state
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_delta, check_positive_real
+from .._validation import check_positive_real
 from ..io import as_row_source
-from ._trials import (_choices, _draw_count, _gaussian_mu2, _group_holdout_mask, _holdout_mask, _trial_epsilon,
-                      clipped_score_sum, row_scores, score_range)
+from ._trials import (_gaussian_mu2, _group_holdout_mask, _holdout_mask, _trial_epsilon, clipped_score_sum, row_scores,
+                      score_range)
 
 __all__ = ["PrivateModelSelection", "select_size", "fit_auto"]
 
-#: The selection's score statistic, as the release layer names it.
-SCORE = "selection_score"
-#: Share of δ that covers the wall time of the rare runs with more than T_max trials.
-TAIL_SHARE = 0.01
-#: Relative tolerance of the calibration of the per-trial noise (on the multiplier).
-_XTOL = 1e-7
-_METHODS = ("random_stopping",)
-#: The one message of a selection in which some candidate's fit raised (docs/model_selection.rst,
-#: "Failures"): fixed text, raised after every trial ran, never chained to the cause.
-TRIAL_FAILED = ("a candidate's fit raised inside the private selection, so nothing is released; the "
-                "error itself is not shown (its type and text may depend on the data). Fit the "
-                "candidates on their own (outside the selection) to find the cause, or report it")
-_OVERRIDDEN = ("epsilon", "delta", "accountant", "random_state", "budget", "verbose", "n_threads")
+#: Constructor parameters of a candidate that the selection sets (the relation is the estimator's)
+_OVERRIDDEN = ("epsilon", "delta", "accountant", "random_state", "budget", "verbose", "n_threads", "neighbouring")
 
 
 def fit_trial(model, X, groups):
@@ -70,7 +58,7 @@ def fit_trial(model, X, groups):
     return model._fit_rows(rows, grouping, True)
 
 
-class PrivateModelSelection(BaseEstimator):
+class PrivateModelSelection(PrivateEstimator):
     """Choose among candidate settings of a private estimator within one (ε, δ).
 
     Random stopping (Papernot & Steinke, "Hyperparameter tuning with Renyi differential
@@ -86,7 +74,8 @@ class PrivateModelSelection(BaseEstimator):
         **declared** domain (``bounds`` or ``data_norm``; a privately estimated domain per
         trial is not supported in this version).  Its ``epsilon``, ``delta``,
         ``accountant``, ``random_state``, ``budget``, ``verbose`` and ``n_threads`` are set
-        by the selection; its ``neighbouring`` is the selection's relation.
+        by the selection; its ``neighbouring`` (not a candidate parameter) is the selection's
+        relation.
     param_grid : dict or list of dicts
         The candidates, as scikit-learn's ``ParameterGrid`` reads them (``{"n_components":
         [1, 2, 3], "max_iter": [10, 20]}``); any constructor parameter of ``estimator``.
@@ -121,7 +110,7 @@ class PrivateModelSelection(BaseEstimator):
         Charged with the whole selection's event before any statistic of the data is
         computed (the event only: the ledger has no δ-only spend for δ_tail), declaring
         the RDP accountant that calibrated it.  ``clone`` keeps the very ledger; an unfitted
-        selection holding one cannot be pickled (a fitted one's pickle holds ``budget=None``).
+        selection holding one cannot be pickled.
 
     Attributes
     ----------
@@ -137,6 +126,9 @@ class PrivateModelSelection(BaseEstimator):
     privacy_ : PrivacyRecord
         The whole selection: ``RepeatAndSelectEvent(GaussianEvent(z), mean, shape)`` tagged
         with the relation, accounted by the RDP accountant at ``delta - delta_tail``.
+
+    A fitted selection pickles as a fitted private model does (no key, no ledger); it has no
+    file of its own: save ``best_estimator_``, whose ``privacy_`` is the selection's record.
 
     Privacy
     -------
@@ -162,6 +154,8 @@ class PrivateModelSelection(BaseEstimator):
     (parallel composition, person-level, random stopping, fixed work, failures) is on the
     documentation page :doc:`/model_selection`, "Privacy analysis in full".
     """
+
+    _loop = "selection"
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
                  holdout=0.25, parsimony=0.0, complexity=None, random_state=None, n_threads=None,
@@ -200,15 +194,28 @@ class PrivateModelSelection(BaseEstimator):
                 raise ValueError(f"param_grid: {fixed[0]!r} is set by the selection, not a candidate parameter")
         return cands
 
+    def _relation(self):
+        """The estimator's relation: the selection's, and every candidate's."""
+        return self.estimator._relation()
+
+    def _max_rows_per_group(self):
+        """M, the largest ``max_rows_per_group`` of the candidates (the estimator's, or the grid's:
+        m may be a candidate parameter, then chosen privately like any other); None for a
+        row-level selection.  The base's unit, ledger check and ``_resolve_groups`` read it."""
+        base = self.estimator.get_params(deep=False).get("max_rows_per_group")
+        ms = [check_max_rows_per_group(c.get("max_rows_per_group", base)) for c in self._candidates()]
+        if any(m is None for m in ms) and any(m is not None for m in ms):
+            raise ValueError("max_rows_per_group: every candidate is row-level or every one person-level")
+        return None if ms[0] is None else max(ms)
+
     def _check_params(self):
+        """The candidates, after the selection's checks (the base's common ones among them)."""
         est = self.estimator
         if not isinstance(est, PrivateEM) or est._domain_kind != "ball":
             raise TypeError("estimator must be a private EM estimator on a declared domain "
                             f"(DPGaussianMixture, DPKMeans, ...), got {type(est).__name__}")
-        eps = check_positive_real(self.epsilon, "epsilon")
-        if math.isinf(eps):
+        if not self._check_common():
             raise ValueError("epsilon must be finite: a private selection needs a budget")
-        check_delta(self.delta, "delta")            # the public δ policy: refuse or warn
         if self.mean is not None:
             m = check_positive_real(self.mean, "mean")
             if m < 1.0 or math.isinf(m):
@@ -225,84 +232,29 @@ class PrivateModelSelection(BaseEstimator):
             raise ValueError(f"parsimony must be a finite number >= 0, got {p!r}")
         if p > 0 and self.complexity is None:
             raise ValueError("complexity must name a parameter when parsimony > 0")
-        if self.budget is not None and not isinstance(self.budget, acc.BudgetLedger):
-            raise TypeError(f"budget must be a BudgetLedger or None, got {type(self.budget).__name__}")
-        effective_n_threads(self.n_threads)
-        make_key(self.random_state) if not isinstance(self.random_state, np.random.Generator) else None
         cands = self._candidates()
         if self.complexity is not None:
             for c in cands:
                 v = c.get(self.complexity, est.get_params(deep=False).get(self.complexity))
                 if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
                     raise ValueError(f"complexity: every candidate's {self.complexity!r} must be a number, got {v!r}")
-        rel = getattr(est, "neighbouring", "replace")
-        if self.budget is not None and self.budget.neighbouring != rel:
-            raise ValueError(f"budget: the ledger accounts under neighbouring={self.budget.neighbouring!r}, "
-                             f"this selection under neighbouring={rel!r}")
-        unit = self._unit(cands)
-        if self.budget is not None and self.budget.privacy_unit != unit:
-            raise ValueError(f"budget: the ledger accounts per {self.budget.privacy_unit!r}, this selection per "
-                             f"{unit!r} (the estimator's max_rows_per_group)")
-        return cands, rel
+        return cands
 
     # --------------------------------------------------------- calibration
-    def _law(self, n_candidates, rel):
+    def _law(self, n_candidates):
+        """(mean, shape) of T: given, or the mean from :func:`auto_mean`."""
         shape = None if self.shape is None else float(self.shape)
         if self.mean is not None:
             return float(self.mean), shape
-        return auto_mean(n_candidates, float(self.epsilon), float(self.delta), rel,
+        return auto_mean(n_candidates, float(self.epsilon), float(self.delta), self._relation(),
                          1.0 if shape is None else shape), shape
-
-    def _resolve_groups(self, X, groups, cands):
-        """``(X, groups, M)``: the groups as the estimator's ``fit`` takes them, and M, the largest
-        ``max_rows_per_group`` of the candidates (the estimator's, or the grid's: m may be a
-        candidate parameter, then chosen privately like any other); None for a row-level
-        selection."""
-        base = self.estimator.get_params(deep=False).get("max_rows_per_group")
-        ms = [check_max_rows_per_group(c.get("max_rows_per_group", base)) for c in cands]
-        if any(m is None for m in ms) and any(m is not None for m in ms):
-            raise ValueError("max_rows_per_group: every candidate is row-level or every one person-level")
-        top = None if ms[0] is None else max(ms)
-        X, groups = clone(self.estimator).set_params(max_rows_per_group=top)._resolve_groups(X, groups, True)
-        return X, groups, top
-
-    def _unit(self, cands=None):
-        """The selection's privacy unit: ``"group"`` when the candidates bound rows per group."""
-        base = self.estimator.get_params(deep=False).get("max_rows_per_group")
-        cands = self._candidates() if cands is None else cands
-        return "row" if cands[0].get("max_rows_per_group", base) is None else "group"
-
-    def _calibrate(self, rel, mean, shape):
-        """(μ per trial, δ_tail, T_max, the event factory z -> event, z): the largest μ = 1/z whose
-        random-stopping event meets (ε, δ - TAIL_SHARE δ) under the RDP accountant (the plan,
-        with the score's bound known, is the engine's: ``fit``)."""
-        eps, delta = float(self.epsilon), float(self.delta)
-        tail = TAIL_SHARE * delta
-        delta_event = delta - tail
-        unit = self._unit()
-
-        def make_event(z):
-            return acc.NeighbouringEvent(rel, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), mean, shape), unit)
-
-        z = _calibration._calibrate_noise_multiplier(make_event, eps, delta_event, "rdp", xtol=_XTOL)
-        # the wall time tells T > T_max apart only (docs/model_selection.rst, "Fixed work"):
-        # P(T > T_max) <= tail / (1 + e^eps)
-        bound = tail / (1.0 + math.exp(eps))
-        t_max = max(1, int(math.ceil(mean)))
-        while acc.repetition_tail(shape, mean, t_max) > bound:
-            t_max += max(1, t_max // 16)
-        while t_max > 1 and acc.repetition_tail(shape, mean, t_max - 1) <= bound:
-            t_max -= 1
-        return 1.0 / z, tail, t_max, make_event, z
 
     def _candidate_model(self, params, mu, rel, n_threads):
         """A fresh candidate calibrated (exact GDP) to the per-trial μ."""
         delta0 = float(self.delta)
-        eps0 = _trial_epsilon(float(mu), rel, delta0)
-        over = {"epsilon": eps0, "delta": delta0, "random_state": None, "budget": None, "verbose": 0,
-                "n_threads": n_threads}
-        names = self.estimator.get_params(deep=False)
-        if "accountant" in names:
+        over = {"epsilon": _trial_epsilon(float(mu), rel, delta0), "delta": delta0, "random_state": None,
+                "budget": None, "verbose": 0, "n_threads": n_threads}
+        if "accountant" in self.estimator.get_params(deep=False):
             over["accountant"] = "gdp"
         return clone(self.estimator).set_params(**params, **over)
 
@@ -342,17 +294,18 @@ class PrivateModelSelection(BaseEstimator):
     # ----------------------------------------------------------------- fit
     def fit(self, X, y=None, groups=None):
         """Run the selection on X; returns ``self``.  Exactly T_max trials run whatever the
-        data (see Privacy).
+        data (see Privacy), by the engine's selection loop (its privacy path:
+        :class:`~dpem_fast._engine._selection_loop.SelectionLoop`).
 
         ``groups``: person-level selection (with the estimator's ``max_rows_per_group`` m), as
         for the estimator's own ``fit``: the rows are bounded to m per group once, the split
         puts each group whole in one part, each trial fits its candidate with the training
         part's groups, and a group's hold-out rows change the score by at most m times a
         row's (see Privacy)."""
-        cands, rel = self._check_params()
-        X, groups, m = self._resolve_groups(X, groups, cands)
-        mean, shape = self._law(len(cands), rel)
-        mu, tail, t_max, make_event, z = self._calibrate(rel, mean, shape)
+        cands = self._check_params()
+        X, groups = self._resolve_groups(X, groups, True)
+        loop = SelectionLoop(self, *self._law(len(cands)))
+        mu, rel, m = loop.mu, self._relation(), self._max_rows_per_group()
         n_threads = effective_n_threads(self.n_threads)
         probe = self._candidate_model(cands[0], mu, rel, n_threads)
         rows = validated_rows(probe, X, True)
@@ -363,119 +316,68 @@ class PrivateModelSelection(BaseEstimator):
             if model._rows_task() is not None:
                 validated_rows(model, X, True)
         grouping = check_groups(groups, rows.n_rows) if groups is not None else None
-        Xa = np.asarray(X) if not hasattr(X, "iloc") else X.to_numpy()
-        Xa = np.asarray(Xa, dtype=np.float64)
+        Xa = np.asarray(X.to_numpy() if hasattr(X, "iloc") else X, dtype=np.float64)
         n, d = Xa.shape
-        key = make_key(self.random_state)
+        key = self._fit_key()
         codes = None
         if grouping is None:
             hold = _holdout_mask(key, n, float(self.holdout), n_threads)
-            n_train_public = int(n - hold.sum()) if rel == "replace" else None
         else:
             hold = _group_holdout_mask(key, grouping, float(self.holdout), n_threads)
-            n_train_public = None               # a group's row count is private under both relations
-        if rel != "replace" or grouping is not None:      # a private count: the rounding bound's cap
-            _specs.check_row_cap(n)                         # before the charge (trials fit fewer rows)
-        self._preflight(cands, mu, rel, d, n_train_public, n_threads)
-        lo, hi = score_range(self.estimator, d)
-        width = hi - lo
-        sens = width if rel == "replace" else width / 2.0
-        if m is not None:
-            sens *= m                           # at most m hold-out rows per group (padded pairs)
-        # the exact sum's float rounding (clipped_score_sum): at the public n, else at the public cap
-        sens *= _specs.float64_exact_sum_factor(n if rel == "replace" and grouping is None else None)
-        # the engine's plan of the calibrated random-stopping event (the event seam): the layer may
-        # release one score per trial, max(T, T_max) of them (T secret: the event accounts for it,
-        # ``open_ended``); the record shows the public T_max
-        plan = make_event_plan(make_event, [EventRelease(SCORE, sens, (), t_max, 1, lambda p: sens / (1.0 / p))],
-                               epsilon=self.epsilon, delta=self.delta, neighbouring=rel, accountant="rdp",
-                               max_rows_per_group=m, noise_multiplier=z, delta_tail=tail,
-                               open_ended=(SCORE,))
-        charge(self.budget, plan.event, f"{type(self).__name__}.fit", accountant=plan.accountant,  # before any
-               delta_tail=plan.delta_tail)      # statistic; the chance T > T_max, outside the event
+        # the count every trial's checks see: the training size where the row count is public
+        self._preflight(cands, mu, rel, d, self._public_rows(n - hold.sum()), n_threads)
+        bounds = score_range(self.estimator, d)
+        loop.charge_plan(bounds, n)             # before any statistic of the data
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
-        layer = ReleaseLayer(plan, key, n_threads)
-        best = self._run(Xa, hold, cands, mu, rel, n_threads, key, layer, (lo, hi), t_max, mean, shape, codes)
-        record = build_record(
-            plan, mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits a "
-                       f"uniformly drawn candidate of {type(self.estimator).__name__} on a training part "
-                       "and releases a Gaussian noisy clipped hold-out score; only the best trial is released"),
-            epsilon=self.epsilon, delta=self.delta, n_iter=t_max, data_domain={"source": "declared", "scale": None},
-            notes=(f"{len(cands)} candidates; T ~ {'Poisson' if shape is None else f'TNB(eta={shape:g})'} "
-                   f"with mean {mean:g}; max(T, {t_max}) trials run, only the first T count",
-                   f"every trial is {mu:.6g}-GDP (its fit and its score, parallel composition)",
-                   f"delta_tail {tail:.3g}: P(T > {t_max}) <= {tail / (1.0 + math.exp(self.epsilon)):.3g} "
-                   "(the wall time of runs with more trials)"))
-        model, params, score, warned = best
+        c, (model, warned), score = self._run(Xa, hold, cands, mu, rel, n_threads, key, loop, bounds, codes)
+        record = loop.record(len(cands), type(self.estimator).__name__)
         model.set_params(random_state=None)
         model.privacy_ = record
         model.__dict__.pop("diagnostics_", None)
         for message in warned:                  # the released trial's own warnings only
             warnings.warn(message, acc.NoiseDominatedWarning, stacklevel=2)
         self.best_estimator_ = model
-        self.best_params_ = dict(params)
+        self.best_params_ = dict(cands[c])
         self.best_score_ = float(score)
         self.privacy_ = record
         return self
 
-    def _run(self, X, hold, cands, mu, rel, n_threads, key, layer, bounds, t_max, mean, shape, codes=None):
-        """The max(T, T_max) trials; the best of the first T (see Privacy).  Returns
-        (model, params, noisy score, its warnings) or raises one of the two fixed RuntimeErrors
-        (T = 0; some trial's fit raised).  ``codes``: the (bounded) rows' groups of a
-        person-level selection, else None."""
+    def _run(self, X, hold, cands, mu, rel, n_threads, key, loop, bounds, codes=None):
+        """The trials, run by ``loop`` (:meth:`~dpem_fast._engine._selection_loop.SelectionLoop.run`):
+        each fits its candidate on the training part and scores it on the hold-out part.
+        Returns (candidate index, (model, its warnings), noisy score).  ``codes``: the (bounded)
+        rows' groups of a person-level selection, else None."""
         X_train, X_hold = X[~hold], X[hold]
         g_train = None if codes is None else codes[~hold]
         d = X.shape[1]
-        T = _draw_count(key, shape, mean, t_max)
-        n_trials = max(T, t_max)
-        choice = _choices(key, len(cands), n_trials)
-        sigma = layer.releases[SCORE].noise_scale
-        best, best_rank, failed = None, -math.inf, False
-        for t in range(n_trials):
-            params = cands[int(choice[t])]
-            model = self._candidate_model(params, mu, rel, n_threads)
-            model.set_params(random_state=np.random.SeedSequence(
-                [int(w) for w in derive_key(key, "selection", "trial", t)]))
-            value, caught = 0.0, ()
-            try:
-                with warnings.catch_warnings(record=True) as seen:
-                    warnings.simplefilter("always")
-                    fit_trial(model, X_train, g_train)
-                    domain = resolve_domain(d, model.data_norm, model.bounds)
-                    with blas_single_thread():
-                        value = clipped_score_sum(row_scores(model, X_hold, domain), bounds)
-                caught = tuple(str(w.message) for w in seen
-                               if issubclass(w.category, acc.NoiseDominatedWarning))
-            except Exception:       # noqa: BLE001 - fatal, after every trial (docs/model_selection.rst, "Failures")
-                failed, value, caught = True, 0.0, ()
-            # every trial draws its noise, failed or not: the same work and the same streams
-            noisy = float(layer.release({SCORE: np.array(value)}, t)[SCORE])
-            penalty = 0.0
-            if self.parsimony:
-                size = params.get(self.complexity, self.estimator.get_params(deep=False).get(self.complexity))
-                penalty = float(self.parsimony) * sigma * float(size)
-            rank = noisy - penalty
-            if t < T and rank > best_rank:
-                best, best_rank = (model, params, noisy, caught), rank
-        if failed:                  # outside the handler: no cause, no context, no traceback of it
-            raise RuntimeError(TRIAL_FAILED) from None
-        if best is None:
-            raise RuntimeError("the private selection released no model (this can happen by chance); "
-                               "fit again with another random_state")
-        return best
+
+        def trial(c, seed):
+            model = self._candidate_model(cands[c], mu, rel, n_threads).set_params(random_state=seed)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                fit_trial(model, X_train, g_train)
+                domain = resolve_domain(d, model.data_norm, model.bounds)
+                with blas_single_thread():
+                    value = clipped_score_sum(row_scores(model, X_hold, domain), bounds)
+            return value, (model, tuple(str(w.message) for w in seen
+                                        if issubclass(w.category, acc.NoiseDominatedWarning)))
+        sizes = None
+        if self.parsimony:
+            base = self.estimator.get_params(deep=False)
+            sizes = [float(c.get(self.complexity, base.get(self.complexity))) for c in cands]
+        return loop.run(key, n_threads, len(cands), trial, float(self.parsimony), sizes)
 
     # -------------------------------------------------------------- public
-    def __getstate__(self):
-        state = dict(super().__getstate__())
-        state["random_state"] = None
-        if "best_estimator_" in state:
-            # a fitted selection's pickle does not carry the user's account; an unfitted one
-            # keeps it, and the ledger refuses to be pickled (a joblib worker's copy would be
-            # an independent account: the selection would fit there uncharged)
-            state["budget"] = None
-        return state
+    def __getstate__(self):     # off the registry (no file of its own): the registry's rule, its own list
+        return public_state(self, BaseEstimator.__getstate__(self), ("best_estimator_", "best_params_", "best_score_"))
+
+    def save(self, path, **options):
+        """Refused: save ``best_estimator_``, the released model (its ``privacy_`` is the
+        selection's record), and load it with :func:`dpem_fast.load`."""
+        raise TypeError("save: a PrivateModelSelection has no saved file of its own; save its released model, "
+                        "best_estimator_.save(path), whose privacy_ is the whole selection's record")
 
     def predict(self, X):
         """The best model's ``predict``."""
@@ -513,9 +415,8 @@ def auto_mean(n_candidates, epsilon, delta, neighbouring, shape=1.0):
     for m in sorted({3.0 * C, 2.0 * C, float(C), C / 2.0, 3.0, 2.0}, reverse=True):
         if m < 2.0:
             continue
-        z = _calibration._calibrate_noise_multiplier(
-            lambda z: acc.NeighbouringEvent(neighbouring, acc.RepeatAndSelectEvent(acc.GaussianEvent(z), m, shape)),
-            epsilon, tail, "rdp", xtol=1e-3)
+        z = _calibration._calibrate_noise_multiplier(random_stopping_event(neighbouring, "row", m, shape), epsilon,
+                                                     tail, "rdp", xtol=1e-3)
         if 1.0 / z >= need:
             return m
     return 2.0

@@ -1,8 +1,9 @@
 """The parts of the trials of :class:`~dpem_fast.model_selection.PrivateModelSelection` around
-the candidate's own fit: the Gaussian-only check of a candidate's plan, the public draws (the
-secret count T, the split, each trial's candidate), one trial's ε, each hold-out row's score,
-its public interval and the exact clipped sum of the scores.  The proof is in ``docs/model_selection.rst``, "Privacy analysis in
-full"."""
+the candidate's own fit: the Gaussian-only check of a candidate's plan, the split (public
+coins), one trial's ε, each hold-out row's score, its public interval and the exact clipped sum
+of the scores (the secret count T and each trial's candidate are the engine's selection loop's,
+:mod:`~dpem_fast._engine._selection_loop`).  The proof is in ``docs/model_selection.rst``,
+"Privacy analysis in full"."""
 from __future__ import annotations
 
 import functools
@@ -23,41 +24,13 @@ SCORE_FLOOR = 1e-6
 
 
 def _gaussian_mu2(event):
-    """μ² of an event made of Gaussian mechanisms only (their composition is μ-GDP with
-    μ² = Σ 1/z², Dong, Roth & Su 2022, Cor. 2); None if it holds any other mechanism."""
-    if isinstance(event, acc.GaussianEvent):
-        return 1.0 / event.noise_multiplier ** 2
-    if isinstance(event, acc.NeighbouringEvent):
-        return _gaussian_mu2(event.event)
-    if isinstance(event, acc.SelfComposedEvent):
-        inner = _gaussian_mu2(event.event)
-        return None if inner is None else event.count * inner
-    if isinstance(event, acc.ComposedEvent):
-        parts = [_gaussian_mu2(e) for e in event.events]
-        return None if any(p is None for p in parts) else float(sum(parts))
-    return None
-
-
-def _draw_count(key, shape, mean, t_max):
-    """The secret repetition count T ~ ``RepeatAndSelectEvent(., mean, shape)``'s law, from one
-    uniform of the key's stream by inversion of the cdf, **not truncated at t_max**: the cdf is
-    tabulated up to the first k whose tail is below 2⁻⁶⁰ (finer than a double uniform resolves),
-    so values of T above t_max are drawn with their own probabilities."""
-    u = np.empty(1)
-    _core_rng.fill_uniform(derive_key(key, "selection", "count"), 0, u, 1)
-    k_hi = max(int(t_max), 1)
-    while acc.repetition_tail(shape, mean, k_hi) > 2.0 ** -60:
-        k_hi *= 2
-    cdf = np.cumsum(acc.repetition_pmf(shape, mean, k_hi))
-    return int(min(np.searchsorted(cdf, u[0], side="right"), k_hi))
-
-
-def _choices(key, n_candidates, t_max):
-    """The candidate of each of the t_max trials, uniform over the candidates (public
-    randomness of the fit's key, independent of the data and of T)."""
-    u = np.empty(t_max)
-    _core_rng.fill_uniform(derive_key(key, "selection", "candidates"), 0, u, 1)
-    return np.minimum((u * n_candidates).astype(np.int64), n_candidates - 1)
+    """μ² of a plan's event made of Gaussian mechanisms only (their composition is μ-GDP with
+    μ² = Σ 1/z², Dong, Roth & Su 2022, Cor. 2: the exact GDP accountant's); None if it holds
+    any other mechanism."""
+    try:
+        return acc.GDPAccountant(neighbouring=event.neighbouring).compose(event).mu ** 2
+    except acc.UnsupportedEventError:
+        return None
 
 
 def _holdout_mask(key, n, share, n_threads):
@@ -87,10 +60,6 @@ def _trial_epsilon(mu, rel, delta):
         acc.NeighbouringEvent(rel, acc.GaussianEvent(1.0 / mu))).get_epsilon(delta)
 
 
-def _is_centres(estimator):
-    return "n_clusters" in estimator.get_params(deep=False)
-
-
 def score_range(estimator, n_features):
     """The public interval ``[L, U]`` each hold-out row's score is clipped to (working units).
 
@@ -102,7 +71,7 @@ def score_range(estimator, n_features):
     density on the domain's image (the interval is symmetric about the uniform model's
     score).  Public quantities only: d, the declared domain, a constant.
     """
-    if _is_centres(estimator):
+    if "n_clusters" in estimator.get_params(deep=False):
         return -4.0, 0.0
     d = int(n_features)
     params = estimator.get_params(deep=False)
