@@ -56,11 +56,10 @@ class PrivateRun:
 
     def minibatches(self, name, n_records, q, rounds, statistic, update, progress, *, tag, grouping=None):
         """The minibatch loop: round t keeps each record independently with the public probability q
-        (the amplification is in the plan) — record i iff its uniform of ``derive_key(key, *tag, t)``
-        is below q, drawn on the client (``n_records`` sizes the draw only) — or, with ``grouping``,
-        each group with its rows (:func:`~._groups.group_batches` under ``(*tag, "groups")``); it
-        releases ``statistic(t, batch)`` as ``name`` at index t, then calls ``update(noisy, Context)``;
-        ``progress`` steps per round."""
+        (the plan's amplification) — record i iff its uniform of ``derive_key(key, *tag, t)`` is below q, drawn
+        on the client (``n_records`` sizes the draw only) — or each group of ``grouping`` with its rows
+        (:func:`~._groups.group_batches`, ``(*tag, "groups")``), releases ``statistic(t, batch)`` as
+        ``name`` at index t and calls ``update(noisy, Context)``; ``progress`` steps per round."""
         batches = (self._poisson(n_records, q, rounds, tag) if grouping is None else
                    group_batches(self.key, grouping, q, rounds, (*tag, "groups"), n_threads=self.n_threads))
         with progress:
@@ -78,7 +77,8 @@ class PrivateRun:
         """The sequential loop: releases ``0 .. rounds · per_round − 1`` of ``name``, each round's in
         chunks of at most ``chunk``, their noise in bulk (:meth:`~._release.ReleaseLayer.noise_block`):
         ``step(a, b, noise)`` runs them in a compiled loop that adds row ``i − a`` of ``noise`` at step
-        ``i`` (None: a non-private run); returns the sum of what ``step`` returns (a model's count)."""
+        ``i`` and nothing else sees the rows (None: a non-private run); ``progress`` steps per round.
+        Returns the sum of what ``step`` returns (a count the model keeps)."""
         total = 0
         with progress:
             for r0 in range(0, int(rounds) * int(per_round), int(per_round)):
