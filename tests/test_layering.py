@@ -27,9 +27,9 @@ One privacy path (issue 36), by the calls each module makes (:func:`path_violati
   ``PrivacyRecord`` (the file codec in ``_persist`` apart, which loads saved records);
 - inside the engine, ``PrivacyRecord(...)`` is built in ``_engine._path`` only (its one record
   builder), and ``.spend(...)`` (a budget charge) is called there only, nowhere else in the package;
-- the privacy path's steps are the engine loops' (:func:`_engine_only_call`): ``charge``,
-  ``build_record``, ``chain_record`` and ``ReleaseLayer(...)`` are called in the engine only
-  (checked in :data:`ENGINE_ONLY_IN`).
+- no module outside the engine charges, builds a record or holds a release layer: it calls no
+  ``charge``, ``build_record``, ``chain_record``, ``._charge`` or ``._record`` and constructs no
+  ``ReleaseLayer``; the loops of ``_engine._loops`` do, and a model hands them its maths.
 
 ``test_the_checker_finds_a_forbidden_import`` copies the package, adds one forbidden import
 (or call) of each kind and checks that the walk reports it, so the rules cannot pass vacuously.
@@ -100,15 +100,10 @@ def import_graph(root):
 
 #: the one module of the privacy path's charge and record (issue 36)
 PATH = "dpem_fast._engine._path"
-#: the calls of the privacy path that only the engine's loops make, and where that is checked
-ENGINE_ONLY_CALLS = ("charge", "build_record", "chain_record", "ReleaseLayer")
-ENGINE_ONLY_IN = ("dpem_fast.model_selection",)
-
-
-def _engine_only_call(mod, name):
-    """Whether ``mod`` calling ``name`` breaks the rule that the engine's loops alone charge,
-    release and record (issue 36; a module of :data:`ENGINE_ONLY_IN`)."""
-    return name in ENGINE_ONLY_CALLS and _under(mod, ENGINE_ONLY_IN) and not _under(mod, ("dpem_fast._engine",))
+#: what only the engine's loops call: the charge, the record builders, the release layer (issue 36)
+LOOP_ONLY = ("charge", "build_record", "chain_record", "_charge", "_record", "ReleaseLayer")
+#: modules outside the engine still exempt from LOOP_ONLY
+LOOP_EXEMPT = ()
 
 
 def path_violations(root):
@@ -129,8 +124,8 @@ def path_violations(root):
                 bad.append(f"{where} constructs a {name} outside the engine")
             elif name == "PrivacyRecord" and mod != PATH and not _under(mod, ("dpem_fast._persist",)):
                 bad.append(f"{where} constructs a PrivacyRecord: only {PATH}.build_record does")
-            elif _engine_only_call(mod, name):
-                bad.append(f"{where} calls {name} outside the engine: only its loops charge, release and record")
+            elif name in LOOP_ONLY and not _under(mod, ("dpem_fast._engine",) + LOOP_EXEMPT):
+                bad.append(f"{where} calls {name} outside the engine: only its loops (_engine._loops) do")
     return bad
 
 
@@ -272,6 +267,16 @@ def test_one_privacy_path():
      "calls charge outside the engine"),
     ("model_selection/_trials.py", "def f(plan, key):\n    return _engine.ReleaseLayer(plan, key, 1)",
      "calls ReleaseLayer outside the engine"),
+    # only the engine's loops charge, build records and hold a release layer
+    ("decomposition/_dp_unigram.py", "def f(plan):\n    charge(None, plan.event, 'x')",
+     "dpem_fast.decomposition._dp_unigram:"),
+    ("mixture/_dp_sep.py", "def f(self, plan):\n    self._charge(plan.event)", "calls _charge outside the engine"),
+    ("decomposition/_dp_lda.py", "def f(self, plan):\n    return self._record(plan, mechanism='m')",
+     "calls _record outside the engine"),
+    ("decomposition/_dp_lda.py", "def f(prev, plan):\n    return _path.chain_record(prev, plan, 'a')",
+     "calls chain_record outside the engine"),
+    ("cluster/_dp_kmeans.py", "def f(plan):\n    return build_record(plan)", "calls build_record outside the engine"),
+    ("mixture/_dp_sep.py", "def f(plan, key):\n    return ReleaseLayer(plan, key)", "calls ReleaseLayer outside"),
 ])
 def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
     copy = tmp_path / "dpem_fast"

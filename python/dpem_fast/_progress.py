@@ -51,18 +51,21 @@ def truncated_event(event, count, t):
     return event
 
 
-def plan_spent(plan, rounds, delta):
-    """``t -> ε`` spent after ``t`` of the plan's ``rounds`` rounds, at ``delta``.
+def plan_spent(plan, rounds, delta, count=None):
+    """``t -> ε`` spent after ``t`` of the plan's ``rounds`` rounds, at ``delta``; ``count``: the
+    repetitions of the plan's repeated step in those rounds, a multiple of ``rounds`` (default
+    ``rounds``: one per round).
 
     Public: the plan's event and accountant only.  ``t = rounds`` is the plan's own
     ``epsilon_spent``.
     """
     factory = acc.get_accountant(plan.accountant, plan.neighbouring)
+    count = int(rounds if count is None else count)
 
     def spent(t):
         if t >= rounds:
             return float(plan.epsilon_spent)
-        event = truncated_event(plan.event, rounds, t)
+        event = truncated_event(plan.event, count, t * count // rounds)
         return 0.0 if event is None else float(factory().compose(event).get_epsilon(float(delta)))
 
     return spent

@@ -17,7 +17,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from dpem_fast import DPLatentDirichletAllocation, PrivacyLeakWarning
 from dpem_fast import accounting as acc
-from dpem_fast._engine import StatSpec, make_plan
+from dpem_fast._engine import ReleaseLayer, StatSpec, make_plan
 from dpem_fast._engine._specs import ROUNDING_ROW_CAP, float64_exact_sum_factor, float64_rounding_factor
 from dpem_fast._reference import lda as ref
 from dpem_fast._rng import derive_key, make_key
@@ -78,7 +78,7 @@ class _Spy:
 class _ReleaseSpy:
     def __init__(self, monkeypatch, replace=None):
         self.inputs, self.outputs = [], []
-        real = _dp_lda.ReleaseLayer.release
+        real = ReleaseLayer.release
 
         def release(layer, stats, index):
             self.inputs.append({k: np.array(v) for k, v in stats.items()})
@@ -87,7 +87,7 @@ class _ReleaseSpy:
                 out = {k: np.full_like(v, replace) for k, v in out.items()}
             self.outputs.append({k: np.array(v) for k, v in out.items()})
             return out
-        monkeypatch.setattr(_dp_lda.ReleaseLayer, "release", release)
+        monkeypatch.setattr(ReleaseLayer, "release", release)
 
 
 class TestLDAConformance(PrivacyConformance):

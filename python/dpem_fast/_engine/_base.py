@@ -63,10 +63,9 @@ from ._estimator import Context, PrivateEstimator
 from ._hooks import ModelHooks
 from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
-from ._specs import check_row_cap
 from ._start import start_shares
 from ._record import NOT_PRIVATE
-from ._release import ReleaseLayer
+from ._loops import PrivateRun
 
 __all__ = ["PrivateEM"]
 
@@ -428,15 +427,11 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         rounds = self._n_release_rounds()
         plan, specs, source, domain = self._private_plan(n_public, d, rows.dtype)
         start = tuple(self._start_specs(d))
-        if n_public is None:                        # a private count: the rounding bound's public cap
-            check_row_cap(rows.n_rows)              # (before the charge; a group's rows are kept from these)
-        # the whole plan, before any statistic of the data is computed, accounted (also) with the
-        # accountant that calibrated it
-        self._charge(plan.event, accountant=plan.accountant)
+        # the whole plan, before any statistic (the private row count, before grouping, checked first)
+        run = PrivateRun.of(self, plan, key, n_threads, private_count=rows.n_rows if n_public is None else None)
         if grouping is not None:                    # at most m rows per group, from here on
             rows = bounded_rows(rows, grouping, key, plan.max_rows_per_group, n_threads)
-        n = rows.n_rows
-        layer = ReleaseLayer(plan, key, n_threads)
+        n, layer = rows.n_rows, run.layer
         cols = self._domain_columns(d)
         coverage = {}
         if source == "estimate":
@@ -473,9 +468,9 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
                                     "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)
-        record = self._record(plan, mechanism=mechanism, n_iter=rounds, epsilon=self.epsilon,
-                              data_domain=self._domain_record(domain, source, coverage), notes=notes,
-                              private=source != "data", noise=self.noise)
+        record = run.record(mechanism=mechanism, n_iter=rounds, epsilon=self.epsilon,
+                            data_domain=self._domain_record(domain, source, coverage), notes=notes,
+                            private=source != "data", noise=self.noise)
         return params, domain, record
 
     def _joint_bound(self):

@@ -9,9 +9,6 @@ model restates it:
   first), ``budget`` (a :class:`~dpem_fast.accounting.BudgetLedger` of that relation, refused
   for a non-private fit), ``n_threads``, ``random_state`` and ``verbose``;
 * the **key** of a fit (:meth:`_fit_key`: from ``random_state``, or the OS);
-* the **budget charge** of the whole plan before any statistic of the data is computed
-  (:meth:`_charge`);
-* the **privacy record** (:meth:`_record`);
 * the **public row count** a model may use (:meth:`_public_rows`): the count under
   replace-one, ``None`` under add/remove, where it is private, and for every person-level fit;
 * **person-level privacy** (issue 27): ``max_rows_per_group`` (m, public) and ``fit``'s
@@ -21,15 +18,17 @@ model restates it:
 * **registry membership** (:class:`~dpem_fast._registry.Registered`: saved attributes, the
   command line, ``save`` and what a pickle carries).
 
-Three loops run on it:
+Three loops run on it, each on a :class:`~dpem_fast._engine._loops.PrivateRun`
+(:meth:`~._loops.PrivateRun.of`), whose are the plan's one budget charge before any statistic of
+the data is computed, the releases and the one privacy record (:meth:`~._loops.PrivateRun.once`):
 
 * **full pass** — :class:`~dpem_fast._engine._base.PrivateEM`: every round reads every row
   (EM: Gaussian, Bernoulli and gradient-EM mixtures, k-means, factor analysis);
-* **minibatch** — :func:`poisson_minibatches`: each round keeps every record independently
-  with a public probability q (the amplification is in the plan:
+* **minibatch** — :meth:`~._loops.PrivateRun.minibatches`: each round keeps every record
+  independently with a public probability q (the amplification is in the plan:
   :class:`~dpem_fast.accounting.PoissonSampledEvent`); private LDA's SVI;
-* **sequential** — :func:`sequential_noise`: one release per step, drawn in bulk from the
-  release layer for a compiled loop (DP-SEP).
+* **sequential** — :meth:`~._loops.PrivateRun.sequence`: one release per step, drawn in bulk
+  from the release layer for a compiled loop (DP-SEP).
 
 A model hook receives a :class:`Context` — the round, the plan's public release records and
 the public row count or ``None`` — never side-effect attributes of the fit.
@@ -39,19 +38,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from sklearn.base import BaseEstimator
 
 from .. import accounting as acc
-from .._dpcore import _rng as _core_rng
 from .._registry import Registered
-from .._rng import derive_key, make_key
+from .._rng import make_key
 from .._threads import effective_n_threads
 from .._validation import check_delta, check_positive_real
 from ._groups import check_max_rows_per_group, split_groups
-from ._path import build_record, charge
 
-__all__ = ["PrivateEstimator", "Context", "poisson_minibatches", "sequential_noise"]
+__all__ = ["PrivateEstimator", "Context"]
 
 
 @dataclass(frozen=True)
@@ -162,19 +158,6 @@ class PrivateEstimator(Registered, BaseEstimator):
         """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""
         return make_key(self.random_state)
 
-    def _charge(self, event, what="fit", *, accountant=None, delta_tail=0.0):
-        """Charge ``event`` (the whole plan) to ``budget`` — before any statistic of the data is
-        computed; a refused charge raises :class:`~dpem_fast.accounting.BudgetExceededError`
-        and records nothing.  ``accountant``: the plan's (the one that calibrated it), which
-        the ledger then also bounds its spends with (:class:`~dpem_fast.accounting.BudgetLedger`,
-        "Accountants"): a fit of (ε, δ) fits a ledger of (ε, δ).  ``delta_tail``: the plan's δ
-        outside its event (:attr:`~dpem_fast._engine._plan.Plan.delta_tail`)."""
-        budget = getattr(self, "budget", None)
-        if budget is not None:
-            if not (isinstance(accountant, str) and accountant in acc.ACCOUNTANTS):
-                accountant = None               # a user's accountant class: the ledger's own bound only
-            charge(budget, event, f"{type(self).__name__}.{what}", accountant=accountant, delta_tail=delta_tail)
-
     def _count_private(self):
         """Whether the row count is private (add/remove, or any person-level fit): a model that
         divides by it then releases a noisy count (``row_count``) instead of reading it."""
@@ -185,41 +168,7 @@ class PrivateEstimator(Registered, BaseEstimator):
         every person-level fit: a group's row count changes between neighbours)."""
         return int(n) if self._relation() == "replace" and self._privacy_unit() == "row" else None
 
-    def _record(self, plan, *, mechanism, n_iter, data_domain, notes=(), epsilon=None, private=True,
-                noise="gaussian"):
-        """The :class:`~dpem_fast._engine._record.PrivacyRecord` of a fit that released ``plan``
-        (:func:`~dpem_fast._engine._path.build_record`, the one record builder)."""
-        return build_record(plan, mechanism=mechanism, n_iter=n_iter, delta=self.delta, data_domain=data_domain,
-                            epsilon=epsilon, notes=notes, private=private, noise=noise)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None
         return tags
-
-
-# ----------------------------------------------------------------- the loops
-def poisson_minibatches(key, n_records, q, n_rounds, n_threads=1, start=0, tag=("batch",)):
-    """The minibatch loop's sampling: for each round ``t``, the sorted indices of the records
-    kept, each independently with probability ``q`` (public).
-
-    Round ``t`` draws one uniform per record from the stream ``derive_key(key, *tag, t)``
-    (the client's key: on Dask too the client draws it), so the batches do not depend on
-    the thread count or on how the records are split.  ``n_records`` sizes the draw only;
-    ``q`` must be public (it is in the plan's :class:`~dpem_fast.accounting.PoissonSampledEvent`),
-    never a function of the private count.
-    """
-    u = np.empty(int(n_records))
-    for t in range(int(start), int(start) + int(n_rounds)):
-        _core_rng.fill_uniform(derive_key(key, *tag, t), 0, u, n_threads)
-        yield t, np.flatnonzero(u < q)
-
-
-def sequential_noise(layer, name, start, stop, chunk):
-    """The sequential loop's noise: ``(a, b, noise)`` for consecutive chunks of at most
-    ``chunk`` of the releases ``start .. stop - 1`` of ``name``, row ``i - a`` exactly the noise
-    of release ``i`` (:meth:`~dpem_fast._engine._release.ReleaseLayer.noise_block`): a
-    compiled loop adds row ``i - a`` at step ``i`` and nothing else sees the rows."""
-    for a in range(int(start), int(stop), int(chunk)):
-        b = min(int(stop), a + int(chunk))
-        yield a, b, layer.noise_block(name, a, b)

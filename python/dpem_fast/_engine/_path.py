@@ -1,13 +1,12 @@
 """The two ends of the one privacy path: the charge and the record (issue 36).
 
-Every private fit goes plan → charge → releases → record.  The plan is
-:func:`~dpem_fast._engine._plan.make_plan`'s (statistics declared as StatSpecs) or
-:func:`~dpem_fast._engine._plan.make_event_plan`'s (a mechanism given by its event factory); the
-releases go through :class:`~dpem_fast._engine._release.ReleaseLayer`; and this module holds the
-rest: :func:`charge` is the library's only call of ``BudgetLedger.spend`` (before any statistic of
-the data is computed), and :func:`build_record` its only construction of a
-:class:`~dpem_fast._engine._record.PrivacyRecord` (the file codec in ``_persist`` apart, which
-loads saved ones).  A change to what every fit charges or records is made here, once.
+Every private fit goes plan (:func:`~dpem_fast._engine._plan.make_plan` or
+:func:`~dpem_fast._engine._plan.make_event_plan`) → charge → releases → record, run by a loop of
+:mod:`~dpem_fast._engine._loops`, which calls this module: :func:`charge` is the library's only
+call of ``BudgetLedger.spend`` (before any statistic of the data is computed), and
+:func:`build_record` its only construction of a :class:`~dpem_fast._engine._record.PrivacyRecord`
+(the file codec in ``_persist`` apart, which loads saved ones).  A change to what every fit
+charges or records is made here, once.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from .._rng import derive_key
 from ..accounting import _calibration
 from . import _specs
 from ._plan import EventRelease, make_event_plan
-from ._release import ReleaseLayer
+from ._loops import PrivateRun
 
 __all__ = ["SelectionLoop", "random_stopping_event", "SCORE", "TAIL_SHARE", "TRIAL_FAILED"]
 
@@ -79,18 +79,17 @@ class SelectionLoop:
             t_max += max(1, t_max // 16)
         while t_max > 1 and acc.repetition_tail(shape, mean, t_max - 1) <= bound:
             t_max -= 1
-        self.t_max, self.plan = t_max, None
+        self.t_max, self.run_ = t_max, None
 
-    def charge_plan(self, score_range, n):
-        """Plan the score releases and charge the whole selection to the estimator's ledger,
-        before any statistic of the data is computed.  A score: the exact sum over the hold-out
+    def charge_plan(self, score_range, n, key, n_threads):
+        """Plan the score releases and charge the whole selection to the estimator's ledger
+        (its :class:`~dpem_fast._engine._loops.PrivateRun`, releasing with ``key``), before any
+        statistic of the data is computed.  A score: the exact sum over the hold-out
         rows of row scores clipped to ``score_range`` = [L, U] and centred (Δ = U - L under
         replace, (U - L)/2 under add/remove, m times it per group), widened by its float
         rounding at ``n`` rows where the count is public, else at the public cap (more refused)."""
         est = self.est
         rel, m, n_public = est._relation(), est._max_rows_per_group(), est._public_rows(n)
-        if n_public is None:
-            _specs.check_row_cap(n)
         lo, hi = score_range
         sens = (hi - lo) if rel == "replace" else (hi - lo) / 2.0
         if m is not None:
@@ -102,11 +101,11 @@ class SelectionLoop:
             self.make_event, [EventRelease(SCORE, sens, (), self.t_max, 1, lambda p: sens / (1.0 / p))],
             epsilon=est.epsilon, delta=est.delta, neighbouring=rel, accountant="rdp", max_rows_per_group=m,
             noise_multiplier=self.z, delta_tail=self.tail, open_ended=(SCORE,))
-        # the chance T > T_max is outside the event: the ledger holds it as δ_tail
-        est._charge(plan.event, accountant=plan.accountant, delta_tail=plan.delta_tail)
-        self.plan = plan                        # the trials may release only once charged
+        # the chance T > T_max is outside the event: the ledger holds it as δ_tail (the run
+        # refuses a private n above the rounding bound's cap first); trials release only once charged
+        self.run_ = PrivateRun.of(est, plan, key, n_threads, private_count=None if n_public is not None else n)
 
-    def run(self, key, n_threads, n_candidates, trial, parsimony=0.0, sizes=None):
+    def run(self, key, n_candidates, trial, parsimony=0.0, sizes=None):
         """The max(T, T_max) trials; the best of the first T.  ``trial(c, seed)`` fits candidate
         ``c`` with the trial's key ``seed`` and returns ``(value, kept)``: the exact score (a
         function of public values, the fit's own releases and the hold-out rows) and what the
@@ -114,9 +113,9 @@ class SelectionLoop:
         σ × ``sizes[c]`` (σ: the score's public noise sd).  Returns ``(c, kept, noisy score)``
         of the best trial, or raises one of the two fixed RuntimeErrors (T = 0; some trial
         raised)."""
-        if self.plan is None:
+        if self.run_ is None:
             raise RuntimeError("the selection loop runs no trial before its charge (charge_plan)")
-        layer = ReleaseLayer(self.plan, key, n_threads)
+        layer = self.run_.layer
         T = _draw_count(key, self.shape, self.mean, self.t_max)
         n_trials = max(T, self.t_max)
         u = np.empty(n_trials)          # each trial's candidate: uniform, public coins independent of T
@@ -146,8 +145,8 @@ class SelectionLoop:
         """The selection's :class:`~dpem_fast._engine._record.PrivacyRecord` (``model``: the
         candidates' estimator, by name)."""
         eps, shape, mean, t_max = self.est.epsilon, self.shape, self.mean, self.t_max
-        return self.est._record(
-            self.plan, mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits "
+        return self.run_.record(
+            mechanism=("private selection by random stopping (Papernot & Steinke 2022): each trial fits "
                                   f"a uniformly drawn candidate of {model} on a training part and releases a "
                                   "Gaussian noisy clipped hold-out score; only the best trial is released"),
             epsilon=eps, n_iter=t_max, data_domain={"source": "declared", "scale": None},

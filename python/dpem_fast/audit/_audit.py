@@ -32,8 +32,8 @@ Trials.  Every trial goes through :meth:`ReleaseLayer.release` (and so the sampl
 estimator calibrates: the trials of a chunk are one release of the plan's record stacked
 ``m`` times (``shape = (m, *shape)``: i.i.d. noise of the plan's scale, mirrored per trial for
 a symmetric statistic, rounded onto the lattice for a discrete one — exactly as ``m``
-separate releases), by a layer keyed ``derive_key(key, "audit", side, chunk)``.  The auditor
-projects each noisy output (the noised coordinates — the upper triangle of a symmetric
+separate releases), by the layer of a run (no ledger) keyed ``derive_key(key, "audit", side, chunk)``.
+The auditor projects each noisy output (the noised coordinates — the upper triangle of a symmetric
 statistic — each divided by its noise scale, stacked over the audited releases and summed
 over the rounds) on the unit direction ``u`` of ``f(D′) − f(D)`` in the same units.  The two
 samples go to :func:`gdp_lower_bound` (default for continuous Gaussian releases; the samples'
@@ -62,7 +62,7 @@ import numpy as np
 from sklearn.base import clone
 
 from .. import accounting as acc
-from .._engine import _release
+from .._engine._loops import PrivateRun
 from .._engine._plan import stacked_plan
 from .._engine._base import PrivateEM
 from .._engine._estimator import PrivateEstimator
@@ -266,7 +266,7 @@ def _trials(target, group, exact, u, n_trials, rounds, key, n_threads):
             # the fit's plan with each audited release stacked m times (i.i.d. noise of the
             # plan's scale per trial): the code path of every fit
             stacked = stacked_plan(plan, group, m)
-            layer = _release.ReleaseLayer(stacked, derive_key(key, "audit", side, c0 // _CHUNK), n_threads)
+            layer = PrivateRun(stacked, derive_key(key, "audit", side, c0 // _CHUNK), n_threads).layer
             total = np.zeros(m)
             for t in range(rounds):
                 noisy = layer.release({g: np.broadcast_to(exact[side][g], stacked.releases[g].shape)

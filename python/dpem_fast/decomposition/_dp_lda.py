@@ -15,12 +15,10 @@ from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int, check_positive_real
 from ..accounting import NoiseDominatedWarning
-from .._engine import (NOT_PRIVATE, Context, PrivateEstimator, ReleaseLayer,
-                       chain_record, make_plan, poisson_minibatches)
-from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups, group_batches
+from .._engine import NOT_PRIVATE, PrivateEstimator, PrivateRun, make_plan
+from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
-from .._engine import _specs
 from .._kernels.lda import estep_csr as _estep_csr
 from .._kernels.lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
 from ._lda_math import exp_dirichlet_expectation, plugin_log_likelihood, shrink_to_fallback, unigram_distribution
@@ -407,39 +405,37 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         V, K = lam.shape[1], lam.shape[0]
         S = int(self.batch_size)
         plan, T, q = self._private_plan(K, V)
-        _specs.check_row_cap(docs.n_docs)    # the private D: the rounding bound's public cap, before the charge
-        self._charge(plan.event, accountant=plan.accountant)   # the whole plan, before any statistic of the data
+        # the whole plan, before any statistic of the data (the private D checked against the cap first)
+        loop = PrivateRun.of(self, plan, key, n_threads, private_count=docs.n_docs)
         if grouping is not None:            # at most m documents per author, from here on
             keep = bound_mask(grouping, bounding_key(key), plan.max_rows_per_group, n_threads)
             docs.keep(keep)
             grouping = Grouping(grouping.codes[keep], grouping.streams)
-        layer = ReleaseLayer(plan, key, n_threads)
         diag["n_capped_documents"] = docs.cap_tokens(derive_key(key, "lda", "cap"))
         clip = self._clip_norm(V)
         if "unigram" in plan.releases:       # the floor: one release of the clipped word counts
-            noisy_u = layer.release({"unigram": docs.unigram(clip)}, 0)["unigram"]
+            noisy_u = loop.layer.release({"unigram": docs.unigram(clip)}, 0)["unigram"]
             fallback = unigram_distribution(noisy_u, plan.releases["unigram"].noise_scale, eta)
         else:
             fallback = np.full(V, 1.0 / V)
         self.unigram_distribution_ = fallback
-        progress = Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta)
         state = _SVIState(lam, fallback)
-        # the engine's minibatch loop: Poisson batches at the public rate q, drawn from the
-        # client's key (never a worker's randomness); the private D sizes the draw only
-        # (author-level: each author kept with probability q, with all its bounded documents)
-        batches = (poisson_minibatches(key, docs.n_docs, q, T, n_threads, tag=("lda", "batch")) if grouping is None
-                   else group_batches(key, grouping, q, T, ("lda", "batch", "groups"), n_threads=n_threads))
-        for t, batch_idx in batches:
+
+        def statistic(t, batch_idx):
             g_rng = np.random.Generator(np.random.PCG64(derive_key(key, "lda", "gamma", t)))
             gamma0 = g_rng.gamma(100.0, 0.01, (batch_idx.size, K))
             sstats, clipped = docs.minibatch(batch_idx, gamma0,
-                                             np.ascontiguousarray(exp_dirichlet_expectation(lam).T), clip)
-            noisy = layer.release({"topic_word": sstats}, t)["topic_word"]
-            lam = self._svi_step(state, noisy, eta, Context(t, plan.releases))
+                                             np.ascontiguousarray(exp_dirichlet_expectation(state.lam).T), clip)
             diag["batch_sizes"].append(int(batch_idx.size))
             diag["n_clipped"].append(int(clipped))
-            progress.step()
-        progress.close()
+            return sstats
+
+        # the engine's minibatch loop: Poisson batches at the public rate q from the client's key
+        # (author-level: each author kept with probability q, with all its bounded documents)
+        loop.minibatches("topic_word", docs.n_docs, q, T, statistic,
+                         lambda noisy, ctx: self._svi_step(state, noisy, eta, ctx),
+                         Progress(self.verbose, T, type(self).__name__, plan_spent(plan, T, self.delta), self.delta),
+                         tag=("lda", "batch"), grouping=grouping)
         self.n_batch_iter_ = T + 1
         self.noise_dominance_ = 1.0 - state.retained
         if state.retained < _NOISE_DOMINATED:
@@ -451,8 +447,8 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
                 f"near your documents' length (now {int(self.max_doc_length)}; the clip norm C = {clip:.3g} "
                 f"follows it)", NoiseDominatedWarning, stacklevel=3)
         r = plan.releases["topic_word"]
-        self.privacy_ = self._record(
-            plan, mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
+        self.privacy_ = loop.record(
+            mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
             epsilon=self.epsilon, n_iter=T,
             data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
             notes=(f"sampling rate q = {q:.6g} (batch_size / total_samples, the declared public "
@@ -461,7 +457,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
                    f"noise multiplier sigma = {r.noise_multiplier:.6g}, clip norm C = {clip:.6g}",
                    *((f"unigram floor: one release at multiplier {plan.releases['unigram'].noise_multiplier:.6g} "
                       f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))
-        return lam
+        return state.lam
 
     def partial_fit(self, X, y=None):
         """One update with all of X as the minibatch (expected size ``batch_size``).
@@ -516,33 +512,26 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         else:
             plan = make_plan([self._spec(K, V)], 1, epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",
                              accountant=_ACCOUNTANTS[self.accountant], noise_multiplier=self.noise_multiplier)
-            _specs.check_row_cap(n_docs)     # the private batch size: before the charge
-            self._charge(plan.event, "partial_fit", accountant=plan.accountant)
             call_key = derive_key(base, "lda", "partial", t)
+            call = PrivateRun.of(self, plan, call_key, n_threads, what="partial_fit", private_count=n_docs)
             Xc, _ = self._cap_tokens(X, call_key)
             _, sstats, _ = self._estep(Xc, self.exp_dirichlet_component_, gamma0, alpha, self._clip_norm(V),
                                        n_threads)
-            noisy = ReleaseLayer(plan, call_key, n_threads).release({"topic_word": sstats}, 0)["topic_word"]
-            del call_key, base
+            # privacy_: the previous record (a fit's, or earlier calls') composed with this call's
+            noisy, self.privacy_ = call.once(
+                {"topic_word": sstats}, chain=(self.privacy_, _PARTIAL), mechanism=_PARTIAL_MECHANISM,
+                data_domain={"source": "token cap N and per-document clip C",
+                             "radius": plan.releases["topic_word"].sensitivity})
+            del call_key, base, call
             # no clamp-then-scale bias: the call's noise (sd σC, public) is thresholded at the
             # universal threshold and each topic's removed mass spread as the current (released)
             # topic: post-processing of earlier releases and the data-independent initialisation
-            noisy, _ = shrink_to_fallback(noisy, plan.releases["topic_word"].noise_scale,
+            noisy, _ = shrink_to_fallback(noisy["topic_word"], plan.releases["topic_word"].noise_scale,
                                           lam / lam.sum(axis=1, keepdims=True), soft=True)
             lam = (1.0 - rho) * lam + rho * (eta + float(self.total_samples) / int(self.batch_size) * noisy)
-            self.privacy_ = self._partial_record(plan)
         self._set_components(lam)
         self.n_batch_iter_ = t + 1
         return self
-
-    def _partial_record(self, plan):
-        """``privacy_`` after one more ``partial_fit`` release: the previous record's event (a
-        fit's plan, or earlier calls) composed with this call's, and its release added to the
-        record (one entry per distinct noise scale, ``count`` calls each;
-        :func:`~dpem_fast._engine._path.chain_record`)."""
-        return chain_record(self.privacy_, plan, "topic_word", name=_PARTIAL, mechanism=_PARTIAL_MECHANISM,
-                            delta=self.delta, data_domain={"source": "token cap N and per-document clip C",
-                                                           "radius": plan.releases["topic_word"].sensitivity})
 
     # ------------------------------------------------------- inference
     def _unnormalized_transform(self, X):

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import accounting as acc
-from .._engine import PrivacyRecord, ReleaseLayer, StatSpec, build_record, charge, make_plan, _specs
+from .._engine import PrivacyRecord, PrivateRun, StatSpec, make_plan
 from .._engine._specs import float64_exact_sum_factor
 from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
 from .._rng import derive_key, make_key
@@ -169,21 +169,19 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
         Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
         return PrivateUnigram(unigram_distribution(_clipped_count_sum(Xc, C), 0.0, pseudo), None)
     public_n = neighbouring == "replace" and m is None        # the document count is public
-    if not public_n:
-        _specs.check_row_cap(X.shape[0])                     # a private count: before the charge
     spec = unigram_spec(V, C, X.shape[0] if public_n else None)
     plan = make_plan([spec], 1, epsilon=eps, delta=delta, neighbouring=neighbouring, accountant=accountant,
                      max_rows_per_group=m)
-    charge(budget, plan.event, "private_unigram", accountant=plan.accountant)
+    # the one-shot path: a private count refused above the cap, then the charge, before the statistic
+    run = PrivateRun(plan, derive_key(key, "unigram"), n_threads, budget=budget, label="private_unigram", delta=delta,
+                     private_count=None if public_n else X.shape[0])
     if grouping is not None:              # at most m documents per author, after the charge
         X = X[np.flatnonzero(bound_mask(grouping, bounding_key(key), m, n_threads))]
     Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)
-    layer = ReleaseLayer(plan, derive_key(key, "unigram"), n_threads)
-    noisy = layer.release({"unigram": _clipped_count_sum(Xc, C)}, 0)["unigram"]
     r = plan.releases["unigram"]
-    record = build_record(
-        plan, mechanism="unigram word distribution, one Gaussian release of per-document clipped counts",
-        n_iter=1, delta=delta, epsilon=eps,
+    noisy, record = run.once(
+        {"unigram": _clipped_count_sum(Xc, C)}, epsilon=eps,
+        mechanism="unigram word distribution, one Gaussian release of per-document clipped counts",
         data_domain={"source": "token cap N and per-document clip C", "radius": r.sensitivity},
         notes=(f"clip norm C = {C:.6g}, token cap N = {N}",))
-    return PrivateUnigram(unigram_distribution(noisy, r.noise_scale, pseudo), record)
+    return PrivateUnigram(unigram_distribution(noisy["unigram"], r.noise_scale, pseudo), record)

@@ -27,10 +27,10 @@ _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 class _SVIState:
     """The private SVI recursion split into public and released parts:
     ``Λ_t = a_t Λ_0 + (1 − a_t) η + M_t`` with ``M_t`` the signed running statistic and ``τ_t``
-    its per-entry noise sd (the model page, "Post-processing")."""
+    its per-entry noise sd (the model page, "Post-processing"); ``lam`` the current topics."""
 
     def __init__(self, lam0, fallback):
-        self.lam0, self.fallback = lam0, fallback
+        self.lam0, self.fallback, self.lam = lam0, fallback, lam0
         self.a, self.M, self.var, self.retained = 1.0, np.zeros_like(lam0), 0.0, 1.0
 
     def step(self, noisy, rho, q, sigma, eta):
@@ -38,7 +38,8 @@ class _SVIState:
         self.M = (1.0 - rho) * self.M + (rho / q) * noisy
         self.var = (1.0 - rho) ** 2 * self.var + (rho * sigma / q) ** 2
         shrunk, self.retained = shrink_to_fallback(self.M, math.sqrt(self.var), self.fallback)
-        return self.a * self.lam0 + (1.0 - self.a) * eta + shrunk
+        self.lam = self.a * self.lam0 + (1.0 - self.a) * eta + shrunk
+        return self.lam
 
 
 class _SVIPlan:

@@ -15,15 +15,14 @@ import warnings
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import accounting as acc
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
 from ..accounting import NoiseDominatedWarning
-from .._engine import EventRelease, PrivateEstimator, ReleaseLayer, make_event_plan, sequential_noise
+from .._engine import EventRelease, PrivateEstimator, PrivateRun, make_event_plan
 from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
 from .._preprocess import _as_bounds
-from .._progress import Progress
+from .._progress import Progress, plan_spent
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import check_positive_int
@@ -296,31 +295,25 @@ class DPStochasticEP(PrivateEstimator):
             self.factor_ = None
             data_part = None
         else:
-            per_epoch = len(sizes) // T
+            plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m) if private else None
+            loop = PrivateRun.of(self, plan, key, n_threads)   # the whole plan, before any step reads a row
             if private:
-                layer, sigma = self._plan(key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m)
-                tau = _posterior_noise(sigma, sizes, gamma, n)
+                tau = _posterior_noise(plan.releases["factor"].noise_scale, sizes, gamma, n)
                 if grouping is not None:        # after the charge: the slots' rows (-1: empty)
                     order = self._slots(grouping, key, m, n_threads)[order]
             _sep.project_factor(theta_f, d, C if private else math.inf, lo_u, hi_u)
-            skipped = 0
-            progress = Progress(self.verbose, T, type(self).__name__,
-                                self._spent(n, T, B, delta, acct) if private else None, delta, unit="epoch")
-            chunk = max(1, _CHUNK // B)               # releases per call of the compiled loop
-            with progress:
-                step0 = 0
-                for e in range(T):
-                    # the engine's sequential loop: one release per batch, its noise in bulk
-                    r0, r1 = e * per_epoch, (e + 1) * per_epoch
-                    blocks = (sequential_noise(layer, "factor", r0, r1, chunk) if private else
-                              ((a, min(r1, a + chunk), None) for a in range(r0, r1, chunk)))
-                    for a, b, noise in blocks:
-                        steps = int(sum(sizes[a:b]))
-                        skipped += _sep.sep_loop(U, order[step0:step0 + steps], theta_f, theta0, log_w, s2u,
-                                                 float(n), gamma / n, C if private else math.inf, noise,
-                                                 B, lo_u, hi_u)
-                        step0 += steps
-                    progress.step()
+            offsets = np.concatenate([[0], np.cumsum(sizes)])    # the first step of each release
+
+            def step(a, b, noise):                  # releases a .. b - 1 in one call of the compiled loop
+                return _sep.sep_loop(U, order[offsets[a]:offsets[b]], theta_f, theta0, log_w, s2u, float(n),
+                                     gamma / n, C if private else math.inf, noise, B, lo_u, hi_u)
+
+            # the engine's sequential loop: one release per batch, its noise in bulk; ε after t epochs
+            spent = plan_spent(plan, T, delta, T if self.sampling == "shuffle" else len(sizes)) if private else None
+            skipped = loop.sequence("factor", T, len(sizes) // T, max(1, _CHUNK // B), step,
+                                    Progress(self.verbose, T, type(self).__name__, spent, delta, unit="epoch"))
+            if private:
+                self.privacy_ = self._fit_record(loop, B, C, eps, len(sizes), m)
             q = None
             data_part = n * theta_f
             self.factor_ = _to_raw(theta_f, centre, R, d)
@@ -421,19 +414,15 @@ class DPStochasticEP(PrivateEstimator):
         slots[pos[cs] * m + within] = keep[by_group]
         return slots
 
-    def _plan(self, key, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, n_threads, m=None):
-        """Calibrate the noise multiplier for (ε, δ), refuse a hopeless plan (public check),
-        record the plan; the release layer and the per-release noise σ.  ``m``: a person-level
-        fit's rows per group (``n`` is then the slot count G m; the model page)."""
-        plan = self._calibrated_plan(n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m)
-        self._charge(plan.event, accountant=plan.accountant)  # the whole plan, before any step reads a row
+    def _fit_record(self, loop, B, C, eps, n_releases, m):
+        """The record of a private fit that ran ``loop`` (person-level: over G m slots; the model page)."""
         scheme = ("each row in exactly T releases (one per epoch); T-fold adaptive composition, "
                   "no amplification" if self.sampling == "shuffle" else
                   "each release B distinct uniformly drawn rows; the Gaussian mechanism on a "
                   "size-B subsample without replacement (Wang et al. 2019), composed")
-        r = plan.releases["factor"]
-        self.privacy_ = self._record(
-            plan, mechanism="gaussian", epsilon=eps, n_iter=len(sizes),
+        r = loop.plan.releases["factor"]
+        return loop.record(
+            mechanism="gaussian", epsilon=eps, n_iter=n_releases,
             data_domain={"source": "the intermediate factor's natural parameters are clipped to norm "
                                    f"{C:.6g} in the domain's units (rows clipped to the box)",
                          "radius": None},
@@ -442,7 +431,6 @@ class DPStochasticEP(PrivateEstimator):
                     else f"sensitivity 2 m gamma C / N = {r.sensitivity:.4g} of the shared factor over N = G m "
                          "slots, ")
                    + f"batch_size={B}"))
-        return ReleaseLayer(plan, key, n_threads), r.noise_scale
 
     def _calibrated_plan(self, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m=None):
         """The calibrated :class:`~dpem_fast._engine._plan.Plan` (one release ``"factor"``, the
@@ -468,20 +456,6 @@ class DPStochasticEP(PrivateEstimator):
                 f"carry (n_samples * clip_norm = {n * C:.3g}), so the fit could only return the prior. "
                 "Raise epsilon, lower n_epochs, raise batch_size, or fit more rows.")
         return plan
-
-    def _spent(self, n, T, B, delta, acct):
-        """``t -> ε`` spent after ``t`` of the ``T`` epochs (public: the recorded noise multiplier)."""
-        factory = acc.get_accountant(acct, "replace")
-        r = self.privacy_.releases["factor"]
-        z = r.noise_scale / r.sensitivity
-
-        def spent(t):
-            if t >= T:
-                return float(self.privacy_.epsilon_spent)
-            return float(factory().compose(sep_event(z, n, t, self.sampling, B, self.privacy_.privacy_unit))
-                         .get_epsilon(delta))
-
-        return spent
 
     # ------------------------------------------------------------ inference
     def _log_joint(self, X):

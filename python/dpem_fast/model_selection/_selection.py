@@ -327,7 +327,7 @@ class PrivateModelSelection(PrivateEstimator):
         # the count every trial's checks see: the training size where the row count is public
         self._preflight(cands, mu, rel, d, self._public_rows(n - hold.sum()), n_threads)
         bounds = score_range(self.estimator, d)
-        loop.charge_plan(bounds, n)             # before any statistic of the data
+        loop.charge_plan(bounds, n, key, n_threads)     # before any statistic of the data
         if grouping is not None:                # at most m rows per group, after the charge
             keep = bound_mask(grouping, bounding_key(key), m, n_threads)
             Xa, hold, codes = Xa[keep], hold[keep], grouping.codes[keep]
@@ -367,7 +367,7 @@ class PrivateModelSelection(PrivateEstimator):
         if self.parsimony:
             base = self.estimator.get_params(deep=False)
             sizes = [float(c.get(self.complexity, base.get(self.complexity))) for c in cands]
-        return loop.run(key, n_threads, len(cands), trial, float(self.parsimony), sizes)
+        return loop.run(key, len(cands), trial, float(self.parsimony), sizes)
 
     # -------------------------------------------------------------- public
     def __getstate__(self):     # off the registry (no file of its own): the registry's rule, its own list
