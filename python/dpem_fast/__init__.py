@@ -5,6 +5,7 @@ from ._version import __version__
 from . import accounting, cluster, decomposition, io, mixture, model_selection, random  # noqa: E402,F401
 from . import audit  # noqa: E402,F401  (above the models: imported after them)
 from ._config import show_config  # noqa: E402
+from ._engine._release import observe_releases  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
 from .synth import synth_report  # noqa: E402
@@ -43,6 +44,7 @@ __all__ = [
     "model_selection",
     "random",
     "show_config",
+    "observe_releases",
     "synth_report",
     "get_include",
     "load",

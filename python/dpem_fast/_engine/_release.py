@@ -22,6 +22,8 @@ another release's noise.  :func:`add_noise` chooses the sampler from the release
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import numpy as np
@@ -34,7 +36,53 @@ from ..random import _discrete_gaussian_params
 from ._lattice import to_lattice
 from ._record import Release
 
-__all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value"]
+__all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value", "observe_releases"]
+
+#: The callbacks of the enclosing :func:`observe_releases` blocks (per thread and context).
+_OBSERVERS = contextvars.ContextVar("dpem_fast_release_observers", default=())
+
+
+@contextlib.contextmanager
+def observe_releases(callback):
+    """Call ``callback(release, index)`` after each release a private fit makes inside the block.
+
+    A per-release progress hook: every estimator, loop and one-off release (the private domain
+    estimate, the private start, the selection's scores) goes through the one release layer, so
+    the callback sees them all, in the order they are made.  ``release`` is the plan's public
+    :class:`~dpem_fast._engine._record.Release` record (name, mechanism, sensitivity, noise
+    scale, count) and ``index`` the release's index (the round); the callback gets nothing
+    computed from the data — not the noisy value, not the count of rows — and what it does
+    cannot change the fit (it draws no randomness of the fit's streams).  A sequential fit
+    (DP-SEP) draws its steps' noise in bulk: the callback then runs once per step, when the
+    block is drawn.  An exception raised by the callback propagates and ends the fit, after its
+    budget was charged (it is the caller's own code).  Blocks nest; each thread (and each
+    ``contextvars`` context) has its own.
+
+    Examples
+    --------
+    >>> import numpy as np, dpem_fast
+    >>> seen = []
+    >>> X = np.random.default_rng(0).normal(size=(500, 2)).clip(-3, 3)
+    >>> with dpem_fast.observe_releases(lambda r, i: seen.append((r.name, i))):
+    ...     _ = dpem_fast.DPKMeans(2, epsilon=1.0, max_iter=2, bounds=(-3, 3), init=None,
+    ...                            random_state=0).fit(X)
+    >>> seen
+    [('counts', 0), ('sums', 0), ('counts', 1), ('sums', 1)]
+    """
+    if not callable(callback):
+        raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+    token = _OBSERVERS.set(_OBSERVERS.get() + (callback,))
+    try:
+        yield callback
+    finally:
+        _OBSERVERS.reset(token)
+
+
+def _observed(release, indices):
+    """Tell the enclosing :func:`observe_releases` callbacks about ``release`` at ``indices``."""
+    for callback in _OBSERVERS.get():
+        for i in indices:
+            callback(release, int(i))
 
 
 def release_key(key, index, name):
@@ -134,6 +182,7 @@ class ReleaseLayer:
             key = self._keys.derive(("release",), index, (name,))       # = release_key(key, index, name)
             out[name] = add_noise(statistics[name], r, key, self._n_threads)
             self._made.add((name, index))
+            _observed(r, (index,))
         return out
 
     def noise_block(self, name, start, stop):
@@ -169,6 +218,7 @@ class ReleaseLayer:
         for i in range(start, stop):
             out[i - start] = add_noise(zeros, r, self._keys.derive(("release",), i, (name,)), self._n_threads)
         self._made.update((name, i) for i in range(start, stop))
+        _observed(r, range(start, stop))
         return out
 
 
