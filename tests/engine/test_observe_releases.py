@@ -91,3 +91,13 @@ def test_a_non_callable_is_refused_and_a_raising_callback_propagates():
     with pytest.raises(KeyboardInterrupt):
         with dpem_fast.observe_releases(stop):
             factory().fit(data())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_private_domain_estimate_and_start_are_observed():
+    X = np.random.default_rng(0).normal(size=(3000, 2))
+    model, seen = _observed_fit(lambda: dpem_fast.DPGaussianMixture(2, epsilon=1.0, max_iter=2, means_init="private",
+                                                                    random_state=0).fit(X))
+    got = _counts(seen)
+    assert {"domain_scale", "start_counts", "start_sums"} <= set(got) == set(model.privacy_.releases)
+    assert all(indices == list(range(model.privacy_.releases[k].count)) for k, indices in got.items())
