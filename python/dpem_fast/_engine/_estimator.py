@@ -155,10 +155,8 @@ class PrivateEstimator(Registered, BaseEstimator):
         if rel not in self._relations:
             raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "
                              f"got {rel!r}")
-        if private and isinstance(getattr(self, "bounds", None), str) and self.budget is not None:
-            raise ValueError("budget: a fit with bounds='from_data' is not private and cannot be "
-                             "charged to a ledger")
-        check_ledger(getattr(self, "budget", None), private, rel, self._privacy_unit())
+        from_data = isinstance(getattr(self, "bounds", None), str)      # bounds="from_data": not private
+        check_ledger(getattr(self, "budget", None), private and not from_data, rel, self._privacy_unit())
         return private
 
     #: the name the model selection and the audit call
@@ -210,7 +208,8 @@ def check_ledger(budget, private, relation, unit):
     if budget is None:
         return
     if not private:
-        raise ValueError("budget: epsilon=inf is not private and cannot be charged to a ledger")
+        raise ValueError("budget: a non-private fit (epsilon=inf, or bounds='from_data') cannot be charged to a "
+                         "ledger")
     if budget.neighbouring != relation:
         raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
                          f"this fit under neighbouring={relation!r}")

@@ -14,7 +14,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._preprocess import project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, interval, options, positive_numbers
+from .._validation import FINITE, interval, options, positive_numbers
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
 __all__ = ["DPKMeans"]
@@ -216,7 +216,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
     _parameter_constraints = {
         "n_clusters": [interval("int", 1), options("auto")],
         "method": [options(*_METHODS)],
-        "init": [options("auto"), options("private"), None, ARRAY_LIKE],
+        "init": [options("auto"), options("private"), None, FINITE],
         "budget_split": [options("auto"), positive_numbers(2)],
         "max_clusters": [interval("int", 1)],
     }
@@ -278,12 +278,8 @@ class DPKMeans(TransformerMixin, PrivateEM):
         if self.method == "dplloyd" and self.noise != "gaussian":
             raise ValueError("noise: method='dplloyd' releases Laplace noise; noise='discrete_gaussian' "
                              "is for method='dpem'")
-        if self.init is not None and not isinstance(self.init, str):
-            init = np.asarray(self.init, dtype=np.float64)
-            if init.shape != (K, n_features):
-                raise ValueError(f"init must have shape ({K}, {n_features}), got {init.shape}")
-            if not np.all(np.isfinite(init)):
-                raise ValueError("init must be finite")
+        if self.init is not None and not isinstance(self.init, str) and np.shape(self.init) != (K, n_features):
+            raise ValueError(f"init must have shape ({K}, {n_features}), got {np.shape(self.init)}")
 
     def _block_rows(self, n_rows, d):
         """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,

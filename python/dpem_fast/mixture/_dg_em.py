@@ -16,7 +16,7 @@ from .._kernels.psi import PSI_MAX, expected_psi_sup
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, BOOLEAN, interval, options
+from .._validation import BOOLEAN, FINITE, interval, options
 from ._common import MixtureInferenceMixin
 from .._kernels.gradem import gradem_loglik, gradem_stats, symmetric_psi_bias
 
@@ -265,7 +265,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         "symmetric": [BOOLEAN],
         "truncation_scale": [None, interval("real", 0, None, "neither")],
         "bias_correction": [options("auto"), BOOLEAN],
-        "means_init": [None, ARRAY_LIKE],
+        "means_init": [None, FINITE],
     }
 
     def __init__(self, n_components=2, *, epsilon=1.0, delta=1e-5, estimator="truncated",

@@ -14,7 +14,7 @@ from .._engine._components import live_components
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, check_positive_int, interval
+from .._validation import FINITE, check_positive_int, interval
 from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, floored_counts, shrunk_means,
                       weights_from_counts)
 from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
@@ -86,7 +86,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     _sums = "first_moments"      # the sums release (CountAndSumMixture)
     _saved = ("weights_", "means_", "n_iter_", "n_features_in_")
     _parameter_constraints = {"n_components": [interval("int", 1)], "binarize": [None, interval("real")],
-                              "weights_init": [None, ARRAY_LIKE], "means_init": [None, ARRAY_LIKE]}
+                              "weights_init": [None, FINITE], "means_init": [None, FINITE]}
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
                  accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
@@ -116,8 +116,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         K = self.n_components
         super()._check_model_params(n_samples, n_features)     # n_samples >= K where public
         w, m = self.weights_init, self.means_init
-        if w is not None and (np.shape(w) != (K,) or not np.all(np.isfinite(w)) or np.any(np.asarray(w) < 0)
-                              or not np.isclose(np.sum(w), 1.0)):
+        if w is not None and (np.shape(w) != (K,) or np.any(np.asarray(w) < 0) or not np.isclose(np.sum(w), 1.0)):
             raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
         if m is not None and (np.shape(m) != (K, n_features) or not np.all((np.asarray(m) > 0) & (np.asarray(m) < 1))):
             raise ValueError(f"means_init must have shape ({K}, {n_features}) with values in (0, 1)")

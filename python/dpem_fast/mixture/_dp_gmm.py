@@ -18,7 +18,7 @@ from .._engine._components import check_counts_resolvable, data_box, initial_mea
 from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, check_positive_int, interval, options, positive_numbers, predicate
+from .._validation import FINITE, check_positive_int, interval, options, positive_numbers, predicate
 from ._common import MixtureInferenceMixin, as_frame
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
@@ -258,9 +258,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                                   f"a dict with keys among {sorted(PRIOR_KEYS)}")],
         "budget_split": [options("auto"), positive_numbers(3)],
         "averaging": [options("tail", "none")],
-        "weights_init": [None, ARRAY_LIKE],
-        "means_init": [None, options("private"), ARRAY_LIKE],
-        "precisions_init": [None, ARRAY_LIKE],
+        "weights_init": [None, FINITE],
+        "means_init": [None, options("private"), FINITE],
+        "precisions_init": [None, FINITE],
         "reg_covar": [interval("real", 0)],
         "max_components": [interval("int", 1)],
     }
@@ -475,18 +475,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     # -------------------------------------------------------- initialisation
     def _check_initial_parameters(self, K, d):
-        """Shapes, finiteness and definiteness of user-supplied (public) initial parameters."""
+        """Shapes and definiteness of user-supplied (public) initial parameters (finite: declared)."""
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
-            if (weights.shape != (K,) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
-                    or not np.isclose(weights.sum(), 1.0)):
+            if weights.shape != (K,) or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
                 raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
         if self.means_init is not None and not isinstance(self.means_init, str):
-            means = np.asarray(self.means_init, dtype=np.float64)
-            if means.shape != (K, d):
-                raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
-            if not np.all(np.isfinite(means)):
-                raise ValueError("means_init must be finite")
+            if np.shape(self.means_init) != (K, d):
+                raise ValueError(f"means_init must have shape ({K}, {d}), got {np.shape(self.means_init)}")
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
             shape = self._ctype.shape(K, d)
@@ -494,10 +490,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 raise ValueError(f"precisions_init must have shape {shape} for covariance_type="
                                  f"{self.covariance_type!r}, got {prec.shape}")
             if self._ctype.diagonal:
-                if not np.all(np.isfinite(prec)) or np.any(prec <= 0):
+                if np.any(prec <= 0):
                     raise ValueError("precisions_init must be finite and > 0")
                 return
-            if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, -1, -2)):
+            if not np.allclose(prec, np.swapaxes(prec, -1, -2)):
                 raise ValueError("precisions_init must be finite symmetric positive-definite matrices")
             for k, p in enumerate(prec.reshape(-1, d, d)):
                 if np.linalg.eigvalsh(p).min() <= 0:
