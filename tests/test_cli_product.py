@@ -87,7 +87,7 @@ def _bounds_file(d):
 @pytest.mark.parametrize("args, cause", [
     (["fit", "missing.csv", "--model", "gmm", "--epsilon", "1", "-o", "m.npz"], "no such file"),
     (["fit", "d.csv", "--model", "gmm", "--columns", "bmi", "--epsilon", "1", "-o", "m.npz"], "no column 'bmi'"),
-    (["fit", "d.csv", "--model", "gmm", "--epsilon", "0", "-o", "m.npz"], "epsilon must be > 0"),
+    (["fit", "d.csv", "--model", "gmm", "--epsilon", "0", "-o", "m.npz"], "epsilon must be a real in (0, inf]"),
     (["fit", "d.csv", "--model", "gmm", "--epsilon", "1", "--delta", "1", "-o", "m.npz"], "delta"),
     (["fit", "d.csv", "--model", "hmm", "--epsilon", "1", "-o", "m.npz"], "unknown model 'hmm'"),
     (["fit", "d.csv", "--model", "gmm", "--n-compnents", "2", "--epsilon", "1", "-o", "m.npz"],

@@ -1,22 +1,141 @@
-"""Small validation helpers: every error names the parameter and quotes the value."""
+"""Small validation helpers: every error names the parameter and quotes the value.
+
+Declarative parameter checks: an estimator declares ``_parameter_constraints = {name: [entry,
+...]}`` (a :class:`Constraint`, or None for the value None; merged along its bases by
+:func:`declared_constraints`) and :func:`validate_params` refuses a value no entry accepts:
+``TypeError`` when no entry takes its type, else ``ValueError``, naming the parameter, the
+allowed values and the value ("n_components must be an int in [1, inf), got 0"), plus a hint.
+"""
 from __future__ import annotations
 
-from numbers import Integral
+import math
+import reprlib
+from numbers import Integral, Real
 
 import numpy as np
 
 from .accounting import _validation as _acc
 
 __all__ = [
+    "Constraint", "interval", "options", "instance_of", "predicate", "positive_numbers", "BOOLEAN", "ARRAY_LIKE",
+    "FINITE", "declared_constraints", "validate_params",
     "check_size",
     "check_positive_real",
-    "check_nonnegative_real",
     "check_positive_int",
-    "check_probability",
     "check_delta",
-    "check_real",
     "as_kernel_rows",
 ]
+
+
+class Constraint:
+    """One allowed form of a parameter's value: ``typed(v)``, v is of a type it is about (a
+    value of a type no entry takes is a ``TypeError``); ``test(v)``, such a v satisfies it (an
+    exception counts as False); ``description``, the allowed values as a message says them;
+    ``hint``, a remedy the message adds when the value's type is taken."""
+
+    def __init__(self, typed, test, description, hint=None):
+        self.typed, self.test, self.description, self.hint = typed, test, description, hint
+
+    def takes_type(self, value):
+        return _holds(self.typed, value)
+
+    def accepts(self, value):
+        return _holds(self.typed, value) and _holds(self.test, value)
+
+    def __str__(self):
+        return self.description
+
+
+def _holds(check, value):
+    try:
+        return bool(check(value))
+    except (TypeError, ValueError):         # e.g. an array that numpy cannot read as numbers
+        return False
+
+
+def _num(x):
+    return "inf" if x == math.inf else str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def interval(kind, left=None, right=None, closed="both", *, hint=None):
+    """A number of ``kind`` ``"int"`` or ``"real"`` (never a bool; NaN fails every bound)
+    between ``left`` and ``right`` (None: unbounded and open, so ``interval("real", 0)`` is a
+    finite real >= 0; ``interval("real", 0, math.inf, "right")`` takes inf), ``closed`` at
+    ``"both"``, ``"left"``, ``"right"`` or ``"neither"`` end."""
+    lo, hi = -math.inf if left is None else left, math.inf if right is None else right
+    shut_lo = left is not None and closed in ("both", "left")
+    shut_hi = right is not None and closed in ("both", "right")
+    text = (f"{'an int' if kind == 'int' else 'a real'} in {'[' if shut_lo else '('}{_num(lo)}, "
+            f"{_num(hi)}{']' if shut_hi else ')'}")
+    number = Integral if kind == "int" else Real
+    return Constraint(lambda v: isinstance(v, number) and not isinstance(v, (bool, np.bool_)),
+                      lambda v: (lo <= v if shut_lo else lo < v) and (v <= hi if shut_hi else v < hi), text, hint)
+
+
+def options(*values, hint=None):
+    """One of ``values``; of their type (``options("auto")`` takes str: 1.5 is a wrong type)."""
+    return Constraint(lambda v: any(type(v) is type(o) for o in values), lambda v: v in values,
+                      repr(values[0]) if len(values) == 1 else f"one of {values}", hint)
+
+
+def predicate(types, test, description, *, hint=None):
+    """A value of ``types`` for which ``test(value)`` holds."""
+    return Constraint(lambda v: isinstance(v, types), test, description, hint)
+
+
+def instance_of(*types, name=None):
+    """An instance of one of ``types`` (``name``: how a message says it)."""
+    return predicate(types, lambda v: True, name or " or ".join(f"a {t.__name__}" for t in types))
+
+
+def _arraylike(v):
+    return not isinstance(v, (str, bytes, dict)) and (hasattr(v, "__array__") or hasattr(v, "__len__"))
+
+
+#: True or False (numpy's bool too)
+BOOLEAN = instance_of(bool, np.bool_, name="True or False")
+#: a sequence or an array (not a str, bytes or dict); its shape is the model's to check
+ARRAY_LIKE = Constraint(_arraylike, lambda v: True, "an array-like")
+#: a real or an array of reals, all finite
+FINITE = Constraint(lambda v: not isinstance(v, (str, bytes, dict)) and np.asarray(v, dtype=np.float64).size >= 0,
+                    lambda v: np.all(np.isfinite(np.asarray(v, dtype=np.float64))),
+                    "finite real numbers (a scalar or an array)")
+NONE = Constraint(lambda v: v is None, lambda v: True, "None")
+
+
+def positive_numbers(n=None):
+    """``n`` (any number where None) positive finite numbers, in a list, tuple or array."""
+    def test(v):
+        a = np.asarray(v, dtype=np.float64)
+        return a.ndim == 1 and a.size == (n or a.size) > 0 and np.all(np.isfinite(a) & (a > 0))
+    return predicate((list, tuple, np.ndarray), test, f"{n or 'some'} positive finite numbers")
+
+
+def declared_constraints(cls):
+    """``{name: [constraint, ...]}`` of ``cls``: the ``_parameter_constraints`` of its bases,
+    updated by each subclass's own (a subclass's entry replaces its base's)."""
+    out = {}
+    for klass in reversed(cls.__mro__):
+        out.update(vars(klass).get("_parameter_constraints", {}))
+    return out
+
+
+def validate_params(constraints, params):
+    """Check every ``params[name]`` (a name absent from ``params`` is skipped) against its
+    ``constraints[name]``: ``TypeError`` when no entry takes its type, else ``ValueError``."""
+    for name, allowed in constraints.items():
+        if name not in params:
+            continue
+        value = params[name]
+        entries = [NONE if c is None else c for c in allowed]
+        if any(c.accepts(value) for c in entries):
+            continue
+        words = [str(c) for c in entries]
+        either = " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+        typed = [c for c in entries if c.takes_type(value)]
+        got = reprlib.repr(value) + ("" if typed else f" of type {type(value).__name__}")
+        hints = "".join(f"; {c.hint}" for c in typed if c.hint)
+        raise (ValueError if typed else TypeError)(f"{name} must be {either}, got {got}{hints}")
 
 
 def check_size(size, name: str = "size") -> tuple[int, ...]:
@@ -47,33 +166,15 @@ def check_positive_real(value, name: str, *, allow_inf: bool = False) -> float:
     return _acc.check_positive(name, value, allow_inf=allow_inf)
 
 
-def check_nonnegative_real(value, name: str) -> float:
-    """A finite real >= 0, as float."""
-    return _acc.check_nonnegative(name, value)
-
-
 def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     """An int (not bool) >= ``minimum``."""
     return _acc.check_int(name, value, minimum=minimum)
-
-
-def check_probability(value, name: str) -> float:
-    """A real strictly inside (0, 1)."""
-    return _acc.check_open_unit(name, value)
 
 
 def check_delta(value, name: str = "delta") -> float:
     """A privacy delta under the public policy (:func:`dpem_fast.accounting._validation.check_delta`):
     in (0, 1), refused above ``DELTA_MAX``, ``LargeDeltaWarning`` above ``DELTA_WARN``."""
     return _acc.check_delta(name, value, stacklevel=4)
-
-
-def check_real(value, name: str) -> float:
-    """A finite real, as float; not NaN, not bool."""
-    value = _acc._check_real(name, value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return value
 
 
 def as_kernel_rows(X) -> np.ndarray:

@@ -222,7 +222,7 @@ def test_noise_driven_fit_returns_the_trivial_model_with_a_warning():
     (dict(clip_norm=-2.0), ValueError, "clip_norm"),
     (dict(multiplier_precision=0.0), ValueError, "multiplier_precision"),
     (dict(symmetric="yes"), TypeError, "symmetric"),
-    (dict(bias_correction="yes"), TypeError, "bias_correction"),
+    (dict(bias_correction="yes"), ValueError, "bias_correction"),     # a str, not 'auto': a wrong value
     (dict(bias_correction=True, n_components=3, symmetric=False), ValueError, "bias_correction"),
     (dict(means_init=np.ones(3)), ValueError, "means_init"),
     (dict(means_init=np.full(4, np.nan)), ValueError, "means_init"),

@@ -848,7 +848,6 @@ def test_map_diag_is_the_diagonal_of_the_full_posterior_mode():
 
 @pytest.mark.parametrize("kw, match", [
     (dict(covariance_type="banana"), "covariance_type must be one of"),
-    (dict(covariance_type=None), "covariance_type must be one of"),
     (dict(covariance_type="diag", precisions_init=np.ones((2, 3, 3))), r"precisions_init must have shape \(2, 3\)"),
     (dict(covariance_type="spherical", precisions_init=-np.ones(2)), "precisions_init must be finite and > 0"),
     (dict(covariance_type="tied", precisions_init=-np.eye(3)), "precisions_init is not positive definite"),
@@ -858,6 +857,8 @@ def test_bad_covariance_type_parameters(kw, match):
     X, _ = _blobs(n=500)
     with pytest.raises(ValueError, match=match):
         DPGaussianMixture(2, epsilon=1.0, data_norm=6.0, max_iter=2, **kw).fit(X)
+    with pytest.raises(TypeError, match="covariance_type must be one of"):     # not a str: a wrong type
+        DPGaussianMixture(2, covariance_type=None, data_norm=6.0).fit(X)
 
 
 def test_spherical_works_on_one_scale_for_every_feature():

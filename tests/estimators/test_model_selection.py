@@ -568,7 +568,7 @@ def test_a_delta_in_the_warning_band_warns_before_the_charge():
     (dict(delta=0.0), ValueError, "delta"),
     (dict(delta=0.5), ValueError, r"delta=0\.5 is above 0\.01.*1/n"),
     (dict(holdout=1.0), ValueError, "holdout"),
-    (dict(holdout="a"), ValueError, "holdout"),
+    (dict(holdout="a"), TypeError, "holdout"),
     (dict(mean=0.5), ValueError, "mean"),
     (dict(shape=-1.0), ValueError, "shape"),
     (dict(shape=float("inf")), ValueError, "shape"),

@@ -50,12 +50,11 @@ import math
 import numpy as np
 
 from .. import accounting as acc
-from ..accounting._validation import NEIGHBOURING_RELATIONS
 from .._preprocess import DataDomain, usable_box
 from .._progress import Progress, plan_spent
 from .._rng import make_key
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_positive_int, check_positive_real
+from .._validation import ARRAY_LIKE, interval, options
 from .._dpcore._contract import superblock_rows
 from ._sources import bounded_rows, group_rows, validated_rows
 from ._statistics import StatisticsSum
@@ -194,7 +193,9 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         ``summary`` is a :class:`~dpem_fast._engine._sources._memory.DataSummary`; in private mode it
         holds only the shape (the initialisation must not depend on the data).
     _set_fitted(params, domain, dtype)
-    Optional: _check_model_params(n_samples, n_features), _check_plan(plan, n_public, rounds)
+    _parameter_constraints (each parameter's allowed values, :mod:`dpem_fast._validation`)
+    Optional: _check_model_params(n_samples, n_features) (checks of the rows' shape or of
+    several parameters at once), _check_plan(plan, n_public, rounds)
     (refuse a hopeless fit from public quantities, before the charge; ``n_samples`` is the
     public row count, None in a private fit whose count is private — add/remove, person-level —
     so that no refusal tells neighbours n and n + 1 apart, issue 34), _finish(params, noisy,
@@ -225,6 +226,13 @@ class PrivateEM(ModelHooks, PrivateEstimator):
 
     _domain_kind = "ball"
     _loop = "full_pass"
+    _parameter_constraints = {
+        "max_iter": [interval("int", 1)],
+        "noise": [options("gaussian", "discrete_gaussian")],
+        "accountant": [None, options(*acc.ACCOUNTANTS)],
+        "data_norm": [None, interval("real", 0, None, "neither")],
+        "bounds": [None, options("from_data"), ARRAY_LIKE],
+    }
 
     # ------------------------------------------------------------- the loop's
     def _pass(self, rows, params, domain, n_threads):
@@ -235,29 +243,6 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             return rows.reduce(functools.partial(_statistics_of, self._statistics_task(), params, domain,
                                                  n_threads))
         return rows.reduce(lambda block: self._statistics(block, params, domain, n_threads))
-
-    # ---------------------------------------------------------------- checks
-    def _check_privacy_params(self):
-        """The engine's checks on top of :meth:`PrivateEstimator._check_common`; returns True
-        for a private fit (finite epsilon)."""
-        check_positive_int(self.max_iter, "max_iter")
-        if self.neighbouring not in NEIGHBOURING_RELATIONS:
-            raise ValueError(f"neighbouring must be one of {NEIGHBOURING_RELATIONS}, got {self.neighbouring!r}")
-        private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
-        if self.noise not in ("gaussian", "discrete_gaussian"):
-            raise ValueError(f"noise must be 'gaussian' or 'discrete_gaussian', got {self.noise!r}")
-        if self.accountant is not None and self.accountant not in acc.ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {list(acc.ACCOUNTANTS)} or None, got {self.accountant!r}")
-        if self._domain_kind == "ball":
-            if self.data_norm is not None:
-                check_positive_real(self.data_norm, "data_norm")
-            if isinstance(self.bounds, str) and self.bounds != "from_data":
-                raise ValueError(f"bounds must be None, 'from_data' or a pair (lower, upper), got {self.bounds!r}")
-        if private and self.budget is not None and self._domain_kind == "ball" and isinstance(self.bounds, str) \
-                and isinstance(self.budget, acc.BudgetLedger):
-            raise ValueError("budget: a fit with bounds='from_data' is not private and cannot be "
-                             "charged to a ledger")
-        return self._check_common()
 
     def _domain_source(self):
         """"declared", "estimate" or "data" (ball models only)."""
@@ -293,7 +278,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
 
             .. versionadded:: 0.1 (issue 27)
         """
-        private = self._check_privacy_params()
+        private = self._validate_params()
         X, groups = self._resolve_groups(X, groups, private)
         rows = validated_rows(self, X, private)
         grouping = group_rows(rows, groups)         # validated before anything is charged

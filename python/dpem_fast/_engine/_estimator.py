@@ -8,6 +8,8 @@ model restates it:
   accounted under in ``_relations``; one that takes no ``neighbouring`` parameter uses the
   first), ``budget`` (a :class:`~dpem_fast.accounting.BudgetLedger` of that relation, refused
   for a non-private fit), ``n_threads``, ``random_state`` and ``verbose``;
+* the **parameter checks** (:meth:`_validate_params`) of what each class declares in
+  ``_parameter_constraints`` (:mod:`dpem_fast._validation`), merged along its bases;
 * the **key** of a fit (:meth:`_fit_key`: from ``random_state``, or the OS);
 * the **public row count** a model may use (:meth:`_public_rows`): the count under
   replace-one, ``None`` under add/remove, where it is private, and for every person-level fit;
@@ -38,16 +40,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 from .. import accounting as acc
 from .._registry import Registered
 from .._rng import make_key
-from .._threads import effective_n_threads
-from .._validation import check_delta, check_positive_real
+from .._validation import BOOLEAN, check_delta, declared_constraints, instance_of, interval, options, validate_params
+from ..accounting._validation import NEIGHBOURING_RELATIONS
 from ._groups import check_max_rows_per_group, split_groups
 
-__all__ = ["PrivateEstimator", "Context"]
+__all__ = ["PrivateEstimator", "Context", "check_ledger"]
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,24 @@ class Context:
 class PrivateEstimator(Registered, BaseEstimator):
     """Base class of every private estimator (not for direct use; see the module docstring).
 
-    A subclass lists its parameters in its own ``__init__`` (scikit-learn's ``get_params``)
-    and declares ``_relations``, the neighbouring relations it is accounted under (the first
-    is the default of a model without a ``neighbouring`` parameter).
+    A subclass lists its parameters in its own ``__init__`` (scikit-learn's ``get_params``),
+    declares ``_relations``, the neighbouring relations it is accounted under (the first is
+    the default of a model without a ``neighbouring`` parameter), and the constraints of its
+    own parameters in ``_parameter_constraints`` (those here cover the common ones).
     """
 
     _relations = ("replace", "add_remove")
+    _parameter_constraints = {
+        "epsilon": [interval("real", 0, math.inf, "right", hint="epsilon=inf fits without privacy")],
+        "delta": [interval("real", 0, 1, "neither")],
+        "neighbouring": [options(*NEIGHBOURING_RELATIONS)],
+        "budget": [None, instance_of(acc.BudgetLedger)],
+        "n_threads": [None, interval("int", 1), interval("int", None, -1, hint="None or -1: all cores")],
+        "random_state": [None, interval("int", 0), instance_of(np.random.SeedSequence, np.random.Generator,
+                                                              np.random.RandomState)],
+        "verbose": [interval("int", 0), BOOLEAN],
+        "max_rows_per_group": [None, interval("int", 1)],
+    }
     #: The loop the estimator runs (module docstring): ``"full_pass"``, ``"minibatch"`` or
     #: ``"sequential"``; the audit picks its target by it, never by the model's class.
     _loop = None
@@ -122,36 +137,27 @@ class PrivateEstimator(Registered, BaseEstimator):
                              "max_rows_per_group, or give a finite epsilon")
         return split_groups(X, groups)
 
-    def _check_common(self, *, private=None):
-        """The common checks (module docstring); returns True for a private fit.
+    def _is_private(self):
+        """Whether the fit is private (read after the constraints): ``epsilon`` is finite."""
+        return not math.isinf(self.epsilon)
 
-        ``private``: given by a model whose privacy is not set by ``epsilon`` alone (LDA's
-        ``noise_multiplier``), which then checks ``epsilon`` itself; by default a fit is
-        private when ``epsilon`` is finite.
-        """
-        if private is None:
-            private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
+    def _validate_params(self):
+        """The checks that read no data, before anything is read or charged: the declared
+        constraints, then the common joint ones (δ policy, relation, ledger); True if private."""
+        validate_params(declared_constraints(type(self)), self.get_params(deep=False))
+        private = self._is_private()
         if private:
             check_delta(self.delta, "delta")        # the public δ policy: refuse or warn
         rel = self._relation()
         if rel not in self._relations:
             raise ValueError(f"neighbouring must be one of {self._relations} for {type(self).__name__}, "
                              f"got {rel!r}")
-        unit = self._privacy_unit()
-        budget = getattr(self, "budget", None)
-        if budget is not None:
-            if not isinstance(budget, acc.BudgetLedger):
-                raise TypeError(f"budget must be a BudgetLedger or None, got {type(budget).__name__}")
-            if not private:
-                raise ValueError("budget: epsilon=inf fits without privacy and cannot be charged to a ledger")
-            if budget.neighbouring != rel:
-                raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
-                                 f"this fit under neighbouring={rel!r}")
-            if budget.privacy_unit != unit:
-                raise ValueError(f"budget: the ledger accounts per {budget.privacy_unit!r}, this fit per {unit!r} "
-                                 "(max_rows_per_group); row-level and person-level spends never mix")
-        effective_n_threads(self.n_threads)
+        from_data = isinstance(getattr(self, "bounds", None), str)      # bounds="from_data": not private
+        check_ledger(getattr(self, "budget", None), private and not from_data, rel, self._privacy_unit())
         return private
+
+    #: the name the model selection and the audit call
+    _check_privacy_params = _validate_params
 
     # ------------------------------------------------------------------- fit
     def _fit_key(self):
@@ -172,3 +178,20 @@ class PrivateEstimator(Registered, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = self.random_state is None
         return tags
+
+
+def check_ledger(budget, private, relation, unit):
+    """A ``budget`` ledger (or None) fits the release: the fit is private, accounted under the
+    ledger's neighbouring ``relation`` and per its privacy ``unit``."""
+    if budget is None:
+        return
+    if not private:
+        raise ValueError("budget: a non-private fit (epsilon=inf, or bounds='from_data') cannot be charged to a "
+                         "ledger")
+    if budget.neighbouring != relation:
+        raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
+                         f"this fit under neighbouring={relation!r}")
+    if budget.privacy_unit != unit:
+        raise ValueError(f"budget: the ledger accounts per {budget.privacy_unit!r}, this fit per {unit!r} "
+                         "(max_rows_per_group); row-level and person-level spends never mix")
+

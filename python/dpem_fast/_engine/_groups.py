@@ -129,6 +129,7 @@ import numpy as np
 
 from .._dpcore import _rng as _core_rng
 from .._rng import derive_key
+from .._validation import interval, validate_params
 
 __all__ = ["Grouping", "check_max_rows_per_group", "split_groups", "check_groups", "group_streams",
            "bounding_key", "bound_mask", "group_spec", "group_batches", "BOUND_TAG"]
@@ -140,13 +141,8 @@ _MISSING = "groups: missing group ids (NaN or None); give every row the id of it
 
 def check_max_rows_per_group(m):
     """``max_rows_per_group``: None or an int >= 1 (``TypeError``/``ValueError`` naming it)."""
-    if m is None:
-        return None
-    if isinstance(m, (bool, np.bool_)) or not isinstance(m, numbers.Integral):
-        raise TypeError(f"max_rows_per_group must be None or an int >= 1, got {m!r}")
-    if int(m) < 1:
-        raise ValueError(f"max_rows_per_group must be an int >= 1, got {m!r}")
-    return int(m)
+    validate_params({"max_rows_per_group": [None, interval("int", 1)]}, {"max_rows_per_group": m})
+    return None if m is None else int(m)
 
 
 def split_groups(X, groups):

@@ -23,10 +23,14 @@ class ModelHooks:
     mixin: the engine's base class inherits them, a model overrides what it needs)."""
 
     def _check_model_params(self, n_samples, n_features):
-        """Validate the model's own parameters (before anything is charged).  ``n_samples`` is
-        the row count where it is public (replace-one of rows, or a non-private fit), else None:
-        a check of ``n_samples`` applies only when it is not None, and a message quotes only
-        that public value."""
+        """The model's checks that read the rows' shape or join several parameters (each
+        parameter alone is declared in ``_parameter_constraints``), before anything is
+        charged.  ``n_samples`` is the row count where it is public (replace-one of rows, or a
+        non-private fit), else None: a check of ``n_samples`` applies only when it is not None,
+        and a message quotes only that public value.  The default: no fewer rows than components."""
+        K = getattr(self, "n_components", None)
+        if n_samples is not None and K is not None and n_samples < K:
+            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
 
     def _statistics_task(self):
         """The statistics kernel ``kernel(X, params, domain, n_threads) -> Statistics``, as a

@@ -14,7 +14,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._preprocess import project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
-from .._validation import check_positive_int
+from .._validation import FINITE, interval, options, positive_numbers
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
 __all__ = ["DPKMeans"]
@@ -156,6 +156,13 @@ class DPKMeans(TransformerMixin, PrivateEM):
     #: registry (see :mod:`dpem_fast._registry`): what leaves a fit, and the command line
     _cli_name = "kmeans"
     _saved = ("cluster_centers_", "n_iter_", "n_features_in_", "_domain")
+    _parameter_constraints = {
+        "n_clusters": [interval("int", 1), options("auto")],
+        "method": [options(*_METHODS)],
+        "init": [options("auto"), options("private"), None, FINITE],
+        "budget_split": [options("auto"), positive_numbers(2)],
+        "max_clusters": [interval("int", 1)],
+    }
 
     def __init__(
         self,
@@ -208,29 +215,14 @@ class DPKMeans(TransformerMixin, PrivateEM):
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
-        K = check_positive_int(self.n_clusters, "n_clusters")
+        K = self.n_clusters
         if n_samples is not None and n_samples < K:     # None: the count is private
             raise ValueError(f"n_samples={n_samples} should be >= n_clusters={K}")
-        if self.method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
         if self.method == "dplloyd" and self.noise != "gaussian":
             raise ValueError("noise: method='dplloyd' releases Laplace noise; noise='discrete_gaussian' "
                              "is for method='dpem'")
-        if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
-            split = None if isinstance(self.budget_split, str) else np.asarray(self.budget_split, dtype=np.float64)
-            if split is None or split.shape != (2,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
-                raise ValueError(f"budget_split must be 'auto' or 2 positive finite numbers, got {self.budget_split!r}")
-        if isinstance(self.init, str):
-            if self.init not in ("auto", "private"):
-                raise ValueError(f"init must be 'auto', 'private', None or an array of shape ({K}, {n_features}), "
-                                 f"got {self.init!r}")
-        elif self.init is not None:
-            init = np.asarray(self.init, dtype=np.float64)
-            if init.shape != (K, n_features):
-                raise ValueError(f"init must have shape ({K}, {n_features}), got {init.shape}")
-            if not np.all(np.isfinite(init)):
-                raise ValueError("init must be finite")
-
+        if self.init is not None and not isinstance(self.init, str) and np.shape(self.init) != (K, n_features):
+            raise ValueError(f"init must have shape ({K}, {n_features}), got {np.shape(self.init)}")
 
     def _block_rows(self, n_rows, d):
         """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,

@@ -17,7 +17,7 @@ from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import check_nonnegative_real, check_positive_int
+from .._validation import interval, options
 from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
                      subspace_width, uses_subspace, variance_posterior_mean)
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
@@ -104,6 +104,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     #: the row count is fitting state (kept only under replace-one, where it is public)
     _cli_name = "fa"
     _saved = ("components_", "mean_", "noise_variance_", "loglike_", "n_iter_", "n_features_in_")
+    _parameter_constraints = {"n_components": [None, interval("int", 1)], "tol": [interval("real", 0)],
+                              "rotation": [None, options("varimax", "quartimax")]}
 
     def __init__(self, n_components=None, *, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
                  neighbouring="replace", max_iter=1000, tol=1e-2, rotation=None, noise="gaussian",
@@ -142,12 +144,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         return max(1, min(int(n_rows), _moments.TILE_ROWS))
 
     def _check_model_params(self, n_samples, n_features):
-        k = check_positive_int(self._k(n_features), "n_components")
-        if k > n_features:
-            raise ValueError(f"n_components={k} must be <= n_features={n_features}")
-        check_nonnegative_real(self.tol, "tol")
-        if not isinstance(self.rotation, (str, type(None))) or self.rotation not in _ROTATIONS:
-            raise ValueError(f"rotation must be None, 'varimax' or 'quartimax', got {self.rotation!r}")
+        if self._k(n_features) > n_features:
+            raise ValueError(f"n_components={self.n_components} must be <= n_features={n_features}")
 
     def _statistic_specs(self, n_features):
         d = n_features

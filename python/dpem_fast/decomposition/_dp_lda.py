@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int, check_positive_real
+from .._validation import ARRAY_LIKE, interval, options
 from ..accounting import NoiseDominatedWarning
 from .._engine import NOT_PRIVATE, PrivateEstimator, PrivateRun, make_plan
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups
@@ -196,6 +195,20 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
     _saved = ("components_", "exp_dirichlet_component_", "unigram_distribution_", "n_batch_iter_", "n_iter_",
               "n_features_in_")
     _not_saved = ("noise_dominance_",)    # a diagnostic of the fit (public, but not part of the model)
+    _parameter_constraints = {
+        **{name: [interval("int", 1)] for name in ("n_components", "batch_size", "max_doc_length", "n_epochs",
+                                                   "max_doc_update_iter")},
+        "epsilon": [None, interval("real", 0, math.inf, "right", hint="epsilon=inf fits without privacy")],
+        **{name: [None, interval("real", 0, None, "neither")]
+           for name in ("noise_multiplier", "doc_topic_prior", "topic_word_prior", "total_samples")},
+        "clip_fraction": [None, interval("real", 0, 1, "right")],
+        "unigram_share": [interval("real", 0, 1, "left")],
+        "learning_offset": [interval("real", 0)],
+        "learning_decay": [interval("real", 0, 1, "right")],
+        "mean_change_tol": [interval("real", 0)],
+        "accountant": [options(*_ACCOUNTANTS)],
+        "vocabulary": [None, ARRAY_LIKE],
+    }
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
                  max_doc_length=500, clip_fraction=None, unigram_share=0.75, doc_topic_prior=None,
@@ -228,49 +241,17 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ checks
+    def _is_private(self):
+        return self.epsilon is None or not math.isinf(self.epsilon)     # None: noise_multiplier is given
+
     def _check_params(self):
-        """Validate every parameter; returns True for a private fit."""
-        K = check_positive_int(self.n_components, "n_components")
-        check_positive_int(self.batch_size, "batch_size")
-        check_positive_int(self.max_doc_length, "max_doc_length")
-        check_positive_int(self.n_epochs, "n_epochs")
-        check_positive_int(self.max_doc_update_iter, "max_doc_update_iter")
-        if self.clip_fraction is not None:
-            a = check_positive_real(self.clip_fraction, "clip_fraction")
-            if a > 1:
-                raise ValueError(f"clip_fraction must be in (0, 1] or None, got {self.clip_fraction!r}")
-        f = self.unigram_share
-        if isinstance(f, bool) or not isinstance(f, (Integral, float, np.floating)) or not (
-                math.isfinite(f) and 0 <= f < 1):
-            raise ValueError(f"unigram_share must be in [0, 1), got {f!r}")
-        for name in ("doc_topic_prior", "topic_word_prior"):
-            if getattr(self, name) is not None:
-                check_positive_real(getattr(self, name), name)
-        if self.learning_offset is None or isinstance(self.learning_offset, bool) or not (
-                isinstance(self.learning_offset, (Integral, float, np.floating))
-                and math.isfinite(self.learning_offset) and self.learning_offset >= 0):
-            raise ValueError(f"learning_offset must be finite and >= 0, got {self.learning_offset!r}")
-        kappa = check_positive_real(self.learning_decay, "learning_decay")
-        if kappa > 1:
-            raise ValueError(f"learning_decay must be in (0, 1], got {self.learning_decay!r}")
-        tol = self.mean_change_tol
-        if isinstance(tol, bool) or not isinstance(tol, (Integral, float, np.floating)) or not (
-                math.isfinite(tol) and tol >= 0):
-            raise ValueError(f"mean_change_tol must be finite and >= 0, got {tol!r}")
-        if self.total_samples is not None:
-            check_positive_real(self.total_samples, "total_samples")
-        if self.accountant not in _ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {list(_ACCOUNTANTS)}, got {self.accountant!r}")
+        """The declared constraints and the common checks (:meth:`_validate_params`), then the
+        joint ones; returns ``(n_components, private)``."""
         if self.epsilon is not None and self.noise_multiplier is not None:
             raise ValueError("give exactly one of epsilon and noise_multiplier, got both")
         if self.epsilon is None and self.noise_multiplier is None:
             raise ValueError("give epsilon (numpy.inf for a non-private fit) or noise_multiplier")
-        if self.epsilon is not None:
-            private = not math.isinf(check_positive_real(self.epsilon, "epsilon", allow_inf=True))
-        else:
-            check_positive_real(self.noise_multiplier, "noise_multiplier")
-            private = True
-        self._check_common(private=private)       # delta, the relation, the ledger, n_threads
+        private = self._validate_params()
         if private:
             if self.total_samples is None:
                 raise ValueError(
@@ -281,7 +262,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
             if int(self.batch_size) > float(self.total_samples):
                 raise ValueError(f"batch_size={self.batch_size} exceeds total_samples={self.total_samples} "
                                  "(the sampling rate batch_size / total_samples must be at most 1)")
-        return K, private
+        return int(self.n_components), private
 
     def _priors(self, K):
         alpha = 1.0 / K if self.doc_topic_prior is None else float(self.doc_topic_prior)
@@ -290,9 +271,8 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
 
     def _check_vocabulary(self, V, private):
         if self.vocabulary is not None:
-            if isinstance(self.vocabulary, str) or len(self.vocabulary) != V:
-                n = "a str" if isinstance(self.vocabulary, str) else len(self.vocabulary)
-                raise ValueError(f"vocabulary has {n} terms but X has {V} columns")
+            if len(self.vocabulary) != V:       # not a str: refused by its constraint
+                raise ValueError(f"vocabulary has {len(self.vocabulary)} terms but X has {V} columns")
         elif private:
             warnings.warn("vocabulary=None: the columns of X must index a public vocabulary (e.g. "
                           "dpem_fast.datasets.public_vocabulary()); a vocabulary built from the private "

@@ -13,17 +13,22 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .. import accounting as acc
 from .._engine import PrivacyRecord, PrivateRun, StatSpec, make_plan
 from .._engine._specs import float64_exact_sum_factor
-from .._engine._groups import bound_mask, bounding_key, check_groups, check_max_rows_per_group
+from .._engine._estimator import PrivateEstimator, check_ledger
+from .._engine._groups import bound_mask, bounding_key, check_groups
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_delta, check_positive_int, check_positive_real
+from .._validation import check_delta, interval, validate_params
 from .._kernels.lda_docs import _cap_documents, _check_counts, _clipped_count_sum
 from ._lda_math import default_clip_norm, unigram_distribution
 
 __all__ = ["PrivateUnigram", "private_unigram", "unigram_spec"]
+
+#: :func:`private_unigram`'s parameters: the common ones as every private estimator's
+_CONSTRAINTS = {**PrivateEstimator._parameter_constraints, "max_doc_length": [interval("int", 1)],
+                "clip_norm": [None, interval("real", 0, None, "neither")],
+                "pseudo_count": [interval("real", 0, None, "neither")]}
 
 
 def unigram_spec(V, clip, n_public=None):
@@ -133,37 +138,26 @@ def private_unigram(X, *, epsilon, delta=1e-5, neighbouring="add_remove", max_do
     uniformly, plus ``pseudo_count``, normalised
     (:func:`~dpem_fast.decomposition._lda_math.unigram_distribution`).
     """
-    N = check_positive_int(max_doc_length, "max_doc_length")
-    eps = check_positive_real(epsilon, "epsilon", allow_inf=True)
+    validate_params(_CONSTRAINTS, {"epsilon": epsilon, "delta": delta, "neighbouring": neighbouring,
+                                   "max_doc_length": max_doc_length, "clip_norm": clip_norm,
+                                   "pseudo_count": pseudo_count, "budget": budget, "n_threads": n_threads,
+                                   "random_state": random_state, "max_rows_per_group": max_rows_per_group})
+    N, eps, m, pseudo = int(max_doc_length), float(epsilon), max_rows_per_group, float(pseudo_count)
     private = not math.isinf(eps)
     if private:
         check_delta(delta, "delta")               # the public δ policy: refuse or warn
-    if neighbouring not in ("add_remove", "replace"):
-        raise ValueError(f"neighbouring must be 'add_remove' or 'replace', got {neighbouring!r}")
-    m = check_max_rows_per_group(max_rows_per_group)
     if (groups is None) != (m is None):
         raise ValueError("groups and max_rows_per_group go together: author-level privacy needs both")
     if groups is not None and not private:
         raise ValueError("groups: a non-private release (epsilon=inf) has no privacy unit")
-    pseudo = check_positive_real(pseudo_count, "pseudo_count")
     n_threads = effective_n_threads(n_threads)
-    if budget is not None:
-        if not isinstance(budget, acc.BudgetLedger):
-            raise TypeError(f"budget must be a BudgetLedger or None, got {type(budget).__name__}")
-        if not private:
-            raise ValueError("budget: epsilon=inf releases without privacy and cannot be charged to a ledger")
-        if budget.neighbouring != neighbouring:
-            raise ValueError(f"budget: the ledger accounts under neighbouring={budget.neighbouring!r}, "
-                             f"this release under neighbouring={neighbouring!r}")
-        if budget.privacy_unit != ("row" if m is None else "group"):
-            raise ValueError(f"budget: the ledger accounts per {budget.privacy_unit!r}, this release per "
-                             f"{'row' if m is None else 'group'!r}")
+    check_ledger(budget, private, neighbouring, "row" if m is None else "group")
     X = _as_counts(X)
     grouping = check_groups(groups, X.shape[0]) if groups is not None else None
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"X: need at least one document and one term, got shape {X.shape}")
     V = X.shape[1]
-    C = default_clip_norm(N, V) if clip_norm is None else check_positive_real(clip_norm, "clip_norm")
+    C = default_clip_norm(N, V) if clip_norm is None else float(clip_norm)
     key = make_key(random_state)
     if not private:
         Xc, _ = _cap_documents(X, derive_key(key, "unigram", "cap"), N)

@@ -16,7 +16,7 @@ from .._kernels.psi import PSI_MAX, expected_psi_sup
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int, check_positive_real
+from .._validation import BOOLEAN, FINITE, interval, options
 from ._common import MixtureInferenceMixin
 from .._kernels.gradem import gradem_loglik, gradem_stats, symmetric_psi_bias
 
@@ -160,6 +160,17 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
     #: the row count is fitting state (kept only under replace-one, where it is public)
     _cli_name = "gradient-em"
     _saved = ("weights_", "means_", "beta_", "n_iter_", "n_features_in_", "_means_param")
+    _parameter_constraints = {
+        "n_components": [interval("int", 1)],
+        "estimator": [options(*_ESTIMATORS)],
+        **{name: [interval("real", 0, None, "neither")] for name in ("step_size", "multiplier_precision", "clip_norm")},
+        "component_variance": [interval("real", 0, MAX_COMPONENT_VARIANCE, "right", hint="sigma above MAX_ABS_VALUE "
+                                        "overflows the model's constants; rescale the data")],
+        "symmetric": [BOOLEAN],
+        "truncation_scale": [None, interval("real", 0, None, "neither")],
+        "bias_correction": [options("auto"), BOOLEAN],
+        "means_init": [None, FINITE],
+    }
 
     def __init__(self, n_components=2, *, epsilon=1.0, delta=1e-5, estimator="truncated",
                  noise="discrete_gaussian", component_variance=1.0, symmetric=True, step_size=1.0,
@@ -200,23 +211,11 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
         return _contract.max_block_rows(int(n_rows), 2 * m + 2)
 
     def _check_model_params(self, n_samples, n_features):
-        K = check_positive_int(self.n_components, "n_components")
-        if not isinstance(self.symmetric, (bool, np.bool_)):
-            raise TypeError(f"symmetric must be True or False, got {self.symmetric!r}")
+        K = self.n_components
         if self.symmetric and K != 2:
             raise ValueError(f"n_components must be 2 for the symmetric model, got {K}")
-        if n_samples is not None and n_samples < K:     # None: the count is private
-            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
-        if self.estimator not in _ESTIMATORS:
-            raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {self.estimator!r}")
-        for name in ("component_variance", "step_size", "multiplier_precision", "clip_norm"):
-            check_positive_real(getattr(self, name), name)
-        if self.truncation_scale is not None:
-            check_positive_real(self.truncation_scale, "truncation_scale")
-        bc = self.bias_correction
-        if not (isinstance(bc, (bool, np.bool_)) or (isinstance(bc, str) and bc == "auto")):
-            raise TypeError(f"bias_correction must be 'auto', True or False, got {bc!r}")
-        if bc is True and not self.symmetric and self.estimator == "truncated":
+        super()._check_model_params(n_samples, n_features)     # n_samples >= K where public
+        if self.bias_correction is True and not self.symmetric and self.estimator == "truncated":
             raise ValueError("bias_correction=True is implemented for the symmetric model only; "
                              "use bias_correction='auto' or False with symmetric=False")
         self._check_extremes()
@@ -231,11 +230,7 @@ class DPGradientEM(MixtureInferenceMixin, PrivateEM):
 
     def _check_extremes(self):
         """Refuse public parameters whose sensitivity bound cannot be computed reliably
-        (see Privacy: at the extremes); the parameters are already finite and > 0."""
-        s2 = float(self.component_variance)
-        if s2 > MAX_COMPONENT_VARIANCE:
-            raise ValueError(f"component_variance={s2!r} exceeds {MAX_COMPONENT_VARIANCE:.0e} (sigma above "
-                             f"MAX_ABS_VALUE={MAX_ABS_VALUE:.0e}): the model's constants overflow; rescale the data")
+        (see Privacy: at the extremes); each is already in its declared interval."""
         lo, hi = ROW_BOUND_RANGE
         if self.estimator == "clipped":
             C = float(self.clip_norm)

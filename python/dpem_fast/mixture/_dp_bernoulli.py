@@ -14,7 +14,7 @@ from .._engine._components import live_components
 from .._preprocess import cube_corners
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int, check_real
+from .._validation import FINITE, check_positive_int, interval
 from ._common import (CountAndSumMixture, MixtureInferenceMixin, as_frame, floored_counts, shrunk_means,
                       weights_from_counts)
 from .._kernels.bernoulli import bernoulli_log_resp, bernoulli_stats
@@ -85,6 +85,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     _cli_name = "bernoulli"
     _sums = "first_moments"      # the sums release (CountAndSumMixture)
     _saved = ("weights_", "means_", "n_iter_", "n_features_in_")
+    _parameter_constraints = {"n_components": [interval("int", 1)], "binarize": [None, interval("real")],
+                              "weights_init": [None, FINITE], "means_init": [None, FINITE]}
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, max_iter=20, neighbouring="replace",
                  accountant=None, noise="gaussian", binarize=None, weights_init=None, means_init=None,
@@ -108,15 +110,13 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     def _rows_task(self):
         if self.binarize is None:
             return _binary_rows
-        return functools.partial(_binary_rows, binarize=check_real(self.binarize, "binarize"))
+        return functools.partial(_binary_rows, binarize=float(self.binarize))
 
     def _check_model_params(self, n_samples, n_features):
-        K = check_positive_int(self.n_components, "n_components")
-        if n_samples is not None and n_samples < K:     # None: the count is private
-            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
+        K = self.n_components
+        super()._check_model_params(n_samples, n_features)     # n_samples >= K where public
         w, m = self.weights_init, self.means_init
-        if w is not None and (np.shape(w) != (K,) or not np.all(np.isfinite(w)) or np.any(np.asarray(w) < 0)
-                              or not np.isclose(np.sum(w), 1.0)):
+        if w is not None and (np.shape(w) != (K,) or np.any(np.asarray(w) < 0) or not np.isclose(np.sum(w), 1.0)):
             raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
         if m is not None and (np.shape(m) != (K, n_features) or not np.all((np.asarray(m) > 0) & (np.asarray(m) < 1))):
             raise ValueError(f"means_init must have shape ({K}, {n_features}) with values in (0, 1)")
@@ -125,8 +125,6 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     def _block_rows(self, n_rows, d):
         """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,
         its ``block_count``) for a call on at most ``n_rows`` rows (``_specs``, "Rounding")."""
-        if not isinstance(self.n_components, (int, np.integer)):          # "auto": the default bound
-            return super()._block_rows(n_rows, d)
         return _contract.max_block_rows(int(n_rows), int(self.n_components) * (d + 1) + 1)
     def _statistic_specs(self, d):
         K = self.n_components

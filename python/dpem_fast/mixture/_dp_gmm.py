@@ -18,7 +18,7 @@ from .._engine._components import check_counts_resolvable, data_box, initial_mea
 from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._threads import effective_n_threads
-from .._validation import check_nonnegative_real, check_positive_int
+from .._validation import FINITE, check_positive_int, interval, options, positive_numbers, predicate
 from ._common import MixtureInferenceMixin, as_frame
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
@@ -249,6 +249,21 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     _cli_name = "gmm"
     _saved = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_", "converged_",
               "n_iter_", "n_features_in_")
+    _parameter_constraints = {
+        "n_components": [interval("int", 1), options("auto")],
+        "covariance_type": [options(*COVARIANCES)],
+        "scenario": [options("GGG", "LLG")],
+        "estimator": [options("mle", "map")],
+        "prior": [None, predicate(dict, lambda p: set(p) <= PRIOR_KEYS,
+                                  f"a dict with keys among {sorted(PRIOR_KEYS)}")],
+        "budget_split": [options("auto"), positive_numbers(3)],
+        "averaging": [options("tail", "none")],
+        "weights_init": [None, FINITE],
+        "means_init": [None, options("private"), FINITE],
+        "precisions_init": [None, FINITE],
+        "reg_covar": [interval("real", 0)],
+        "max_components": [interval("int", 1)],
+    }
 
     def __init__(
         self,
@@ -322,30 +337,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
-        K, d = check_positive_int(self.n_components, "n_components"), n_features
-        if not isinstance(self.covariance_type, str) or self.covariance_type not in COVARIANCES:
-            raise ValueError(f"covariance_type must be one of {tuple(COVARIANCES)}, got {self.covariance_type!r}")
-        if n_samples is not None and n_samples < K:     # None: the count is private
-            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
-        if self.scenario not in ("GGG", "LLG"):
-            raise ValueError(f"scenario must be 'GGG' or 'LLG', got {self.scenario!r}")
-        if self.averaging not in ("tail", "none"):
-            raise ValueError(f"averaging must be 'tail' or 'none', got {self.averaging!r}")
-        if self.estimator not in ("mle", "map"):
-            raise ValueError(f"estimator must be 'mle' or 'map', got {self.estimator!r}")
+        K = self.n_components
+        super()._check_model_params(n_samples, n_features)     # n_samples >= K where public
         if self.estimator == "map" and self.covariance_type not in ("full", "diag"):
             raise ValueError(f"estimator='map' supports covariance_type 'full' and 'diag' only (no prior is "
                              f"derived for {self.covariance_type!r}); use estimator='mle'")
-        check_nonnegative_real(self.reg_covar, "reg_covar")
-        if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
-            split = np.asarray(self.budget_split, dtype=np.float64) if not isinstance(self.budget_split, str) else None
-            if split is None or split.shape != (3,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
-                raise ValueError(f"budget_split must be 'auto' or 3 positive finite numbers, got {self.budget_split!r}")
-        if self.prior is not None and not isinstance(self.prior, dict):
-            raise TypeError(f"prior must be a dict or None, got {type(self.prior).__name__}")
-        if self.prior is not None and set(self.prior) - PRIOR_KEYS:
-            raise ValueError(f"prior has unknown keys {sorted(set(self.prior) - PRIOR_KEYS)}")
-        self._check_initial_parameters(K, d)
+        self._check_initial_parameters(K, n_features)
 
     def _statistic_specs(self, n_features):
         """Counts, first moments and the covariance type's second moments, with the
@@ -478,22 +475,14 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
 
     # -------------------------------------------------------- initialisation
     def _check_initial_parameters(self, K, d):
-        """Shapes, finiteness and definiteness of user-supplied (public) initial parameters."""
+        """Shapes and definiteness of user-supplied (public) initial parameters (finite: declared)."""
         if self.weights_init is not None:
             weights = np.asarray(self.weights_init, dtype=np.float64)
-            if (weights.shape != (K,) or not np.all(np.isfinite(weights)) or np.any(weights < 0)
-                    or not np.isclose(weights.sum(), 1.0)):
+            if weights.shape != (K,) or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
                 raise ValueError("weights_init must have shape (n_components,), be >= 0 and sum to 1")
-        if isinstance(self.means_init, str):
-            if self.means_init != "private":
-                raise ValueError(f"means_init must be None, 'private' or an array of shape ({K}, {d}), "
-                                 f"got {self.means_init!r}")
-        elif self.means_init is not None:
-            means = np.asarray(self.means_init, dtype=np.float64)
-            if means.shape != (K, d):
-                raise ValueError(f"means_init must have shape ({K}, {d}), got {means.shape}")
-            if not np.all(np.isfinite(means)):
-                raise ValueError("means_init must be finite")
+        if self.means_init is not None and not isinstance(self.means_init, str):
+            if np.shape(self.means_init) != (K, d):
+                raise ValueError(f"means_init must have shape ({K}, {d}), got {np.shape(self.means_init)}")
         if self.precisions_init is not None:
             prec = np.asarray(self.precisions_init, dtype=np.float64)
             shape = self._ctype.shape(K, d)
@@ -501,10 +490,10 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
                 raise ValueError(f"precisions_init must have shape {shape} for covariance_type="
                                  f"{self.covariance_type!r}, got {prec.shape}")
             if self._ctype.diagonal:
-                if not np.all(np.isfinite(prec)) or np.any(prec <= 0):
+                if np.any(prec <= 0):
                     raise ValueError("precisions_init must be finite and > 0")
                 return
-            if not np.all(np.isfinite(prec)) or not np.allclose(prec, np.swapaxes(prec, -1, -2)):
+            if not np.allclose(prec, np.swapaxes(prec, -1, -2)):
                 raise ValueError("precisions_init must be finite symmetric positive-definite matrices")
             for k, p in enumerate(prec.reshape(-1, d, d)):
                 if np.linalg.eigvalsh(p).min() <= 0:

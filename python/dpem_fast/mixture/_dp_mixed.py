@@ -21,7 +21,7 @@ from .._kernels.mixed import CATEGORIES, mixed_log_resp, mixed_stats
 from .._preprocess import DataDomain, resolve_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import check_nonnegative_real, check_positive_int
+from .._validation import ARRAY_LIKE, check_positive_int, instance_of, interval, options, positive_numbers
 from ._common import MixtureInferenceMixin, floored_counts, shrunk_means, weights_from_counts
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
@@ -231,6 +231,17 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
               "categorical_columns_", "categories_", "dtypes_", "bounds_", "converged_", "n_iter_",
               "n_features_in_")
     _not_saved = ("_layout", "_frame_schema")
+    _parameter_constraints = {
+        "n_components": [interval("int", 1)],
+        "bounds": [None, options("from_data"), ARRAY_LIKE, instance_of(dict)],
+        "categories": [instance_of(dict), None],
+        "dtypes": [instance_of(dict), None],
+        "covariance_type": [options(*_TYPES)],
+        "budget_split": [options("auto"), positive_numbers()],
+        "averaging": [options("tail", "none")],
+        "means_init": [None, options("private")],
+        "reg_covar": [interval("real", 0)],
+    }
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None, dtypes=None,
                  covariance_type="full", data_norm=None, max_iter=20, neighbouring="replace", accountant=None,
@@ -266,7 +277,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         ``max_rows_per_group`` (one id per row, or the name of a DataFrame column, which is
         then not a column of the table)."""
         X, groups = split_groups(X, groups)
-        if not is_frame(X) and self.dtypes is not None:
+        if not is_frame(X) and isinstance(self.dtypes, dict):     # else refused by its constraint
             raise ValueError("dtypes: declared output dtypes apply to a data frame; an array's rows are "
                              "released as an array")
         self._frame_schema = table_schema(X, self.categories, None, self.dtypes) if is_frame(X) else None
@@ -295,26 +306,15 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     # ------------------------------------------------------------ model hooks
     def _check_model_params(self, n_samples, n_features):
-        K = check_positive_int(self.n_components, "n_components")
-        if not isinstance(self.covariance_type, str) or self.covariance_type not in _TYPES:
-            raise ValueError(f"covariance_type must be one of {_TYPES}, got {self.covariance_type!r}")
-        if n_samples is not None and n_samples < K:     # None: the count is private
-            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
-        if self.averaging not in ("tail", "none"):
-            raise ValueError(f"averaging must be 'tail' or 'none', got {self.averaging!r}")
-        check_nonnegative_real(self.reg_covar, "reg_covar")
-        if self.means_init is not None and not (isinstance(self.means_init, str) and self.means_init == "private"):
-            raise ValueError(f"means_init must be None or 'private', got {self.means_init!r}")
+        super()._check_model_params(n_samples, n_features)     # n_samples >= K where public
         schema = self._schema()
         if len(schema.names) != n_features:
             raise ValueError(f"X has {n_features} columns, the schema {len(schema.names)}")
         self._layout = schema.layout
-        if not (isinstance(self.budget_split, str) and self.budget_split == "auto"):
-            n = len(self._release_names())
-            split = None if isinstance(self.budget_split, str) else np.asarray(self.budget_split, dtype=np.float64)
-            if split is None or split.shape != (n,) or not np.all(np.isfinite(split)) or np.any(split <= 0):
-                raise ValueError(f"budget_split must be 'auto' or {n} positive finite numbers (one per release "
-                                 f"{self._release_names()}), got {self.budget_split!r}")
+        n = len(self._release_names())
+        if not isinstance(self.budget_split, str) and len(self.budget_split) != n:
+            raise ValueError(f"budget_split must be 'auto' or {n} positive finite numbers (one per release "
+                             f"{self._release_names()}), got {self.budget_split!r}")
         if isinstance(self.bounds, dict):
             self._bounds_arrays(schema)
 

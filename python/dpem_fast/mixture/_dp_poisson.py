@@ -14,7 +14,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
 from .._preprocess import cube_corners
 from .._rng import derive_key
-from .._validation import check_positive_int, check_positive_real
+from .._validation import check_positive_int, interval
 from ._common import CountAndSumMixture, MixtureInferenceMixin, as_frame, shrunk_means, weights_from_counts
 
 __all__ = ["DPPoissonMixture"]
@@ -60,6 +60,8 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     _domain_kind = "fixed"
     _cli_name = "poisson"
     _saved = ("weights_", "rates_", "means_", "n_iter_", "n_features_in_")
+    _parameter_constraints = {"n_components": [interval("int", 1)],
+                              "max_count": [interval("real", 0, None, "neither")]}
 
     def __init__(self, n_components=1, *, max_count=10.0, epsilon=1.0, delta=1e-5, max_iter=20,
                  neighbouring="replace", accountant=None, noise="gaussian", n_threads=None, random_state=None,
@@ -87,18 +89,10 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         tags.input_tags.categorical = True     # counts: scikit-learn's checks then pass integers
         return tags
 
-    def _check_model_params(self, n_samples, n_features):
-        K = check_positive_int(self.n_components, "n_components")
-        if n_samples is not None and n_samples < K:     # None: the count is private
-            raise ValueError(f"n_samples={n_samples} should be >= n_components={K}")
-        check_positive_real(self.max_count, "max_count")
-
 
     def _block_rows(self, n_rows, d):
         """Rows per block of the statistics kernel (partials of K (d + 1) + 1 doubles a block,
         its ``block_count``) for a call on at most ``n_rows`` rows (``_specs``, "Rounding")."""
-        if not isinstance(self.n_components, (int, np.integer)):          # "auto": the default bound
-            return super()._block_rows(n_rows, d)
         return _contract.max_block_rows(int(n_rows), int(self.n_components) * (d + 1) + 1)
     def _statistic_specs(self, d):
         K = self.n_components

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
+from .. import accounting as acc
 from ..accounting import NoiseDominatedWarning
 from .._engine import EventRelease, PrivateEstimator, PrivateRun, make_event_plan
 from .._engine._groups import bound_mask, bounding_key, check_groups
@@ -25,7 +26,7 @@ from .._preprocess import _as_bounds
 from .._progress import Progress, plan_spent
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import check_positive_int
+from .._validation import ARRAY_LIKE, FINITE, interval, options, predicate
 from ._sep_math import (_Setup, _margin, _posterior, _posterior_noise, _to_raw, default_clip_norm,
                         sep_event, sep_rounding_factor)
 
@@ -158,6 +159,22 @@ class DPStochasticEP(PrivateEstimator):
     _not_saved = ("n_skipped_",)
     _relations = ("replace",)             # N is public: the sensitivity 2 gamma C / N uses it
     _loop = "sequential"
+    _parameter_constraints = {
+        "n_components": [interval("int", 1)],
+        "bounds": [None, ARRAY_LIKE],
+        "clip_norm": [options("auto"), interval("real", 0, None, "neither")],
+        "damping": [interval("real", 0, 1, "right")],
+        "n_epochs": [interval("int", 1)],
+        "batch_size": [interval("int", 1), options("auto")],
+        "sampling": [options("shuffle", "uniform")],
+        "method": [options("sep", "ep")],
+        "prior_mean": [None, FINITE],
+        "prior_covariance": [None, FINITE],
+        "component_variance": [interval("real", 0, None, "neither")],
+        "weights": [None, FINITE],
+        "accountant": [None, options(*acc.ACCOUNTANTS),
+                       predicate(type, lambda a: issubclass(a, acc.PrivacyAccountant), "a PrivacyAccountant class")],
+    }
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, clip_norm="auto",
                  damping=1.0, n_epochs=10, batch_size="auto", sampling="shuffle", method="sep",
@@ -186,41 +203,20 @@ class DPStochasticEP(PrivateEstimator):
 
     # ------------------------------------------------------------ validation
     def _check_params(self, d):
-        J = check_positive_int(self.n_components, "n_components")
-        eps = _real(self.epsilon, "epsilon")
-        if not eps > 0:
-            raise ValueError(f"epsilon must be > 0 (float('inf') for no privacy), got {self.epsilon!r}")
-        delta = _real(self.delta, "delta")
-        if not 0.0 < delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if isinstance(self.clip_norm, str) and self.clip_norm == "auto":
-            C = None
-        else:
-            C = _real(self.clip_norm, "clip_norm")
-            if not (C > 0 and math.isfinite(C)):
-                raise ValueError(f"clip_norm must be 'auto' or finite and > 0, got {self.clip_norm!r}")
-        gamma = _real(self.damping, "damping")
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"damping must be in (0, 1], got {self.damping!r}")
-        T = check_positive_int(self.n_epochs, "n_epochs")
-        if isinstance(self.batch_size, str) and self.batch_size == "auto":
-            B = None
-        else:
-            B = check_positive_int(self.batch_size, "batch_size")
-        if self.sampling not in ("shuffle", "uniform"):
-            raise ValueError(f"sampling must be 'shuffle' or 'uniform', got {self.sampling!r}")
-        if self.method not in ("sep", "ep"):
-            raise ValueError(f"method must be 'sep' or 'ep', got {self.method!r}")
+        """The declared constraints and the common checks (:meth:`_validate_params`), then the
+        checks that read d or join several parameters; the parameters as the fit uses them."""
+        self._validate_params()               # the constraints, the relation, the ledger
+        J, eps = int(self.n_components), float(self.epsilon)
         if self.method == "ep" and math.isfinite(eps):
             raise ValueError("method='ep' is non-private (one site per row): use epsilon=float('inf')")
-        s2 = _real(self.component_variance, "component_variance")
-        if not (s2 > 0 and math.isfinite(s2)):
-            raise ValueError(f"component_variance must be finite and > 0, got {self.component_variance!r}")
+        C = None if isinstance(self.clip_norm, str) else float(self.clip_norm)
+        B = None if isinstance(self.batch_size, str) else int(self.batch_size)
+        s2 = float(self.component_variance)
         box = None if self.bounds is None else _as_bounds(self.bounds, d)
         if self.prior_mean is None:
             m0 = np.zeros((J, d)) if box is None else np.tile((box[0] + box[1]) / 2, (J, 1))
         else:
-            m0 = _finite(self.prior_mean, "prior_mean")
+            m0 = np.asarray(self.prior_mean, dtype=np.float64)
         if m0.shape == (d,):
             m0 = np.tile(m0, (J, 1))
         if m0.shape != (J, d):
@@ -228,22 +224,22 @@ class DPStochasticEP(PrivateEstimator):
         if self.prior_covariance is None:
             S0 = np.eye(d) if box is None else np.diag(((box[1] - box[0]) / 4) ** 2)
         else:
-            S0 = _finite(self.prior_covariance, "prior_covariance")
+            S0 = np.asarray(self.prior_covariance, dtype=np.float64)
         if S0.ndim == 0:
             S0 = float(S0) * np.eye(d)
         if S0.shape != (d, d) or not np.allclose(S0, S0.T):
             raise ValueError(f"prior_covariance must be a scalar or a symmetric ({d}, {d}) matrix")
         if np.linalg.eigvalsh(S0).min() <= 0:
             raise ValueError("prior_covariance must be positive definite")
-        w = np.full(J, 1.0 / J) if self.weights is None else _finite(self.weights, "weights")
+        w = np.full(J, 1.0 / J) if self.weights is None else np.asarray(self.weights, dtype=np.float64)
         if w.shape != (J,) or np.any(w <= 0) or abs(w.sum() - 1.0) > 1e-8:
             raise ValueError(f"weights must be {J} positive numbers summing to 1, got {self.weights!r}")
         acct = self.accountant if self.accountant is not None else _default_accountant(self.sampling)
-        self._check_common()                  # the relation, the ledger, n_threads
         if box is None:                       # the box the prior implies (public, the model page)
             half = _PRIOR_SPREAD * (math.sqrt(float(np.linalg.eigvalsh(S0).max())) + math.sqrt(s2))
             box = (m0.min(axis=0) - half, m0.max(axis=0) + half)
-        return J, eps, delta, C, gamma, T, B, s2, m0, S0, w / w.sum(), acct, box
+        return (J, eps, float(self.delta), C, float(self.damping), int(self.n_epochs), B, s2, m0, S0, w / w.sum(), acct,
+                box)
 
     # ------------------------------------------------------------------- fit
     def fit(self, X, y=None, groups=None):
@@ -494,21 +490,3 @@ class DPStochasticEP(PrivateEstimator):
         """Most probable component of each row."""
         return self.predict_proba(X).argmax(axis=1)
 
-
-def _real(value, name):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if math.isnan(v):
-        raise ValueError(f"{name} must not be NaN")
-    return v
-
-
-def _finite(value, name):
-    try:
-        a = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be an array of real numbers") from None
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite")
-    return a

@@ -26,7 +26,7 @@ from .._engine._sources import DataSummary, Rows, validated_rows
 from .._preprocess import resolve_domain
 from .._registry import public_state
 from .._threads import blas_single_thread, effective_n_threads
-from .._validation import check_positive_real
+from .._validation import instance_of, interval
 from ..io import as_row_source
 from ._trials import (_gaussian_mu2, _group_holdout_mask, _holdout_mask, _trial_epsilon, clipped_score_sum, row_scores,
                       score_range)
@@ -157,6 +157,16 @@ class PrivateModelSelection(PrivateEstimator):
 
     _loop = "selection"
 
+    _parameter_constraints = {
+        "estimator": [instance_of(PrivateEM, name="a private EM estimator")],
+        "param_grid": [instance_of(dict, list, tuple)],
+        "mean": [None, interval("real", 1)],
+        "shape": [None, interval("real", 0)],
+        "holdout": [interval("real", 0, 1, "neither")],
+        "parsimony": [interval("real", 0)],
+        "complexity": [None, instance_of(str)],
+    }
+
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-5, mean=None, shape=1.0,
                  holdout=0.25, parsimony=0.0, complexity=None, random_state=None, n_threads=None,
                  budget=None):
@@ -214,22 +224,9 @@ class PrivateModelSelection(PrivateEstimator):
         if not isinstance(est, PrivateEM) or est._domain_kind != "ball":
             raise TypeError("estimator must be a private EM estimator on a declared domain "
                             f"(DPGaussianMixture, DPKMeans, ...), got {type(est).__name__}")
-        if not self._check_common():
+        if not self._validate_params():
             raise ValueError("epsilon must be finite: a private selection needs a budget")
-        if self.mean is not None:
-            m = check_positive_real(self.mean, "mean")
-            if m < 1.0 or math.isinf(m):
-                raise ValueError(f"mean must be a finite number >= 1, got {self.mean!r}")
-        if self.shape is not None:
-            s = self.shape
-            if isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Real) or not (0.0 <= s < math.inf):
-                raise ValueError(f"shape must be None (Poisson) or a finite number >= 0, got {s!r}")
-        h = self.holdout
-        if isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Real) or not 0.0 < h < 1.0:
-            raise ValueError(f"holdout must be a number in (0, 1), got {h!r}")
         p = self.parsimony
-        if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= p < math.inf:
-            raise ValueError(f"parsimony must be a finite number >= 0, got {p!r}")
         if p > 0 and self.complexity is None:
             raise ValueError("complexity must name a parameter when parsimony > 0")
         cands = self._candidates()
