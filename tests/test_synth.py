@@ -60,8 +60,12 @@ def test_the_grid_of_a_fitted_model_is_its_public_box_and_categories():
     g = table_grid(m, bins=16)
     assert np.allclose(g["x"], np.linspace(-4, 7, 17)) and g["c"] == ["a", "b"]
     S, _ = m.sample(5000, other="drop", random_state=0)
-    r = synth_report(df, S, target="c", grid=m, classifier=TREE)
-    assert r.mean_pair_tvd < 0.15 and r.tstr_accuracy > 0.85
+    r = synth_report(df, S, target="c", grid=m, classifier=TREE, baseline_epsilon=2.0, real_train=df)
+    # two Gaussian blobs: the marginals-first default (issue 37) is a little behind the plain
+    # mixture here (0.152 vs 0.139 at this seed: a third of the budget goes to the marginals),
+    # and far ahead of the trivial synthesizer of the same budget
+    assert r.mean_pair_tvd < 0.2 and r.tstr_accuracy > 0.85
+    assert r.mean_pair_tvd < 0.5 * r.baseline.mean_pair_tvd
 
 
 @pytest.mark.parametrize("kw, exc, match", [

@@ -9,16 +9,24 @@ The grid is public: numeric columns are binned on equal-width bins between decla
 categorical columns on their declared categories plus one cell for everything else (unknown
 or missing).  Values beyond the bounds fall in the outer bins.
 
+The **trivial synthesizer** (:func:`independent_baseline`, issue 37) is the reference every
+model must beat: noisy 1-way histograms on the same grid at the same (ε, δ), each column
+sampled independently.  ``synth_report(..., baseline_epsilon=ε, real_train=...)`` scores it
+next to the model and warns when the model's mean 2-way distance is not below it.  That check
+reads the real rows (training and hold-out): it is part of this non-private report, not of a
+fit — a fit cannot judge 2-way fidelity from its released values alone.
+
 .. versionadded:: 0.1 (issue 28)
 """
 from __future__ import annotations
 
 import itertools
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SynthReport", "synth_report", "table_grid"]
+__all__ = ["SynthReport", "synth_report", "table_grid", "independent_baseline"]
 
 
 @dataclass
@@ -58,6 +66,7 @@ class SynthReport:
     trtr_accuracy: float | None = None
     majority_accuracy: float | None = None
     private: bool = field(default=False, repr=False)
+    baseline: "SynthReport | None" = field(default=None, repr=False)
 
     @property
     def mean_column_tvd(self):
@@ -73,10 +82,15 @@ class SynthReport:
 
     def summary(self):
         """The headline numbers as a dict."""
-        return {"mean_column_tvd": self.mean_column_tvd, "mean_pair_tvd": self.mean_pair_tvd,
-                "max_pair_tvd": self.max_pair_tvd, "corr_error": self.corr_error,
-                "tstr_accuracy": self.tstr_accuracy, "trtr_accuracy": self.trtr_accuracy,
-                "majority_accuracy": self.majority_accuracy}
+        out = {"mean_column_tvd": self.mean_column_tvd, "mean_pair_tvd": self.mean_pair_tvd,
+               "max_pair_tvd": self.max_pair_tvd, "corr_error": self.corr_error,
+               "tstr_accuracy": self.tstr_accuracy, "trtr_accuracy": self.trtr_accuracy,
+               "majority_accuracy": self.majority_accuracy}
+        if self.baseline is not None:       # the trivial synthesizer at the same epsilon
+            b = self.baseline
+            out.update(baseline_column_tvd=b.mean_column_tvd, baseline_pair_tvd=b.mean_pair_tvd,
+                       baseline_corr_error=b.corr_error, baseline_tstr_accuracy=b.tstr_accuracy)
+        return out
 
     def __str__(self):
         lines = ["synthetic-data fidelity (computed on real hold-out rows: NOT private, do not publish)"]
@@ -154,8 +168,73 @@ def _features(df, grid, target):
     return np.hstack(parts) if parts else np.zeros((len(df), 0))
 
 
+def _grid_cells(df, grid):
+    """The column codes of ``df`` on ``grid`` and each column's number of cells."""
+    return [_cells(df[c], spec) for c, spec in grid.items()]
+
+
+def independent_baseline(real_train, grid, epsilon, delta=1e-5, *, neighbouring="add_remove", n_samples=None,
+                         random_state=0):
+    """The trivial synthesizer: every column's histogram on the public ``grid`` released with
+    Gaussian noise at (``epsilon``, ``delta``), then each column sampled independently (a
+    numeric bin uniformly within it, a categorical cell as its label; the last cell, "other",
+    is never drawn).
+
+    One release of the stacked histograms (:func:`~dpem_fast._engine._specs.column_histograms`:
+    ℓ2 √D under add/remove, √(2D) under replace), calibrated by the engine's plan and drawn by its
+    release layer (a ledger-less run); each column's noisy counts are projected onto the simplex (the mixture's
+    marginals' post-processing).  A reference for :func:`synth_report`, computed here from the
+    rows passed in: no budget ledger is charged and no privacy record is kept.
+
+    Parameters
+    ----------
+    real_train : pandas DataFrame
+    grid : dict
+        ``{column: bin edges (float ndarray) or labels}`` (public; as :func:`synth_report`'s).
+    epsilon, delta : float
+    neighbouring : {"add_remove", "replace"}
+    n_samples : int or None
+        Rows to draw (default: as many as ``real_train``).
+    random_state : int
+    """
+    import pandas as pd
+
+    from ._engine._loops import PrivateRun
+    from ._engine._plan import make_plan
+    from ._engine._specs import column_histograms
+    from ._rng import make_key
+    from .mixture._marginals import _simplex
+
+    cols = list(grid)
+    cells = _grid_cells(real_train, grid)
+    counts = np.concatenate([np.bincount(c, minlength=m) for c, m in cells]).astype(np.float64)
+    spec = column_histograms("baseline", len(cols), counts.size)
+    plan = make_plan((), 1, epsilon=float(epsilon), delta=float(delta), neighbouring=neighbouring,
+                     accountant="gdp", one_off_specs=(spec,), one_off_share=0.5)
+    noisy, _ = PrivateRun(plan, make_key(random_state), delta=float(delta)).once(        # no ledger: a reference
+        {"baseline": counts}, mechanism="independent noisy 1-way histograms", data_domain={"source": "declared grid"})
+    noisy = noisy["baseline"]
+    parts = np.split(noisy, np.cumsum([m for _, m in cells])[:-1])
+    total = max(float(np.mean([p.sum() for p in parts])), 1.0)
+    n = len(real_train) if n_samples is None else int(n_samples)
+    rng = np.random.default_rng(random_state)
+    out = {}
+    for c, part in zip(cols, parts):
+        spec_c = grid[c]
+        p = _simplex(part, total)
+        if not _is_edges(spec_c):
+            p = p[:-1]                  # declared labels only
+        p = p / p.sum() if p.sum() > 0 else np.full(p.size, 1.0 / p.size)
+        k = rng.choice(p.size, size=n, p=p)
+        if _is_edges(spec_c):
+            out[c] = spec_c[k] + rng.random(n) * (spec_c[k + 1] - spec_c[k])
+        else:
+            out[c] = np.array(list(spec_c), dtype=object)[k]
+    return pd.DataFrame(out)[cols]
+
+
 def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, real_train=None, classifier=None,
-                 random_state=0):
+                 random_state=0, baseline_epsilon=None, baseline_delta=1e-5, baseline_neighbouring="add_remove"):
     """Marginal, pairwise, correlation and train-on-synthetic fidelity of ``synthetic`` against
     ``real_holdout`` (pandas DataFrames with the same columns).  **Not private**: computed from
     the real rows passed in, a hold-out set the user keeps.
@@ -178,6 +257,12 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
         Real training rows: adds the train-on-real accuracy of the same classifier for reference.
     classifier : scikit-learn classifier or None
         Default ``HistGradientBoostingClassifier(early_stopping=False, random_state=random_state)``.
+    baseline_epsilon : float or None
+        With ``real_train``: also score the trivial synthesizer (:func:`independent_baseline`
+        on ``real_train`` at this ε, ``baseline_delta`` and ``baseline_neighbouring``, as many
+        rows as ``synthetic``) in ``report.baseline`` and the ``baseline_*`` entries of
+        ``summary()``; warn (``UserWarning``) when ``synthetic``'s mean 2-way distance is not
+        below the baseline's.
 
     Returns
     -------
@@ -243,4 +328,17 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
             y_tr = _cells(real_train[target], grid[target])[0]
             report.trtr_accuracy = float(np.mean(clone(clf).fit(_features(real_train, grid, target), y_tr)
                                                  .predict(X_real) == y_real))
+    if baseline_epsilon is not None:
+        if real_train is None:
+            raise ValueError("baseline_epsilon: the trivial synthesizer is fitted on real_train; pass it")
+        base = independent_baseline(real_train, grid, baseline_epsilon, baseline_delta,
+                                    neighbouring=baseline_neighbouring, n_samples=len(synthetic),
+                                    random_state=random_state)
+        report.baseline = synth_report(real_holdout, base, target, grid=grid, classifier=classifier,
+                                       random_state=random_state)
+        if not report.mean_pair_tvd < report.baseline.mean_pair_tvd:
+            warnings.warn(f"the synthetic table's mean 2-way TVD {report.mean_pair_tvd:.4f} is not below the "
+                          f"trivial synthesizer's {report.baseline.mean_pair_tvd:.4f} (independent noisy 1-way "
+                          f"histograms at epsilon={baseline_epsilon}); measured on the hold-out rows (not private)",
+                          UserWarning, stacklevel=2)
     return report

@@ -161,7 +161,7 @@ def _exact_em(est, X, n_iter):
 @pytest.mark.parametrize("ct", ["full", "diag"])
 def test_epsilon_inf_is_exact_em_with_category_probabilities(ct):
     X = _table(2000)
-    est = DPMixedMixture(3, epsilon=np.inf, categories=CATS, covariance_type=ct, max_iter=6,
+    est = DPMixedMixture(3, epsilon=np.inf, categories=CATS, covariance_type=ct, max_iter=6, marginals=None,
                          random_state=0).fit(X)
     w, mu, covs, theta = _exact_em(est, X, 6)
     assert_allclose(est.weights_, w, rtol=1e-8)
@@ -177,13 +177,15 @@ def test_epsilon_inf_is_exact_em_with_category_probabilities(ct):
 class TestConformance(PrivateEstimatorConformance):
     estimator_class = DPMixedMixture
     covariance_type = "full"
-    params = dict(n_components=3, epsilon=1.0, delta=1e-5, max_iter=4, bounds=(-6.0, 6.0), categories=CATS)
+    # the mixture on the values (marginals=None); the marginals-first model: TestConformanceMarginals
+    params = dict(n_components=3, epsilon=1.0, delta=1e-5, max_iter=4, bounds=(-6.0, 6.0), categories=CATS,
+                  marginals=None)
     fitted_attributes = ("weights_", "means_", "covariances_", "precisions_cholesky_", "category_probs_")
     ball_params = dict(bounds=None, data_norm=6.0)
     sklearn_params = (dict(n_components=2, epsilon=10.0, data_norm=50.0, bounds=None, categories=None, max_iter=3,
                            random_state=0),
                       dict(n_components=2, epsilon=float("inf"), bounds=None, categories=None, max_iter=3,
-                           random_state=0))
+                           random_state=0, marginals=None))
     # a_1 <= 4 a_2 and a_1^2 / (16 a_2) > a_c: the same-component obtuse case on top (the category
     # sums' a_T added to every case); a_T alone on top (a split that puts it first is in the suite)
     joint_splits = ((0.001, 1.0, 0.26, 0.3), (2.0, 0.5, 0.5, 0.2))
@@ -289,6 +291,30 @@ class TestConformancePrivateStart(TestConformance):
         return [*super().statistic_sites(), (_start, "cell_counts"), (_start, "cell_sums")]
 
 
+class TestConformanceMarginals(TestConformance):
+    """The whole suite with the marginals first (issue 37, the default): one more one-off
+    release, the mixture in the copula's space.  Its Gaussian block is not in the units of X,
+    so the geometry checks of the value-space model do not apply (skipped, named below)."""
+
+    params = {**TestConformance.params, "marginals": "auto"}     # the default: the plain mixture with data_norm alone
+    sklearn_params = (TestConformance.sklearn_params[0],
+                      {**TestConformance.sklearn_params[1], "marginals": "auto"})
+
+    @pytest.mark.skip(reason="the copula's means and covariances are in z-units: invariant, not equivariant, "
+                             "under a scaling of X")
+    def test_scale_equivariance(self):
+        pass
+
+    @pytest.mark.skip(reason="the copula's means and covariances are in z-units, whatever each feature's scale")
+    def test_each_feature_on_its_own_scale(self):
+        pass
+
+    @pytest.mark.skip(reason="the exact reference is the value-space EM; the copula's epsilon=inf fit is "
+                             "tested in test_mixed_marginals.py")
+    def test_epsilon_inf_equals_the_nonprivate_reference(self):
+        pass
+
+
 def test_the_private_start_reads_only_the_numeric_columns_and_is_in_the_record():
     """The start's releases are in the plan (record, 20 % of it) and sized by the numeric block;
     changing only the categorical columns of the rows leaves the start's statistics unchanged."""
@@ -335,6 +361,7 @@ def test_the_private_start_keeps_well_separated_components():
     X = np.column_stack([num, (y + (rng.random(25000) < 0.2)) % 3])
     train, test = X[:20000], X[20000:]
     kw = dict(bounds=(-11.0, 11.0), categories={"x3": 3}, max_iter=20, random_state=0)
+    kw["marginals"] = None          # the value-space mixture (the copula's clusters: test_mixed_marginals.py)
     ref = DPMixedMixture(5, epsilon=math.inf, **kw).fit(train)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -348,7 +375,7 @@ def test_the_private_start_keeps_well_separated_components():
 def test_the_joint_bound_is_the_mixtures_plus_the_category_sums(rel, ct):
     """μ² = moments_joint_bound + a_T (replace; add/remove: the sum), by an independent formula."""
     est = DPMixedMixture(3, categories=CATS, covariance_type=ct, bounds=(-6, 6), max_iter=2, random_state=0,
-                         neighbouring=rel).fit(_table(500))
+                         neighbouring=rel, marginals=None).fit(_table(500))
     a = {"counts": 0.3, "first_moments": 1.0, "second_moments": 0.26, CATEGORIES: 0.7}
     if rel == "add_remove":
         want = sum(a.values())
@@ -358,7 +385,7 @@ def test_the_joint_bound_is_the_mixtures_plus_the_category_sums(rel, ct):
     assert est._joint_sensitivity(a, rel) == pytest.approx(want, rel=1e-12)
     specs = {s.name: s for s in est._statistic_specs(4)}
     assert specs[CATEGORIES].sensitivity("l2", rel) == pytest.approx(math.sqrt(2 * 2 if rel == "replace" else 2))
-    only = DPMixedMixture(2, categories={"x0": 3, "x1": 2}, max_iter=2, random_state=0,
+    only = DPMixedMixture(2, categories={"x0": 3, "x1": 2}, max_iter=2, random_state=0, marginals=None,
                           neighbouring=rel).fit(_table(500)[:, [1, 3]])
     assert only._joint_sensitivity({"counts": 0.3, CATEGORIES: 0.7}, rel) == pytest.approx(1.0)
     assert set(only.privacy_.releases) == {"counts", CATEGORIES}
@@ -395,8 +422,8 @@ def test_a_data_frame_round_trips_through_sample_save_and_pickle(tmp_path):
     S, y = m.sample(500, other="drop", random_state=1)
     assert list(S.columns) == list(df.columns) and len(S) == 500 and y.shape == (500,)
     assert [str(t) for t in S.dtypes] == list(m.dtypes_) == ["float64", "category", "int64", "category"]
-    M, _ = m.sample(20000, random_state=1)       # "other" drawn as missing, at its released rate
-    assert M["night"].isna().any() and set(M["night"].dropna()) <= {False, True}
+    M, _ = m.sample(20000, other="missing", random_state=1)       # opt-in: "other" drawn as missing, at its rate
+    assert set(M["night"].dropna()) <= {False, True}     # the released "other" rate: zero here, after raking
     assert M["carrier"].isna().mean() == pytest.approx(np.sum(m.weights_ * m.category_probs_[0][:, -1]), abs=0.005)
     assert list(S["carrier"].cat.categories) == ["AA", "B6", "UA"]
     assert S["delay"].between(-6, 6).all() and S["distance"].between(0, 1200).all()
@@ -427,8 +454,9 @@ def test_unknown_and_missing_categories_fall_in_other():
     other = np.concatenate(est.category_probs_[:1], axis=1)[:, -1]          # carrier's "other" slot
     share = (df["carrier"] == "UA").mean()
     assert np.sum(est.weights_ * other) == pytest.approx(share, abs=1e-9)
-    S, _ = est.sample(2000, random_state=0)
+    S, _ = est.sample(2000, other="missing", random_state=0)
     assert S["carrier"].isna().mean() == pytest.approx(share, abs=0.04)
+    assert not est.sample(2000, random_state=0)[0]["carrier"].isna().any()     # the default: declared ones only
 
 
 def test_text_columns_without_declared_categories_are_refused():

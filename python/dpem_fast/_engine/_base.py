@@ -390,6 +390,8 @@ class PrivateEM(ModelHooks, PrivateEstimator):
                 raise ValueError(f"{type(self).__name__}: a private start releases {sorted(split)}, the model "
                                  f"declares {[s.name for s in start]}")
             shares.update(split)
+        extra, extra_shares = self._one_off_releases(d)     # a model's own one-offs (issue 37)
+        one_off, shares = one_off + tuple(extra), {**shares, **extra_shares}
         mechanisms = self._mechanisms()
         accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
@@ -411,7 +413,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         n_public = self._public_rows(rows.n_rows)   # None under add/remove or per group: private
         rounds = self._n_release_rounds()
         plan, specs, source, domain = self._private_plan(n_public, d, rows.dtype)
-        start = tuple(self._start_specs(d))
+        start = tuple(self._start_specs(d)) + tuple(self._one_off_releases(d)[0])  # made in _private_start
         # the whole plan, before any statistic (the private row count, before grouping, checked first)
         run = PrivateRun.of(self, plan, key, n_threads, private_count=rows.n_rows if n_public is None else None)
         if grouping is not None:                    # at most m rows per group, from here on

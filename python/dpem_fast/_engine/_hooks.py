@@ -93,6 +93,12 @@ class ModelHooks:
         public = n_public is not None and not self._count_private()
         return rounding_specs(start, float64_exact_sum_factor(n_public if public else None))
 
+    def _one_off_releases(self, d):
+        """A model's own releases made once before the loop, in the same plan, and their shares
+        of it: ``(specs, {name: share})`` (default none; the mixed model's marginals).  The model
+        makes them in :meth:`_private_start`, which then runs with or without a private start."""
+        return (), {}
+
     def _iteration_specs(self, d, dtype=np.float64, n_public=None):
         """The specs a fit on rows of ``dtype`` releases: :meth:`_statistic_specs`, widened by
         :func:`~dpem_fast._engine._specs.float32_specs` when float32 rows run the float32 path

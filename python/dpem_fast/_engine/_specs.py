@@ -31,6 +31,13 @@ replace-one a row ``(x, γ)`` becomes ``(x', γ')``.
   ``√2``, attained by two unit rows in two components.
 * :func:`row_count` ``n`` (released under add/remove only; under replace-one it is public and
   never released): ℓ2 = ℓ1 = 1, an integer.
+* :func:`column_histograms` (issue 37): one histogram per column on public cells, stacked
+  (``D`` columns, ``n_cells`` cells in all; a numeric column's cells are public bins of its
+  box, a categorical column's its declared categories and "other").  A row adds exactly 1 to
+  one cell of each column.  Add/remove: ``D`` entries change by 1, ℓ2 = √D, ℓ1 = D.  Replace:
+  per column at most two cells change (−1 and +1), ℓ2 = √(2D), ℓ1 = 2D, attained by a row
+  whose every column moves to another cell.  An integer statistic (exact in float64); the
+  group level is the engine's (:mod:`~dpem_fast._engine._groups`: m times these).
 
 Joint bound (:func:`moments_joint_bound`).  Releases of one iteration with ``a_r = Δ_r²/σ_r²``
 are one Gaussian mechanism with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  Under replace-one, with soft
@@ -204,7 +211,8 @@ from .._dpcore._contract import F32_LANE_ROWS
 from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
-           "row_count", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING", "FLOAT32_MAX_COMPONENTS",
+           "row_count", "column_histograms", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING",
+           "FLOAT32_MAX_COMPONENTS",
            "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "float64_exact_sum_factor",
            "rounding_specs", "check_row_cap", "ROUNDING_ROW_CAP"]
 
@@ -249,6 +257,14 @@ def row_count(name):
     """``n``, shape ``(1,)``, an integer: ℓ2 = ℓ1 = 1 (released under add/remove only; the
     replace value is a bound of the true 0, for completeness)."""
     return StatSpec(name, (1,), l2={"add_remove": 1.0, "replace": 1.0}, integer=True)
+
+
+def column_histograms(name, n_columns, n_cells):
+    """One histogram per column on public cells, stacked (shape ``(n_cells,)``, ``n_columns``
+    columns): ℓ2 √D / √(2D), ℓ1 D / 2D (module docstring); integer."""
+    D = int(n_columns)
+    return StatSpec(name, (int(n_cells),), l2={"add_remove": math.sqrt(D), "replace": math.sqrt(2.0 * D)},
+                    l1={"add_remove": float(D), "replace": 2.0 * D}, integer=True)
 
 
 def moments_joint_bound(a_first, a_second, a_count=0.0, *, neighbouring, second="full", count="soft"):

@@ -21,11 +21,12 @@ from .._kernels.mixed import CATEGORIES, mixed_log_resp, mixed_stats
 from .._preprocess import DataDomain, resolve_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, check_positive_int, instance_of, interval, options, positive_numbers
+from .._validation import ARRAY_LIKE, instance_of, interval, options, positive_numbers
 from ._common import MixtureInferenceMixin, floored_counts, shrunk_means, weights_from_counts
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
 from ._gmm_mstep import exact_m_step, private_m_step, warn_if_covariances_unresolved
+from ._marginals import MarginalsMixin, clipped_before, copula_domain, to_model_space
 from ._tables import TableSchema, is_frame, table_schema
 
 __all__ = ["DPMixedMixture"]
@@ -35,15 +36,17 @@ PROB_FLOOR = 1e-10
 _TYPES = ("full", "diag")
 
 
-def _mixed_statistics(X, params, domain, n_threads, layout=None, covariance_type="full"):
+def _mixed_statistics(X, params, domain, n_threads, layout=None, covariance_type="full", marginals=None):
     """The E-step statistics kernel (a Dask task's: the released parameters, the public layout
-    and covariance type)."""
+    and covariance type, the released marginals: the numeric columns in the copula's space)."""
     weights, means, _, prec_chol, theta = params
+    Z = to_model_space(X, layout, marginals)
     diagonal = COVARIANCES[covariance_type].diagonal
     prec = np.ascontiguousarray(np.diagonal(prec_chol, axis1=1, axis2=2)) if diagonal else prec_chol
     with np.errstate(divide="ignore"):
         log_theta = np.log(theta)
-    return mixed_stats(X, layout, weights, means, prec, log_theta, covariance_type, n_threads, domain)
+    stats = mixed_stats(Z, layout, weights, means, prec, log_theta, covariance_type, n_threads, domain)
+    return stats if Z is X else clipped_before(stats, X, layout, marginals)
 
 
 def _slot_ranges(layout):
@@ -81,7 +84,7 @@ def _probabilities(T, nk, releases, layout):
     return out
 
 
-class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
+class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
     """Private synthetic-data model for tables with numeric and categorical columns.
 
     A latent-class mixture fitted by differentially private EM: component k draws the numeric
@@ -117,7 +120,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         takes its dtype's categories and a ``bool`` column ``[False, True]`` unless named here;
         a text column that is neither is refused (see Privacy).  Every categorical column also
         has an **"other"** slot: a value outside its declared list (or missing) counts there;
-        ``sample`` writes it as missing.
+        ``sample`` draws declared categories only unless asked for it (``other="missing"``).
     dtypes : dict or None
         ``{numeric column: dtype name}``: the declared dtype of a data frame's numeric column in
         ``dtypes_`` and in every sample (an integer dtype rounds and clips the sampled values).
@@ -163,6 +166,16 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         Person-level privacy (issue 27), as :class:`DPGaussianMixture`: with ``fit(X,
         groups=...)`` each group keeps at most this many rows and every sensitivity above is m
         times a row's (set in the plan, :mod:`dpem_fast._engine._groups`).
+    marginals : {"auto", "copula", None}, default="auto"
+        Marginals first (issue 37).  ``"copula"``: every column's 1-way histogram (64 public bins
+        of a numeric column's box; a categorical column's categories and "other") is released
+        once before EM, on a third of the plan; the mixture's numeric block is fitted to each
+        value's Gaussian score under its column's released distribution, and ``sample`` maps
+        back through the released marginals, so each synthetic column has its released 1-way
+        distribution (point masses included).  ``"auto"``: ``"copula"`` unless the numeric
+        domain is a ball without a box (``data_norm`` alone); None: the mixture on the values.
+
+        .. versionadded:: 0.1 (issue 37)
 
     Attributes
     ----------
@@ -171,6 +184,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     covariances_ : ndarray of shape ``(n_components_, n_numeric, n_numeric)`` or ``(n_components_, n_numeric)``
     precisions_ : ndarray of the shape of ``covariances_``
     precisions_cholesky_ : ndarray of the shape of ``covariances_``
+        With marginals the Gaussian block (means, covariances, precisions, and ``score_samples``)
+        is in the copula's space: each numeric value as ``Φ⁻¹`` of its released CDF.
     category_probs_ : list of ndarray of shape ``(n_components_, n_categories_j + 1)``
         θ_{k,j} per categorical column, over its declared categories and "other" (last).
     categorical_columns_ : ndarray of int
@@ -182,6 +197,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         ``categories``) only (None when fitted on an array).
     bounds_ : ndarray of shape ``(2, n_numeric)`` or None
         The numeric box (declared, or released by the private estimate).
+    marginal_cdf_ : ndarray of shape ``(n_numeric, 65)`` or None
+        The released CDF of each numeric column on its 64 public bins of ``bounds_`` (None
+        without marginals).
     n_components_ : int
         Components of the released model: ``n_components`` less those dropped as dead.
     n_iter_ : int
@@ -211,7 +229,11 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
     probabilities of :func:`category_probabilities`, tail averaging and the dead-component rule
     (``n_components_``); under replace-one a fit whose counts could not be told from noise is
     refused before the charge.  The start is data-independent or, with ``means_init="private"``,
-    the private start on the numeric block; the iteration count is fixed.
+    the private start on the numeric block; the iteration count is fixed.  With marginals one
+    more one-off release: the stacked 1-way histograms of the D columns, ℓ2 √D (add/remove),
+    √(2D) (replace) (:mod:`dpem_fast.mixture._marginals`); the copula's map of a row is a
+    function of that row and the released values, into the public box the mixture's numeric
+    domain is.
 
     Examples
     --------
@@ -228,9 +250,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
 
     _cli_name = "mixed"
     _saved = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_", "category_probs_",
-              "categorical_columns_", "categories_", "dtypes_", "bounds_", "converged_", "n_iter_",
+              "categorical_columns_", "categories_", "dtypes_", "bounds_", "marginal_cdf_", "converged_", "n_iter_",
               "n_features_in_")
-    _not_saved = ("_layout", "_frame_schema")
+    _not_saved = ("_layout", "_frame_schema", "_fit_marginals", "_fit_box")
     _parameter_constraints = {
         "n_components": [interval("int", 1)],
         "bounds": [None, options("from_data"), ARRAY_LIKE, instance_of(dict)],
@@ -241,12 +263,14 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         "averaging": [options("tail", "none")],
         "means_init": [None, options("private")],
         "reg_covar": [interval("real", 0)],
+        "marginals": [None, options("auto", "copula")],
     }
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None, dtypes=None,
                  covariance_type="full", data_norm=None, max_iter=20, neighbouring="replace", accountant=None,
                  noise="gaussian", budget_split="auto", averaging="tail", means_init=None, reg_covar=1e-6,
-                 n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None):
+                 n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None,
+                 marginals="auto"):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -268,6 +292,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         self.budget = budget
         self.verbose = verbose
         self.max_rows_per_group = max_rows_per_group
+        self.marginals = marginals
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, groups=None):
@@ -317,6 +342,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
                              f"{self._release_names()}), got {self.budget_split!r}")
         if isinstance(self.bounds, dict):
             self._bounds_arrays(schema)
+        self._check_marginals()
 
     def _bounds_arrays(self, schema):
         """(lo, hi) over the numeric columns, in order, from a ``bounds`` dict naming each."""
@@ -409,7 +435,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         check_counts_resolvable(n_public, plan.releases[COUNTS], self._n_averaged(rounds), type(self).__name__)
 
     def _statistics_task(self):
-        return functools.partial(_mixed_statistics, layout=self._layout, covariance_type=str(self.covariance_type))
+        return functools.partial(_mixed_statistics, layout=self._layout, covariance_type=str(self.covariance_type),
+                                 marginals=getattr(self, "_fit_marginals", None))
 
     def _describe(self):
         init = ("private start of the numeric means (noisy random-hyperplane cell counts and sums, 20 % of "
@@ -431,6 +458,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         means fill in), the Gaussian block's start covariances, uniform weights and category
         probabilities (the first E-step follows the numeric start alone).  Post-processing."""
         K, lay = self.n_components, self._layout
+        rows = self._release_marginals(rows, layer)     # the marginals' one-off release, if any
+        if not (isinstance(self.means_init, str) and self.means_init == "private" and lay.d):
+            return self._initial_parameters(rows.summary, domain, key, True)
         weights, means, _, _, theta = self._initial_parameters(rows.summary, domain, key, True)
         means = private_start(rows, layer, domain, key, K, means, columns=lay.num_cols)
         covs, prec_chol = start_covariances(self._ctype, means)
@@ -451,7 +481,8 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         init_dom = domain
         if not private and d:
             num = list(lay.num_cols)
-            init_dom = data_box(summary.column_min[num], summary.column_max[num])
+            init_dom = (copula_domain(d) if getattr(self, "_fit_marginals", None) is not None else
+                        data_box(summary.column_min[num], summary.column_max[num]))
         means = np.zeros((K, d))
         prec_chol = np.zeros((K, d, d))
         if d:
@@ -521,6 +552,7 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         box = domain.bounds
         self.bounds_ = None if box is None else np.stack([box[0], box[1]]).astype(np.float64)
         self.converged_ = False
+        self._set_marginals()           # with marginals: their box and CDFs, the raked categories
 
     # ------------------------------------------------------------- inference
     def _model_arrays(self):
@@ -536,61 +568,9 @@ class DPMixedMixture(MixtureInferenceMixin, PrivateEM):
         schema = self._fitted_schema()
         X = self._check_X(schema.encode(X) if is_frame(X) else X)
         lay, means, prec, log_theta = self._model_arrays()
+        X = to_model_space(X, lay, self._fitted_marginals())
         return mixed_log_resp(X, lay, self.weights_, means, prec, log_theta, self.covariance_type,
                               n_threads=effective_n_threads(self.n_threads))
-
-    def sample(self, n_samples=1, *, other="missing", random_state=None):
-        """Synthetic rows from the fitted (private) model: post-processing, no extra privacy cost.
-
-        Numeric columns are drawn from the component's Gaussian and clipped to ``bounds_`` (the
-        public box; integer columns rounded); categorical columns from the component's
-        category probabilities.
-
-        Parameters
-        ----------
-        n_samples : int
-        other : {"missing", "drop"}, default="missing"
-            What a draw of a column's "other" slot becomes: a missing value (the model's own
-            distribution: its released probability of unknown or missing categories, which noise
-            keeps above zero even when the data has none), or ``"drop"``: the slot is left out and
-            the column drawn from its declared categories, renormalised — for a column known
-            (publicly) to hold only declared values.
-        random_state : None, int or Generator
-
-        Returns
-        -------
-        X : pandas DataFrame with the fitted columns and dtypes (fitted on a DataFrame), else an
-            ndarray of shape (n_samples, n_features) with the category codes (-1: "other")
-        y : ndarray of shape (n_samples,)
-            The latent class of each row.
-        """
-        check_is_fitted(self, "category_probs_")
-        n = check_positive_int(n_samples, "n_samples")
-        if other not in ("missing", "drop"):
-            raise ValueError(f"other must be 'missing' or 'drop', got {other!r}")
-        rng = np.random.default_rng(random_state)
-        schema = self._fitted_schema()
-        lay = schema.layout
-        y = rng.choice(self.n_components_, size=n, p=np.asarray(self.weights_) / np.sum(self.weights_))
-        Z = np.zeros((n, len(schema.names)))
-        if lay.d:
-            num = list(lay.num_cols)
-            means = np.asarray(self.means_, dtype=np.float64)
-            covs = np.asarray(self.covariances_, dtype=np.float64)
-            ct = self._ctype
-            for k in range(self.n_components_):
-                rows = np.flatnonzero(y == k)
-                if rows.size:
-                    Z[np.ix_(rows, num)] = ct.draw(rng, means[k], ct.component(covs, k), rows.size)
-        for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
-            probs = np.asarray(probs, dtype=np.float64)
-            if other == "drop":
-                probs = probs[:, :C]
-            cdf = np.cumsum(probs[y], axis=1)
-            u = rng.random(n) * cdf[:, -1]
-            slot = np.minimum((u[:, None] >= cdf).sum(axis=1), C)
-            Z[:, col] = np.where(slot < C, slot, -1)
-        return schema.decode(Z, None if self.bounds_ is None else (self.bounds_[0], self.bounds_[1])), y
 
     def _n_parameters(self):
         K, d = self.n_components_, self._fitted_schema().layout.d
