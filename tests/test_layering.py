@@ -286,3 +286,13 @@ def test_the_checker_finds_a_forbidden_import(tmp_path, where, line, expect):
         fh.write("\n" + line + "\n")
     found = violations(import_graph(copy)) + path_violations(copy)
     assert any(expect in v for v in found), found
+
+
+#: the longest a module of the package may be (issue 36: a module that outgrows it splits by concern)
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
