@@ -54,7 +54,7 @@ EXAMPLES = {
     "fa": (_make(dpem_fast.DPFactorAnalysis, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
     "poisson": (_make(dpem_fast.DPPoissonMixture, n_components=2, max_count=6.0, epsilon=1.0, max_iter=3),
                 lambda: np.random.default_rng(3).poisson([[1.0, 4.0]], (120, 2)).astype(float)),
-    "mixed": (_make(dpem_fast.DPMixedMixture, n_components=2, epsilon=1.0, max_iter=3, bounds=(-4, 4),
+    "mixed": (_make(dpem_fast.DPMixedMixture, n_components=2, epsilon=3.0, max_iter=3, bounds=(-4, 4),
                     categories={"x1": 3}), _mixed),
     "lda": (_make(dpem_fast.DPLatentDirichletAllocation, n_components=3, epsilon=2.0, batch_size=20,
                   max_doc_length=30, total_samples=60, vocabulary=[f"w{i}" for i in range(12)]), _corpus),
