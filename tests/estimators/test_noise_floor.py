@@ -235,7 +235,7 @@ def test_a_mixed_fit_that_merges_components_says_why_and_what_helps():
               np.where(rng.random(n) < 0.9, 0.0, rng.exponential(1, n)), rng.integers(0, 3, n)]
     with pytest.warns(NoiseDominatedWarning) as rec:
         est = dpem_fast.DPMixedMixture(8, epsilon=10.0, bounds=(-5, 5), categories={"x3": 3},
-                                       random_state=0).fit(X)
+                                       random_state=0, marginals=None).fit(X)     # the value-space mixture
     live = est.n_components_
     assert 2 * live < 8 and len(rec) == 1
     msg = str(rec[0].message)
