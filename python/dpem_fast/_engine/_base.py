@@ -408,6 +408,13 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         self._check_plan(plan, n_public, rounds)        # public quantities only, before the charge
         return plan, specs, source, domain
 
+    def _plan_for(self, d, n_public):
+        """The plan of :meth:`~._estimator.PrivateEstimator.privacy_plan` (on a clone): the
+        model's checks at the public count, then :meth:`_private_plan`."""
+        self.n_features_in_ = d             # a model's split may read it
+        self._check_model_params(n_public, d)
+        return self._private_plan(n_public, d)[0]
+
     def _fit_private(self, rows, key, n_threads, grouping=None):
         d = rows.n_features
         n_public = self._public_rows(rows.n_rows)   # None under add/remove or per group: private

@@ -159,6 +159,43 @@ class PrivateEstimator(Registered, BaseEstimator):
     #: the name the model selection and the audit call
     _check_privacy_params = _validate_params
 
+    def privacy_plan(self, n_features, n_samples=None):
+        """The calibrated privacy plan of a fit on rows of ``n_features`` features, before any fit.
+
+        Reads no data and charges nothing: from the parameters and the public shape only, so that
+        a caller can check a budget first (``plan.to_dp_event()``, ``budget.check(plan.event)``,
+        :mod:`dpem_fast.interop`).  The estimator is not changed.
+
+        Parameters
+        ----------
+        n_features : int
+            Columns of the rows to be fitted (the vocabulary size of a topic model).
+        n_samples : int, optional
+            The row count, read only where it is public (row-level replace-one): a model whose
+            plan depends on it there (DP-SEP) needs it; elsewhere it is ignored.
+
+        Returns
+        -------
+        Plan
+            ``event`` (tagged with the relation and the unit), ``epsilon_spent`` at ``delta -
+            delta_tail``, the ``releases``; the fit's ``privacy_`` records the same event.
+
+        .. versionadded:: 0.1 (issue 38)
+        """
+        from sklearn.base import clone
+
+        if not self._validate_params():
+            raise ValueError("epsilon: a non-private estimator (epsilon=inf) has no privacy plan")
+        d = int(n_features)
+        if d != n_features or d < 1:
+            raise ValueError(f"n_features must be a positive integer, got {n_features!r}")
+        n_public = None if n_samples is None else self._public_rows(int(n_samples))
+        return clone(self)._plan_for(d, n_public)      # a clone: no state is left on self
+
+    def _plan_for(self, d, n_public):
+        """The plan of :meth:`privacy_plan` on a clone (each loop's hook)."""
+        raise NotImplementedError(f"{type(self).__name__} has no privacy plan before a fit")
+
     # ------------------------------------------------------------------- fit
     def _fit_key(self):
         """The fit's key: from ``random_state`` (an int, SeedSequence or Generator) or the OS."""

@@ -108,6 +108,16 @@ class Plan:
     delta_tail: float = 0.0
     open_ended: tuple = ()
 
+    def to_dp_event(self, accountant="rdp"):
+        """``event`` as Google's ``dp_accounting.DpEvent``, before any fit (as
+        :meth:`PrivacyRecord.to_dp_event <dpem_fast._engine._record.PrivacyRecord.to_dp_event>`;
+        accounted at ``delta - delta_tail``).
+
+        .. versionadded:: 0.1 (issue 38)
+        """
+        from ..interop.dp_accounting import to_dp_event
+        return to_dp_event(self, accountant=accountant)
+
 
 def make_plan(iteration_specs, n_iter, *, epsilon, delta, neighbouring, accountant,
               mechanisms=None, shares=None, one_off_specs=(), one_off_share=0.0,

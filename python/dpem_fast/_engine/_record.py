@@ -120,6 +120,18 @@ class PrivacyRecord:
         """The δ at which ``event`` re-accounts to ``epsilon_spent``: ``delta - delta_tail``."""
         return float(self.delta) - float(self.delta_tail)
 
+    def to_dp_event(self, accountant="rdp"):
+        """``event`` as Google's ``dp_accounting.DpEvent`` (needs ``dpem_fast[interop]``).
+
+        Account it under :func:`dpem_fast.interop.neighboring_relation` at :attr:`event_delta`;
+        ``accountant``: ``"rdp"`` or ``"pld"``, the dp-accounting accountant it is for (they read
+        a replace-one Gaussian differently): :func:`dpem_fast.interop.to_dp_event`.
+
+        .. versionadded:: 0.1 (issue 38)
+        """
+        from ..interop.dp_accounting import to_dp_event
+        return to_dp_event(self, accountant=accountant)
+
     def __str__(self) -> str:
         lines = [
             f"mechanism     : {self.mechanism}",

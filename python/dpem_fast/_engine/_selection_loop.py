@@ -81,15 +81,14 @@ class SelectionLoop:
             t_max -= 1
         self.t_max, self.run_ = t_max, None
 
-    def charge_plan(self, score_range, n, key, n_threads):
-        """Plan the score releases and charge the whole selection to the estimator's ledger
-        (its :class:`~dpem_fast._engine._loops.PrivateRun`, releasing with ``key``), before any
-        statistic of the data is computed.  A score: the exact sum over the hold-out
-        rows of row scores clipped to ``score_range`` = [L, U] and centred (Δ = U - L under
-        replace, (U - L)/2 under add/remove, m times it per group), widened by its float
-        rounding at ``n`` rows where the count is public, else at the public cap (more refused)."""
+    def plan(self, score_range, n_public):
+        """The selection's plan, charging nothing: the random-stopping event and the score
+        releases.  A score: the exact sum over the hold-out rows of row scores clipped to
+        ``score_range`` = [L, U] and centred (Δ = U - L under replace, (U - L)/2 under add/remove,
+        m times it per group), widened by its float rounding at ``n_public`` rows where the
+        count is public, else at the public cap."""
         est = self.est
-        rel, m, n_public = est._relation(), est._max_rows_per_group(), est._public_rows(n)
+        rel, m = est._relation(), est._max_rows_per_group()
         lo, hi = score_range
         sens = (hi - lo) if rel == "replace" else (hi - lo) / 2.0
         if m is not None:
@@ -97,13 +96,21 @@ class SelectionLoop:
         sens *= _specs.float64_exact_sum_factor(n_public)
         # the layer may release one score per trial, max(T, T_max) of them (T secret: the event
         # accounts for it, ``open_ended``); the record shows the public T_max
-        plan = make_event_plan(
+        return make_event_plan(
             self.make_event, [EventRelease(SCORE, sens, (), self.t_max, 1, lambda p: sens / (1.0 / p))],
             epsilon=est.epsilon, delta=est.delta, neighbouring=rel, accountant="rdp", max_rows_per_group=m,
             noise_multiplier=self.z, delta_tail=self.tail, open_ended=(SCORE,))
+
+    def charge_plan(self, score_range, n, key, n_threads):
+        """Plan the score releases (:meth:`plan`, at ``n`` rows where the count is public, else at
+        the public cap: more refused) and charge the whole selection to the estimator's ledger
+        (its :class:`~dpem_fast._engine._loops.PrivateRun`, releasing with ``key``), before any
+        statistic of the data is computed."""
+        n_public = self.est._public_rows(n)
+        plan = self.plan(score_range, n_public)
         # the chance T > T_max is outside the event: the ledger holds it as δ_tail (the run
         # refuses a private n above the rounding bound's cap first); trials release only once charged
-        self.run_ = PrivateRun.of(est, plan, key, n_threads, private_count=None if n_public is not None else n)
+        self.run_ = PrivateRun.of(self.est, plan, key, n_threads, private_count=None if n_public is not None else n)
 
     def run(self, key, n_candidates, trial, parsimony=0.0, sizes=None):
         """The max(T, T_max) trials; the best of the first T.  ``trial(c, seed)`` fits candidate

@@ -93,6 +93,12 @@ class _SVIPlan:
         T = int(self.n_epochs) * max(1, int(round(D_pub / S)))
         return self._plan(K, V, T, q), T, q
 
+    def _plan_for(self, V, n_public):
+        """The plan of :meth:`~dpem_fast._engine._estimator.PrivateEstimator.privacy_plan` on a
+        vocabulary of V terms (the public ``total_samples`` sets q and T; no count is read)."""
+        K, _ = self._check_params()
+        return self._private_plan(K, V)[0]
+
     def _plan(self, K, V, T, q):
         spec = self._spec(K, V)
         kw = dict(epsilon=self.epsilon, delta=self.delta, neighbouring="add_remove",

@@ -428,6 +428,20 @@ class DPStochasticEP(PrivateEstimator):
                          "slots, ")
                    + f"batch_size={B}"))
 
+    def _plan_for(self, d, n_public):
+        """The plan of :meth:`~dpem_fast._engine._estimator.PrivateEstimator.privacy_plan`: the
+        row count n is public under replace-one and sets the batches and the sensitivity."""
+        if self._max_rows_per_group() is not None:
+            raise ValueError("max_rows_per_group: a person-level DP-SEP plan depends on the number of groups; "
+                             "privacy_plan covers row-level fits (the fit's privacy_ records a person-level one)")
+        if n_public is None:
+            raise ValueError("n_samples: DP-SEP's plan depends on the row count (public under replace-one); "
+                             "pass n_samples")
+        st = self._setup(n_public, d, make_key(0))     # the key seeds the initial factor only
+        sizes = self._batch_sizes(st.n, st.T, st.B)
+        return self._calibrated_plan(st.n, st.T, st.B, sizes, st.J, d + d * d, d, st.eps, st.delta, st.C, st.gamma,
+                                     st.acct)
+
     def _calibrated_plan(self, n, T, B, sizes, J, P, d, eps, delta, C, gamma, acct, m=None):
         """The calibrated :class:`~dpem_fast._engine._plan.Plan` (one release ``"factor"``, the
         plan's event :func:`sep_event`), refusing a hopeless one from public quantities; no

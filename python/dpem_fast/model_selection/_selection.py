@@ -288,6 +288,13 @@ class PrivateModelSelection(PrivateEstimator):
                 raise RuntimeError(f"candidate {params}: its plan exceeds the trial's bound "
                                    f"({math.sqrt(mu2):.6g} > {mu:.6g}); please report")
 
+    def _plan_for(self, d, n_public):
+        """The plan of :meth:`privacy_plan`: the random-stopping event and the scores' releases
+        (``n_public``: the row count where it is public; the candidates' plans are bounded by
+        each trial's μ when a fit runs, :meth:`_preflight`)."""
+        cands = self._check_params()
+        return SelectionLoop(self, *self._law(len(cands))).plan(score_range(self.estimator, d), n_public)
+
     # ----------------------------------------------------------------- fit
     def fit(self, X, y=None, groups=None):
         """Run the selection on X; returns ``self``.  Exactly T_max trials run whatever the
