@@ -161,9 +161,9 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         return [(self.estimator_class, "_statistics")]
 
     def exact_specs(self, est, X):
-        """The model's declared specs (iteration statistics, private start, domain estimate):
-        exact-arithmetic values, before the plan widens them for float rounding.  A size chosen
-        in the fit ("auto") is read at the size its one fit used."""
+        """The model's declared specs (iteration statistics, private start, domain estimate, the
+        model's own one-off releases): exact-arithmetic values, before the plan widens them for
+        float rounding.  A size chosen in the fit ("auto") is read at the size its one fit used."""
         d = X.shape[1]
         try:
             specs = [*est._statistic_specs(d), *est._start_specs(d)]
@@ -173,7 +173,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
             sized = clone(est).set_params(**{key: self._components(), **over})
             sized.n_features_in_ = d
             specs = [*sized._statistic_specs(d), *sized._start_specs(d)]
-        specs += list(domain_specs(len(self.domain_columns(X))))
+        specs += list(domain_specs(len(self.domain_columns(X)))) + list(est._one_off_releases(d)[0])
         return {s.name: s for s in specs}
 
     # -------------------------------------------------------------- helpers
@@ -299,6 +299,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         specs = {s.name: s for s in est._iteration_specs(X.shape[1], np.float64, est._public_rows(X.shape[0]))}
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_release_specs(X.shape[1], est._public_rows(X.shape[0]))})
+        specs.update({s.name: s for s in est._one_off_releases(X.shape[1])[0]})     # a model's own one-offs
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
             spec = specs[r.name]
