@@ -2,6 +2,7 @@
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -482,3 +483,31 @@ def test_mixed_csv_mistakes_name_the_option(tmp_path, capsys, extra, cause):
     assert main(["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "1", *extra,
                  "-o", str(tmp_path / "m.npz")]) == 2
     assert re.search(cause, capsys.readouterr().err)
+
+
+def test_mixed_csv_columns_picks_the_fitted_columns(tmp_path, capsys):
+    """``--columns`` with ``--model mixed`` (issue 37): only the named columns are fitted, in that
+    order, so a text column left out (a flight id) needs no declaration; the model, its saved
+    column list and its samples hold exactly those columns."""
+    import pandas as pd
+    df = _mixed_csv(tmp_path)
+    df.insert(0, "flight", [f"F{i}" for i in range(len(df))])     # private text, not a feature
+    df.to_csv(tmp_path / "t.csv", index=False)
+    (tmp_path / "b.csv").write_text("column,lower,upper\ndistance,0,2000\n")
+    base = ["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "2", "--category", "carrier=AA|B6|UA",
+            "--bounds-file", str(tmp_path / "b.csv"), "--n-components", "2", "--random-state", "0"]
+    assert main(base + ["-o", str(tmp_path / "all.npz")]) == 2          # without --columns: the text column
+    assert "column 'flight' is not numeric" in capsys.readouterr().err
+    assert main(base + ["--columns", "distance,carrier", "-o", str(tmp_path / "m.npz")]) == 0
+    assert "fitted DPMixedMixture on 2 columns" in capsys.readouterr().out
+    m = dpem_fast.load(tmp_path / "m.npz")
+    assert list(m.feature_names_in_) == ["distance", "carrier"] and m.bounds_.tolist() == [[0.0], [2000.0]]
+    assert main(["sample", str(tmp_path / "m.npz"), "-n", "500", "--random-state", "1",
+                 "-o", str(tmp_path / "s.csv")]) == 0
+    s = pd.read_csv(tmp_path / "s.csv")
+    assert list(s.columns) == ["distance", "carrier"] and set(s["carrier"]) <= {"AA", "B6", "UA"}
+    for cols, cause in (("distance", "--category: column \\['carrier'\\] is not among --columns"),
+                        ("distance,gate", "--columns: no column 'gate'"),
+                        ("distance,carrier,distance", "--columns: a column is named twice")):
+        assert main(base + ["--columns", cols, "-o", str(tmp_path / "x.npz")]) == 2
+        assert re.search(cause, capsys.readouterr().err)

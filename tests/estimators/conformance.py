@@ -161,9 +161,9 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         return [(self.estimator_class, "_statistics")]
 
     def exact_specs(self, est, X):
-        """The model's declared specs (iteration statistics, private start, domain estimate):
-        exact-arithmetic values, before the plan widens them for float rounding.  A size chosen
-        in the fit ("auto") is read at the size its one fit used."""
+        """The model's declared specs (iteration statistics, private start, domain estimate, the
+        model's own one-off releases): exact-arithmetic values, before the plan widens them for
+        float rounding.  A size chosen in the fit ("auto") is read at the size its one fit used."""
         d = X.shape[1]
         try:
             specs = [*est._statistic_specs(d), *est._start_specs(d)]

@@ -202,3 +202,24 @@ def test_the_copula_fit_is_reproducible_and_thread_invariant():
     pd.testing.assert_frame_equal(a.sample(100, random_state=0)[0], b.sample(100, random_state=0)[0])
     for x, y in itertools.combinations([a.category_probs_[0], b.category_probs_[0]], 2):
         np.testing.assert_array_equal(x, y)
+
+
+# --------------------------------------------------------------------- the privacy report
+@pytest.mark.parametrize("name", ["gmm", "bernoulli", "poisson", "mixed"])
+def test_the_privacy_report_names_the_live_components(name):
+    """A mixture's privacy report says how many components the released model kept
+    (``n_components_``, post-processing of the released counts) of the K it fitted; an
+    over-provisioned fit at a small epsilon drops some, and the report says so.  The count is
+    not left on the model (it is part of the record only)."""
+    from examples import EXAMPLES
+
+    factory, data = EXAMPLES[name]
+    X = data()
+    for K, eps in ((2, 1.0), (12, 1.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = factory(n_components=K, epsilon=eps, neighbouring="add_remove").fit(X)
+        text = str(m.privacy_)
+        assert f"n_components_ = {m.n_components_} live of {K} " in text
+        assert "_n_live" not in vars(m)
+    assert m.n_components_ < 12     # the over-provisioned fit dropped components, and its report says so

@@ -50,9 +50,7 @@ def cmd_fit(args, extra):
         if args.vocabulary is not None:
             raise UserError("--vocabulary: only for --model lda")
         if "categories" in cls().get_params():      # a mixed table: text columns with declared categories
-            if args.columns is not None:
-                raise UserError("--columns: not used by --model mixed (every column of the CSV is fitted)")
-            X, names, categories = read_mixed_table(args.data, args.category)
+            X, names, categories = read_mixed_table(args.data, args.category, args.columns)
         elif args.category or args.dtype:
             raise UserError(f"--{'category' if args.category else 'dtype'}: only for --model mixed")
         else:

@@ -42,7 +42,8 @@ def _model_options_help():
     lines.append("mixed: DATA is a CSV with a header whose text columns are categorical: declare each with")
     lines.append("--category COLUMN=LABEL|LABEL|... (public labels, never read from DATA; other values count")
     lines.append("as 'other'); --bounds LO,HI or --bounds-file cover its numeric columns only; sampled numeric")
-    lines.append("columns are float64 unless declared with --dtype COLUMN=int64 (never inferred from DATA).")
+    lines.append("columns are float64 unless declared with --dtype COLUMN=int64 (never inferred from DATA);")
+    lines.append("--columns A,B,... fits those columns only (the others are not read and need no declaration).")
     return "\n".join(lines)
 
 

@@ -51,25 +51,33 @@ def read_table(path, columns=None):
     else:
         X, names = _read_csv(path)
     if columns:
-        idx = []
-        for c in columns.split(","):
-            c = c.strip()
-            if c in names:
-                idx.append(names.index(c))
-            elif c.isdigit() and int(c) < len(names):
-                idx.append(int(c))
-            else:
-                raise UserError(f"--columns: no column {c!r} in {path} (columns: {', '.join(names)})")
+        idx = _picked(columns, names, path)
         X, names = X[:, idx], [names[i] for i in idx]
     if X.shape[0] == 0:
         raise UserError(f"DATA: {path} has no rows")
     return np.ascontiguousarray(X), names
 
 
-def read_mixed_table(path, category_flags):
+def _picked(columns, names, path):
+    """The positions of ``--columns`` (comma-separated names or indices) among ``names``."""
+    idx = []
+    for c in columns.split(","):
+        c = c.strip()
+        if c in names:
+            idx.append(names.index(c))
+        elif c.isdigit() and int(c) < len(names):
+            idx.append(int(c))
+        else:
+            raise UserError(f"--columns: no column {c!r} in {path} (columns: {', '.join(names)})")
+    return idx
+
+
+def read_mixed_table(path, category_flags, columns=None):
     """(a pandas DataFrame, column names, {column: labels}) from a CSV with a header for the mixed
     model: the columns named by ``--category COLUMN=LABEL|LABEL|...`` are read as text and their
-    declared labels returned; every other column must be numeric."""
+    declared labels returned; every other column must be numeric.  ``columns`` (``--columns``):
+    the columns fitted, in that order (default every column); the others are not read into the
+    table, so they need no declaration."""
     try:
         import pandas as pd
     except ImportError:
@@ -94,6 +102,15 @@ def read_mixed_table(path, category_flags):
     missing = sorted(set(categories) - set(names))
     if missing:
         raise UserError(f"--category: no column {missing} in {path} (columns: {', '.join(names)})")
+    if columns:
+        idx = _picked(columns, names, path)
+        if len(set(idx)) < len(idx):
+            raise UserError(f"--columns: a column is named twice in {columns!r}")
+        names = [names[i] for i in idx]
+        unused = sorted(set(categories) - set(names))
+        if unused:
+            raise UserError(f"--category: column {unused} is not among --columns ({', '.join(names)})")
+        df = df[names]
     for c in names:
         if c not in categories and not pd.api.types.is_numeric_dtype(df[c]):
             raise UserError(f"DATA: column {c!r} is not numeric: declare it with --category {c}=LABEL|LABEL|... "

@@ -97,6 +97,21 @@ class MixtureInferenceMixin(DensityMixin):
         with np.errstate(over="ignore", invalid="ignore"):     # as in the engine's fit
             return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
+    def _keep_live(self, live):
+        """``live`` (the mask of :func:`~dpem_fast._engine._components.live_components`), its
+        count kept for the privacy report's note (:meth:`_components_note`)."""
+        self._n_live = (int(np.count_nonzero(live)), int(np.size(live)))
+        return live
+
+    def _components_note(self):
+        """The privacy report's note on ``n_components_`` (post-processing of the released
+        counts), ``()`` where no component rule ran; the count is not kept on the model."""
+        kept = self.__dict__.pop("_n_live", None)
+        if kept is None:
+            return ()
+        return (f"n_components_ = {kept[0]} live of {kept[1]} (a component whose released count is not "
+                "above its live threshold is dropped: post-processing)",)
+
     @property
     def n_components_(self):
         """Number of components of the fitted model: ``n_components`` less those a private fit

@@ -133,7 +133,7 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
 
     def _describe(self):
         init = "user-supplied public parameters" if self.means_init is not None else "data-independent"
-        return "DP-EM moment perturbation for a Bernoulli mixture", (f"initialisation: {init}",)
+        return "DP-EM moment perturbation for a Bernoulli mixture", (f"initialisation: {init}",) + self._components_note()
 
     def _initial_parameters(self, summary, domain, key, private):
         K, d = self.n_components, summary.n_features
@@ -161,7 +161,8 @@ class DPBernoulliMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         return weights_from_counts(noisy["counts"]), np.clip(means, lo, 1 - lo)
 
     def _finish(self, params, noisy, ctx):
-        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__, n_public=ctx.n_public)
+        live = self._keep_live(live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__,
+                                               n_public=ctx.n_public))
         w, mu = params
         return w[live] / w[live].sum(), mu[live]
 

@@ -411,7 +411,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return (f"DP-EM moment perturbation (Park et al. 2017), scenario {self.scenario}, "
                 f"{self.estimator.upper()} M-step"
                 + ("" if self.covariance_type == "full" else f", covariance_type={self.covariance_type!r}"),
-                ("initialisation: " + init,))
+                ("initialisation: " + init,) + self._components_note())
 
     def _float32_statistics(self):
         """The E-step kernels have a float32 path (every covariance type); the engine's
@@ -455,9 +455,9 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast._engine._components.live_components`; post-processing)."""
-        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
-                               choosing=getattr(self, "_choosing_k", False), n_public=ctx.n_public,
-                               resolution=GAUSSIAN_MERGE_REASON)
+        live = self._keep_live(live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
+                                               choosing=getattr(self, "_choosing_k", False),
+                                               n_public=ctx.n_public, resolution=GAUSSIAN_MERGE_REASON))
         shared = self._ctype.shared     # one covariance for all K (tied): estimated from all counts
         warn_if_covariances_unresolved(noisy[COUNTS] if shared else noisy[COUNTS][live], ctx.releases, ctx.domain,
                                        type(self).__name__, self.covariance_type, ctx.n_public)

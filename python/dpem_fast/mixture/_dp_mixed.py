@@ -443,7 +443,7 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
                 "the plan)" if self._start_specs(self.n_features_in_)
                 else "data-independent (random draw in the domain from the fit's own stream)")
         return (f"DP-EM moment perturbation for a mixed latent-class mixture (Gaussian x categorical), "
-                f"covariance_type={self.covariance_type!r}", ("initialisation: " + init,))
+                f"covariance_type={self.covariance_type!r}", ("initialisation: " + init,) + self._components_note())
 
     def _start_specs(self, n_features):
         """The private start's two releases (``means_init="private"`` on a table with numeric
@@ -517,8 +517,9 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
     def _finish(self, params, noisy, ctx):
         """Drop the components whose noisy counts are indistinguishable from zero
         (:func:`~dpem_fast._engine._components.live_components`; post-processing)."""
-        live = live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__, n_public=ctx.n_public,
-                               resolution=GAUSSIAN_MERGE_REASON if self._layout.d else None)
+        live = self._keep_live(live_components(noisy[COUNTS], ctx.releases[COUNTS], type(self).__name__,
+                                               n_public=ctx.n_public,
+                                               resolution=GAUSSIAN_MERGE_REASON if self._layout.d else None))
         if self._layout.d:
             warn_if_covariances_unresolved(noisy[COUNTS][live], ctx.releases, ctx.domain, type(self).__name__,
                                            self.covariance_type, ctx.n_public)

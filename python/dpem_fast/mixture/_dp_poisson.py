@@ -99,7 +99,7 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         return soft_counts("counts", K), weighted_sums("sums", (K, d), d)
 
     def _describe(self):
-        return "DP-EM moment perturbation for a Poisson mixture", ("initialisation: data-independent",)
+        return "DP-EM moment perturbation for a Poisson mixture", ("initialisation: data-independent",) + self._components_note()
 
     def _initial_parameters(self, summary, domain, key, private):
         K, d, M = self.n_components, summary.n_features, float(self.max_count)
@@ -128,7 +128,8 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         return weights_from_counts(noisy["counts"]), np.clip(c + R * z, M / 1000.0, M)
 
     def _finish(self, params, noisy, ctx):
-        live = live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__, n_public=ctx.n_public)
+        live = self._keep_live(live_components(noisy["counts"], ctx.releases["counts"], type(self).__name__,
+                                               n_public=ctx.n_public))
         w, lam = params
         return w[live] / w[live].sum(), lam[live]
 

@@ -116,12 +116,14 @@ class TableSchema:
         the fitted columns and dtypes (categories restored; "other" as missing) for a frame
         schema, else the array (codes as they are, "other" as -1).  ``bounds``: the numeric box
         the values are clipped to (public), or None."""
-        Z = np.array(Z, dtype=np.float64, copy=True)
         num = list(self.layout.num_cols)
-        if bounds is not None and num:
-            Z[:, num] = np.clip(Z[:, num], bounds[0], bounds[1])
         if self.dtypes is None:
+            Z = np.array(Z, dtype=np.float64, copy=True)
+            if bounds is not None and num:
+                Z[:, num] = np.clip(Z[:, num], bounds[0], bounds[1])
             return Z
+        Z = np.asarray(Z, dtype=np.float64)
+        box = {c: (bounds[0][j], bounds[1][j]) for j, c in enumerate(num)} if bounds is not None else {}
         import pandas as pd
 
         cat = dict(zip(self.cat_cols, self.categories))
@@ -134,7 +136,7 @@ class TableSchema:
                 ordered = dt == "category[ordered]"
                 cols[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
             else:
-                v = Z[:, i]
+                v = np.clip(Z[:, i], *box[i]) if i in box else Z[:, i].copy()
                 kind = np.dtype(dt).kind if _is_numpy_dtype(dt) else "f"
                 if kind in "iu":
                     info = np.iinfo(np.dtype(dt))
