@@ -36,7 +36,7 @@ def _cases():
 def test_map_at_one_is_the_claim(name, rel):
     factory, data = EXAMPLES[name]
     X = data()
-    est = factory(**({"neighbouring": rel} if "neighbouring" in factory().get_params() else {}))
+    est = factory(random_state=None, **({"neighbouring": rel} if "neighbouring" in factory().get_params() else {}))
     n = X.shape[0] if rel == "replace" else None
     meas = make_measurement(est, X.shape[1], n_samples=n)
     assert meas.input_metric == (dp.hamming_distance() if rel == "replace" else dp.insert_delete_distance())
@@ -56,11 +56,11 @@ def test_group_privacy_and_zcdp():
     eps1, eps2 = meas.map(1)[0], meas.map(2)[0]
     assert eps1 < eps2 < 2.5 * eps1         # Gaussian group privacy: the multipliers halved
     f, data = EXAMPLES["gradient_em"]       # zCDP-accounted: its ρ
-    rho = make_measurement(f(), 3, measure="zcdp").map(1)
+    rho = make_measurement(f(random_state=None), 3, measure="zcdp").map(1)
     assert 0 < rho < 1
     with pytest.raises(ValueError, match="measure='zcdp'"):
         make_measurement(DPGaussianMixture(2, bounds=(-4, 4)), 3, measure="zcdp")
-    lda = make_measurement(EXAMPLES["lda"][0](), 12)
+    lda = make_measurement(EXAMPLES["lda"][0](random_state=None), 12)
     with pytest.raises(Exception, match="d_in > 1"):
         lda.map(2)                          # subsampled: no group privacy derived
 
@@ -80,7 +80,7 @@ def test_composition_refuses_a_third_fit():
     """Two fits of ε = 0.5 in a privacy filter of ε = 1.2 (OpenDP composes (ε, δ) additively);
     a third would exceed it and is refused before it runs."""
     X = EXAMPLES["gmm"][1]()
-    est = DPGaussianMixture(2, epsilon=0.5, bounds=(-4, 4), max_iter=2, neighbouring="add_remove", random_state=0)
+    est = DPGaussianMixture(2, epsilon=0.5, bounds=(-4, 4), max_iter=2, neighbouring="add_remove")
     meas = make_measurement(est, 3)
     odometer = dp.c.make_fully_adaptive_composition(meas.input_domain, meas.input_metric, meas.output_measure)
     queryable = dp.c.make_privacy_filter(odometer, d_in=1, d_out=(1.2, 3e-5))(X)
@@ -96,3 +96,10 @@ def test_composition_refuses_a_third_fit():
     q(meas)
     with pytest.raises(dp.OpenDPException, match="out of queries"):
         q(meas)
+
+
+def test_a_fixed_seed_warns_that_invocations_share_their_noise():
+    """A clone keeps random_state: every invocation would draw the same noise."""
+    est = DPGaussianMixture(2, epsilon=0.5, bounds=(-4, 4), max_iter=2, neighbouring="add_remove", random_state=0)
+    with pytest.warns(dpem_fast.PrivacyLeakWarning, match="random_state: every invocation"):
+        make_measurement(est, 3)

@@ -43,9 +43,12 @@ ledger or ``diagnostics_``, which is not private) and ``privacy_``.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import accounting as acc
+from ..accounting import PrivacyLeakWarning
 from .._registry import public_state
 
 __all__ = ["make_measurement"]
@@ -90,6 +93,10 @@ def make_measurement(estimator, n_features, *, n_samples=None, measure="approxim
     if estimator._max_rows_per_group() is not None:
         raise ValueError("max_rows_per_group: a person-level fit's unit is a group, which an OpenDP row metric "
                          "does not count; account it with dpem_fast.interop.to_dp_event (its 'one' is one group)")
+    if getattr(estimator, "random_state", None) is not None:
+        warnings.warn("random_state: every invocation of the measurement fits a clone with this fixed seed, so "
+                      "all of them draw the same noise and their differences are noise-free; leave it None "
+                      "(fresh OS entropy per invocation)", PrivacyLeakWarning, stacklevel=2)
     rel = estimator._relation()
     if n_samples is not None and rel != "replace":
         raise ValueError("n_samples: the row count is private under add/remove; leave it None")
