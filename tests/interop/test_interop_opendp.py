@@ -10,6 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
+from dpem_fast.accounting import PrivacyLeakWarning
+
 dp = pytest.importorskip("opendp.prelude")
 
 from dpem_fast import DPGaussianMixture  # noqa: E402
@@ -101,5 +103,5 @@ def test_composition_refuses_a_third_fit():
 def test_a_fixed_seed_warns_that_invocations_share_their_noise():
     """A clone keeps random_state: every invocation would draw the same noise."""
     est = DPGaussianMixture(2, epsilon=0.5, bounds=(-4, 4), max_iter=2, neighbouring="add_remove", random_state=0)
-    with pytest.warns(dpem_fast.PrivacyLeakWarning, match="random_state: every invocation"):
+    with pytest.warns(PrivacyLeakWarning, match="random_state: every invocation"):
         make_measurement(est, 3)
