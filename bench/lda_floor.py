@@ -22,8 +22,9 @@ test documents with no in-vocabulary token are dropped.  The declared public qua
 ``total_samples`` = the training split's size (a published collection's size), the token
 cap ``max_doc_length`` (16 in-vocabulary tokens for the short-text corpora, declared a
 priori for "short texts", ``--short-cap``; the default 500 for news), ``batch_size`` = total_samples / 20 (q = 0.05, 20 steps per epoch),
-one epoch, K topics.  Perplexity: per-token plug-in held-out perplexity (``perplexity()``;
-for the unigram model ``exp(-mean log p)``), the same definition on both sides.
+one epoch, K topics.  Perplexity: per-token plug-in held-out perplexity
+(``plugin_perplexity()``, not ``perplexity()``, which is scikit-learn's bound; for the unigram
+model ``exp(-mean log p)``), the same definition on both sides.
 
 Trend (the paper's Fig. 1 observation that larger corpora give lower perplexity at a fixed
 budget): the same fit on nested random subsets of gcide's training split, one test split.
@@ -95,7 +96,7 @@ def run_corpus(name, texts, vocab, args, N):
     t0 = time.perf_counter()
     m = fit_lda(Xtr, np.inf, args.topics, N, 0, vocab)[0]
     u_np = private_unigram(Xtr, epsilon=np.inf, max_doc_length=N)
-    print(f"   non-private: LDA {m.perplexity(Xte):8.1f}   unigram {u_np.perplexity(Xte):8.1f}   "
+    print(f"   non-private: LDA {m.plugin_perplexity(Xte):8.1f}   unigram {u_np.perplexity(Xte):8.1f}   "
           f"(uniform = V = {V})   {time.perf_counter() - t0:.0f} s")
     print(f"   {'eps':>4s} {'seed':>4s} {'LDA':>9s} {'unigram':>9s} {'LDA/uni':>8s} {'noise dom.':>10s}  warnings")
     for eps in args.eps:
@@ -103,7 +104,7 @@ def run_corpus(name, texts, vocab, args, N):
         for seed in args.seeds:
             m, warns = fit_lda(Xtr, eps, args.topics, N, seed, vocab)
             u = private_unigram(Xtr, epsilon=eps, max_doc_length=N, random_state=seed)
-            p_lda, p_uni = m.perplexity(Xte), u.perplexity(Xte)
+            p_lda, p_uni = m.plugin_perplexity(Xte), u.perplexity(Xte)
             ratios.append(p_lda / p_uni)
             print(f"   {eps:4g} {seed:4d} {p_lda:9.1f} {p_uni:9.1f} {p_lda / p_uni:8.3f} {m.noise_dominance_:10.3f}  "
                   f"{'; '.join(warns) or '-'}   ({time.perf_counter() - t0:.0f} s)")
@@ -123,7 +124,7 @@ def trend(Xtr, Xte, vocab, args, N):
         m = fit_lda(sub, args.trend_eps, args.topics, N, 0, vocab)[0]
         u = private_unigram(sub, epsilon=args.trend_eps, max_doc_length=N, random_state=0)
         m_np = fit_lda(sub, np.inf, args.topics, N, 0, vocab)[0]
-        print(f"   {D:7d} {m.perplexity(Xte):9.1f} {u.perplexity(Xte):9.1f} {m_np.perplexity(Xte):16.1f}")
+        print(f"   {D:7d} {m.plugin_perplexity(Xte):9.1f} {u.perplexity(Xte):9.1f} {m_np.plugin_perplexity(Xte):16.1f}")
 
 
 def main():

@@ -93,7 +93,7 @@ def _bounds_file(d):
     (["fit", "d.csv", "--model", "hmm", "--epsilon", "1", "-o", "m.npz"], "unknown model 'hmm'"),
     (["fit", "d.csv", "--model", "gmm", "--n-compnents", "2", "--epsilon", "1", "-o", "m.npz"],
      "unknown option --n-compnents"),
-    (["fit", "bad.csv", "--model", "gmm", "--epsilon", "1", "-o", "m.npz"], "'x' is not a number"),
+    (["fit", "bad.csv", "--model", "gmm", "--epsilon", "1", "-o", "m.npz"], "column 'b' is not numeric: --model mixed"),
     (["fit", "d.csv", "--model", "gmm", "--epsilon", "1", "--bounds", "1", "-o", "m.npz"], "expected LO,HI"),
     (["fit", "d.csv", "--model", "bernoulli", "--epsilon", "1", "--data-norm", "2", "-o", "m.npz"],
      "no declared domain"),

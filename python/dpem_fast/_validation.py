@@ -24,6 +24,8 @@ __all__ = [
     "check_positive_int",
     "check_delta",
     "as_kernel_rows",
+    "validate_table",
+    "missing_values_message",
 ]
 
 
@@ -187,3 +189,103 @@ def as_kernel_rows(X) -> np.ndarray:
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     return X
+
+
+# ------------------------------------------------------------------ a table's columns
+#: how many column names a message lists before "and N more"
+_NAMES_SHOWN = 8
+
+
+def _column_list(X, mask):
+    """The columns ``mask`` selects, named: a data frame's names, else ``column 3`` (indices)."""
+    idx = np.flatnonzero(mask)
+    names = getattr(X, "columns", None)
+    shown = [repr(str(names[i])) if names is not None else str(int(i)) for i in idx[:_NAMES_SHOWN]]
+    more = f" and {idx.size - _NAMES_SHOWN} more" if idx.size > _NAMES_SHOWN else ""
+    return ("column " if idx.size == 1 else "columns ") + ", ".join(shown) + more
+
+
+def _verb(mask, one="holds", many="hold"):
+    return one if np.count_nonzero(mask) == 1 else many
+
+
+def _missing_mask(X):
+    """Which columns of X hold a missing value (NaN, or pandas' NA/None), or None if X cannot be read."""
+    try:
+        if hasattr(X, "isna") and hasattr(X, "columns"):
+            return np.asarray(X.isna()).any(axis=0)
+        if hasattr(X, "tocoo"):
+            coo = X.tocoo()
+            mask = np.zeros(coo.shape[1], dtype=bool)
+            mask[coo.col[np.isnan(coo.data)]] = True
+            return mask
+        return np.isnan(np.asarray(X, dtype=np.float64)).any(axis=0)
+    except (TypeError, ValueError):
+        return None
+
+
+def missing_values_message(X, model, note=""):
+    """The refusal of missing values in X: scikit-learn's opening "Input X contains NaN" (its
+    estimator checks match it), the column(s) that hold them, and the fix.  Never a value or a
+    row count: column names are public, the rows are not."""
+    mask = _missing_mask(X)
+    where = f" in {_column_list(X, mask)}" if mask is not None and mask.any() else ""
+    return (f"Input X contains NaN (missing values){where}: {model} does not take missing values; drop "
+            f"the rows (or the columns) that hold them, or impute them, before fitting{note}")
+
+
+def _text_mask(X):
+    """Which columns of X (a data frame, or an array of objects) hold a value that is not a number."""
+    cols = (X.iloc[:, i] for i in range(X.shape[1])) if hasattr(X, "iloc") else np.asarray(X, dtype=object).T
+    mask = []
+    for col in cols:
+        try:
+            np.asarray(col, dtype=np.float64)
+            mask.append(False)
+        except (TypeError, ValueError):
+            mask.append(True)
+    return np.array(mask, dtype=bool)
+
+
+def _not_numeric(X, model, text=True):
+    """The refusal of the columns of X that are not numbers (a data frame's timestamps; with
+    ``text``, text: a pass over X), or None."""
+    times = np.zeros(X.shape[1], dtype=bool)
+    if hasattr(X, "dtypes"):
+        import pandas as pd
+
+        times = np.array([pd.api.types.is_datetime64_any_dtype(t) or pd.api.types.is_timedelta64_dtype(t)
+                          or isinstance(t, pd.PeriodDtype) for t in X.dtypes], dtype=bool)
+    if times.any():
+        return (f"X: {_column_list(X, times)} {_verb(times)} timestamps: convert each to a number (e.g. "
+                "seconds since an epoch, or the day of the year) or drop it before fitting")
+    text = _text_mask(X) if text else times
+    if text.any():
+        return (f"X: {_column_list(X, text)} {_verb(text, 'is', 'are')} not numeric: {model} takes numeric columns "
+                "only; drop or encode it (DPMixedMixture takes categorical columns, declared with their public "
+                "categories)")
+    return None
+
+
+def validate_table(estimator, X, **kwargs):
+    """scikit-learn's ``validate_data(estimator, X, **kwargs)`` with messages that name the
+    column and the fix, and quote no value of the data: a data frame's column of timestamps or
+    text (``ValueError``), a column of an array that is not a number, missing values
+    (:func:`missing_values_message`; an estimator's ``_MISSING_NOTE`` adds its own remark)."""
+    from sklearn.utils.validation import validate_data
+
+    model = type(estimator).__name__
+    if hasattr(X, "dtypes") and hasattr(X, "iloc") and getattr(X, "ndim", 0) == 2:
+        message = _not_numeric(X, model, text=False)       # from the dtypes only
+        if message is not None:
+            raise ValueError(message)
+    try:
+        return validate_data(estimator, X, **kwargs)
+    except ValueError as exc:
+        text = str(exc)
+        if "contains NaN" in text:
+            raise ValueError(missing_values_message(X, model, getattr(estimator, "_MISSING_NOTE", ""))) from None
+        if "could not convert" in text:       # pandas' / numpy's text quotes the value
+            raise ValueError(_not_numeric(X, model) or f"X holds a value that is not a number: {model} "
+                             "takes numeric columns only") from None
+        raise

@@ -233,6 +233,22 @@ def independent_baseline(real_train, grid, epsilon, delta=1e-5, *, neighbouring=
     return pd.DataFrame(out)[cols]
 
 
+def _refuse_missing_numbers(**frames):
+    """Refuse missing values in a numeric column of any of ``frames`` (named by their keyword),
+    naming the columns, never a value or a count: the report's errors would otherwise be
+    computed on fewer rows without a word.  A categorical column's missing values are its
+    "other" cell (as :meth:`DPMixedMixture.sample` writes them)."""
+    import pandas as pd
+
+    for name, frame in frames.items():
+        holes = [] if frame is None else [str(c) for c in frame.columns if pd.api.types.is_numeric_dtype(
+            frame[c]) and frame[c].isna().any()]
+        if holes:
+            raise ValueError(f"{name}: Input contains NaN (missing values) in numeric column(s) "
+                             f"{', '.join(map(repr, holes))}: drop or impute those rows before the report "
+                             "(a categorical column's missing values are its 'other' category)")
+
+
 def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, real_train=None, classifier=None,
                  random_state=0, baseline_epsilon=None, baseline_delta=1e-5, baseline_neighbouring="add_remove"):
     """Marginal, pairwise, correlation and train-on-synthetic fidelity of ``synthetic`` against
@@ -275,6 +291,7 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
         raise ValueError(f"synthetic has columns {list(synthetic.columns)}, real_holdout {cols}")
     if target is not None and target not in cols:
         raise ValueError(f"target: no column {target!r}")
+    _refuse_missing_numbers(real_holdout=real_holdout, synthetic=synthetic, real_train=real_train)
     if grid is not None and not isinstance(grid, dict):
         grid = table_grid(grid, bins)
     if grid is None:

@@ -357,8 +357,7 @@ class TestLDAConformance(PrivacyConformance):
             m = DPLatentDirichletAllocation(10, epsilon=np.inf, batch_size=64, n_epochs=10, random_state=seed,
                                             **kw).fit(X)
             theirs.append(sk.perplexity(X))
-            # the same bound (scikit-learn's definition) of our model; our perplexity() is per-token plug-in
-            ours.append(ref.perplexity(X, m._unnormalized_transform(X)[1], m.components_, 0.1, 0.1))
+            ours.append(m.perplexity(X))        # the same bound (scikit-learn's definition) of our model
             # our bound of scikit-learn's model equals scikit-learn's own
             gamma = sk._unnormalized_transform(X)
             assert_allclose(ref.perplexity(X, gamma, sk.components_, 0.1, 0.1), sk.perplexity(X), rtol=1e-10)
@@ -643,8 +642,8 @@ def test_fit_is_never_worse_than_the_private_unigram_model(eps):
     m = DPLatentDirichletAllocation(K, epsilon=eps, batch_size=300, total_samples=3000, n_epochs=1,
                                     vocabulary=[str(i) for i in range(Vb)], **kw).fit(Xtr)
     u = _dp_unigram.private_unigram(Xtr, epsilon=eps, **kw)
-    assert m.perplexity(Xte) <= 1.05 * u.perplexity(Xte)
-    assert m.perplexity(Xte) < Vb and u.perplexity(Xte) < Vb
+    assert m.plugin_perplexity(Xte) <= 1.05 * u.perplexity(Xte)
+    assert m.plugin_perplexity(Xte) < Vb and u.perplexity(Xte) < Vb
 
 
 def test_perplexity_does_not_grow_as_the_test_set_shrinks():
@@ -652,8 +651,8 @@ def test_perplexity_does_not_grow_as_the_test_set_shrinks():
     scikit-learn's bound adds a global topic-word term divided by the test set's token count."""
     Xtr, Xte = _split_corpus(1000, 500, seed=3, mean_len=20)
     m = est(noise_multiplier=None, epsilon=1.0, batch_size=200, total_samples=1000, clip_fraction=None).fit(Xtr)
-    full = m.perplexity(Xte)
-    small = [m.perplexity(Xte[i:i + 5]) for i in range(0, 500, 50)]
+    full = m.plugin_perplexity(Xte)
+    small = [m.plugin_perplexity(Xte[i:i + 5]) for i in range(0, 500, 50)]
     assert 0.8 < np.exp(np.mean(np.log(small))) / full < 1.25
     assert np.isfinite(full) and full < V
 
@@ -665,15 +664,46 @@ def test_perplexity_closed_forms():
     m = DPLatentDirichletAllocation(1, epsilon=np.inf, batch_size=200, n_epochs=2, random_state=0).fit(X)
     p = m.components_[0] / m.components_[0].sum()
     Xc = m._check_X(X)
-    assert m.perplexity(X) == pytest.approx(np.exp(-(Xc.data @ np.log(p[Xc.indices])) / Xc.data.sum()), rel=1e-12)
+    assert m.plugin_perplexity(X) == pytest.approx(np.exp(-(Xc.data @ np.log(p[Xc.indices])) / Xc.data.sum()),
+                                                   rel=1e-12)
     lam = np.array([[3.0, 1.0, 0.5], [0.2, 2.0, 4.0]])
     doc = sp.csr_matrix(np.array([[2.0, 0.0, 1.0]]))
     gamma = np.array([[1.5, 0.5]])
     beta, theta = lam / lam.sum(axis=1, keepdims=True), gamma / gamma.sum()
     by_hand = 2 * np.log(theta[0] @ beta[:, 0]) + np.log(theta[0] @ beta[:, 2])
     assert _lda_math.plugin_log_likelihood(doc, gamma, lam)[0] == pytest.approx(by_hand, rel=1e-14)
-    with pytest.raises(ValueError, match="no tokens"):
-        m.perplexity(np.zeros((2, V)))
+    for method in (m.perplexity, m.plugin_perplexity):
+        with pytest.raises(ValueError, match="no tokens"):
+            method(np.zeros((2, V)))
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_score_and_perplexity_are_scikit_learns_and_the_plug_in_ones_keep_their_values(private):
+    """Issue 39: ``score`` / ``perplexity`` are scikit-learn's (the variational bound, and
+    exp(-bound / tokens)) of the fitted model: a scikit-learn ``LatentDirichletAllocation``
+    given our topics and priors computes the same numbers, E-step included.  ``plugin_score`` /
+    ``plugin_perplexity`` are what score / perplexity returned before (the plug-in formula)."""
+    from sklearn.decomposition import LatentDirichletAllocation
+    Xtr, Xte = _split_corpus(300, 40, seed=6, mean_len=20)
+    m = est(n_epochs=1) if private else DPLatentDirichletAllocation(K, epsilon=np.inf, batch_size=50, random_state=0)
+    m.fit(Xtr)
+    assert (m.privacy_ is not None) == private
+    sk = LatentDirichletAllocation(K, max_doc_update_iter=m.max_doc_update_iter, mean_change_tol=m.mean_change_tol)
+    sk.components_, sk.exp_dirichlet_component_ = m.components_, m.exp_dirichlet_component_
+    sk.doc_topic_prior_ = sk.topic_word_prior_ = 1.0 / K
+    sk.n_features_in_, sk.n_batch_iter_, sk.n_iter_ = V, 1, 1
+    for X in (Xte, Xte[:3], Xtr):
+        # the E-steps agree to ~1e-9 (scikit-learn adds 1e-16 to each φ normaliser), and the
+        # perplexity's exponent multiplies a bound's relative error by log(perplexity)
+        assert m.score(X) == pytest.approx(sk.score(X), rel=1e-8)
+        assert m.perplexity(X) == pytest.approx(sk.perplexity(X), rel=1e-7)
+        Xc, gamma = m._unnormalized_transform(X)
+        old = _lda_math.plugin_log_likelihood(Xc, gamma, m.components_).sum()
+        assert m.plugin_score(X) == old
+        assert m.plugin_perplexity(X) == np.exp(-old / Xc.data.sum())
+    # the bound's global term is divided by the test set's tokens: three documents' bound
+    # perplexity is far above the plug-in one
+    assert m.perplexity(Xte[:3]) > m.plugin_perplexity(Xte[:3])
 
 
 def test_shrink_to_fallback_is_the_identity_without_noise_and_removes_pure_noise():

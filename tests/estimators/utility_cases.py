@@ -208,9 +208,9 @@ class _LDAModel:
 def _sane_lda(m, X):
     c = np.asarray(m.components_, dtype=np.float64)
     assert np.all(np.isfinite(c)) and np.all(c > 0), "topic-word parameters not finite and positive"
-    perplexity = m.perplexity(X)
+    perplexity = m.plugin_perplexity(X)
     assert np.isfinite(perplexity) and perplexity <= X.shape[1], \
-        "perplexity above the vocabulary size (worse than uniform)"
+        "plug-in perplexity above the vocabulary size (worse than uniform)"
 
 
 CASES["lda"] = Case(
@@ -218,7 +218,7 @@ CASES["lda"] = Case(
     model=_LDAModel,
     trivial=lambda eps, seed, fitted, X: _LDAModel(eps, seed + 1000, 1).fit(X),
     sane=_sane_lda,
-    score=lambda m, X: -math.log(m.perplexity(X)),
+    score=lambda m, X: -math.log(m.plugin_perplexity(X)),
     sizes=(300, 1500))
 
 

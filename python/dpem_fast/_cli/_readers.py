@@ -9,8 +9,14 @@ import numpy as np
 
 
 class UserError(Exception):
-    """A mistake in the command line or the input files: one line on stderr, exit 2."""
+    """A mistake in the command line or the input files: one line on stderr, exit 2.  A message
+    about a data file names its columns (public), never a cell's value, line or count."""
 
+
+#: cells that mean "missing" in a CSV file
+_BLANKS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+#: what a numeric column with empty cells is told (the count of such cells is never given)
+_FILL = "drop or fill those rows before fitting (the model takes complete numeric columns)"
 
 
 def _parse_float(text, where):
@@ -113,6 +119,11 @@ def read_mixed_table(path, category_flags, columns=None):
         df = df[names]
     for c in names:
         if c not in categories and not pd.api.types.is_numeric_dtype(df[c]):
+            cells = df[c].astype(str).str.strip()
+            blank = cells.isin(_BLANKS)
+            if blank.any() and pd.to_numeric(cells[~blank], errors="coerce").notna().all():
+                raise UserError(f"DATA: column {c!r} has missing values (empty cells): {_FILL}; a categorical "
+                                "column's empty cells are its 'other' category")
             raise UserError(f"DATA: column {c!r} is not numeric: declare it with --category {c}=LABEL|LABEL|... "
                             "(its public categories; the values in the file are private and never listed)")
     if len(df) == 0:
@@ -144,7 +155,15 @@ def _read_csv(path):
         if len(r) != len(names):
             raise UserError(f"DATA: {path} line {i + 1 + header}: {len(r)} fields, expected {len(names)}")
         for j, cell in enumerate(r):
-            out[i, j] = _parse_float(cell, f"DATA: {path} line {i + 1 + header}, column {names[j]!r}")
+            try:
+                out[i, j] = float(cell)
+                if out[i, j] != out[i, j]:
+                    raise ValueError("NaN")
+            except ValueError:
+                if cell.strip() in _BLANKS:
+                    raise UserError(f"DATA: column {names[j]!r} has missing values (empty cells): {_FILL}") from None
+                raise UserError(f"DATA: column {names[j]!r} is not numeric: --model mixed takes categorical columns "
+                                f"(--category {names[j]}=LABEL|LABEL|...); else drop or encode it") from None
     return out, names
 
 

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 from sklearn.base import TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract
 from .._engine import PrivateEM
@@ -14,7 +14,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
 from .._preprocess import project_into_domain, scale_and_clip
 from .._threads import effective_n_threads
-from .._validation import FINITE, interval, options, positive_numbers
+from .._validation import FINITE, interval, options, positive_numbers, validate_table
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
 
 __all__ = ["DPKMeans"]
@@ -345,7 +345,7 @@ class DPKMeans(TransformerMixin, PrivateEM):
     def _check_X(self, X):
         check_is_fitted(self, "cluster_centers_")
         with np.errstate(over="ignore", invalid="ignore"):
-            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def predict(self, X):
         """Index of the nearest centre of each row, shape (n_samples,).

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 from scipy import linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract, _moments
 from .._dpcore import _rng as _core_rng
@@ -17,7 +17,7 @@ from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import interval, options
+from .._validation import interval, options, validate_table
 from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
                      subspace_width, uses_subspace, variance_posterior_mean)
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
@@ -293,7 +293,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
     def _check_X(self, X):
         check_is_fitted(self, "components_")
         with np.errstate(over="ignore", invalid="ignore"):
-            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def get_covariance(self):
         """Model covariance ``components_ᵀ components_ + diag(noise_variance_)``."""

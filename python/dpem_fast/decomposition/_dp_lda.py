@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, interval, options
+from .._validation import ARRAY_LIKE, interval, options, validate_table
 from ..accounting import NoiseDominatedWarning
 from .._engine import NOT_PRIVATE, PrivateEstimator, PrivateRun, make_plan
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups
@@ -20,7 +20,8 @@ from .._engine._sources._dask import is_dask_array
 from .._progress import Progress, plan_spent
 from .._kernels.lda import estep_csr as _estep_csr
 from .._kernels.lda_docs import _cap_documents, _check_count_chunk, _check_counts, _DaskDocs, _MemoryDocs
-from ._lda_math import exp_dirichlet_expectation, plugin_log_likelihood, shrink_to_fallback, unigram_distribution
+from ._lda_math import (approx_bound, exp_dirichlet_expectation, plugin_log_likelihood, shrink_to_fallback,
+                        unigram_distribution)
 from ._lda_svi import _ACCOUNTANTS, _SVIPlan, _SVIState
 
 __all__ = ["DPLatentDirichletAllocation"]
@@ -282,13 +283,11 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         """X as CSR float64 of integer counts, sorted indices; scikit-learn's messages for the
         shape, dtype and feature-count checks (``validate_data``: ``reset`` sets
         ``n_features_in_``, else X must have that many columns), then the counts' own."""
-        from sklearn.utils.validation import validate_data
-
         if not sp.issparse(X):
             arr = np.asarray(X) if not hasattr(X, "dtype") or isinstance(X, np.ndarray) else X
             if getattr(arr, "dtype", None) is not None and arr.dtype.kind in "USV":
                 raise TypeError(f"X must be a numeric document-term count matrix, got dtype {arr.dtype}")
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
+        X = validate_table(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
         n, V = X.shape
         if n == 0:
@@ -529,26 +528,62 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         return gamma / gamma.sum(axis=1, keepdims=True)
 
     def score(self, X, y=None):
+        """The approximate variational bound of ``log p(X)``: scikit-learn's
+        ``LatentDirichletAllocation.score`` (:func:`~dpem_fast.decomposition._lda_math.approx_bound`,
+        Hoffman et al. 2010, Eq. 3), with each document's γ from the E-step of :meth:`transform`.
+
+        It includes the global topic-word term ``E[log p(β|η) − log q(β|λ)]``, which does not
+        shrink with the test set and is large for noisy λ: to compare held-out fits, or a fit
+        with the private unigram model, use :meth:`plugin_score` / :meth:`plugin_perplexity`.
+
+        .. versionchanged:: 0.1 (issue 39)
+           Again scikit-learn's bound; the plug-in log-likelihood it returned is :meth:`plugin_score`.
+        """
+        X, gamma = self._unnormalized_transform(X)
+        return approx_bound(X, gamma, self.components_, *self._priors(self.components_.shape[0]))
+
+    def perplexity(self, X):
+        """scikit-learn's perplexity: ``exp(-score(X) / number of tokens of X)``, the per-token
+        perplexity bound.  It grows as the test set shrinks (the bound's global term is divided
+        by fewer tokens); :meth:`plugin_perplexity` does not.
+
+        .. versionchanged:: 0.1 (issue 39)
+           Again scikit-learn's quantity; the plug-in perplexity it returned is :meth:`plugin_perplexity`.
+        """
+        X, gamma = self._unnormalized_transform(X)
+        return float(np.exp(-approx_bound(X, gamma, self.components_, *self._priors(gamma.shape[1])) / _tokens(X)))
+
+    def plugin_score(self, X):
         """Plug-in held-out log-likelihood of X: ``Σ_d Σ_v c_dv log Σ_k θ̂_dk β̂_kv`` with the
         expected topics ``β̂_k = λ_k / Σ_v λ_kv`` and each document's expected proportions
         ``θ̂_d = γ_d / Σ_k γ_dk`` from the E-step on X
         (:func:`~dpem_fast.decomposition._lda_math.plugin_log_likelihood`).
 
-        A sum over the tokens of X and nothing else: unlike the variational bound of
-        scikit-learn (``dpem_fast._reference.lda.approx_bound``), it has no global topic-word
-        term ``E[log p(β|η) − log q(β|λ)]``, which does not shrink with the test set and
-        explodes for noisy λ.  With one topic it is the unigram log-likelihood of E[β].
+        A sum over the tokens of X and nothing else: unlike :meth:`score` (scikit-learn's
+        variational bound), it has no global topic-word term ``E[log p(β|η) − log q(β|λ)]``,
+        which does not shrink with the test set and explodes for noisy λ.  With one topic it is
+        the unigram log-likelihood of E[β].
+
+        .. versionadded:: 0.1 (issue 39): what ``score`` returned before.
         """
         X, gamma = self._unnormalized_transform(X)
         return float(plugin_log_likelihood(X, gamma, self.components_).sum())
 
-    def perplexity(self, X):
-        """Per-token held-out perplexity ``exp(-score(X) / number of tokens of X)``: comparable
-        across test sets of any size, and with :meth:`PrivateUnigram.perplexity
+    def plugin_perplexity(self, X):
+        """Per-token plug-in held-out perplexity ``exp(-plugin_score(X) / number of tokens of X)``:
+        comparable across test sets of any size, and with :meth:`PrivateUnigram.perplexity
         <dpem_fast.decomposition.PrivateUnigram.perplexity>` (the same quantity for the
-        trivial model)."""
+        trivial model).
+
+        .. versionadded:: 0.1 (issue 39): what ``perplexity`` returned before.
+        """
         X, gamma = self._unnormalized_transform(X)
-        n = X.data.sum()
-        if n <= 0:
-            raise ValueError("X: no tokens (perplexity is per token)")
-        return float(np.exp(-plugin_log_likelihood(X, gamma, self.components_).sum() / n))
+        return float(np.exp(-plugin_log_likelihood(X, gamma, self.components_).sum() / _tokens(X)))
+
+
+def _tokens(X):
+    """The number of tokens of the count matrix X (CSR), refusing none (perplexity is per token)."""
+    n = X.data.sum()
+    if n <= 0:
+        raise ValueError("X: no tokens (perplexity is per token)")
+    return n

@@ -58,12 +58,18 @@ class PrivateUnigram:
     privacy_: PrivacyRecord | None
 
     def score(self, X):
-        """Total log-likelihood ``Σ_d Σ_v c_dv log p_v`` of the count matrix X."""
+        """Total log-likelihood ``Σ_d Σ_v c_dv log p_v`` of the count matrix X: exact (the model has
+        no latent variables), so it compares with :meth:`DPLatentDirichletAllocation.plugin_score
+        <dpem_fast.decomposition.DPLatentDirichletAllocation.plugin_score>` (the same quantity for
+        one topic), not with the LDA ``score`` (scikit-learn's variational bound)."""
         X = _as_counts(X, self.distribution_.size)
         return float(X.data @ np.log(self.distribution_[X.indices]))
 
     def perplexity(self, X):
-        """Per-token perplexity ``exp(-score(X) / number of tokens)``."""
+        """Per-token perplexity ``exp(-score(X) / number of tokens)``: the floor that
+        :meth:`DPLatentDirichletAllocation.plugin_perplexity
+        <dpem_fast.decomposition.DPLatentDirichletAllocation.plugin_perplexity>` is compared with
+        (not the LDA ``perplexity``, scikit-learn's bound)."""
         X = _as_counts(X, self.distribution_.size)
         n = X.data.sum()
         if n <= 0:

@@ -5,9 +5,10 @@ import math
 
 import numpy as np
 from sklearn.base import DensityMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._engine._components import check_counts_resolvable, noise_std
+from .._validation import validate_table
 
 __all__ = ["CountAndSumMixture", "weights_from_counts", "count_floor", "floored_counts", "REMEDY", "shrunk_means",
            "MixtureInferenceMixin"]
@@ -95,7 +96,7 @@ class MixtureInferenceMixin(DensityMixin):
     def _check_X(self, X):
         check_is_fitted(self, "means_")
         with np.errstate(over="ignore", invalid="ignore"):     # as in the engine's fit
-            return validate_data(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def _keep_live(self, live):
         """``live`` (the mask of :func:`~dpem_fast._engine._components.live_components`), its

@@ -253,6 +253,9 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
               "categorical_columns_", "categories_", "dtypes_", "bounds_", "marginal_cdf_", "converged_", "n_iter_",
               "n_features_in_")
     _not_saved = ("_layout", "_frame_schema", "_fit_marginals", "_fit_box")
+    #: the refusal of missing values (:func:`~dpem_fast._validation.missing_values_message`) adds
+    _MISSING_NOTE = (" (a data frame's categorical column counts its missing values as its 'other' category, "
+                     "code -1 in an array: only numeric columns must be complete)")
     _parameter_constraints = {
         "n_components": [interval("int", 1)],
         "bounds": [None, options("from_data"), ARRAY_LIKE, instance_of(dict)],

@@ -13,7 +13,7 @@ import math
 import warnings
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._kernels import sep as _sep
@@ -26,7 +26,7 @@ from .._preprocess import _as_bounds
 from .._progress import Progress, plan_spent
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, FINITE, interval, options, predicate
+from .._validation import ARRAY_LIKE, FINITE, interval, options, predicate, validate_table
 from ._sep_math import (_Setup, _margin, _posterior, _posterior_noise, _to_raw, default_clip_norm,
                         sep_event, sep_rounding_factor)
 
@@ -260,7 +260,7 @@ class DPStochasticEP(PrivateEstimator):
         X, groups = self._resolve_groups(X, groups, not (isinstance(eps_in, (int, float, np.number))
                                                          and not isinstance(eps_in, (bool, np.bool_))
                                                          and math.isinf(eps_in)))
-        X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
+        X = validate_table(self, X, dtype=np.float64, order="C", ensure_min_samples=1)   # feature_names_in_
         n, d = X.shape
         grouping = check_groups(groups, n) if groups is not None else None
         m = self._max_rows_per_group()
@@ -470,7 +470,7 @@ class DPStochasticEP(PrivateEstimator):
     # ------------------------------------------------------------ inference
     def _log_joint(self, X):
         check_is_fitted(self, "means_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_table(self, X, dtype=np.float64, reset=False)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, the model {self.n_features_in_}")
         d = X.shape[1]

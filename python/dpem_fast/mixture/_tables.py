@@ -237,6 +237,10 @@ def table_schema(X, categories, n_features, dtypes=None):
             elif pd.api.types.is_bool_dtype(dtype):
                 cat_cols.append(i)
                 cats.append(np.array([False, True]))
+            elif pd.api.types.is_datetime64_any_dtype(dtype) or pd.api.types.is_timedelta64_dtype(dtype) \
+                    or isinstance(dtype, pd.PeriodDtype):
+                raise ValueError(f"column {name!r} ({dtype}) holds timestamps: convert it to a number (e.g. "
+                                 "seconds since an epoch, or the day of the year) or drop it before fitting")
             elif not pd.api.types.is_numeric_dtype(dtype):
                 raise ValueError(
                     f"column {name!r} ({dtype}) is neither numeric nor declared categorical: declare its "

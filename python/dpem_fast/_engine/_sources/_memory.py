@@ -9,7 +9,8 @@ rows in blocks of any size (:mod:`dpem_fast.io`) computes the same statistics bi
 and therefore — same key, same noise — the same fit.
 
 Validation happens before anything is charged to a privacy budget: an ndarray through
-scikit-learn's ``validate_data``; a stream by one scanning pass (row count, finiteness, the
+scikit-learn's ``validate_data`` (:func:`~dpem_fast._validation.validate_table`: messages that name
+the column); a stream by one scanning pass (row count, finiteness, the
 model's own row checks).  A private fit then reads the data once per EM iteration (plus
 once for each histogram of a private domain estimate).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._dpcore._contract import superblock_rows
+from ..._validation import validate_table
 from ...io import as_row_source, is_block_source, scan
 from ._rows import DataSummary, Rows, summarize
 
@@ -27,12 +29,11 @@ __all__ = ["DataSummary", "Rows", "summarize", "validated_rows", "kept_rows"]
 def validated_rows(estimator, X, private):
     """:class:`Rows` of ``X`` for ``estimator``, validated before anything is charged.
 
-    An ndarray (a ``numpy.memmap`` included) goes through ``validate_data`` and the model's
+    An ndarray (a ``numpy.memmap`` included) goes through ``validate_data`` (messages that name
+    the column: :func:`~dpem_fast._validation.validate_table`) and the model's
     ``_prepare_rows``; a block source is scanned once (finite values, at least one row, the
     model's row checks on every superblock).
     """
-    from sklearn.utils.validation import validate_data
-
     from ._dask import dask_rows, is_dask_array
 
     if is_dask_array(X):                       # never gathered: validated chunk by chunk on the workers
@@ -50,7 +51,7 @@ def validated_rows(estimator, X, private):
     # sum (a RuntimeWarning) before the exact elementwise check decides
     with np.errstate(over="ignore", invalid="ignore"):
         try:
-            X = validate_data(estimator, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
+            X = validate_table(estimator, X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1)
         except TypeError as exc:
             raise TypeError("X must be array-like, a numpy.memmap or a block source with n_features and "
                             f"iter_blocks() (dpem_fast.io); {exc}") from exc
