@@ -24,7 +24,8 @@ mean noisy total (as the marginals, ``_marginals._simplex``) and normalised.  ``
 draws a pool of ``max(n, POOL_MIN)`` rows from the model, weights them by truncated raking
 (iterative proportional fitting over the ``P`` tables, :data:`RAKE_ROUNDS` sweeps, each weight
 kept within a factor :data:`WEIGHT_CAP` of the mean) so that the pool's weighted pair tables
-approach the released ones, and resamples ``n`` rows by those weights.
+approach the released ones (each sweep ends with the columns' released 1-way distributions,
+the marginals', less noisy than the pair tables), and resamples ``n`` rows by those weights.
 """
 from __future__ import annotations
 
@@ -108,21 +109,26 @@ def pair_tables(noisy, pairs, sizes):
     return out
 
 
-def rake_weights(cells, pairs, tables, rounds=RAKE_ROUNDS, cap=WEIGHT_CAP):
-    """Weights of the pool rows ``cells`` (n, D) whose weighted pair tables approach ``tables``
-    (truncated iterative proportional fitting; mean weight 1, each in ``[1/cap, cap]``)."""
-    n = cells.shape[0]
+def rake_weights(index, targets, rounds=RAKE_ROUNDS, cap=WEIGHT_CAP):
+    """Weights of ``n`` pool rows whose weighted tables approach ``targets``: ``index[t]`` (n,)
+    the cell of each row in table ``t``, ``targets[t]`` its probabilities (truncated iterative
+    proportional fitting, the tables in order each sweep; mean weight 1, each in ``[1/cap, cap]``)."""
+    n = index[0].size if index else 0
     w = np.ones(n)
-    idx = [cells[:, a] * t.shape[1] + cells[:, b] for (a, b), t in zip(pairs, tables)]
-    flat = [t.ravel() for t in tables]
     for _ in range(rounds):
-        for i, t in zip(idx, flat):
+        for i, t in zip(index, targets):
             cur = np.bincount(i, w, minlength=t.size)
             cur /= cur.sum()
             ratio = np.where(cur > 0, t / np.where(cur > 0, cur, 1.0), 1.0)
             w *= ratio[i]
             w = np.clip(w * (n / w.sum()), 1.0 / cap, cap)
     return w / w.sum()
+
+
+def _tables_of(cells, pairs, tables):
+    """The pool's cell index and target of each pair table (for :func:`rake_weights`)."""
+    return ([cells[:, a] * t.shape[1] + cells[:, b] for (a, b), t in zip(pairs, tables)],
+            [t.ravel() for t in tables])
 
 
 class CalibrationMixin:
@@ -186,6 +192,25 @@ class CalibrationMixin:
         return out
 
     # ------------------------------------------------------------- sampling
+    def _one_way(self, Z, lay):
+        """Each column's released 1-way distribution (the marginals: a numeric column's public
+        bins, a categorical column's categories under the model's raked probabilities) and
+        the pool's cells in it, after the pair tables in each sweep (they are less noisy)."""
+        index, targets = [], []
+        if lay.d:
+            m = self._fitted_marginals()
+            num = list(lay.num_cols)
+            b, _ = _bins(Z[:, num], m.lo, m.hi, m.bins)
+            for j in range(lay.d):
+                index.append(b[:, j])
+                targets.append(np.diff(m.cdf[j]))
+        w = np.asarray(self.weights_, dtype=np.float64)
+        for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
+            codes = Z[:, col]
+            index.append(np.where(codes >= 0, codes, C).astype(np.int64))
+            targets.append((w / w.sum()) @ np.asarray(probs, dtype=np.float64))
+        return index, targets
+
     def _pool_size(self, n):
         return max(n, POOL_MIN) if getattr(self, "pair_tables_", None) is not None else n
 
@@ -198,6 +223,8 @@ class CalibrationMixin:
         lay = self._fitted_schema().layout
         lo, hi = (self.bounds_[0], self.bounds_[1]) if lay.d else (np.zeros(0), np.zeros(0))
         cells = _cells(Z, tuple(lay.num_cols), lo, hi, tuple(lay.cat_cols), tuple(lay.n_categories))
-        w = rake_weights(cells, column_pairs(cells.shape[1]), tables)
+        index, targets = _tables_of(cells, column_pairs(cells.shape[1]), tables)
+        one_index, one_targets = self._one_way(Z, lay)
+        w = rake_weights(index + one_index, targets + one_targets)
         pick = rng.choice(Z.shape[0], size=n, p=w)
         return Z[pick], y[pick]
