@@ -120,8 +120,10 @@ def rake_weights(index, targets, rounds=RAKE_ROUNDS, cap=WEIGHT_CAP):
             cur = np.bincount(i, w, minlength=t.size)
             cur /= cur.sum()
             ratio = np.where(cur > 0, t / np.where(cur > 0, cur, 1.0), 1.0)
-            w *= ratio[i]
-            w = np.clip(w * (n / w.sum()), 1.0 / cap, cap)
+            new = w * ratio[i]
+            total = new.sum()
+            if total > 0:           # else the table's mass lies where the pool has none: skipped
+                w = np.clip(new * (n / total), 1.0 / cap, cap)
     return w / w.sum()
 
 
@@ -136,13 +138,16 @@ class CalibrationMixin:
     release, the released tables, the raked sample); placed before ``MarginalsMixin``."""
 
     def _calibrates(self):
-        return self.calibrate == "pairs"
+        """Whether a fit releases the pair tables (public parameters only): ``"pairs"``, or
+        ``"auto"`` whenever the fit releases the marginals."""
+        c = self.calibrate
+        return c == "pairs" or (c == "auto" and self._uses_marginals())
 
     def _check_marginals(self):
         """``calibrate`` with ``marginals`` (declared values only, before the charge); resets the
         fit's released tables."""
         super()._check_marginals()
-        if self._calibrates() and not self._uses_marginals():
+        if self.calibrate == "pairs" and not self._uses_marginals():
             raise ValueError("calibrate='pairs' needs the marginals (marginals='auto' with a box, or 'copula'): "
                              "its numeric cells are public bins of their box")
         self.pair_tables_ = None

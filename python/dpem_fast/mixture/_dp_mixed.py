@@ -177,11 +177,12 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         domain is a ball without a box (``data_norm`` alone); None: the mixture on the values.
 
         .. versionadded:: 0.1 (issue 37)
-    calibrate : {None, "pairs"}, default=None
+    calibrate : {None, "auto", "pairs"}, default=None
         ``"pairs"`` (needs the marginals): the 2-way tables of column pairs on public cells (16
         bins of a numeric column's box, a categorical column's categories and "other") are
         released once before EM on a third of the plan, and ``sample`` rakes a pool of the
-        model's rows towards them (:mod:`dpem_fast.mixture._calibrate`).
+        model's rows towards them (:mod:`dpem_fast.mixture._calibrate`).  ``"auto"``:
+        ``"pairs"`` whenever the fit releases the marginals; None: no pair tables.
 
         .. versionadded:: 0.1 (issue 37)
 
@@ -275,7 +276,7 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         "means_init": [None, options("private")],
         "reg_covar": [interval("real", 0)],
         "marginals": [None, options("auto", "copula")],
-        "calibrate": [None, options("pairs")],
+        "calibrate": [None, options("auto", "pairs")],
     }
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None, dtypes=None,
