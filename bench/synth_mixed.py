@@ -113,13 +113,14 @@ def public_grid(bounds, cats, columns):
 
 
 # ----------------------------------------------------------------------- DPMixedMixture
-def run_ours(train, bounds, cats, eps, K, threads, n_synth, marginals="auto"):
+def run_ours(train, bounds, cats, eps, K, threads, n_synth, marginals="auto", calibrate=None):
     from dpem_fast import DPMixedMixture
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = DPMixedMixture(K, epsilon=eps, delta=DELTA, bounds=bounds, categories=cats, neighbouring="add_remove",
-                           max_iter=20, n_threads=threads, random_state=SEED, marginals=marginals).fit(train)
+                           max_iter=20, n_threads=threads, random_state=SEED, marginals=marginals,
+                           calibrate=calibrate).fit(train)
     t1 = time.perf_counter()
     S, _ = m.sample(n_synth, random_state=SEED)
     t2 = time.perf_counter()
@@ -269,6 +270,8 @@ def main():
     ap.add_argument("--components", type=int, default=10)
     ap.add_argument("--max-train", type=int, default=None, help="fit on a seeded subsample of the training rows")
     ap.add_argument("--one-component", action="store_true", help="also DPMixedMixture with K = 1")
+    ap.add_argument("--calibrate", action="store_true", help="also DPMixedMixture(calibrate='pairs')")
+    ap.add_argument("--no-old", action="store_true", help="skip the model without marginals")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer-timeout", type=float, default=900.0)
     ap.add_argument("--aim-epsilons", nargs="*", type=float, default=[1.0],
@@ -309,8 +312,10 @@ def main():
         rows.append(dict(dataset=name, epsilon=float("inf"), method="real training rows", **ref.summary(),
                          fit_s=0.0, sample_s=0.0, sampler_tvd=float("nan"), note="not private: the ceiling"))
         for eps in args.epsilons:
-            cases = ([("DPMixedMixture", args.components), ("old (marginals=None)", args.components),
-                      ("trivial 1-way", 0)] + ([("one component", 1)] if args.one_component else []) + [
+            cases = ([("DPMixedMixture", args.components)]
+                     + ([] if args.no_old else [("old (marginals=None)", args.components)])
+                     + ([("calibrated (pairs)", args.components)] if args.calibrate else [])
+                     + [("trivial 1-way", 0)] + ([("one component", 1)] if args.one_component else []) + [
                 (p, None) for p in args.peers if p != "aim" or eps in args.aim_epsilons])
             for method, K in cases:
                 if K == 0:
@@ -319,7 +324,9 @@ def main():
                     fit_s, sample_s, sampler, note = time.perf_counter() - t0, 0.0, float("nan"), "independent"
                 elif K is not None:
                     marg = None if method.startswith("old") else "auto"
-                    S, fit_s, sample_s, note = run_ours(train, bounds, cats, eps, K, args.threads, len(train), marg)
+                    cal = "pairs" if method.startswith("calibrated") else None
+                    S, fit_s, sample_s, note = run_ours(train, bounds, cats, eps, K, args.threads, len(train), marg,
+                                                        cal)
                     sampler = float("nan")
                 else:
                     S, fit_s, sampler, note = run_peer(method, train, bounds, cats, eps, args.pgm,

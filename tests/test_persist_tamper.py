@@ -214,7 +214,7 @@ def test_edited_epsilon_spent_is_refused(saved, name, tmp_path):
 
 #: releases made once before the loop (the domain estimate, the private start): in the event
 #: separately, never in the joint bound
-_ONE_OFF_PREFIXES = ("domain_", "start_", "marginals")     # releases made once, outside the joint bound
+_ONE_OFF_PREFIXES = ("domain_", "start_", "marginals", "pairs")   # made once, outside the joint bound
 
 
 def _joint_bound_unchanged(model, privacy_json):

@@ -63,7 +63,7 @@ from privacy_conformance import PrivacyConformance
 _HISTOGRAMS = ("domain_scale", "domain_refine")
 _ONE_OFF = _HISTOGRAMS + ("domain_outside",)
 #: every release made once before the loop: the domain estimate's and a private start's
-_BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums", "marginals")     # one-offs: the start, the marginals
+_BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums", "marginals", "pairs")   # one-offs: start, marginals, pairs
 
 
 def random_gaussian_components(rng, K, d):

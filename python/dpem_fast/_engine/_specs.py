@@ -37,7 +37,11 @@ replace-one a row ``(x, γ)`` becomes ``(x', γ')``.
   one cell of each column.  Add/remove: ``D`` entries change by 1, ℓ2 = √D, ℓ1 = D.  Replace:
   per column at most two cells change (−1 and +1), ℓ2 = √(2D), ℓ1 = 2D, attained by a row
   whose every column moves to another cell.  An integer statistic (exact in float64); the
-  group level is the engine's (:mod:`~dpem_fast._engine._groups`: m times these).
+  group level is the engine's (:mod:`~dpem_fast._engine._groups`: m times these).  The same
+  spec serves the mixed model's 2-way calibration (:mod:`dpem_fast.mixture._calibrate`) with
+  ``D = P``, the number of column pairs: each pair's table is one "column" whose cells are the
+  pairs of the two columns' cells, and a row adds exactly 1 to one cell of each of the P
+  tables, so √P (add/remove) and √(2P) (replace), attained by a row whose every column moves.
 
 Joint bound (:func:`moments_joint_bound`).  Releases of one iteration with ``a_r = Δ_r²/σ_r²``
 are one Gaussian mechanism with ``μ² = sup Σ_r ‖δ_r‖²/σ_r²``.  Under replace-one, with soft

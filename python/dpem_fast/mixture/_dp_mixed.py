@@ -26,6 +26,7 @@ from ._common import MixtureInferenceMixin, floored_counts, shrunk_means, weight
 from ._gaussian_block import (COVARIANCES, GAUSSIAN_MERGE_REASON, isotropic_factors, set_fitted_gaussian,
                               start_covariances, typed_covariances)
 from ._gmm_mstep import exact_m_step, private_m_step, warn_if_covariances_unresolved
+from ._calibrate import CalibrationMixin
 from ._marginals import MarginalsMixin, clipped_before, copula_domain, to_model_space
 from ._tables import TableSchema, is_frame, table_schema
 
@@ -84,7 +85,7 @@ def _probabilities(T, nk, releases, layout):
     return out
 
 
-class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
+class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, PrivateEM):
     """Private synthetic-data model for tables with numeric and categorical columns.
 
     A latent-class mixture fitted by differentially private EM: component k draws the numeric
@@ -176,6 +177,14 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
         domain is a ball without a box (``data_norm`` alone); None: the mixture on the values.
 
         .. versionadded:: 0.1 (issue 37)
+    calibrate : {None, "auto", "pairs"}, default=None
+        ``"pairs"`` (needs the marginals): the 2-way tables of column pairs on public cells (16
+        bins of a numeric column's box, a categorical column's categories and "other") are
+        released once before EM on a third of the plan, and ``sample`` rakes a pool of the
+        model's rows towards them (:mod:`dpem_fast.mixture._calibrate`).  ``"auto"``:
+        ``"pairs"`` whenever the fit releases the marginals; None: no pair tables.
+
+        .. versionadded:: 0.1 (issue 37)
 
     Attributes
     ----------
@@ -200,6 +209,8 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
     marginal_cdf_ : ndarray of shape ``(n_numeric, 65)`` or None
         The released CDF of each numeric column on its 64 public bins of ``bounds_`` (None
         without marginals).
+    pair_tables_ : list of ndarray or None
+        Calibrated: the released pair tables, post-processed (probabilities).
     n_components_ : int
         Components of the released model: ``n_components`` less those dropped as dead.
     n_iter_ : int
@@ -231,7 +242,8 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
     refused before the charge.  The start is data-independent or, with ``means_init="private"``,
     the private start on the numeric block; the iteration count is fixed.  With marginals one
     more one-off release: the stacked 1-way histograms of the D columns, ℓ2 √D (add/remove),
-    √(2D) (replace) (:mod:`dpem_fast.mixture._marginals`); the copula's map of a row is a
+    √(2D) (replace) (:mod:`dpem_fast.mixture._marginals`); calibrated, the stacked tables of
+    the P column pairs, ℓ2 √P and √(2P) (:mod:`dpem_fast.mixture._calibrate`); the copula's map of a row is a
     function of that row and the released values, into the public box the mixture's numeric
     domain is.
 
@@ -250,7 +262,7 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
 
     _cli_name = "mixed"
     _saved = ("weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_", "category_probs_",
-              "categorical_columns_", "categories_", "dtypes_", "bounds_", "marginal_cdf_", "converged_", "n_iter_",
+              "categorical_columns_", "categories_", "dtypes_", "bounds_", "marginal_cdf_", "pair_tables_", "converged_", "n_iter_",
               "n_features_in_")
     _not_saved = ("_layout", "_frame_schema", "_fit_marginals", "_fit_box")
     #: the refusal of missing values (:func:`~dpem_fast._validation.missing_values_message`) adds
@@ -267,13 +279,14 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
         "means_init": [None, options("private")],
         "reg_covar": [interval("real", 0)],
         "marginals": [None, options("auto", "copula")],
+        "calibrate": [None, options("auto", "pairs")],
     }
 
     def __init__(self, n_components=1, *, epsilon=1.0, delta=1e-5, bounds=None, categories=None, dtypes=None,
                  covariance_type="full", data_norm=None, max_iter=20, neighbouring="replace", accountant=None,
                  noise="gaussian", budget_split="auto", averaging="tail", means_init=None, reg_covar=1e-6,
                  n_threads=None, random_state=None, budget=None, verbose=0, max_rows_per_group=None,
-                 marginals="auto"):
+                 marginals="auto", calibrate=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -296,6 +309,7 @@ class DPMixedMixture(MarginalsMixin, MixtureInferenceMixin, PrivateEM):
         self.verbose = verbose
         self.max_rows_per_group = max_rows_per_group
         self.marginals = marginals
+        self.calibrate = calibrate
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, groups=None):

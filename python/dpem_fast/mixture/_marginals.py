@@ -304,7 +304,9 @@ class MarginalsMixin:
         Numeric columns are drawn from the component's Gaussian (with marginals: in the
         copula's space, then mapped through each column's released marginal, so each column has
         its released 1-way distribution) and clipped to ``bounds_`` (integer columns rounded);
-        categorical columns from the component's category probabilities.
+        categorical columns from the component's category probabilities.  Calibrated
+        (``calibrate="pairs"``): the rows are drawn from a larger pool raked towards the released
+        pair tables (:mod:`dpem_fast.mixture._calibrate`).
 
         Parameters
         ----------
@@ -331,6 +333,7 @@ class MarginalsMixin:
         if other not in ("missing", "drop"):
             raise ValueError(f"other must be 'drop' or 'missing', got {other!r}")
         rng = np.random.default_rng(random_state)
+        n_out, n = n, self._pool_size(n)        # calibrated: a pool to rake (else n itself)
         schema = self._fitted_schema()
         lay = schema.layout
         weights = np.asarray(self.weights_, dtype=np.float64) / np.sum(self.weights_)
@@ -356,5 +359,6 @@ class MarginalsMixin:
             probs = np.asarray(probs, dtype=np.float64)
             slot = draw_categories(probs[:, :C] if other == "drop" else probs, groups, rng.random(n), C)
             Z[:, col] = np.where(slot < C, slot, -1)
+        Z, y = self._calibrated(Z, y, n_out, rng)     # n_out rows by their raked weights, if calibrated
         return schema.decode(Z, None if self.bounds_ is None else (self.bounds_[0], self.bounds_[1])), y
 
