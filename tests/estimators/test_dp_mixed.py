@@ -339,7 +339,10 @@ def test_the_private_start_reads_only_the_numeric_columns_and_is_in_the_record()
                                      means_init="private", random_state=0).fit(Y)
         finally:
             _start.cell_sums = real
-    assert len(seen) == 2 and np.array_equal(seen[0], seen[1]) and seen[0].shape[1] == 2
+    # equal up to float rounding: the copula's released CDFs are normalised by the mean of all
+    # columns' noisy totals (released values, categorical ones included), whose last bits move
+    assert len(seen) == 2 and seen[0].shape[1] == 2
+    np.testing.assert_allclose(seen[0], seen[1], rtol=1e-12, atol=1e-9)
     rel = est.privacy_.releases
     assert {"start_counts", "start_sums"} <= set(rel) and rel["start_sums"].shape[1] == 2
     assert "private start" in " ".join(est.privacy_.notes)
