@@ -13,6 +13,7 @@ from dpem_fast.mixture._calibrate import (MAX_COLUMNS, PAIR_BINS, PAIR_SHARE, PA
                                           pair_counts)
 from dpem_fast.mixture._marginals import MARGINALS
 
+from neighbours import worst_changes
 from test_dp_mixed import FRAME_BOUNDS, _frame
 
 
@@ -55,15 +56,7 @@ def test_the_pair_tables_sensitivity_by_brute_force_over_neighbours():
     assert m._pair_specs(4)[0] == column_histograms(PAIRS, P, cells) and base.size == cells
     cand = np.column_stack([rng.uniform(-9, 9, 30), rng.integers(-2, 4, 30), rng.uniform(-9, 9, 30),
                             rng.choice([0.0, 1.0, 2.5, np.nan], 30)])
-    worst = {"add_remove": [0.0, 0.0], "replace": [0.0, 0.0]}
-    for i in range(X.shape[0]):
-        diff = base - _counts(np.delete(X, i, axis=0), lay, lo, hi)
-        worst["add_remove"] = np.maximum(worst["add_remove"], [np.linalg.norm(diff), np.abs(diff).sum()])
-        for r in cand[:8]:
-            Y = X.copy()
-            Y[i] = r
-            diff = base - _counts(Y, lay, lo, hi)
-            worst["replace"] = np.maximum(worst["replace"], [np.linalg.norm(diff), np.abs(diff).sum()])
+    worst = worst_changes(lambda A: _counts(A, lay, lo, hi), X, cand[:8])
     spec = m._pair_specs(4)[0]
     for rel, (l2, l1) in worst.items():
         assert l2 <= spec.l2[rel] + 1e-12 and l1 <= spec.l1[rel] + 1e-12

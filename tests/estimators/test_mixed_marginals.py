@@ -14,6 +14,7 @@ from dpem_fast._engine._specs import column_histograms
 from dpem_fast.mixture._marginals import MARGINAL_BINS, MARGINALS, U_CLIP, Z_MAX, Marginals, marginal_counts
 from dpem_fast.synth import independent_baseline
 
+from neighbours import worst_changes
 from test_dp_mixed import FRAME_BOUNDS, _frame
 
 CATS = ["AA", "B6", "UA"]
@@ -63,20 +64,11 @@ def test_the_marginals_sensitivity_by_brute_force_over_neighbours():
     X = np.column_stack([rng.normal(size=60), rng.integers(-1, 3, 60), rng.normal(size=60) * 3,
                          rng.integers(0, 2, 60)]).astype(float)
     lo, hi = np.full(2, -4.0), np.full(2, 4.0)
-    base = _layout_counts(X, lay, lo, hi)
     spec = m._marginal_specs(4)[0]
     assert spec == column_histograms(MARGINALS, 4, 2 * MARGINAL_BINS + 4 + 3)
     cand = np.column_stack([rng.uniform(-9, 9, 40), rng.integers(-2, 4, 40), rng.uniform(-9, 9, 40),
                             rng.choice([0.0, 1.0, 2.5, np.nan], 40)])
-    worst = {"add_remove": [0.0, 0.0], "replace": [0.0, 0.0]}
-    for i in range(X.shape[0]):
-        diff = base - _layout_counts(np.delete(X, i, axis=0), lay, lo, hi)
-        worst["add_remove"] = np.maximum(worst["add_remove"], [np.linalg.norm(diff), np.abs(diff).sum()])
-        for r in cand[:8]:
-            Y = X.copy()
-            Y[i] = r
-            diff = base - _layout_counts(Y, lay, lo, hi)
-            worst["replace"] = np.maximum(worst["replace"], [np.linalg.norm(diff), np.abs(diff).sum()])
+    worst = worst_changes(lambda A: _layout_counts(A, lay, lo, hi), X, cand[:8])
     for rel, (l2, l1) in worst.items():
         assert l2 <= spec.sensitivity("l2", rel) * (1 + 1e-12) and l1 <= spec.sensitivity("l1", rel)
         assert l2 == pytest.approx(spec.sensitivity("l2", rel)) and l1 == spec.sensitivity("l1", rel)
