@@ -20,7 +20,8 @@ private) at (epsilon, 1e-5):
 
 * ``DPMixedMixture``: K = 10 full-covariance components, 20 iterations (fixed a priori for
   both datasets and every epsilon), exact Gaussian-DP accounting, its defaults otherwise
-  (marginals first since issue 37); ``sample``'s default draws declared categories only.
+  (marginals first and the 2-way pair tables since issue 37, the defaults); ``sample``'s
+  default draws declared categories only (``--calibrate`` adds the model without pair tables).
 * ``old (marginals=None)``: the same without the marginals (the model of issue 28).
 * ``trivial 1-way``: the independent noisy 1-way histograms on the public grid at the same
   (epsilon, delta) (:func:`dpem_fast.synth.independent_baseline`): the baseline to beat.
@@ -113,7 +114,7 @@ def public_grid(bounds, cats, columns):
 
 
 # ----------------------------------------------------------------------- DPMixedMixture
-def run_ours(train, bounds, cats, eps, K, threads, n_synth, marginals="auto", calibrate=None):
+def run_ours(train, bounds, cats, eps, K, threads, n_synth, marginals="auto", calibrate="auto"):
     from dpem_fast import DPMixedMixture
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -270,7 +271,8 @@ def main():
     ap.add_argument("--components", type=int, default=10)
     ap.add_argument("--max-train", type=int, default=None, help="fit on a seeded subsample of the training rows")
     ap.add_argument("--one-component", action="store_true", help="also DPMixedMixture with K = 1")
-    ap.add_argument("--calibrate", action="store_true", help="also DPMixedMixture(calibrate='pairs')")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="also DPMixedMixture(calibrate=None): the copula without the pair tables")
     ap.add_argument("--no-old", action="store_true", help="skip the model without marginals")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer-timeout", type=float, default=900.0)
@@ -314,7 +316,7 @@ def main():
         for eps in args.epsilons:
             cases = ([("DPMixedMixture", args.components)]
                      + ([] if args.no_old else [("old (marginals=None)", args.components)])
-                     + ([("calibrated (pairs)", args.components)] if args.calibrate else [])
+                     + ([("uncalibrated (calibrate=None)", args.components)] if args.calibrate else [])
                      + [("trivial 1-way", 0)] + ([("one component", 1)] if args.one_component else []) + [
                 (p, None) for p in args.peers if p != "aim" or eps in args.aim_epsilons])
             for method, K in cases:
@@ -323,8 +325,8 @@ def main():
                     S = independent_baseline(train, grid, eps, DELTA, neighbouring="add_remove", random_state=SEED)
                     fit_s, sample_s, sampler, note = time.perf_counter() - t0, 0.0, float("nan"), "independent"
                 elif K is not None:
-                    marg = None if method.startswith("old") else "auto"
-                    cal = "pairs" if method.startswith("calibrated") else None
+                    marg = None if method.startswith("old") else "auto"      # the defaults: marginals and
+                    cal = None if method.startswith(("old", "uncalibrated")) else "auto"    # pair tables
                     S, fit_s, sample_s, note = run_ours(train, bounds, cats, eps, K, args.threads, len(train), marg,
                                                         cal)
                     sampler = float("nan")
