@@ -20,7 +20,7 @@ every table and ε), taken from the same budget: the plan's ε is unchanged, the
 less.
 
 Post-processing (public values only): each table is projected onto the simplex scaled to the
-mean noisy total (as the marginals, ``_marginals._simplex``) and normalised.  ``sample(n)``
+mean noisy total and normalised (as the marginals, ``_marginals.projected_tables``).  ``sample(n)``
 draws a pool of ``max(n, POOL_MIN)`` rows from the model, weights them by truncated raking
 (iterative proportional fitting over the ``P`` tables, :data:`RAKE_ROUNDS` sweeps, each weight
 kept within a factor :data:`WEIGHT_CAP` of the mean) so that the pool's weighted pair tables
@@ -34,7 +34,7 @@ import functools
 import numpy as np
 
 from .._engine._specs import column_histograms
-from ._marginals import _bins, _simplex
+from ._marginals import _bins, category_cells, projected_tables
 
 __all__ = ["PAIRS", "PAIR_BINS", "PAIR_SHARE", "MAX_COLUMNS", "POOL_MIN", "column_pairs", "pair_counts",
            "pair_tables", "rake_weights", "CalibrationMixin"]
@@ -80,9 +80,7 @@ def _cells(X, num_cols, lo, hi, cat_cols, n_categories):
     if len(num_cols):
         out[:, list(num_cols)] = _bins(X[:, list(num_cols)], lo, hi, PAIR_BINS)[0]
     for col, C in zip(cat_cols, n_categories):
-        codes = X[:, col]
-        ok = (codes >= 0) & (codes < C) & (codes == np.floor(codes))
-        out[:, col] = np.where(ok, codes, C).astype(np.int64)
+        out[:, col] = category_cells(X[:, col], C)
     return out
 
 
@@ -98,15 +96,8 @@ def pair_counts(num_cols, lo, hi, cat_cols, n_categories, pairs, sizes, X):
 def pair_tables(noisy, pairs, sizes):
     """The released tables, post-processed: each projected onto the simplex scaled to the mean
     noisy total, then normalised (a list of ``(sizes[a], sizes[b])`` probability tables)."""
-    ends = np.cumsum([int(sizes[a] * sizes[b]) for a, b in pairs])
-    parts = np.split(np.asarray(noisy, dtype=np.float64), ends[:-1])
-    total = max(float(np.mean([p.sum() for p in parts])), 1.0)
-    out = []
-    for (a, b), p in zip(pairs, parts):
-        q = _simplex(p, total)
-        q = q / q.sum() if q.sum() > 0 else np.full(p.size, 1.0 / p.size)
-        out.append(q.reshape(int(sizes[a]), int(sizes[b])))
-    return out
+    probs = projected_tables(noisy, [int(sizes[a] * sizes[b]) for a, b in pairs])
+    return [q.reshape(int(sizes[a]), int(sizes[b])) for (a, b), q in zip(pairs, probs)]
 
 
 def rake_weights(index, targets, rounds=RAKE_ROUNDS, cap=WEIGHT_CAP):

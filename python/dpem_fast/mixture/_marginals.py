@@ -48,7 +48,7 @@ from .._validation import check_positive_int
 from ._sampling import CHUNK, by_component, draw_categories, mixture_cdf, search_right
 
 __all__ = ["MARGINALS", "MARGINAL_BINS", "MARGINAL_SHARE", "U_CLIP", "Z_MAX", "Marginals", "marginal_counts",
-           "MarginalsMixin"]
+           "category_cells", "projected_tables", "MarginalsMixin"]
 
 MARGINALS = "marginals"
 #: Public bins of a numeric column's box.
@@ -82,10 +82,16 @@ def marginal_counts(num_cols, lo, hi, bins, cat_cols, n_categories, X):
         b, _ = _bins(np.asarray(X[:, list(num_cols)], dtype=np.float64), lo, hi, bins)
         parts.append(np.bincount((b + bins * np.arange(d)).ravel(), minlength=d * bins))
     for col, C in zip(cat_cols, n_categories):
-        codes = np.asarray(X[:, col], dtype=np.float64)
-        ok = (codes >= 0) & (codes < C) & (codes == np.floor(codes))
-        parts.append(np.bincount(np.where(ok, codes, C).astype(np.int64), minlength=C + 1))
+        parts.append(np.bincount(category_cells(X[:, col], C), minlength=C + 1))
     return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
+
+
+def category_cells(codes, C):
+    """A categorical column's cells: the codes ``0 .. C - 1``, and ``C`` ("other") for anything
+    else, a missing value included (the marginals' and the pair tables' rule)."""
+    codes = np.asarray(codes, dtype=np.float64)
+    ok = (codes >= 0) & (codes < C) & (codes == np.floor(codes))
+    return np.where(ok, codes, C).astype(np.int64)
 
 
 def _simplex(h, total):
@@ -96,6 +102,20 @@ def _simplex(h, total):
     rho = np.nonzero(s - css / k > 0)[0]
     tau = css[rho[-1]] / (rho[-1] + 1) if rho.size else css[-1] / s.size
     return np.maximum(h - tau, 0.0)
+
+
+def projected_tables(counts, sizes):
+    """The stacked noisy tables ``counts`` (``sizes[t]`` cells each), each projected onto the
+    simplex scaled to the mean noisy total (:func:`_simplex`: noise in empty cells does not become
+    mass) and normalised (uniform where nothing is left): the marginals' and the pair tables'
+    post-processing."""
+    parts = np.split(np.asarray(counts, dtype=np.float64), np.cumsum(sizes)[:-1])
+    total = max(float(np.mean([p.sum() for p in parts])), 1.0) if parts else 1.0
+    out = []
+    for c in parts:
+        p = _simplex(c, total)
+        out.append(p / p.sum() if p.sum() > 0 else np.full(c.size, 1.0 / c.size))
+    return out
 
 
 class Marginals:
@@ -110,14 +130,8 @@ class Marginals:
 
     @classmethod
     def from_counts(cls, counts, layout, lo, hi, bins=MARGINAL_BINS):
-        d, sizes = layout.d, [int(c) + 1 for c in layout.n_categories]
-        ends = np.cumsum([bins] * d + sizes)
-        cols = np.split(np.asarray(counts, dtype=np.float64), ends[:-1])
-        total = max(float(np.mean([c.sum() for c in cols])), 1.0) if cols else 1.0
-        probs = []
-        for c in cols:
-            p = _simplex(c, total)
-            probs.append(p / p.sum() if p.sum() > 0 else np.full(c.size, 1.0 / c.size))
+        d = layout.d
+        probs = projected_tables(counts, [bins] * d + [int(c) + 1 for c in layout.n_categories])
         cdf = np.zeros((d, bins + 1))
         for j in range(d):
             cdf[j, 1:] = np.minimum(np.cumsum(probs[j]), 1.0)
