@@ -442,7 +442,7 @@ class PersonLevelEMConformance:
             plans = []
             for m in (None, M):
                 est = self.make_estimator(max_rows_per_group=m, **kw)
-                est._check_privacy_params()
+                est._validate_params()
                 est.n_features_in_ = d
                 plans.append(est._private_plan(None, d)[0])
             row, grp = plans

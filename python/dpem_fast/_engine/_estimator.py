@@ -156,9 +156,6 @@ class PrivateEstimator(Registered, BaseEstimator):
         check_ledger(getattr(self, "budget", None), private and not from_data, rel, self._privacy_unit())
         return private
 
-    #: the name the model selection and the audit call
-    _check_privacy_params = _validate_params
-
     def privacy_plan(self, n_features, n_samples=None):
         """The calibrated privacy plan of a fit on rows of ``n_features`` features, before any fit.
 

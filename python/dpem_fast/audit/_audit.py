@@ -186,7 +186,7 @@ def _check(estimator, mode, n_trials, confidence, method, statistic, scope):
                          "give no statistic, scope or method='gdp'")
     est = clone(estimator)
     if isinstance(est, PrivateEM):
-        if not est._check_privacy_params():
+        if not est._validate_params():
             raise ValueError("estimator: epsilon=inf is not private; there is nothing to audit")
         if est._domain_kind == "ball" and est._domain_source() != "declared":
             raise ValueError("estimator: the audit needs a declared domain (data_norm= or bounds=); the "

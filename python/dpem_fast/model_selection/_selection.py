@@ -51,7 +51,7 @@ def fit_trial(model, X, groups):
     releases only: zero rows and fewer rows than components are fitted (noise), never
     refused (docs/model_selection.rst, "Failures")."""
     n, d = X.shape
-    model._check_privacy_params()
+    model._validate_params()
     model.n_features_in_ = d
     rows = Rows(as_row_source(model._prepare_rows(X), superblock_rows(d)), None, DataSummary(n, d))
     grouping = None if groups is None else check_groups(groups, n)
@@ -269,7 +269,7 @@ class PrivateModelSelection(PrivateEstimator):
                     or isinstance(params_d.get("bounds"), str):
                 raise ValueError("estimator: declare the domain (bounds or data_norm) for a private "
                                  "selection; a per-trial domain estimate is not supported")
-            model._check_privacy_params()
+            model._validate_params()
             mech = model._mechanisms() or {}
             if any(m != "gaussian" for m in mech.values()) or getattr(model, "noise", "gaussian") != "gaussian":
                 raise ValueError(f"param_grid: candidate {params} releases non-Gaussian noise (Laplace or "
