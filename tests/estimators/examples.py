@@ -52,6 +52,7 @@ EXAMPLES = {
                    component_variance=0.25), _gauss),
     "kmeans": (_make(dpem_fast.DPKMeans, n_clusters=2, epsilon=1.0, max_iter=3, data_norm=5.0), _gauss),
     "fa": (_make(dpem_fast.DPFactorAnalysis, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
+    "pca": (_make(dpem_fast.DPPCA, n_components=1, epsilon=1.0, data_norm=5.0), _gauss),
     "poisson": (_make(dpem_fast.DPPoissonMixture, n_components=2, max_count=6.0, epsilon=1.0, max_iter=3),
                 lambda: np.random.default_rng(3).poisson([[1.0, 4.0]], (120, 2)).astype(float)),
     "mixed": (_make(dpem_fast.DPMixedMixture, n_components=2, epsilon=3.0, max_iter=3, bounds=(-4, 4),
@@ -61,4 +62,4 @@ EXAMPLES = {
 }
 
 #: estimators whose fit takes a dask array (DP-SEP is sequential over rows and refuses one)
-DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")
+DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "pca", "poisson", "lda")

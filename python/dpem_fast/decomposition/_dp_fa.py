@@ -9,31 +9,25 @@ from scipy import linalg
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._dpcore import _contract, _moments
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from ..accounting import NoiseDominatedWarning
 from .._preprocess import project_into_domain
-from .._engine._specs import count_for_update, moments_joint_bound, row_count, second_moments, weighted_sums
+from .._engine._specs import count_for_update
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import interval, options, validate_table
 from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
                      subspace_width, uses_subspace, variance_posterior_mean)
-from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
+from .._kernels.moments import COUNT, SECOND, SUM
+from ._moment_release import SecondMomentRelease
 
 __all__ = ["DPFactorAnalysis"]
 
 _ROTATIONS = {None: None, "varimax": 1.0, "quartimax": 0.0}
 
 
-def _fa_statistics(X, params, domain, n_threads):
-    """The second-moment kernel (it reads no parameter; a Dask task holds the domain and the
-    thread count)."""
-    return second_moment_stats(X, domain, n_threads)
-
-
-class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, PrivateEM):
+class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelease, PrivateEM):
     """Factor analysis from one differentially private release of the data's moments.
 
     ``x = mean + W^T z + e`` with ``z ~ N(0, I_k)`` and ``e ~ N(0, diag(psi))``, as
@@ -128,49 +122,12 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
         self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
-    def _n_release_rounds(self):
-        return 1
-
     def _k(self, d):
         return d if self.n_components is None else self.n_components
-
-    def _block_rows(self, n_rows, d):
-        """Rows per block of the second-moment kernel for a call on at most ``n_rows`` rows (the
-        ``b`` of the float64 rounding bound, :mod:`~dpem_fast._engine._specs`, "Rounding"): its
-        "rows" layout (d < ``_moments.TILE_MIN_D``) sums blocks of the contract's plan (partials
-        of d² + d doubles); the "tiles" layout one d x d partial per ``_moments.TILE_ROWS`` rows."""
-        if d < _moments.TILE_MIN_D:
-            return _contract.max_block_rows(int(n_rows), d * d + d)
-        return max(1, min(int(n_rows), _moments.TILE_ROWS))
 
     def _check_model_params(self, n_samples, n_features):
         if self._k(n_features) > n_features:
             raise ValueError(f"n_components={self.n_components} must be <= n_features={n_features}")
-
-    def _statistic_specs(self, n_features):
-        d = n_features
-        specs = (weighted_sums(SUM, (d,), d), second_moments(SECOND, (d, d)))
-        if self._count_private():
-            # row-level replace: 1.0 is a (loose) bound of the true 0 and the count is public,
-            # never released; person-level replace: a group's count changes by up to m
-            specs = (row_count(COUNT),) + specs
-        return specs
-
-    def _shares(self):
-        # a_1 : a_2 = the split that minimises the noise edge of the released covariance
-        # (step 3 of the class docstring's post-processing) with ‖m‖ at its public bound 1:
-        # about 1 : 1 under replace-one, 1 : 2 under add/remove (class docstring).  The count
-        # (add/remove) only rescales the covariance (relative error σ_N/N): 1/d of a share
-        # keeps σ_N ≈ √d σ_2, below the second moment's noise edge.
-        d = self.n_features_in_
-        shares = {SUM: 0.5, SECOND: 1.0} if self.neighbouring == "add_remove" else {SUM: 1.0, SECOND: 1.0}
-        if self._count_private():
-            shares[COUNT] = 1.0 / d
-        return shares
-
-    def _joint_sensitivity(self, a, neighbouring):
-        """sup over neighbours of Σ_r ‖δ_r‖²/σ_r² given ``a[r] = Δ_r²/σ_r²`` (class docstring)."""
-        return moments_joint_bound(a[SUM], a[SECOND], a.get(COUNT, 0.0), neighbouring=neighbouring, count="rows")
 
     def _describe(self):
         return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "
@@ -189,9 +146,6 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Privat
             start = linalg.qr(g.reshape(d, p), mode="economic")[0]
         return {"start": start, "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
                 "n_iter": 0}
-
-    def _statistics_task(self):
-        return _fa_statistics
 
     def _update(self, noisy, params, ctx):
         """Factor analysis of the released statistics (post-processing of public values;

@@ -1,0 +1,342 @@
+"""Differentially private PCA on the private-EM engine: one release of the second moments
+(the release of :class:`~dpem_fast.DPFactorAnalysis`, :mod:`._moment_release`), then the
+top-k eigenvectors of the released covariance (post-processing)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import linalg
+from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._dpcore import _rng as _core_rng
+from .._engine import PrivateEM
+from .._engine._specs import count_for_update
+from .._kernels.moments import COUNT, SECOND, SUM
+from .._preprocess import DataDomain, project_into_domain
+from .._rng import derive_key
+from .._threads import effective_n_threads
+from .._validation import ARRAY_LIKE, interval, validate_table
+from ..accounting import NoiseDominatedWarning
+from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge
+from ._moment_release import SecondMomentRelease
+
+__all__ = ["DPPCA"]
+
+#: relative accuracy of the Lanczos eigenpairs (ARPACK's ``tol``), far below any release noise
+_LANCZOS_TOL = 1e-10
+
+
+def scaled_covariance(C, r):
+    """``diag(r) C diag(r)`` formed (symmetrised) from a :class:`~._fa_em.Covariance` or a d x d
+    ndarray: the covariance in the original units up to one public factor (r: the domain's
+    per-feature scales over their largest).  O(d²)."""
+    A = C.dense() if isinstance(C, Covariance) else np.array(C, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    A *= r[:, None]
+    A *= r[None, :]
+    return (A + A.T) / 2
+
+
+def top_eigenpairs(A, k, v0):
+    """The ``k`` algebraically largest eigenpairs of the symmetric d x d ``A``, descending:
+    LAPACK's ``syevr`` on the index range where ``v0 is None`` (d ≤ ``DENSE_MAX_D``, or k close
+    to d), else implicitly restarted Lanczos (ARPACK, ``which="LA"``) from the data-independent
+    start ``v0``, through products ``A v`` only (O(d²) each, no d x d decomposition; a few
+    hundred at d = 784).  Deterministic given ``v0``: the engine runs the update with BLAS held
+    to one thread, whatever ``n_threads``.  Should ARPACK not converge, the dense decomposition
+    answers (nothing may fail after the charge)."""
+    d = A.shape[0]
+    if v0 is not None:
+        try:
+            lam, V = eigsh(A, k=k, which="LA", v0=v0, tol=_LANCZOS_TOL, ncv=min(d, max(2 * k + 1, k + 20)),
+                           maxiter=50 * d)
+            order = np.argsort(lam)[::-1]
+            return lam[order], V[:, order]
+        except (ArpackNoConvergence, ArpackError):
+            pass
+    lam, V = linalg.eigh(A, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
+    return lam[::-1], V[:, ::-1]
+
+
+def _uses_lanczos(d, k):
+    """Public: Lanczos above ``DENSE_MAX_D`` features while ``k`` leaves room for its basis."""
+    return d > DENSE_MAX_D and 2 * k + 1 < d
+
+
+class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelease, PrivateEM):
+    """Principal component analysis from one differentially private release of the second moments.
+
+    scikit-learn's ``PCA`` interface (no whitening).  The rows are reduced to their second
+    moment about a centre (and, where the centre is the mean, their sum), released **once**
+    with symmetric Analyze-Gauss noise (Dwork et al. 2014); the components are the top
+    ``n_components`` eigenvectors of the released covariance, found without a d x d
+    decomposition above 256 features (Lanczos); everything after the release is
+    post-processing.
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        Number of components k, 1 <= k <= n_features (None: n_features).
+    center : None, float or array-like of shape (n_features,), default=None
+        None: centre at the mean, released privately with the second moment (on a share of
+        the budget, below).  A value: a **public** centre (e.g. the middle of a known range):
+        the second moment about it is the only release and ``mean_`` is this centre; it
+        needs ``data_norm``, the bound on ``‖x − center‖`` (not ``bounds``).
+    epsilon, delta : float
+        Privacy of the whole fit; ``epsilon=inf`` fits without privacy: scikit-learn's PCA
+        of the rows (clipped to a declared domain as a private fit clips them).
+    data_norm, bounds : as :class:`~dpem_fast.DPFactorAnalysis`
+        The declared domain; with neither, it is estimated privately on 10 % of the budget.
+    neighbouring : {"replace", "add_remove"}, default="replace"
+    noise, accountant, random_state, n_threads, budget, verbose, max_rows_per_group :
+        as :class:`~dpem_fast.DPFactorAnalysis`.
+    max_iter : int, default=1
+        Accepted for the engine's common parameters; the fit is one release.
+
+    Attributes
+    ----------
+    components_ : ndarray of shape (n_components, n_features)
+        Orthonormal rows, by decreasing explained variance; each row's entry of largest
+        magnitude is positive (scikit-learn's sign convention).
+    explained_variance_ : ndarray of shape (n_components,)
+        The released covariance's eigenvalues, clipped at 0 (post-processing: a noisy
+        eigenvalue may be negative; the top ones are biased upward by the noise).  With the
+        mean as centre, scikit-learn's divisor N − 1; with a public centre, N (the second
+        moment about it).
+    explained_variance_ratio_ : ndarray of shape (n_components,)
+        ``explained_variance_`` over the released total variance (the trace), which is raised
+        to their sum where the noise left it below (the ratios sum to at most 1).
+    singular_values_ : ndarray of shape (n_components,)
+        ``sqrt((N − 1) explained_variance_)`` (N − 1 → N with a public centre), N the public
+        or released row count.
+    noise_variance_ : float
+        The mean of the released variance outside the components (scikit-learn's
+        probabilistic-PCA noise), at least 0.
+    mean_ : ndarray of shape (n_features,)
+        The released mean (inside the domain), or the public ``center``.
+    n_components_ : int
+    privacy_ : PrivacyRecord or None
+    diagnostics_ : dict  (not private)
+
+    Privacy
+    -------
+    Rows ``x`` are mapped into the unit ball, ``y = (x − c) / s`` and clipped (the declared or
+    privately estimated domain; with a public ``center`` the ball ``‖x − center‖ ≤ data_norm``).
+    One release, accounted as one Gaussian mechanism: ``second_moment`` ``Σ y yᵀ`` —
+    ``‖y yᵀ‖_F = ‖y‖² ≤ 1`` (add/remove: Δ₂ = 1) and ``‖y yᵀ − y' y'ᵀ‖²_F = ‖y‖⁴ + ‖y'‖⁴ −
+    2 (yᵀy')² ≤ 2`` (replace: Δ₂ = √2, orthogonal unit rows attain it) — with symmetric noise on
+    its upper triangle; where the centre is the mean, ``sum`` ``Σ y`` (1 / 2); where N is private
+    (add/remove, person-level), ``count`` (1).  Their joint bound and the budget split are
+    :class:`~dpem_fast.DPFactorAnalysis`'s (the mean's error enters the covariance as a low-rank
+    term; the split minimises the noise edge): sum : second moment = 1 : 1 under replace,
+    1 : 2 under add/remove, the count 1/d of a share; with a public centre the second moment
+    gets the whole budget (and the count 1/d of a share where it is private).  The eigenvectors,
+    the clipping of the eigenvalues and the ratios read only the released values and public
+    constants (the start vector of Lanczos is drawn from the fit's key, not from the data).
+    """
+
+    _cli_name = "pca"
+    _saved = ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_",
+              "noise_variance_", "mean_", "n_components_", "n_features_in_", "n_iter_")
+    _parameter_constraints = {"n_components": [None, interval("int", 1)], "center": [None, ARRAY_LIKE,
+                                                                                     interval("real", None, None)]}
+
+    def __init__(self, n_components=None, *, center=None, epsilon=1.0, delta=1e-5, data_norm=None, bounds=None,
+                 neighbouring="replace", max_iter=1, noise="gaussian", accountant=None, random_state=None,
+                 n_threads=None, budget=None, verbose=0, max_rows_per_group=None):
+        self.n_components = n_components
+        self.center = center
+        self.epsilon = epsilon
+        self.delta = delta
+        self.data_norm = data_norm
+        self.bounds = bounds
+        self.neighbouring = neighbouring
+        self.max_iter = max_iter
+        self.noise = noise
+        self.accountant = accountant
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.budget = budget
+        self.verbose = verbose
+        self.max_rows_per_group = max_rows_per_group
+
+    # ------------------------------------------------------------ model hooks
+    def _k(self, d):
+        return d if self.n_components is None else int(self.n_components)
+
+    def _releases_mean(self):
+        return self.center is None
+
+    def _public_center(self, d):
+        c = np.asarray(self.center, dtype=np.float64)
+        return np.full(d, float(c)) if c.ndim == 0 else c
+
+    def _check_model_params(self, n_samples, n_features):
+        if self._k(n_features) > n_features:
+            raise ValueError(f"n_components={self.n_components} must be <= n_features={n_features}")
+        if self.center is None:
+            return
+        c = np.asarray(self.center, dtype=np.float64)
+        if c.ndim > 1 or (c.ndim == 1 and c.shape[0] != n_features) or not np.all(np.isfinite(c)):
+            raise ValueError(f"center: a finite number or {n_features} finite numbers (one per feature), "
+                             f"got shape {c.shape}")
+        if self.bounds is not None or (self.data_norm is None and np.isfinite(self.epsilon)):
+            raise ValueError("center: a public centre needs data_norm (the bound on ||x - center||) and no "
+                             "bounds; or leave center=None (the mean, released privately)")
+
+    def _declared_domain(self, n_domain):
+        if self.center is None or self.data_norm is None:
+            return super()._declared_domain(n_domain)
+        return DataDomain(self._public_center(n_domain), np.full(n_domain, float(self.data_norm)), None, False)
+
+    def _describe(self):
+        return ("DP-PCA: one Analyze-Gauss release of the second moment (with the sum where the centre is the "
+                "mean, the count where it is private), then its top eigenvectors as post-processing",
+                ("initialisation: data-independent (the Lanczos start vector, from the fit's key)",
+                 "eigenvectors, eigenvalues and ratios read only the released statistics"))
+
+    def _initial_parameters(self, summary, domain, key, private):
+        """Data-independent: the Lanczos start vector (from the key) and a placeholder model (the
+        first k axes, no variance) that the release's update replaces."""
+        d = summary.n_features
+        k = self._k(d)
+        v0 = None
+        if _uses_lanczos(d, k):
+            v0 = np.empty(d)
+            _core_rng.fill_normal(derive_key(key, "init", "lanczos"), 0, 1.0, v0, 1)
+        return {"v0": v0, "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
+                "mean": np.zeros(d), "top": 0.0}
+
+    def _update(self, noisy, params, ctx):
+        """The components of the released statistics (post-processing; class docstring)."""
+        n = count_for_update(noisy[COUNT][0] if COUNT in noisy else None, ctx.releases.get(COUNT), ctx.n_public)
+        d = noisy[SECOND].shape[0]
+        nt = effective_n_threads(self.n_threads)
+        if self._releases_mean():
+            sigma_mean = ctx.releases[SUM].noise_scale / n        # sd of a coordinate of S̃1/N
+            mean = project_into_domain(noisy[SUM] / n, ctx.domain)
+            norm = min(float(np.linalg.norm(mean)), 1.0)
+            # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I: the plug-in bias removed (a shift of every eigenvalue)
+            C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, nt)
+        else:
+            sigma_mean, norm, mean = 0.0, 0.0, np.zeros(d)
+            C = Covariance(noisy[SECOND], n, mean, 0.0, nt)
+        out = self._components(C, n, ctx.domain.scale, params)
+        edge = noise_edge(ctx.releases[SECOND].noise_scale / n, sigma_mean, norm, d)
+        if not out["top"] > edge:
+            warnings.warn(
+                f"{type(self).__name__}: no eigenvalue of the released covariance is above its noise edge "
+                f"({edge:.3g} in unit-ball units): the components are directions of the noise.  Declare a "
+                "tighter domain (data_norm or bounds), raise epsilon, or fit more rows.",
+                NoiseDominatedWarning, stacklevel=4)
+        return {**out, "mean": mean}
+
+    def _exact_update(self, stats, params):
+        n = float(stats[COUNT][0])
+        d = stats[SECOND].shape[0]
+        nt = effective_n_threads(self.n_threads)
+        mean = stats[SUM] / n
+        C = Covariance(stats[SECOND], n, mean, 0.0, nt)
+        if not self._releases_mean():
+            # the second moment about the public centre c: S/n − m mᵀ + (m − c)(m − c)ᵀ
+            c = self._public_center(d)
+            C = C.dense()
+            C += np.outer(mean - c, mean - c)
+            mean = c
+        return {**self._components(C, n, np.ones(d), params), "mean": mean}
+
+    def _components(self, C, n, scale, params):
+        """Top-k eigenpairs of ``diag(s) C diag(s)`` (the covariance in the original units) as
+        the fitted values; eigenvalues clipped at 0, the mean's ``N/(N − 1)`` where the centre is
+        the mean (scikit-learn's divisor)."""
+        d = C.shape[0]
+        k = self._k(d)
+        s = np.asarray(scale, dtype=np.float64)
+        top_s = float(np.max(s))
+        A = scaled_covariance(C, s / top_s)
+        lam, V = top_eigenpairs(A, k, params["v0"] if _uses_lanczos(d, k) else None)
+        dof = n - 1.0 if (self._releases_mean() and n > 1.0) else n
+        f = top_s * top_s * n / dof
+        with np.errstate(over="ignore"):
+            ev = np.maximum(lam, 0.0) * f
+            total = max(float(np.trace(A)) * f, float(np.sum(ev)))
+        rest = max(total - float(np.sum(ev)), 0.0) / (d - k) if k < d else 0.0
+        return {"components": fix_signs(V.T), "ev": ev, "total": total, "noise": rest, "n": n, "dof": dof,
+                "top": float(lam[0])}
+
+    def _set_fitted(self, params, domain, dtype):
+        ev = np.asarray(params["ev"], dtype=np.float64)
+        total = params["total"]
+        self.components_ = params["components"].astype(dtype, copy=False)
+        self.explained_variance_ = ev.astype(dtype, copy=False)
+        ratio = ev / total if total > 0 and np.isfinite(total) else np.zeros_like(ev)
+        self.explained_variance_ratio_ = ratio.astype(dtype, copy=False)
+        with np.errstate(over="ignore"):
+            self.singular_values_ = np.sqrt(ev * max(params["dof"], 0.0)).astype(dtype, copy=False)
+        self.noise_variance_ = float(params["noise"])
+        self.mean_ = domain.to_original(params["mean"]).astype(dtype, copy=False)
+        self.n_components_ = int(ev.shape[0])
+
+    # ------------------------------------------------------------- inference
+    def _check_X(self, X):
+        check_is_fitted(self, "components_")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
+
+    def transform(self, X):
+        """``(X − mean_) components_ᵀ``, shape (n_samples, n_components)."""
+        X = self._check_X(X)
+        return ((X - self.mean_) @ self.components_.T).astype(X.dtype, copy=False)
+
+    def inverse_transform(self, X):
+        """``X components_ + mean_``: back to the original space, shape (n_samples, n_features)."""
+        check_is_fitted(self, "components_")
+        Z = np.asarray(X, dtype=self.components_.dtype)
+        return Z @ self.components_ + self.mean_
+
+    def _variances(self):
+        """``(lam, s2)``: the component variances and the noise variance of the probabilistic PCA
+        (scikit-learn's), each at least a tiny share of the total (a clipped or noise-free fit
+        would give a singular model)."""
+        ev = np.asarray(self.explained_variance_, dtype=np.float64)
+        d = self.components_.shape[1]
+        total = float(np.sum(ev)) + self.noise_variance_ * (d - ev.size)
+        s2 = max(self.noise_variance_, 1e-12 * total, np.finfo(np.float64).tiny)
+        return np.maximum(ev, s2), s2
+
+    def get_covariance(self):
+        """``components_ᵀ diag(lam − s2) components_ + s2 I``: scikit-learn's probabilistic PCA
+        (``lam`` the explained variances, ``s2`` ``noise_variance_``, each kept above a tiny share
+        of the total)."""
+        check_is_fitted(self, "components_")
+        W = np.asarray(self.components_, dtype=np.float64)
+        lam, s2 = self._variances()
+        cov = (W.T * (lam - s2)) @ W
+        cov.flat[:: cov.shape[0] + 1] += s2
+        return cov
+
+    def score_samples(self, X):
+        """Log-likelihood of each row under :meth:`get_covariance`'s Gaussian at ``mean_``
+        (O(n d k): ``components_`` are orthonormal)."""
+        X = self._check_X(X)
+        W = np.asarray(self.components_, dtype=np.float64)
+        lam, s2 = self._variances()
+        Xr = np.asarray(X, dtype=np.float64) - self.mean_
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = Xr @ W.T
+            quad = (np.einsum("ij,ij->i", Xr, Xr) - np.einsum("ij,ij->i", Z, Z)) / s2 + (Z * Z) @ (1.0 / lam)
+        d = W.shape[1]
+        logdet = float(np.sum(np.log(lam))) + (d - lam.size) * np.log(s2)
+        return -0.5 * (quad + d * np.log(2.0 * np.pi) + logdet)
+
+    def score(self, X, y=None):
+        """Mean log-likelihood per row (:meth:`score_samples`)."""
+        return float(np.mean(self.score_samples(X)))
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
+
