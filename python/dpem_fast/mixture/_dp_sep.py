@@ -80,14 +80,13 @@ class DPStochasticEP(PrivateEstimator):
     prior_covariance : float or array of shape (d, d), default ``diag(half-width / 2)²`` of the
         box (``component_variance`` times the identity without bounds)
     component_variance : float, default=1.0
-        s² of every component (known), in the units of X.
+        s² of every component (known), in the units of X.  Every default is in the units of X
+        (the box's, or without bounds this variance's): a fit on ``c X`` with whatever is
+        declared of the bounds, the prior and s² scaled by c (c²) is the fit on X with its means
+        scaled by c (up to rounding), for the same seed.
 
-    Every default is in the units of X (the box, or without bounds the component variance):
-    a fit on ``c X`` with the declared bounds, prior and variance scaled by c (c²) is the fit
-    on X with its means scaled by c (up to rounding), for the same seed.
-
-    .. versionchanged:: 0.1 (issue 40): the default prior without bounds is s² I (it was I,
-       whatever the unit of X); fits with ``bounds=None`` and s² != 1 change.
+        .. versionchanged:: 0.1 (issue 40): the default prior without bounds is s² I (it was I,
+           whatever the unit of X); fits with ``bounds=None`` and s² != 1 change.
     weights : array of shape (J,), default uniform
         Known mixing weights (positive, summing to 1).
     accountant : str, default "gdp" for shuffle, "rdp" for uniform
