@@ -129,6 +129,22 @@ def test_synth_report_refuses_missing_numbers_naming_the_column():
     _assert_private(str(info.value))
 
 
+def test_synth_report_refuses_infinite_values_and_empty_tables_and_bins_a_constant_column():
+    """Issue 39, item 6: an infinite value would fall into an outer bin and void the correlations
+    without a word; an empty table failed inside numpy; a constant hold-out column (``income``)
+    was refused as a bad ``grid`` nobody passed."""
+    rng = np.random.default_rng(5)
+    real, synth = _frame(rng), _frame(rng)
+    synth.loc[3, "bmi"] = np.inf
+    with pytest.raises(ValueError, match=r"synthetic: infinite values in numeric column\(s\) 'bmi'") as info:
+        dpem_fast.synth_report(real, synth)
+    _assert_private(str(info.value))
+    with pytest.raises(ValueError, match="real_holdout: no rows"):
+        dpem_fast.synth_report(real.iloc[:0], synth)
+    report = dpem_fast.synth_report(real, _frame(rng))
+    assert report.column_tvd["income"] == 0.0 and np.isfinite(report.corr_error)
+
+
 @pytest.mark.parametrize("model, extra", [("gmm", []), ("mixed", ["--category", "city=a|b"])])
 def test_cli_blank_cells_are_missing_values_not_text(tmp_path, capsys, model, extra):
     city = model == "mixed"

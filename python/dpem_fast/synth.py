@@ -234,19 +234,31 @@ def independent_baseline(real_train, grid, epsilon, delta=1e-5, *, neighbouring=
 
 
 def _refuse_missing_numbers(**frames):
-    """Refuse missing values in a numeric column of any of ``frames`` (named by their keyword),
-    naming the columns, never a value or a count: the report's errors would otherwise be
-    computed on fewer rows without a word.  A categorical column's missing values are its
-    "other" cell (as :meth:`DPMixedMixture.sample` writes them)."""
+    """Refuse an empty table, and missing or infinite values in a numeric column, of any of
+    ``frames`` (named by their keyword), naming the columns, never a value or a count: the
+    report's errors would otherwise be computed on fewer rows, or an infinite value would pass
+    into an outer bin and turn the correlations into NaN (then 0), without a word.  A
+    categorical column's missing values are its "other" cell (as :meth:`DPMixedMixture.sample`
+    writes them)."""
     import pandas as pd
 
     for name, frame in frames.items():
-        holes = [] if frame is None else [str(c) for c in frame.columns if pd.api.types.is_numeric_dtype(
-            frame[c]) and frame[c].isna().any()]
+        if frame is None:
+            continue
+        if len(frame) == 0:
+            raise ValueError(f"{name}: no rows; the report compares tables of at least one row each")
+        numeric = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])
+                   and not pd.api.types.is_bool_dtype(frame[c])]
+        holes = [str(c) for c in numeric if frame[c].isna().any()]
         if holes:
             raise ValueError(f"{name}: Input contains NaN (missing values) in numeric column(s) "
                              f"{', '.join(map(repr, holes))}: drop or impute those rows before the report "
                              "(a categorical column's missing values are its 'other' category)")
+        infinite = [str(c) for c in numeric if np.isinf(np.asarray(frame[c], dtype=np.float64)).any()]
+        if infinite:
+            raise ValueError(f"{name}: infinite values in numeric column(s) {', '.join(map(repr, infinite))}: drop "
+                             "or clip those rows before the report (they would leave the bins' range and "
+                             "void the correlations)")
 
 
 def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, real_train=None, classifier=None,
@@ -300,7 +312,10 @@ def synth_report(real_holdout, synthetic, target=None, *, grid=None, bins=16, re
         for c in cols:
             if pd.api.types.is_numeric_dtype(real_holdout[c]) and not pd.api.types.is_bool_dtype(real_holdout[c]):
                 v = np.asarray(real_holdout[c], dtype=np.float64)
-                grid[c] = np.linspace(np.nanmin(v), np.nanmax(v), int(bins) + 1)
+                lo, hi = float(v.min()), float(v.max())
+                if not hi > lo:                  # a constant column: bins around its one value
+                    lo, hi = lo - 0.5 * max(abs(lo), 1.0), hi + 0.5 * max(abs(hi), 1.0)
+                grid[c] = np.linspace(lo, hi, int(bins) + 1)
             else:
                 grid[c] = sorted(set(real_holdout[c].dropna().tolist()), key=str)
     missing = [c for c in cols if c not in grid]

@@ -49,15 +49,36 @@ def test_epsilon_inf_equals_sklearn_lloyd_from_the_same_start():
 
 def test_private_fit_is_close_to_lloyd_from_the_same_start():
     """eps = 1 on 200,000 rows: the noise barely moves Lloyd's iteration (the same public start,
-    the same J iterations), measured by the NICV in the declared domain's units."""
+    the same J iterations), measured by the NICV (in X's units, over X's variance)."""
     X, _ = _blobs(n=200_000, d=2, K=3, seed=4, scale=0.3)
     start = np.random.default_rng(4).uniform(-3, 3, size=(3, 2)) + 0.8     # public: near the blobs
     R = math.hypot(4, 4)
     exact = DPKMeans(3, epsilon=float("inf"), init=start, max_iter=10).fit(X)
     for seed in range(3):
         km = DPKMeans(3, epsilon=1.0, init=start, bounds=(-4, 4), random_state=seed).fit(X)
-        assert km.nicv(X) <= 1.05 * nicv(X / R, exact.cluster_centers_ / R)
+        assert km.nicv(X) <= 1.05 * exact.nicv(X)
         assert_allclose(km.cluster_centers_, exact.cluster_centers_, atol=0.01 * R)
+
+
+def test_nicv_compares_fits_whatever_their_domains():
+    """Issue 39: two fits with different declared boxes and the same centres have the same NICV
+    (the paper's unit-ball value differs by the boxes' squared ratio), which is the objective
+    over X's total variance, and does not move with the unit of X."""
+    X, _ = _blobs(n=5000, d=2, K=3, seed=1, scale=0.3)
+    a = DPKMeans(3, epsilon=1.0, bounds=(-4, 4), random_state=0).fit(X)
+    b = DPKMeans(3, epsilon=1.0, bounds=(-16, 16), random_state=0).fit(X)
+    b.cluster_centers_ = a.cluster_centers_.copy()
+    assert a.nicv(X) == pytest.approx(b.nicv(X), rel=1e-12)
+    d2 = ((X[:, None, :] - a.cluster_centers_[None]) ** 2).sum(-1).min(1)
+    assert a.nicv(X) == pytest.approx(d2.mean() / ((X - X.mean(0)) ** 2).sum(1).mean(), rel=1e-10)
+    assert 0 < a.nicv(X) < 1
+    paper = [nicv(X / (4 * s * math.sqrt(2)), a.cluster_centers_ / (4 * s * math.sqrt(2))) for s in (1, 4)]
+    assert paper[0] == pytest.approx(16 * paper[1])            # the unit-ball value cannot compare them
+    c = DPKMeans(3, epsilon=1.0, bounds=(-400, 400), random_state=0).fit(100 * X)
+    c.cluster_centers_ = 100 * a.cluster_centers_
+    assert c.nicv(100 * X) == pytest.approx(a.nicv(X), rel=1e-12)
+    with pytest.raises(ValueError, match="X: every row is the same"):
+        a.nicv(np.ones((5, 2)))
 
 
 @pytest.mark.parametrize("rel", ["replace", "add_remove"])

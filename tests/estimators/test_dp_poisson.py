@@ -101,3 +101,42 @@ def test_a_private_fit_recovers_well_separated_rates():
                                                              random_state=0).fit(X).score(_counts(2000, seed=4))
     Xs, y = m.sample(100, random_state=0)
     assert Xs.shape == (100, D) and np.all(Xs >= 0)
+
+
+class _Blocks:
+    """A block source of ``X`` in blocks of ``rows``; ``passes`` counts the passes it gave."""
+
+    def __init__(self, X, rows):
+        self._X, self._rows, self.passes = X, rows, 0
+        self.n_features, self.dtype = X.shape[1], X.dtype
+
+    def iter_blocks(self):
+        self.passes += 1
+        for s in range(0, self._X.shape[0], self._rows):
+            yield self._X[s:s + self._rows]
+
+
+@pytest.mark.parametrize("value, match", [(2.5, r"X: column 2 holds fractional values"),
+                                          (-1.0, r"Negative values in data passed to X \(column 2\)")])
+def test_counts_that_are_not_whole_non_negative_numbers_are_refused_before_the_charge(value, match):
+    """Issue 39: a fractional (or negative) count is refused naming X and its column, in memory
+    and on a block source's scanning pass, before the ledger is charged; no value is quoted."""
+    from dpem_fast.accounting import BudgetLedger
+
+    X = _counts(3000, seed=5)
+    X[2900, 2] = value                                    # in the last block of the stream only
+    for source in (X, _Blocks(X, 1000)):
+        ledger = BudgetLedger(10.0, 1e-4)
+        with pytest.raises(ValueError, match=match) as info:
+            DPPoissonMixture(K, max_count=M, budget=ledger, random_state=0).fit(source)
+        assert ledger.entries == [] and str(value) not in str(info.value)
+        if isinstance(source, _Blocks):
+            assert source.passes == 1                     # the scan: nothing read after it
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(X, columns=["a", "b", "visits", "d"])
+    with pytest.raises(ValueError, match="column 2 \\('visits'\\)"):
+        DPPoissonMixture(K, max_count=M, random_state=0).fit(frame)
+    whole = _counts(3000, seed=5)
+    assert DPPoissonMixture(K, max_count=M, max_iter=2, random_state=0).fit(whole).score(whole) < 0
+    with pytest.raises(ValueError, match="fractional"):
+        DPPoissonMixture(K, max_count=M, max_iter=2, random_state=0).fit(whole).score(whole + 0.5)

@@ -585,23 +585,39 @@ def test_default_clip_norm_holds_one_site_and_sets_the_sensitivity():
 
 
 @_QUIET
-@pytest.mark.parametrize("declared", [True, False])
-def test_fitting_scaled_data_gives_the_scaled_model(declared):
-    """X / c with the domain, the component variance and the prior scaled by c: the same model up
-    to c (the fit runs in the domain's units: equal up to the rounding of the scaling, which the
-    mixture's dynamics amplify to ~1e-6), score shifted by d log c."""
+@pytest.mark.parametrize("declared", ["bounds", "prior", "variance"])
+@pytest.mark.parametrize("c", [37.0, 2.0 ** -5])
+def test_fitting_scaled_data_gives_the_scaled_model(declared, c):
+    """X / c with whatever is declared (the domain, the prior, or the component variance only:
+    issue 40, the default prior is then s² I) scaled by c: the same model up to c.  The fit runs
+    in the domain's units, so a power of two gives it bit for bit; another c equals it up to
+    the rounding of X / c, which the mixture's dynamics amplify (as they do a 1-ulp change of
+    X) to ~1e-6 here.  The score shifts by d log c."""
     X, _ = _paper_data(1, n=600)
-    c = 37.0
     fits = []
     for k in (1.0, c):
-        kw = (dict(bounds=(-5.0 / k, 5.0 / k)) if declared else
-              dict(prior_mean=[0.5 / k, -0.2 / k], prior_covariance=1.0 / k ** 2))
+        kw = {"bounds": dict(bounds=(-5.0 / k, 5.0 / k)),
+              "prior": dict(prior_mean=[0.5 / k, -0.2 / k], prior_covariance=1.0 / k ** 2),
+              "variance": {}}[declared]
         fits.append(DPStochasticEP(4, epsilon=5.5, component_variance=0.25 / k ** 2, random_state=3, **kw).fit(X / k))
     a, b = fits
+    if math.frexp(c)[0] == 0.5:                      # a power of two: every step scales exactly
+        assert_array_equal(b.means_ * c, a.means_)
+        assert_array_equal(b.means_covariance_ * c * c, a.means_covariance_)
     assert_allclose(b.means_ * c, a.means_, rtol=1e-4, atol=1e-6)
     assert_allclose(b.means_covariance_ * c * c, a.means_covariance_, rtol=1e-4, atol=1e-12)
     assert b.score(X / c) == pytest.approx(a.score(X) + 2 * math.log(c), rel=1e-6)
     assert b.privacy_.releases["factor"].sensitivity == pytest.approx(a.privacy_.releases["factor"].sensitivity)
+
+
+def test_the_default_prior_without_bounds_is_in_the_units_of_the_component_variance():
+    """Issue 40: no bounds, no prior: N(0, s² I), and the box it implies is ± 6 s (at s² = 1 the
+    former N(0, I), so a default fit is unchanged)."""
+    st = DPStochasticEP(2, component_variance=0.09)._setup(100, 3, make_key(0))
+    assert_allclose(st.S0u * st.R ** 2, 0.09 * np.eye(3), rtol=1e-12)
+    assert_allclose(st.hi, 6 * 0.3 * np.ones(3), rtol=1e-12)
+    one = DPStochasticEP(2)._setup(100, 3, make_key(0))
+    assert_allclose(one.S0u * one.R ** 2, np.eye(3), rtol=1e-12)
 
 
 def test_never_below_the_prior_and_a_warning_when_noise_dominates():

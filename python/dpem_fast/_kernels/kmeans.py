@@ -107,8 +107,9 @@ def nicv(X, centers, *, n_threads=None):
 
     The k-means metric of the DP-EM paper (Park et al. 2017, Sec. 7, Fig. 4).  Pass ``X``
     and ``centers`` in the units the comparison is made in: the paper normalises the data to
-    the unit ball of the declared domain first (``DPKMeans.nicv`` does that for a fitted
-    estimator).  Not private: it reads ``X``.
+    the unit ball of one declared domain first, so the value moves with that domain and
+    compares fits only within it.  ``DPKMeans.nicv(X)`` divides by X's total variance instead,
+    which no domain or unit enters.  Not private: it reads ``X``.
 
     Parameters
     ----------

@@ -12,7 +12,7 @@ from .._engine import PrivateEM
 from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components, noise_std
 from .._engine._specs import soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
-from .._preprocess import project_into_domain, scale_and_clip
+from .._preprocess import project_into_domain
 from .._threads import effective_n_threads
 from .._validation import FINITE, interval, options, positive_numbers, validate_table
 from .._kernels.kmeans import COUNTS, SUMS, kmeans_assign, kmeans_stats, nicv
@@ -388,13 +388,23 @@ class DPKMeans(TransformerMixin, PrivateEM):
         return -float(np.add.reduce(sq.astype(np.float64)))
 
     def nicv(self, X):
-        """NICV of X under the fitted centres in the fit's unit-ball units (DP-EM Fig. 4):
-        rows mapped by the fit's domain (clipped into the ball), ``(1/N) Σ min_k ‖x − c_k‖²``.
-        Reads X: not private."""
-        X = self._check_X(X)
-        dom = self._domain
-        # the non-private fit (privacy_ None) works in the original units: no map, no clip
-        Z = X if self.privacy_ is None else scale_and_clip(X.astype(np.float64), dom)[0]
-        C = dom.to_scaled(self.cluster_centers_)
-        return nicv(Z, C, n_threads=self.n_threads)
+        """Normalised intra-cluster variance of X under the fitted centres, in X's own units: the
+        k-means objective per row, ``(1/N) Σ_i min_k ‖x_i − c_k‖²``, divided by X's total variance
+        ``(1/N) Σ_i ‖x_i − x̄‖²`` — the share of the variance the centres leave (0: every row on
+        a centre; 1: no better than one centre at the mean).  Neither the fit's domain nor its
+        clipping enters it, nor the unit of X, so it compares fits with different declared or
+        estimated domains, and tables.  Reads X: not private.
 
+        The DP-EM paper's NICV (Fig. 4; the rows in the unit ball of one declared domain) is
+        :func:`dpem_fast.cluster.nicv` on ``X`` and the centres mapped by that domain.
+
+        .. versionchanged:: 0.1 (issue 39): was the paper's value in the fit's own unit-ball
+           units, which moved with the domain at an equal objective (0.007 against 0.016), so it
+           could not compare two fits.
+        """
+        X = self._check_X(X).astype(np.float64, copy=False)
+        spread = X - X.mean(axis=0)
+        total = float(np.einsum("ij,ij->", spread, spread)) / X.shape[0]
+        if not total > 0:
+            raise ValueError("X: every row is the same, so its total variance is 0 and the NICV is undefined")
+        return nicv(X, self.cluster_centers_, n_threads=self.n_threads) / total

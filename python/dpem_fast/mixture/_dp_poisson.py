@@ -25,10 +25,36 @@ def _statistics(X, params, domain, n_threads, max_count):
     return poisson_stats(X, params[0], params[1], max_count, n_threads=n_threads)
 
 
-def _count_rows(X):
-    """Rows of counts: finite (checked before) and non-negative."""
-    if np.any(X < 0):
-        raise ValueError("Negative values in data passed to X: counts must be non-negative")
+#: rows per slice of the count check (bounds its temporary arrays)
+_CHECK_ROWS = 1 << 15
+
+
+def _columns(mask, names):
+    """``column 2`` / ``columns 0, 3`` (positions), with the names when the table had them."""
+    idx = np.flatnonzero(mask)
+    shown = [f"{i} ({names[i]!r})" if names is not None else str(int(i)) for i in idx[:8]]
+    more = f" and {idx.size - 8} more" if idx.size > 8 else ""
+    return ("column " if idx.size == 1 else "columns ") + ", ".join(shown) + more
+
+
+def _count_rows(X, names=None):
+    """Rows of counts (finite, checked before): non-negative whole numbers, else a ValueError
+    naming X and the column(s) (``names``: the table's column names, public), quoting no value.
+    Runs before the budget is charged: on the array, on every superblock of the scanning pass
+    of a block source, in every validation task of a dask array."""
+    negative = np.zeros(X.shape[1], dtype=bool)
+    fractional = np.zeros(X.shape[1], dtype=bool)
+    for s in range(0, X.shape[0], _CHECK_ROWS):
+        part = X[s:s + _CHECK_ROWS]
+        negative |= (part < 0).any(axis=0)
+        fractional |= (part != np.floor(part)).any(axis=0)
+    if negative.any():
+        raise ValueError(f"Negative values in data passed to X ({_columns(negative, names)}): counts must be "
+                         "non-negative whole numbers")
+    if fractional.any():
+        raise ValueError(f"X: {_columns(fractional, names)} {'holds' if fractional.sum() == 1 else 'hold'} "
+                         "fractional values: DPPoissonMixture models counts (whole numbers); round them "
+                         "(numpy.rint), or fit a model of continuous columns (DPGaussianMixture)")
     return X
 
 
@@ -38,6 +64,14 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
     ``p(x) = Σ_k w_k Π_j Poisson(x_j; λ_kj)``.  ``max_count`` M is the public bound of a
     count: every count is clipped to [0, M] in the kernel (a data-independent map, like a
     declared box).  Other parameters as :class:`DPBernoulliMixture`.
+
+    ``X`` holds counts: a negative or fractional value is refused with a ``ValueError`` naming
+    the column before anything is charged (an array: at validation; a block source: on its
+    scanning pass; a dask array: in its validation tasks).  A block source whose later pass
+    yields other rows than its scan breaks its contract: the fit then raises after the charge
+    (the ledger keeps it) and returns nothing.
+
+    .. versionchanged:: 0.1 (issue 39): fractional counts are refused (they were fitted).
 
     Privacy
     -------
@@ -81,7 +115,10 @@ class DPPoissonMixture(MixtureInferenceMixin, CountAndSumMixture, PrivateEM):
         self.max_rows_per_group = max_rows_per_group
 
     def _rows_task(self):
-        return _count_rows
+        names = getattr(self, "feature_names_in_", None)
+        if names is None or len(names) != getattr(self, "n_features_in_", -1):
+            return _count_rows
+        return functools.partial(_count_rows, names=tuple(str(v) for v in names))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -78,9 +78,15 @@ class DPStochasticEP(PrivateEstimator):
         ``"ep"``: full EP (one site per row, non-private only; for comparison).
     prior_mean : array of shape (d,) or (J, d), default the box's centre (zeros without bounds)
     prior_covariance : float or array of shape (d, d), default ``diag(half-width / 2)²`` of the
-        box (identity without bounds)
+        box (``component_variance`` times the identity without bounds)
     component_variance : float, default=1.0
-        s² of every component (known), in the units of X.
+        s² of every component (known), in the units of X.  Every default is in the units of X
+        (the box's, or without bounds this variance's): a fit on ``c X`` with whatever is
+        declared of the bounds, the prior and s² scaled by c (c²) is the fit on X with its means
+        scaled by c (up to rounding), for the same seed.
+
+        .. versionchanged:: 0.1 (issue 40): the default prior without bounds is s² I (it was I,
+           whatever the unit of X); fits with ``bounds=None`` and s² != 1 change.
     weights : array of shape (J,), default uniform
         Known mixing weights (positive, summing to 1).
     accountant : str, default "gdp" for shuffle, "rdp" for uniform
@@ -222,7 +228,8 @@ class DPStochasticEP(PrivateEstimator):
         if m0.shape != (J, d):
             raise ValueError(f"prior_mean must have shape ({d},) or ({J}, {d}), got {m0.shape}")
         if self.prior_covariance is None:
-            S0 = np.eye(d) if box is None else np.diag(((box[1] - box[0]) / 4) ** 2)
+            # without bounds the component variance is the one scale declared: the prior in its units
+            S0 = s2 * np.eye(d) if box is None else np.diag(((box[1] - box[0]) / 4) ** 2)
         else:
             S0 = np.asarray(self.prior_covariance, dtype=np.float64)
         if S0.ndim == 0:
