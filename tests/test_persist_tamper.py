@@ -23,12 +23,13 @@ KEY = b"a key held by the model's owner"
 NAMES = list(EXAMPLES)
 #: a fitted parameter array of every example (the "centres moved by +100" tampering)
 PARAM = {"gmm": "means_", "bernoulli": "means_", "gradient_em": "means_", "sep": "means_",
-         "kmeans": "cluster_centers_", "fa": "mean_", "poisson": "rates_", "lda": "components_",
+         "kmeans": "cluster_centers_", "fa": "mean_", "pca": "components_", "poisson": "rates_", "lda": "components_",
          "mixed": "means_"}
 #: the outputs compared after a signed round trip
 METHODS = {"gmm": ("predict_proba", "score_samples"), "bernoulli": ("predict_proba", "score_samples"),
            "gradient_em": ("predict_proba", "score_samples"), "sep": ("predict_proba", "score_samples"),
            "kmeans": ("transform", "score_samples"), "fa": ("transform", "score_samples"),
+           "pca": ("transform", "score_samples"),
            "poisson": ("predict_proba", "score_samples"), "lda": ("transform",),
            "mixed": ("predict_proba", "score_samples")}
 

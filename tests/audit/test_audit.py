@@ -377,7 +377,7 @@ def test_the_target_is_the_declared_loops():
     loops = {name: cls._loop for name, cls in estimators().items() if issubclass(cls, PrivateEstimator)}
     assert loops == {"DPGaussianMixture": "full_pass", "DPMixedMixture": "full_pass",
                        "DPBernoulliMixture": "full_pass", "DPPoissonMixture": "full_pass",
-                       "DPKMeans": "full_pass", "DPFactorAnalysis": "full_pass", "DPGradientEM": "full_pass",
+                       "DPKMeans": "full_pass", "DPFactorAnalysis": "full_pass", "DPPCA": "full_pass", "DPGradientEM": "full_pass",
                        "DPLatentDirichletAllocation": "minibatch", "DPStochasticEP": "sequential"}
 
     class NoLoop(DPGaussianMixture):

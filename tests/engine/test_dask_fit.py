@@ -206,7 +206,7 @@ def _example_fit(name):
     return factory(), X_dask
 
 
-_DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "poisson", "lda")      # examples.DASK
+_DASK = ("gmm", "mixed", "bernoulli", "gradient_em", "kmeans", "fa", "pca", "poisson", "lda")      # examples.DASK
 TASK_CASES = [pytest.param(name, {}, id=f"{name}-declared-or-fixed-domain") for name in _DASK]
 TASK_CASES += [
     # the example has too few rows for the estimate at epsilon=1 (refused since issue 23)

@@ -172,6 +172,14 @@ CASES = {
                                                                      random_state=seed + 1000).fit(X),
         sane=lambda m, X: (_inside(m.mean_, -6, 6, "mean_"),
                            _inside(m.noise_variance_, 0, 144, "noise_variance_"))),
+    # the probabilistic PCA of the released components against the same diagonal Gaussian
+    "pca": Case(
+        data=_split(_low_rank),
+        model=lambda eps, seed: dpem_fast.DPPCA(2, epsilon=eps, bounds=(-6, 6), random_state=seed),
+        trivial=lambda eps, seed, fitted, X: PrivateDiagonalGaussian(eps, bounds=(-6, 6),
+                                                                     random_state=seed + 1000).fit(X),
+        sane=lambda m, X: (_inside(m.mean_, -6, 6, "mean_"),
+                           _inside(m.explained_variance_, 0, 144 * X.shape[1], "explained_variance_"))),
 }
 
 

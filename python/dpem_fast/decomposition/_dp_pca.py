@@ -114,7 +114,10 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         or released row count.
     noise_variance_ : float
         The mean of the released variance outside the components (scikit-learn's
-        probabilistic-PCA noise), at least 0.
+        probabilistic-PCA noise), at least one noise standard deviation of an entry of the
+        released covariance (in the columns' mean squared scale): the noise pushes the top
+        eigenvalues up and can leave the rest near 0, which would make ``score_samples``
+        absurdly low; below that floor the residual variance is not resolved.
     mean_ : ndarray of shape (n_features,)
         The released mean (inside the domain), or the public ``center``.
     n_components_ : int
@@ -224,7 +227,11 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         else:
             sigma_mean, norm, mean = 0.0, 0.0, np.zeros(d)
             C = Covariance(noisy[SECOND], n, mean, 0.0, nt)
-        out = self._components(C, n, ctx.domain.scale, params)
+        # the residual variance is not resolved below one noise sd of an entry of the released
+        # covariance (in the original units; the top eigenvalues' upward bias can leave it ~0)
+        s2 = np.asarray(ctx.domain.scale, dtype=np.float64) ** 2
+        floor = ctx.releases[SECOND].noise_scale / n * float(np.mean(s2))
+        out = self._components(C, n, ctx.domain.scale, params, floor)
         edge = noise_edge(ctx.releases[SECOND].noise_scale / n, sigma_mean, norm, d)
         if not out["top"] > edge:
             warnings.warn(
@@ -248,10 +255,11 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
             mean = c
         return {**self._components(C, n, np.ones(d), params), "mean": mean}
 
-    def _components(self, C, n, scale, params):
+    def _components(self, C, n, scale, params, floor=0.0):
         """Top-k eigenpairs of ``diag(s) C diag(s)`` (the covariance in the original units) as
         the fitted values; eigenvalues clipped at 0, the mean's ``N/(N − 1)`` where the centre is
-        the mean (scikit-learn's divisor)."""
+        the mean (scikit-learn's divisor); the noise variance at least ``floor`` (original
+        units, before the divisor)."""
         d = C.shape[0]
         k = self._k(d)
         s = np.asarray(scale, dtype=np.float64)
@@ -264,6 +272,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
             ev = np.maximum(lam, 0.0) * f
             total = max(float(np.trace(A)) * f, float(np.sum(ev)))
         rest = max(total - float(np.sum(ev)), 0.0) / (d - k) if k < d else 0.0
+        rest = max(rest, floor * n / dof)
         return {"components": fix_signs(V.T), "ev": ev, "total": total, "noise": rest, "n": n, "dof": dof,
                 "top": float(lam[0])}
 
