@@ -269,6 +269,7 @@ def _summary(model):
 
 
 def cmd_report(args, extra):
+    from .._engine._report import privacy_report
     from .._persist import _Inline, record_to_json
 
     if extra:
@@ -279,7 +280,8 @@ def cmd_report(args, extra):
     if args.json:
         out = {"estimator": type(model).__name__, "columns": info.get("columns"),
                "params": _Inline()(params, "params"), "fitted_shapes": _summary(model),
-               "privacy": record_to_json(model.privacy_, _Inline())}
+               "privacy": record_to_json(model.privacy_, _Inline()),
+               "release_order": None if model.privacy_ is None else list(model.privacy_.releases)}
         if topics is not None:
             out["top_words"] = topics
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -293,9 +295,7 @@ def cmd_report(args, extra):
         for k, v in sorted(params.items()) if v is not None and not isinstance(v, np.ndarray)))
     for k, v in _summary(model).items():
         print(f"  {k:<24} {'shape ' + str(tuple(v)) if isinstance(v, list) else v}")
-    print("privacy record:" if model.privacy_ is not None else "privacy record: NONE (fitted without privacy)")
-    if model.privacy_ is not None:
-        print(str(model.privacy_))
+    print(privacy_report(model, columns=info.get("columns")))     # the renderer of dpem_fast.privacy_report
     if topics is not None:
         print(f"top words per topic (post-processing of the private topics):")
         for k, words in enumerate(topics):
