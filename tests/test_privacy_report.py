@@ -16,7 +16,7 @@ import dpem_fast
 from dpem_fast import ModelFormatError, _persist, privacy_report
 from dpem_fast._cli import main
 from dpem_fast._engine._base import PrivateEM
-from dpem_fast._engine._report import GLOSSES, _num
+from dpem_fast._engine._report import GLOSSES, _domain_columns, _num, record_lines
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "estimators"))
 from examples import EXAMPLES  # noqa: E402
@@ -93,7 +93,9 @@ def test_every_release_once_in_plan_order(name):
         _section(text, "accounting detail", ("box", "data domain", "note", "guarantee")) == names
     for n in names:
         assert n in GLOSSES, f"release {n!r} has no gloss"
-    assert str(m.privacy_) in text                       # the record's own text is the report's body
+    # the record's own text is the report's body (with the columns' names; str(privacy_) has none)
+    assert text.endswith("\n".join(record_lines(m.privacy_, _domain_columns(m, None))))
+    assert _section(str(m.privacy_), "releases, in plan order", "units") == names
 
 
 def test_estimated_box_report_says_how_and_survives_a_file(tmp_path):
@@ -104,6 +106,8 @@ def test_estimated_box_report_says_how_and_survives_a_file(tmp_path):
     assert names[:5] == ["domain_scale", "domain_refine", "domain_outside", "marginals", "pairs"]
     assert _section(text, "releases, in plan order", "units") == names
     assert "box           : privately estimated" in text and "deliberately coarse" in text and "bounds=" in text
+    assert re.search(r"\n    x0 .*\n    x2 ", text)          # the numeric columns by name (x1 is categorical)
+    assert re.search(r"\n    \[0\] .*\n    \[1\] ", str(m.privacy_))   # the record alone has no names
     m.save(tmp_path / "m.npz")
     assert privacy_report(dpem_fast.load(tmp_path / "m.npz")) == text
 

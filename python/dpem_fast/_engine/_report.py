@@ -67,9 +67,25 @@ def _num(x):
 
 
 def _names(columns, d):
+    """The names of the domain's d columns: ``columns`` when it names d of them, else ``[j]``."""
     if columns is not None and len(columns) == d:
         return [str(c) for c in columns]
-    return [f"x{j}" for j in range(d)] if columns is None else [f"numeric column {j}" for j in range(d)]
+    return [f"[{j}]" for j in range(d)]
+
+
+def _domain_columns(model, columns):
+    """The names of the columns the model's domain maps: every column, or (a table with
+    categorical columns, ``categorical_columns_``) its numeric ones."""
+    if columns is None:
+        names = getattr(model, "feature_names_in_", None)
+        n = getattr(model, "n_features_in_", None)
+        columns = ([str(c) for c in names] if names is not None else
+                   [f"x{i}" for i in range(n)] if isinstance(n, (int, np.integer)) else None)
+    cat = getattr(model, "categorical_columns_", None)
+    if columns is not None and cat is not None:
+        drop = {int(c) for c in np.ravel(cat)}
+        columns = [c for i, c in enumerate(columns) if i not in drop]
+    return columns
 
 
 def _gloss(r):
@@ -255,12 +271,12 @@ def privacy_report(model, columns=None):
     ----------
     model : fitted estimator of dpem_fast
     columns : list of str, optional
-        Column names (default: ``feature_names_in_`` when fitted on a DataFrame, else x0, x1, ...).
+        The names of the columns the model was fitted on (default: ``feature_names_in_`` when
+        fitted on a DataFrame, else x0, x1, ...; the command line's are the file's).
 
     .. versionadded:: 0.1 (issue 39)
     """
-    if columns is None and getattr(model, "feature_names_in_", None) is not None:
-        columns = [str(c) for c in model.feature_names_in_]
+    columns = _domain_columns(model, None if columns is None else [str(c) for c in columns])
     lines = [f"privacy report: {type(model).__name__}"]
     live = _live(model)
     if live is not None:
