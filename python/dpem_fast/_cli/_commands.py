@@ -39,6 +39,8 @@ def cmd_fit(args, extra):
 
     key = _key_file(args.key_file)      # before the fit: a bad key file costs no budget
     not_private = _epsilon_inf(args.epsilon)        # before reading anything
+    if args.output == "-" and sys.stdout.isatty():
+        raise UserError("-o -: the model file is binary; redirect standard output to a file or a pipe")
     cls = _estimator_class(args.model)
     lda = cls._input == "documents"
     if lda:
@@ -110,7 +112,7 @@ def cmd_fit(args, extra):
     model = _fit_reporting_noise(cls(**kw), X, groups)
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
-    with _output(args.output, binary=True) as out:
+    with _output(args.output) as out:
         _persist.save(model, out, info={"columns": names}, key=key,         # not the data file's name
                       allow_not_private=not_private)
     # no row or document count: under add/remove it is private (the saved model never holds it)
@@ -132,14 +134,12 @@ def _where(output):
 
 
 @contextlib.contextmanager
-def _output(path, binary=False):
+def _output(path):
     """``path`` to write (a file path), or for ``-`` a temporary file whose bytes are copied to
-    standard output afterwards.  A binary model file is not written to a terminal."""
+    standard output afterwards (``cmd_fit`` refuses a terminal before the fit)."""
     if path != "-":
         yield path
         return
-    if binary and sys.stdout.isatty():
-        raise UserError("-o -: the model file is binary; redirect standard output to a file or a pipe")
     with tempfile.TemporaryDirectory() as d:
         tmp = os.path.join(d, "out")
         yield tmp
