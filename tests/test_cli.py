@@ -21,5 +21,10 @@ def test_demo_prints_privacy_report_and_likelihoods(capsys):
     out = capsys.readouterr().out
     assert "accountant    : gdp" in out
     assert "spent         : epsilon=2" in out
-    assert "held-out log-likelihood per row" in out
+    assert "Held-out log-likelihood per row" in out
     assert "non-private EM" in out
+    # issue 39, item 7: the report in the columns' units, the box explained, the scores in context
+    assert "privacy report: DPGaussianMixture" in out and "first_moments" in out and "dep_time" in out
+    assert "estimated privately" in out and "coarse by design" in out and "bounds=" in out
+    assert "3 noise draws" in out and "3 random starts" in out and "not over-fitting" in out
+    assert "local optimum" in out and "single Gaussian" in out

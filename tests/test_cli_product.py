@@ -37,7 +37,7 @@ def test_fit_report_sample_load_score_end_to_end(data):
     r = _run("fit", "d.csv", "--model", "gmm", "--n-components", "2", "--max-iter", "4", "--epsilon", "1",
              "--bounds", "-3,3", "--columns", "height,weight", "--random-state", "3", "-o", "m.npz", cwd=d)
     assert r.returncode == 0, r.stderr
-    assert "epsilon spent 1" in r.stdout
+    assert "epsilon spent 1" in r.stderr and r.stdout == ""     # the status line: stderr (issue 39)
     r = _run("report", "m.npz", cwd=d)
     assert r.returncode == 0 and "neighbouring  : replace" in r.stdout and "columns       : height, weight" in r.stdout
     r = _run("report", "m.npz", "--json", cwd=d)
@@ -139,7 +139,9 @@ def test_a_noise_dominated_fit_prints_one_warning_line(data, capsys):
     assert main(["fit", str(d / "d.npy"), "--model", "kmeans", "--epsilon", "1", "--data-norm", "5",
                  "-o", str(d / "k8.npz")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("warning: DPKMeans: ") and err.count("\n") == 1 and "raise epsilon" in err
+    warning, status = err.splitlines()          # one warning line, then the status line
+    assert warning.startswith("warning: DPKMeans: ") and "raise epsilon" in warning
+    assert status.startswith("fitted DPKMeans")
     assert dpem_fast.load(d / "k8.npz").n_clusters_ < 8
 
 
@@ -298,7 +300,9 @@ def test_every_model_end_to_end_on_real_data(cli_runs, model):
         pytest.skip(f"the data package of {model} is not installed")
     argv, est, data, checks = cases[model]
     r = fits[model]
-    stderr = r.stderr
+    # the status line is the last line on stderr (issue 39: stdout is left to -o -), warnings above it
+    *warned, status = r.stderr.splitlines()
+    stderr = "".join(line + "\n" for line in warned)
     if model == "lda":
         assert "noise-dominated" in stderr and "max_doc_length" in stderr and "Traceback" not in stderr
         stderr = ""
@@ -307,8 +311,8 @@ def test_every_model_end_to_end_on_real_data(cli_runs, model):
         # box [0, 16]^64 (measured), and the fit says so (issue 35, item 5)
         assert "below the uniform density on the domain" in stderr and "Traceback" not in stderr
         stderr = ""
-    assert r.returncode == 0 and stderr == "", r.stderr
-    assert r.stdout.startswith(f"fitted {type(est).__name__} on ") and "epsilon spent 2 at delta=1e-05" in r.stdout
+    assert r.returncode == 0 and stderr == "" and r.stdout == "", r.stderr
+    assert status.startswith(f"fitted {type(est).__name__} on ") and "epsilon spent 2 at delta=1e-05" in status
 
     r = steps[("report", model)]
     assert r.returncode == 0 and r.stderr == "", r.stderr
@@ -334,7 +338,8 @@ def test_every_model_end_to_end_on_real_data(cli_runs, model):
     if "sample" in checks:
         names, lo, hi = checks["sample"]
         r = steps[("sample", model)]
-        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.returncode == 0 and r.stdout == "" and r.stderr.startswith("wrote 300 synthetic rows to "), r.stderr
+        assert r.stderr.count("\n") == 1
         with open(d / f"{model}_synth.csv") as fh:
             rows = list(csv.reader(fh))
         assert rows[0] == names and len(rows) == 301
@@ -354,14 +359,14 @@ def test_progress_flag_and_top_words_need_the_right_model(data, capsys):
     assert main(["fit", str(d / "d.npy"), "--model", "kmeans", "--n-clusters", "2", "--max-iter", "3",
                  "--epsilon", "1", "--data-norm", "4", "--progress", "-o", str(d / "k.npz")]) == 0
     out = capsys.readouterr()
-    assert out.out.startswith("fitted DPKMeans")
+    assert out.out == "" and out.err.splitlines()[-1].startswith("fitted DPKMeans")
     assert "3/3" in out.err and "eps=1 (delta=1e-05)" in out.err
     assert dpem_fast.load(d / "k.npz").verbose == 0          # the display is not part of the model
     assert main(["report", str(d / "k.npz"), "--top-words", "3"]) == 2
     assert "not a topic model" in capsys.readouterr().err
     assert main(["fit", str(d / "d.npy"), "--model", "sep", "--n-epochs", "1", "--epsilon", "1",
                  "-o", str(d / "s.npz")]) == 0
-    assert capsys.readouterr().err == ""                     # silent without --progress
+    assert capsys.readouterr().err.startswith("fitted DPStochasticEP")   # no bar without --progress: the status only
 
 
 def test_key_file_signs_and_verifies_model_files(data, capsys):
@@ -374,7 +379,7 @@ def test_key_file_signs_and_verifies_model_files(data, capsys):
     fit = ["fit", str(d / "d.csv"), "--model", "gmm", "--n-components", "2", "--max-iter", "2", "--epsilon", "1",
            "--bounds", "-3,3", "--columns", "height,weight"]
     assert main([*fit, "-o", str(d / "s.npz"), "--key-file", str(d / "k.key")]) == 0
-    assert "signed with the key file" in capsys.readouterr().out
+    assert "signed with the key file" in capsys.readouterr().err
     assert main([*fit, "-o", str(d / "u.npz")]) == 0
     capsys.readouterr()
     assert dpem_fast.load(d / "s.npz", key=b"owner's secret\n").n_features_in_ == 2
@@ -457,7 +462,7 @@ def test_mixed_csv_fit_and_sample_keep_columns_and_categories(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "t.csv"), "--model", "mixed", "--epsilon", "2", "--category",
                  "carrier=AA|B6|UA", "--bounds-file", str(tmp_path / "b.csv"), "--n-components", "2",
                  "--dtype", "distance=int64", "--random-state", "0", "-o", str(tmp_path / "m.npz")]) == 0
-    assert "fitted DPMixedMixture on 3 columns" in capsys.readouterr().out
+    assert "fitted DPMixedMixture on 3 columns" in capsys.readouterr().err
     assert main(["sample", str(tmp_path / "m.npz"), "-n", "2000", "--drop-other", "--random-state", "1",
                  "-o", str(tmp_path / "s.csv")]) == 0
     s = pd.read_csv(tmp_path / "s.csv")
@@ -499,7 +504,7 @@ def test_mixed_csv_columns_picks_the_fitted_columns(tmp_path, capsys):
     assert main(base + ["-o", str(tmp_path / "all.npz")]) == 2          # without --columns: the text column
     assert "column 'flight' is not numeric" in capsys.readouterr().err
     assert main(base + ["--columns", "distance,carrier", "-o", str(tmp_path / "m.npz")]) == 0
-    assert "fitted DPMixedMixture on 2 columns" in capsys.readouterr().out
+    assert "fitted DPMixedMixture on 2 columns" in capsys.readouterr().err
     m = dpem_fast.load(tmp_path / "m.npz")
     assert list(m.feature_names_in_) == ["distance", "carrier"] and m.bounds_.tolist() == [[0.0], [2000.0]]
     assert main(["sample", str(tmp_path / "m.npz"), "-n", "500", "--random-state", "1",

@@ -6,6 +6,7 @@ from . import accounting, cluster, decomposition, io, mixture, model_selection, 
 from . import audit  # noqa: E402,F401  (above the models: imported after them)
 from ._config import show_config  # noqa: E402
 from ._engine._release import observe_releases  # noqa: E402
+from ._engine._report import privacy_report  # noqa: E402
 from ._persist import ModelFormatError, load  # noqa: E402
 from ._registry import estimators as _estimators  # noqa: E402
 from .synth import synth_report  # noqa: E402
@@ -45,6 +46,7 @@ __all__ = [
     "random",
     "show_config",
     "observe_releases",
+    "privacy_report",
     "synth_report",
     "get_include",
     "load",

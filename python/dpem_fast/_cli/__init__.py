@@ -2,7 +2,9 @@
 
 User mistakes (a missing file, a bad column, epsilon <= 0, an unknown model or option, an
 unreadable CSV) print one line ``dpem-fast: error: <cause>`` on stderr and exit with status 2;
-no traceback.
+no traceback.  Status and warning lines (``fitted ...``, ``wrote ...``) always go to stderr, so that
+``-o -`` (``fit``: the model file; ``sample``: the CSV) can write the output to standard output.
+The lists of models (the help, ``sample``'s refusal) are read from the registry.
 
 LDA (``--model lda``) reads a text file with one document per line (blank lines skipped)
 and a **public** vocabulary file with one word per line (``--vocabulary``); the documents

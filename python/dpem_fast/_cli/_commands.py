@@ -1,15 +1,18 @@
 """The command line's commands: fit, sample, report, accountant."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
+import shutil
 import sys
+import tempfile
 import warnings
 
 import numpy as np
 
-from ._parser import _estimator_class, _model_options
+from ._parser import _estimator_class, _model_options, sampling_models
 from ._readers import (UserError, _bounds_file, _key_file, _parse_float, read_documents, read_mixed_table, read_table,
                        read_vocabulary)
 
@@ -35,6 +38,9 @@ def cmd_fit(args, extra):
     from .. import _persist
 
     key = _key_file(args.key_file)      # before the fit: a bad key file costs no budget
+    not_private = _epsilon_inf(args.epsilon)        # before reading anything
+    if args.output == "-" and sys.stdout.isatty():
+        raise UserError("-o -: the model file is binary; redirect standard output to a file or a pipe")
     cls = _estimator_class(args.model)
     lda = cls._input == "documents"
     if lda:
@@ -100,16 +106,55 @@ def cmd_fit(args, extra):
             kw["bounds"] = _bounds_file(args.bounds_file, names)
     if args.data_norm is not None:
         kw["data_norm"] = args.data_norm
+    if not_private:
+        status("warning: --epsilon inf: a NON-PRIVATE fit (no noise, no guarantee); the model file is marked "
+               "not private and must not be published")
     model = _fit_reporting_noise(cls(**kw), X, groups)
     if args.progress:
         model.set_params(verbose=0)     # a display setting of this run, not of the saved model
-    _persist.save(model, args.output, info={"columns": names}, key=key)   # not the data file's name
+    with _output(args.output) as out:
+        _persist.save(model, out, info={"columns": names}, key=key,         # not the data file's name
+                      allow_not_private=not_private)
     # no row or document count: under add/remove it is private (the saved model never holds it)
     shape = f"{X.shape[1]} vocabulary words" if lda else f"{X.shape[1]} columns"
-    print(f"fitted {cls.__name__} on {shape}; "
-          f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}; saved {args.output}"
-          + (" (signed with the key file)" if key is not None else ""))
+    spent = ("not private (epsilon=inf)" if model.privacy_ is None else
+             f"epsilon spent {model.privacy_.epsilon_spent:.6g} at delta={model.privacy_.delta:g}")
+    status(f"fitted {cls.__name__} on {shape}; {spent}; saved {_where(args.output)}"
+           + (" (signed with the key file)" if key is not None else ""))
     return 0
+
+
+def status(line):
+    """A status or warning line: always on stderr, so that ``-o -`` leaves stdout to the output."""
+    print(line, file=sys.stderr)
+
+
+def _where(output):
+    return "to standard output" if output == "-" else output
+
+
+@contextlib.contextmanager
+def _output(path):
+    """``path`` to write (a file path), or for ``-`` a temporary file whose bytes are copied to
+    standard output afterwards (``cmd_fit`` refuses a terminal before the fit)."""
+    if path != "-":
+        yield path
+        return
+    with tempfile.TemporaryDirectory() as d:
+        tmp = os.path.join(d, "out")
+        yield tmp
+        sys.stdout.flush()
+        with open(tmp, "rb") as fh:
+            shutil.copyfileobj(fh, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+def _epsilon_inf(epsilon):
+    """True for ``--epsilon inf`` (a non-private fit, as ``epsilon=inf`` in Python: allowed, said
+    loudly before the fit, the file marked not private); a NaN is refused before any fit work."""
+    if epsilon != epsilon:
+        raise UserError("--epsilon: nan is not a privacy level; give a number > 0 (or inf for a non-private fit)")
+    return epsilon == float("inf")
 
 
 def _declared_dtypes(flags):
@@ -178,7 +223,8 @@ def cmd_sample(args, extra):
         raise UserError(f"unexpected argument {extra[0]!r}")
     model, info, origin = _load(args.model, args.key_file)
     if not hasattr(model, "sample"):
-        raise UserError(f"MODEL: {type(model).__name__} does not support sampling (gmm and bernoulli do)")
+        raise UserError(f"MODEL: {type(model).__name__} does not support sampling (models that do: "
+                        f"{', '.join(sampling_models())})")
     if args.n < 1:
         raise UserError(f"-n must be >= 1, got {args.n}")
     if args.drop_other and "categories" not in model.get_params():
@@ -186,8 +232,8 @@ def cmd_sample(args, extra):
     if "categories" in model.get_params():      # a table: the model's own columns and dtypes, clipped by it
         X, _ = model.sample(args.n, other="drop" if args.drop_other else "missing", random_state=args.random_state)
         if hasattr(X, "to_csv"):
-            X.to_csv(args.output, index=False)
-            print(f"wrote {args.n} synthetic rows to {args.output} (post-processing of the private model)")
+            X.to_csv(sys.stdout if args.output == "-" else args.output, index=False)
+            status(_wrote(args))
             return 0
         X = np.asarray(X, dtype=float)
     else:
@@ -195,12 +241,18 @@ def cmd_sample(args, extra):
         X = _clip_to_domain(model, np.asarray(X, dtype=float))
     X = np.random.default_rng(args.random_state).permutation(X)
     names = info.get("columns") or [f"x{i}" for i in range(X.shape[1])]
-    with open(args.output, "w", newline="", encoding="utf-8") as fh:
+    with contextlib.nullcontext(sys.stdout) if args.output == "-" else \
+            open(args.output, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(names)
         w.writerows([[repr(float(v)) for v in row] for row in X])
-    print(f"wrote {args.n} synthetic rows to {args.output} (post-processing of the private model)")
+    status(_wrote(args))
     return 0
+
+
+def _wrote(args):
+    return (f"wrote {args.n} synthetic rows {'to standard output' if args.output == '-' else 'to ' + args.output} "
+            "(post-processing of the private model)")
 
 
 def _summary(model):
@@ -217,6 +269,7 @@ def _summary(model):
 
 
 def cmd_report(args, extra):
+    from .._engine._report import privacy_report
     from .._persist import _Inline, record_to_json
 
     if extra:
@@ -227,7 +280,8 @@ def cmd_report(args, extra):
     if args.json:
         out = {"estimator": type(model).__name__, "columns": info.get("columns"),
                "params": _Inline()(params, "params"), "fitted_shapes": _summary(model),
-               "privacy": record_to_json(model.privacy_, _Inline())}
+               "privacy": record_to_json(model.privacy_, _Inline()),
+               "release_order": None if model.privacy_ is None else list(model.privacy_.releases)}
         if topics is not None:
             out["top_words"] = topics
         print(json.dumps(out, indent=2, sort_keys=True))
@@ -241,9 +295,7 @@ def cmd_report(args, extra):
         for k, v in sorted(params.items()) if v is not None and not isinstance(v, np.ndarray)))
     for k, v in _summary(model).items():
         print(f"  {k:<24} {'shape ' + str(tuple(v)) if isinstance(v, list) else v}")
-    print("privacy record:" if model.privacy_ is not None else "privacy record: NONE (fitted without privacy)")
-    if model.privacy_ is not None:
-        print(str(model.privacy_))
+    print(privacy_report(model, columns=info.get("columns")))     # the renderer of dpem_fast.privacy_report
     if topics is not None:
         print(f"top words per topic (post-processing of the private topics):")
         for k, words in enumerate(topics):
@@ -304,7 +356,7 @@ def cmd_audit(args, extra):
               mode=args.mode, scope=args.scope, statistic=args.statistic, method=args.method,
               n_features=args.features)
     out = {"model": cls.__name__, "mode": r.mode, "statistic": r.statistic, "scope": r.claimed_for,
-           "method": r.method,
+           "audited": r.audited, "method": r.method,
            "confidence": r.confidence, "n_trials": r.n_trials, "delta": r.delta,
            "epsilon_lower": r.epsilon_lower, "epsilon_claimed": r.epsilon_claimed,
            "plan_epsilon": r.plan_epsilon, "violated": bool(r.violated),
@@ -312,7 +364,7 @@ def cmd_audit(args, extra):
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{cls.__name__}: {r.claimed_for} {r.statistic!r}, {r.method} bound at {r.confidence:.0%} "
+        print(f"{cls.__name__}: {r.audited}, {r.method} bound at {r.confidence:.0%} "
               f"confidence, {r.n_trials} trials per side")
         print(f"  epsilon lower bound {r.epsilon_lower:.4f}   claimed {r.epsilon_claimed:.4f}   "
               f"(whole fit {r.plan_epsilon:.4f}, delta {r.delta:g})")

@@ -16,6 +16,11 @@ def models():
     return {cls._cli_name: cls for cls in estimators().values() if cls._cli_name is not None}
 
 
+def sampling_models():
+    """The command-line names of the registered models that can ``sample`` synthetic rows."""
+    return [name for name, cls in models().items() if callable(getattr(cls, "sample", None))]
+
+
 #: set by dedicated flags, not by the generic model options
 _RESERVED = {"epsilon", "delta", "bounds", "data_norm", "random_state", "n_threads", "budget", "verbose",
              "vocabulary", "categories"}
@@ -92,7 +97,10 @@ _KEY_HELP_VERIFY = ("accept the model only if it is signed with the key in this 
 
 
 def build_parser(prog="dpem-fast"):
-    p = argparse.ArgumentParser(prog=prog, description="Differentially private EM from the command line.")
+    p = argparse.ArgumentParser(
+        prog=prog, description="Differentially private EM from the command line.  Models (--model): "
+        + ", ".join(models()) + f"; sample from: {', '.join(sampling_models())}.  Status lines go to stderr; "
+        "-o - writes the output to standard output.")
     p.add_argument("--version", action="store_true", help="print the version")
     p.add_argument("--verbose", "-v", action="store_true", help="with --version: full build configuration")
     sub = p.add_subparsers(dest="command")
@@ -109,7 +117,8 @@ def build_parser(prog="dpem-fast"):
     fit.add_argument("data", metavar="DATA", help="CSV (header optional), .npy, or .parquet (needs pyarrow); "
                                                    "for --model lda a text file, one document per line")
     fit.add_argument("--model", required=True, help="one of: " + ", ".join(models()))
-    fit.add_argument("--epsilon", type=float, required=True, help="target epsilon (> 0)")
+    fit.add_argument("--epsilon", type=float, required=True,
+                     help="target epsilon (> 0); inf fits without privacy (a warning; the file is marked not private)")
     fit.add_argument("--delta", type=float, default=1e-5, help="target delta in (0, 1) (default 1e-5)")
     fit.add_argument("--bounds", help="LO,HI: the same public bounds for every column")
     fit.add_argument("--bounds-file", help="CSV of column,lower,upper (public per-column bounds)")
@@ -130,16 +139,19 @@ def build_parser(prog="dpem-fast"):
                      help="lda: the public vocabulary, one word per line (never built from the documents)")
     fit.add_argument("--progress", action="store_true",
                      help="progress bar on stderr: iteration, seconds per iteration, epsilon spent so far")
-    fit.add_argument("-o", "--output", required=True, metavar="MODEL", help="model file to write (.npz)")
+    fit.add_argument("-o", "--output", required=True, metavar="MODEL",
+                     help="model file to write (.npz); - writes it to standard output")
     fit.add_argument("--key-file", metavar="KEY", help=_KEY_HELP_SIGN)
 
-    sample = sub.add_parser("sample", help="synthetic rows from a saved model (gmm, bernoulli, mixed, ...)",
+    sample = sub.add_parser("sample", help=f"synthetic rows from a saved model ({', '.join(sampling_models())})",
                             description="Synthetic rows from a fitted private model, in the original units and "
                                         "column names, clipped to the model's domain and shuffled: "
-                                        "post-processing only, no extra privacy cost.")
+                                        "post-processing only, no extra privacy cost.  Models that sample: "
+                                        + ", ".join(sampling_models()) + ".")
     sample.add_argument("model", metavar="MODEL")
     sample.add_argument("-n", type=int, required=True, help="number of rows")
-    sample.add_argument("-o", "--output", required=True, metavar="OUT.csv")
+    sample.add_argument("-o", "--output", required=True, metavar="OUT.csv",
+                        help="CSV file to write; - writes it to standard output")
     sample.add_argument("--random-state", type=int, default=None)
     sample.add_argument("--drop-other", action="store_true",
                         help="mixed: draw categorical columns from their declared categories only (no 'other')")

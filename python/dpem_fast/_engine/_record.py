@@ -133,72 +133,7 @@ class PrivacyRecord:
         return to_dp_event(self, accountant=accountant)
 
     def __str__(self) -> str:
-        lines = [
-            f"mechanism     : {self.mechanism}",
-            f"neighbouring  : {self.neighbouring}"
-            + (f" of one group's rows (person-level; at most {self.max_rows_per_group} rows per group, "
-               "sampled uniformly with the fit's key)" if self.privacy_unit == "group" else ""),
-            f"accountant    : {self.accountant}",
-            f"target        : (epsilon={self.epsilon:g}, delta={self.delta:g})",
-            f"spent         : epsilon={self.epsilon_spent:.6g} at delta={self.delta:g}"
-            + (f" (the event at delta={self.event_delta:g}, plus {self.delta_tail:g} outside it)"
-               if self.delta_tail else ""),
-            f"iterations    : {self.n_iter} (fixed; no data-dependent stopping)",
-            f"noise         : {self.noise}"
-            + (" (exact integers on a lattice; no floating point in the noise)"
-               if self.noise == "discrete_gaussian" else ""),
-            "releases (working units: rows in the model's domain):",
-        ]
-        for r in self.releases.values():
-            lines.append(
-                f"  {r.name:<15} x{r.count:<3} {r.mechanism:<8} {r.norm}-sensitivity={r.sensitivity:.4g} "
-                f"noise={r.noise_scale:.4g} (multiplier {r.noise_multiplier:.4g}) shape={r.shape}"
-                + (f" lattice={r.granularity:.4g}" if r.granularity is not None else "")
-            )
-        if self.joint_multiplier is not None:
-            lines.append(f"  each iteration's releases accounted jointly: one Gaussian mechanism, "
-                         f"multiplier {self.joint_multiplier:.4g}")
-        dom = self.data_domain
-        if dom:
-            scale = dom.get("scale")
-            lines.append(f"data domain   : {dom['source']}"
-                         + (f", radius={dom['radius']:.6g}" if dom.get("radius") is not None else "")
-                         + (f", per-feature scale {min(scale):.6g}..{max(scale):.6g}"
-                            if scale is not None else ""))
-            lines.extend(_domain_lines(dom))
-        if not self.private:
-            lines.append("guarantee     : NONE - the data domain was computed from the raw data")
-        lines.extend(f"note          : {n}" for n in self.notes)
-        return "\n".join(lines)
-
-
-_SHOWN_FEATURES = 12
-
-
-def _domain_lines(dom):
-    """The box per feature (at most :data:`_SHOWN_FEATURES` of them; the whole box is in
-    ``data_domain['bounds']``) and, for a private estimate, the released fraction of rows
-    outside it."""
-    bounds, cov = dom.get("bounds"), dom.get("coverage")
-    if bounds is None:
-        return []
-    lo, hi = bounds
-    d = len(lo)
-    lines = []
-    if cov:
-        lines.append(f"  rows outside the box (released): ~{100 * float(cov['outside_fraction']):.1f} % "
-                     f"({float(cov['outside_released']):.0f} of {float(cov['rows_released']):.0f} released rows, "
-                     f"noise {float(cov['outside_noise']):.3g} rows per count; the {cov['box']} box)")
-        lines.append("  box per feature (released values: post-processing of the domain estimate's releases):")
-    else:
-        lines.append("  box per feature:")
-    for j in range(min(d, _SHOWN_FEATURES)):
-        line = f"    [{j}] {float(lo[j]):.6g} .. {float(hi[j]):.6g}"
-        if cov and j in cov.get("placeholder", ()):
-            line += "   (unresolved: public placeholder box)"
-        elif cov and j in cov.get("unresolved", ()):
-            line += "   (coarse: resolved only by summed bins)"
-        lines.append(line)
-    if d > _SHOWN_FEATURES:
-        lines.append(f"    ... {d - _SHOWN_FEATURES} more features (all of them in data_domain['bounds'])")
-    return lines
+        """The readable record (:mod:`dpem_fast._engine._report`: the one renderer, also behind
+        :func:`dpem_fast.privacy_report` and ``dpem-fast report``)."""
+        from ._report import record_lines
+        return "\n".join(record_lines(self))

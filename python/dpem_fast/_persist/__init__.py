@@ -7,7 +7,8 @@ One ``.npz`` archive (a zip of ``.npy`` files), read with ``numpy.load(allow_pic
 ``__meta__``
     uint8 array: UTF-8 JSON object ``{"format": "dpem_fast.model", "format_version": 1 or 2,
     "dpem_fast_version", "estimator", "params", "fitted", "privacy", "private",
-    "not_saved"}``, plus ``"signature": "hmac-sha256"`` in a signed file.
+    "not_saved"}``, plus ``"signature": "hmac-sha256"`` in a signed file and, from issue 39,
+    ``"release_order"`` (the record's releases in plan order; the JSON keys are sorted).
     ``info`` holds free public metadata from the caller (the command line's column names).
 ``__sha256__``
     uint8 array: hex SHA-256 over ``__meta__`` and every other entry except the signature
@@ -18,8 +19,8 @@ One ``.npz`` archive (a zip of ``.npy`` files), read with ``numpy.load(allow_pic
 ``a0, a1, ...``
     numeric arrays referenced from the JSON as ``{"__array__": "a3"}``.
 
-An unsigned file is written as format version 1, byte for byte what earlier releases wrote
-and read.  A signed file is version 2: a version-1 reader would hash the signature entry as
+An unsigned file is written as format version 1, which earlier releases read (they ignore
+``release_order``).  A signed file is version 2: a version-1 reader would hash the signature entry as
 data and report a damaged file, so it says "written by a newer dpem_fast" instead.  This
 release reads both.
 

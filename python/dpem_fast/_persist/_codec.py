@@ -183,7 +183,9 @@ def record_to_json(record, enc=None):
     return out
 
 
-def record_from_json(obj, arrays=None):
+def record_from_json(obj, arrays=None, order=None):
+    """The record of ``obj``; ``order``: its releases' names in plan order (a file's
+    ``release_order``; None, as in a file written before issue 39: the releases stay in name order)."""
     from .._engine._record import PrivacyRecord, Release
 
     if obj is None:
@@ -191,8 +193,14 @@ def record_from_json(obj, arrays=None):
     arrays = arrays or {}
     try:
         kw = {k: _decode(v, arrays) for k, v in obj.items() if k != "releases"}
+        releases = obj["releases"]
+        if order is not None:
+            if not (isinstance(order, list) and len(set(map(str, order))) == len(order) == len(releases)
+                    and set(order) == set(releases)):
+                raise ModelFormatError("release_order does not list the record's releases once each")
+            releases = {k: releases[k] for k in order}
         kw["releases"] = {k: Release(**{g: _decode(x, arrays) for g, x in r.items()})
-                          for k, r in obj["releases"].items()}
+                          for k, r in releases.items()}
         return PrivacyRecord(**kw)
     except (TypeError, KeyError, AttributeError) as exc:
         raise ModelFormatError(f"bad privacy record: {exc}") from None

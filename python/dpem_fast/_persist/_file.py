@@ -127,6 +127,8 @@ def save(model, path, *, allow_not_private=False, info=None, key=None):
         "private": private, "not_saved": sorted(set(not_saved)),
         "info": enc(info or {}, "info"),
     }
+    if record is not None:      # the plan order of the releases (the JSON object's keys are sorted)
+        meta["release_order"] = list(record.releases)
     if key is not None:
         meta["signature"] = _SIGNATURE
     meta_bytes = json.dumps(meta, allow_nan=False, sort_keys=True).encode()
@@ -227,7 +229,7 @@ def load(path, *, key=None):
             if k not in allowed:
                 raise ModelFormatError(f"{path}: unexpected attribute {k!r}")
             setattr(model, k, _decode(v, arrays))
-        model.privacy_ = record_from_json(meta["privacy"], arrays)
+        model.privacy_ = record_from_json(meta["privacy"], arrays, order=meta.get("release_order"))
         private = meta["private"]
     except ModelFormatError:
         raise
@@ -243,5 +245,4 @@ def load(path, *, key=None):
     except (TypeError, ValueError, AttributeError, ArithmeticError) as exc:
         raise ModelFormatError(f"{path}: malformed privacy record ({type(exc).__name__}: {exc})") from None
     return model
-
 

@@ -136,6 +136,18 @@ class AuditResult:
     notes: tuple = field(default_factory=tuple)
 
     @property
+    def audited(self):
+        """What was audited, in words: ``"release 'counts'"``, ``"one iteration (all its releases)"``,
+        ``"the whole fit"`` or ``"the whole fit, black-box (the canary's score)"``."""
+        if self.mode == "black-box":
+            return "the whole fit, black-box (the canary's score)"
+        if self.claimed_for == "fit":
+            return "the whole fit"
+        if self.claimed_for == "iteration":
+            return "one iteration (all its releases)"
+        return f"release {self.statistic!r}"
+
+    @property
     def violated(self):
         """True when the lower bound exceeds the claim (a privacy bug, at ``confidence``)."""
         return self.epsilon_lower > self.epsilon_claimed
