@@ -164,7 +164,10 @@ def _text_dtype(dtype):
     dtype: an explicit ``StringDtype`` with ``pd.NA`` as its missing value (only a declaration
     makes one, inference never does) as it is, else the installed pandas' dtype of a column of
     strings (``object`` before pandas 3, ``str`` from it) — not the input's ``object`` or ``str``,
-    which in pandas 3 one value decides (a single non-string value makes the column ``object``)."""
+    which in pandas 3 one value decides (a single non-string value makes the column ``object``).
+    Caveat: ``DataFrame.convert_dtypes()`` makes a ``string`` column only where every value is a
+    string, so after it the released dtype says whether one was not (one bit; declare the column
+    a ``CategoricalDtype`` to release nothing of it)."""
     import pandas as pd
 
     if isinstance(dtype, pd.StringDtype) and dtype.na_value is pd.NA:
