@@ -11,6 +11,7 @@ import pytest
 
 from dpem_fast import DPMixedMixture, synth_report
 from dpem_fast._engine._specs import column_histograms
+from dpem_fast.mixture._atoms import NumericCells, column_cells
 from dpem_fast.mixture._marginals import MARGINAL_BINS, MARGINALS, U_CLIP, Z_MAX, Marginals, marginal_counts
 from dpem_fast.synth import independent_baseline
 
@@ -50,7 +51,7 @@ def test_sample_holds_declared_categories_only_no_missing_and_declared_dtypes(ep
 
 # --------------------------------------------------------------------- the one-off release
 def _layout_counts(X, lay, lo, hi):
-    return marginal_counts(tuple(lay.num_cols), lo, hi, MARGINAL_BINS, tuple(lay.cat_cols),
+    return marginal_counts(tuple(lay.num_cols), NumericCells(lo, hi, MARGINAL_BINS), tuple(lay.cat_cols),
                            tuple(lay.n_categories), X)
 
 
@@ -65,7 +66,7 @@ def test_the_marginals_sensitivity_by_brute_force_over_neighbours():
                          rng.integers(0, 2, 60)]).astype(float)
     lo, hi = np.full(2, -4.0), np.full(2, 4.0)
     spec = m._marginal_specs(4)[0]
-    assert spec == column_histograms(MARGINALS, 4, 2 * MARGINAL_BINS + 4 + 3)
+    assert spec == column_histograms(MARGINALS, 4, 2 * column_cells(MARGINAL_BINS) + 4 + 3)
     cand = np.column_stack([rng.uniform(-9, 9, 40), rng.integers(-2, 4, 40), rng.uniform(-9, 9, 40),
                             rng.choice([0.0, 1.0, 2.5, np.nan], 40)])
     worst = worst_changes(lambda A: _layout_counts(A, lay, lo, hi), X, cand[:8])
@@ -83,7 +84,7 @@ def test_the_marginals_are_one_release_of_the_fits_plan_and_record(rel):
     D = 4
     assert r.count == 1 and r.sensitivity == pytest.approx(math.sqrt(D if rel == "add_remove" else 2 * D))
     assert m.privacy_.epsilon_spent <= 1.0 * (1 + 1e-9)
-    assert m.marginal_cdf_.shape == (2, MARGINAL_BINS + 1) and np.all(np.diff(m.marginal_cdf_, axis=1) >= 0)
+    assert m.marginal_cdf_.shape == (2, column_cells(MARGINAL_BINS) + 1) and np.all(np.diff(m.marginal_cdf_, axis=1) >= 0)
     g = np.arange(len(df)) // 4
     p = _fit(df, groups=g, neighbouring=rel, max_rows_per_group=3)
     # person level: the engine's group rule, m times the row level's
@@ -107,7 +108,7 @@ def test_copula_z_values_lie_in_the_public_box_and_invert_to_the_bin():
     A = np.column_stack([rng.exponential(2.0, 5000), rng.uniform(-1, 1, 5000)])
     from dpem_fast._kernels.mixed import MixedLayout
     lay = MixedLayout((0, 1), (), ())
-    marg = Marginals.from_counts(_layout_counts(A, lay, lo, hi), lay, lo, hi)
+    marg = Marginals.from_counts(_layout_counts(A, lay, lo, hi), lay, NumericCells(lo, hi, MARGINAL_BINS))
     Z = marg.to_z(np.vstack([A, [[-5.0, 3.0], [50.0, -3.0]]]))
     assert np.all(np.abs(Z) <= Z_MAX + 1e-12)
     from scipy.special import ndtr
@@ -117,10 +118,6 @@ def test_copula_z_values_lie_in_the_public_box_and_invert_to_the_bin():
     assert same.all(axis=1).mean() >= 1 - 4 * U_CLIP
 
 
-def _cells(col, edges):
-    return np.clip(np.searchsorted(edges, col, side="right") - 1, 0, edges.size - 2)
-
-
 def test_at_epsilon_inf_each_sampled_column_has_the_exact_marginal():
     """1-way TVD of the synthetic columns against the (exact) released histograms, on the
     marginals' own bins: sampling error only, whatever the mixture learned of the column."""
@@ -128,12 +125,13 @@ def test_at_epsilon_inf_each_sampled_column_has_the_exact_marginal():
     df["delay"] = np.where(np.random.default_rng(4).random(len(df)) < 0.6, 0.0, df["delay"])    # a point mass
     m = _fit(df, epsilon=np.inf, max_iter=10, calibrate=None)     # raking towards pairs trades a little of it
     S, _ = m.sample(100000, random_state=5)
+    cells = NumericCells(m.bounds_[0], m.bounds_[1], MARGINAL_BINS)       # the atoms, then 64 bins
+    B = cells.n_cells
     for j, c in enumerate(["delay", "distance"]):
-        edges = np.linspace(m.bounds_[0][j], m.bounds_[1][j], MARGINAL_BINS + 1)
         p = np.diff(m.marginal_cdf_[j])
-        q = np.bincount(_cells(S[c].to_numpy(float), edges), minlength=MARGINAL_BINS) / len(S)
+        q = np.bincount(cells.cells(S[["delay", "distance"]].to_numpy(float))[0][:, j], minlength=B) / len(S)
         assert 0.5 * np.abs(p - q).sum() < 0.02
-        real = np.bincount(_cells(df[c].to_numpy(float), edges), minlength=MARGINAL_BINS) / len(df)
+        real = np.bincount(cells.cells(df[["delay", "distance"]].to_numpy(float))[0][:, j], minlength=B) / len(df)
         assert 0.5 * np.abs(p - real).sum() < 1e-12
     share = S["carrier"].value_counts(normalize=True).reindex(CATS).to_numpy()
     real = df["carrier"].value_counts(normalize=True).reindex(CATS).to_numpy()

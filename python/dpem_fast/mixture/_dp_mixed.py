@@ -124,11 +124,11 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         ``sample`` draws declared categories only unless asked for it (``other="missing"``).
     dtypes : dict or None
         ``{numeric column: dtype name}``: the declared dtype of a data frame's numeric column in
-        ``dtypes_`` and in every sample (an integer dtype rounds and clips the sampled values).
-        Undeclared numeric columns are released as ``float64`` and categorical ones as pandas
-        ``category`` over their declared labels: a released dtype never comes from the
-        frame's own dtypes, which one value can decide (``read_csv`` turns an int column into
-        float with one 30.5, a bool column into object with one missing value).
+        ``dtypes_`` and every sample (an integer dtype rounds the sampled values; its integers are
+        the marginals' cells where few).  Others: numeric ``float64``, categorical ``category``
+        over the declared labels (text labels not in a ``category`` dtype: pandas' text dtype, or
+        an explicit ``string``): never the frame's own dtypes, which one value can decide
+        (``read_csv`` makes an int column float with one 30.5, a bool column object with a NaN).
     covariance_type : {"full", "diag"}, default="full"
         One full covariance of the numeric columns per component, or a diagonal one.
     data_norm : float or None
@@ -169,7 +169,9 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         times a row's (set in the plan, :mod:`dpem_fast._engine._groups`).
     marginals : {"auto", "copula", None}, default="auto"
         Marginals first (issue 37).  ``"copula"``: every column's 1-way histogram (64 public bins
-        of a numeric column's box; a categorical column's categories and "other") is released
+        of a numeric column's box and the atoms exactly at its two edges, or one cell per integer
+        of a column declared an integer dtype with at most 66 integers in its box; a categorical
+        column's categories and "other") is released
         once before EM, on a third of the plan; the mixture's numeric block is fitted to each
         value's Gaussian score under its column's released distribution, and ``sample`` maps
         back through the released marginals, so each synthetic column has its released 1-way
@@ -180,11 +182,11 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
     calibrate : {"auto", "pairs", None}, default="auto"
         ``"pairs"`` (needs the marginals): the 2-way tables of column pairs on public cells (16
         bins of a numeric column's box, a categorical column's categories and "other") are
-        released once before EM on a third of the plan, and ``sample`` rakes a pool of the
-        model's rows towards them (:mod:`dpem_fast.mixture._calibrate`).  ``"auto"``:
+        released once before EM on a third of the plan, and ``sample`` resamples the model's
+        rows by raking weights towards them (:mod:`dpem_fast.mixture._calibrate`).  ``"auto"``:
         ``"pairs"`` whenever the fit releases the marginals (measured ahead on 2-way fidelity and
         TSTR on three real tables at every ε tried, ``bench/synth_mixed.py``); None: no pair
-        tables (sampling is then several times faster: the raking of a pool is the cost).
+        tables (sampling skips the raking factors' one-off fit and the weights' lookup).
 
         .. versionadded:: 0.1 (issue 37)
 
@@ -208,9 +210,9 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         ``categories``) only (None when fitted on an array).
     bounds_ : ndarray of shape ``(2, n_numeric)`` or None
         The numeric box (declared, or released by the private estimate).
-    marginal_cdf_ : ndarray of shape ``(n_numeric, 65)`` or None
-        The released CDF of each numeric column on its 64 public bins of ``bounds_`` (None
-        without marginals).
+    marginal_cdf_ : ndarray of shape ``(n_numeric, 67)`` or None
+        The released CDF of each numeric column on its 66 public cells (``bounds_[0]`` exactly,
+        64 bins, ``bounds_[1]`` exactly; or its integers); None without marginals.
     pair_tables_ : list of ndarray or None
         Calibrated: the released pair tables, post-processed (probabilities).
     n_components_ : int

@@ -5,9 +5,12 @@ One release, made once before the EM loop in the fit's one plan (a one-off of
 :func:`~dpem_fast._engine._plan.make_plan`, charged with it, recorded in ``privacy_.releases``
 as ``"marginals"``): one histogram per column, stacked —
 
-* a numeric column on :data:`MARGINAL_BINS` equal-width public bins of its box (the declared
-  box, or the one released by the private domain estimate; a value is clipped to the box
-  first, as the kernel clipped it, and bins as the domain estimate's ``refine_histogram``);
+* a numeric column on its :func:`~._atoms.column_cells` public cells (:mod:`._atoms`): the
+  atoms "exactly lo" and "exactly hi" of its box (the declared box, or the one released by the
+  private domain estimate; a value is clipped to the box first, as the kernel clipped it) and
+  :data:`MARGINAL_BINS` equal-width bins between them (as the domain estimate's
+  ``refine_histogram``), or, for a column declared an integer dtype whose box holds at most as
+  many integers as that, one cell per integer;
 * a categorical column on its declared categories and the "other" slot (unknown or missing).
 
 A row adds 1 to one cell of each of the ``D`` columns:
@@ -21,13 +24,14 @@ Post-processing of the release (public values only from here on):
 * each column's noisy counts are projected onto the simplex scaled to the released row count
   (the mean of the columns' noisy totals; "norm-sub": subtract one threshold, clip at 0), so
   noise in empty cells does not become mass;
-* a numeric value ``x`` in bin ``b`` at fraction ``t`` of it maps to
-  ``z = Φ⁻¹(clip(F_b + t p_b, α, 1 − α))`` (``F`` the released CDF, piecewise linear; α =
+* a numeric value ``x`` in cell ``b`` at fraction ``t`` of it maps to
+  ``z = Φ⁻¹(clip(F_b + t p_b, α, 1 − α))`` (``F`` the released CDF, piecewise linear; an atom's
+  or integer's jump at its mid-rank, ``t = 1/2``; α =
   :data:`U_CLIP`): a deterministic function of the row and released values, in the public box
   ``[−z_max, z_max]`` (:data:`Z_MAX`) — the mixture's numeric domain;
 * sampling draws ``z`` from the mixture and maps each column back through ``u = G_j(z_j)``,
   ``G_j`` the mixture's own marginal CDF of that column, and the inverse of the released CDF
-  (uniform within a bin): each column of the synthetic table has the released 1-way
+  (uniform within a bin, an atom's or integer's exact value): each column of the synthetic table has the released 1-way
   distribution exactly (up to sampling), whatever the mixture learned of it;
 * the category probabilities are raked (iterative proportional fitting) so that the
   mixture's category marginals are the released ones.
@@ -43,9 +47,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine._specs import column_histograms
 from .._preprocess import box_domain
-from .._threads import blas_single_thread
+from .._threads import blas_single_thread, effective_n_threads
 from .._validation import check_positive_int
-from ._sampling import CHUNK, by_component, draw_categories, mixture_cdf, search_right
+from ._atoms import NumericCells, _bins, column_cells, integer_flags
+from ._sampling import CHUNK, by_component, cdf_grids, column_cdf, draw_categories, parallel_map, search_right
 
 __all__ = ["MARGINALS", "MARGINAL_BINS", "MARGINAL_SHARE", "U_CLIP", "Z_MAX", "Marginals", "marginal_counts",
            "category_cells", "projected_tables", "MarginalsMixin"]
@@ -63,24 +68,17 @@ _RAKE_ROUNDS = 50
 PROB_FLOOR = 1e-10
 
 
-def _bins(A, lo, hi, bins):
-    """Bin and fraction inside it of every value of ``A`` (n, d) on ``bins`` equal-width bins of
-    the box (values clipped to it first; the top edge in the last bin)."""
-    v = np.clip(A, lo, hi)
-    pos = (v / 2 - lo / 2) / (hi / 2 - lo / 2) * bins
-    b = np.clip(np.floor(pos), 0, bins - 1)
-    return b.astype(np.int64), np.clip(pos - b, 0.0, 1.0)
-
-
-def marginal_counts(num_cols, lo, hi, bins, cat_cols, n_categories, X):
+def marginal_counts(num_cols, cells, cat_cols, n_categories, X):
     """The stacked histograms of one block of rows (a pass's kernel: a module function of public
-    values): ``bins`` cells per numeric column, ``C_j + 1`` per categorical one (the codes
+    values): ``cells.n_cells`` per numeric column (:class:`~._atoms.NumericCells`: the atoms at
+    the box's edges and its bins, or the integers), ``C_j + 1`` per categorical one (the codes
     ``0 .. C_j - 1``; anything else, a missing value included, in the last: "other")."""
     parts = []
     d = len(num_cols)
     if d:
-        b, _ = _bins(np.asarray(X[:, list(num_cols)], dtype=np.float64), lo, hi, bins)
-        parts.append(np.bincount((b + bins * np.arange(d)).ravel(), minlength=d * bins))
+        c, _ = cells.cells(np.asarray(X[:, list(num_cols)], dtype=np.float64))
+        B = cells.n_cells
+        parts.append(np.bincount((c + B * np.arange(d)).ravel(), minlength=d * B))
     for col, C in zip(cat_cols, n_categories):
         parts.append(np.bincount(category_cells(X[:, col], C), minlength=C + 1))
     return np.concatenate(parts).astype(np.float64) if parts else np.zeros(0)
@@ -119,53 +117,76 @@ def projected_tables(counts, sizes):
 
 
 class Marginals:
-    """The released marginals, post-processed: numeric boxes ``lo, hi`` and CDFs ``cdf`` (d,
-    bins + 1) on the public bins; categorical probabilities ``cats`` (one array of ``C_j + 1``
-    per column, "other" last).  Public values only: a Dask task of a pass may hold it."""
+    """The released marginals, post-processed: the numeric columns' public cells ``cells``
+    (:class:`~._atoms.NumericCells`: box, bins, atoms, integers) and CDFs ``cdf`` (d,
+    n_cells + 1) over them; categorical probabilities ``cats`` (one array of ``C_j + 1`` per
+    column, "other" last).  Public values only: a Dask task of a pass may hold it."""
 
-    def __init__(self, lo, hi, cdf, cats=()):
-        self.lo, self.hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    def __init__(self, cells, cdf, cats=()):
+        self.cells = cells
         self.cdf = np.asarray(cdf, dtype=np.float64)
         self.cats = [np.asarray(c, dtype=np.float64) for c in cats]
 
     @classmethod
-    def from_counts(cls, counts, layout, lo, hi, bins=MARGINAL_BINS):
-        d = layout.d
-        probs = projected_tables(counts, [bins] * d + [int(c) + 1 for c in layout.n_categories])
-        cdf = np.zeros((d, bins + 1))
+    def from_counts(cls, counts, layout, cells):
+        """The noisy stacked counts post-processed by :func:`projected_tables`, without the
+        structurally empty cells (an integer column's beyond its integers: public), which stay 0."""
+        d, B = layout.d, cells.n_cells
+        counts = np.asarray(counts, dtype=np.float64)
+        empty = cells.structural()
+        live = np.concatenate([~empty.ravel(), np.ones(counts.size - d * B, dtype=bool)])
+        n_live = [int(B - np.count_nonzero(empty[j])) for j in range(d)]
+        probs = projected_tables(counts[live], n_live + [int(c) + 1 for c in layout.n_categories])
+        cdf = np.ones((d, B + 1))
         for j in range(d):
-            cdf[j, 1:] = np.minimum(np.cumsum(probs[j]), 1.0)
-            cdf[j, -1] = 1.0
-        return cls(lo, hi, cdf, probs[d:])
+            cdf[j, 0] = 0.0
+            cdf[j, 1:n_live[j] + 1] = np.minimum(np.cumsum(probs[j]), 1.0)
+            cdf[j, n_live[j]] = 1.0
+        return cls(cells, cdf, probs[d:])
 
     @property
-    def bins(self):
-        return self.cdf.shape[1] - 1
+    def lo(self):
+        return self.cells.lo
+
+    @property
+    def hi(self):
+        return self.cells.hi
 
     def to_z(self, A):
-        """The copula's z-values of numeric rows ``A`` (n, d) in the original units."""
+        """The copula's z-values of numeric rows ``A`` (n, d) in the original units: ``Φ⁻¹`` of
+        the released CDF at the value (an atom or integer at its mid-rank)."""
         if not A.shape[1]:
             return A
-        b, t = _bins(np.asarray(A, dtype=np.float64), self.lo, self.hi, self.bins)
+        c, t = self.cells.cells(A)
         j = np.arange(A.shape[1])
-        left, right = self.cdf[j, b], self.cdf[j, b + 1]
+        left, right = self.cdf[j, c], self.cdf[j, c + 1]
         return ndtri(np.clip(left + t * (right - left), U_CLIP, 1.0 - U_CLIP))
 
-    def from_u(self, U):
+    def from_u(self, U, cells=None):
         """Values with probability-integral transforms ``U`` (n, d): the inverse of each released
-        CDF, uniform within a bin."""
+        CDF, uniform within a bin, an atom's or integer's exact value (``cells``: an (n, d)
+        array to write each value's cell in, or None)."""
         out = np.empty_like(U)
-        w = (self.hi - self.lo) / self.bins
         for j in range(U.shape[1]):
-            F = self.cdf[j]
-            width = F[1:] - F[:-1]
-            safe = np.where(width > 0, width, 1.0)
-            col = np.ascontiguousarray(U[:, j])
-            for a in range(0, col.size, CHUNK):             # in cache
-                u = col[a:a + CHUNK]
-                b = np.minimum(np.maximum(search_right(F, u) - 1, 0), self.bins - 1)
-                frac = np.where(width[b] > 0, (u - F[b]) / safe[b], 0.5)
-                out[a:a + CHUNK, j] = self.lo[j] + (b + np.minimum(np.maximum(frac, 0.0), 1.0)) * w[j]
+            out[:, j] = self.column_from_u(j, np.ascontiguousarray(U[:, j]), None if cells is None else cells[:, j])
+        return out
+
+    def column_from_u(self, j, u, cells=None):
+        """Column j's values with probability-integral transforms ``u`` (n,), as :meth:`from_u`
+        (``cells``: an (n,) array to write the cells in, or None)."""
+        out = np.empty_like(u)
+        left, width = self.cells.values()
+        top = self.cells.n_cells - 1
+        F = self.cdf[j]
+        p = F[1:] - F[:-1]
+        safe = np.where(p > 0, p, 1.0)
+        for a in range(0, u.size, CHUNK):             # in cache
+            v = u[a:a + CHUNK]
+            c = np.minimum(np.maximum(search_right(F, v) - 1, 0), top)
+            frac = np.where(p[c] > 0, (v - F[c]) / safe[c], 0.5)
+            out[a:a + CHUNK] = left[j, c] + np.minimum(np.maximum(frac, 0.0), 1.0) * width[j, c]
+            if cells is not None:
+                cells[a:a + CHUNK] = c
         return out
 
 
@@ -229,7 +250,7 @@ class MarginalsMixin:
             return ()
         lay = self._lay(n_features)
         D = lay.d + len(lay.cat_cols)
-        cells = lay.d * MARGINAL_BINS + sum(int(c) + 1 for c in lay.n_categories)
+        cells = lay.d * column_cells(MARGINAL_BINS) + sum(int(c) + 1 for c in lay.n_categories)
         return (column_histograms(MARGINALS, D, cells),)
 
     # ------------------------------------------------------------------ plan
@@ -258,10 +279,16 @@ class MarginalsMixin:
         return out
 
     # ------------------------------------------------------------ releases
-    def _count_marginals(self, rows, lo, hi):
+    def _numeric_cells(self, lo, hi):
+        """The numeric columns' public cells on the box ``lo, hi`` (declared or released): the
+        integer rule for the columns the fit's schema declares integers (``dtypes``)."""
+        schema = self._schema()
+        return NumericCells(lo, hi, MARGINAL_BINS, integer_flags(schema.dtypes, schema.layout.num_cols))
+
+    def _count_marginals(self, rows, cells):
         lay = self._layout
-        return rows.reduce(functools.partial(marginal_counts, tuple(int(c) for c in lay.num_cols), lo, hi,
-                                             MARGINAL_BINS, tuple(int(c) for c in lay.cat_cols),
+        return rows.reduce(functools.partial(marginal_counts, tuple(int(c) for c in lay.num_cols), cells,
+                                             tuple(int(c) for c in lay.cat_cols),
                                              tuple(int(c) for c in lay.n_categories)))
 
     def _release_marginals(self, rows, layer):
@@ -271,8 +298,9 @@ class MarginalsMixin:
             return rows
         lay = self._layout
         lo, hi = self._fit_box if lay.d else (np.zeros(0), np.zeros(0))
-        noisy = layer.release({MARGINALS: self._count_marginals(rows, lo, hi)}, 0)[MARGINALS]
-        self._fit_marginals = Marginals.from_counts(noisy, lay, lo, hi)
+        cells = self._numeric_cells(lo, hi)
+        noisy = layer.release({MARGINALS: self._count_marginals(rows, cells)}, 0)[MARGINALS]
+        self._fit_marginals = Marginals.from_counts(noisy, lay, cells)
         if not lay.d or not hasattr(rows, "with_transform"):
             return rows
         return rows.with_transform(functools.partial(to_model_space, layout=lay, marginals=self._fit_marginals))
@@ -291,7 +319,8 @@ class MarginalsMixin:
                     lo, hi = rows.summary.column_min[num], rows.summary.column_max[num]
                 lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
                 hi = np.where(hi > lo, hi, lo + 1.0)
-            self._fit_marginals = Marginals.from_counts(self._count_marginals(rows, lo, hi), lay, lo, hi)
+            cells = self._numeric_cells(lo, hi)
+            self._fit_marginals = Marginals.from_counts(self._count_marginals(rows, cells), lay, cells)
         return super()._fit_exact(rows, key, n_threads)
 
     def _set_marginals(self):
@@ -309,7 +338,12 @@ class MarginalsMixin:
 
     def _fitted_marginals(self):
         cdf = getattr(self, "marginal_cdf_", None)
-        return None if cdf is None else Marginals(self.bounds_[0], self.bounds_[1], cdf)
+        if cdf is None:
+            return None
+        schema = self._fitted_schema()
+        cells = NumericCells(self.bounds_[0], self.bounds_[1], MARGINAL_BINS,
+                             integer_flags(schema.dtypes, schema.layout.num_cols))
+        return Marginals(cells, cdf)
 
     # ------------------------------------------------------------- sampling
     def sample(self, n_samples=1, *, other="drop", random_state=None):
@@ -319,8 +353,9 @@ class MarginalsMixin:
         copula's space, then mapped through each column's released marginal, so each column has
         its released 1-way distribution) and clipped to ``bounds_`` (integer columns rounded);
         categorical columns from the component's category probabilities.  Calibrated
-        (``calibrate="pairs"``): the rows are drawn from a larger pool raked towards the released
-        pair tables (:mod:`dpem_fast.mixture._calibrate`).
+        (``calibrate="pairs"``): the rows are resampled from at least 65,536 model rows by raking
+        weights towards the released pair tables, looked up cell by cell from factors fitted once
+        per model (:mod:`dpem_fast.mixture._calibrate`).
 
         Parameters
         ----------
@@ -347,13 +382,22 @@ class MarginalsMixin:
         if other not in ("missing", "drop"):
             raise ValueError(f"other must be 'drop' or 'missing', got {other!r}")
         rng = np.random.default_rng(random_state)
-        n_out, n = n, self._pool_size(n)        # calibrated: a pool to rake (else n itself)
+        schema = self._fitted_schema()
+        Z, y, M = self._draw_rows(self._pool_size(n), other, rng)     # calibrated: a pool (else n rows)
+        Z, y = self._calibrated(Z, y, M, n, rng, other)     # n of them by their raked weights, if calibrated
+        return schema.decode(Z, None if self.bounds_ is None else (self.bounds_[0], self.bounds_[1])), y
+
+    def _draw_rows(self, n, other, rng):
+        """``n`` rows (numeric values in the original units, category codes, −1 "other"), their
+        latent classes and (with marginals) their numeric values' marginal cells, drawn from the
+        model with ``rng``."""
         schema = self._fitted_schema()
         lay = schema.layout
         weights = np.asarray(self.weights_, dtype=np.float64) / np.sum(self.weights_)
         y = rng.choice(self.n_components_, size=n, p=weights)
         groups = by_component(y, self.n_components_)
         Z = np.zeros((n, len(schema.names)))
+        M = None
         if lay.d:
             num = list(lay.num_cols)
             means = np.asarray(self.means_, dtype=np.float64)
@@ -365,14 +409,19 @@ class MarginalsMixin:
                     if rows.size:
                         draws[rows] = ct.draw(rng, means[k], ct.component(covs, k), rows.size)
             marg = self._fitted_marginals()
-            if marg is not None:
+            if marg is not None:    # each column through the mixture's CDF and the released one
                 sd = np.sqrt(covs[:, np.arange(lay.d), np.arange(lay.d)] if covs.ndim == 3 else covs)
-                draws = marg.from_u(mixture_cdf(draws, weights, means, sd))
+                grids, M = cdf_grids(weights, means, sd), np.empty((lay.d, n), dtype=np.int32)
+
+                def column(j):
+                    u = column_cdf(np.ascontiguousarray(draws[:, j]), *grids[j])
+                    return marg.column_from_u(j, u, M[j])
+                draws = np.column_stack(parallel_map(column, range(lay.d), effective_n_threads(self.n_threads)))
+                M = M.T
             Z[:, num] = draws
         for col, probs, C in zip(lay.cat_cols, self.category_probs_, lay.n_categories):
             probs = np.asarray(probs, dtype=np.float64)
             slot = draw_categories(probs[:, :C] if other == "drop" else probs, groups, rng.random(n), C)
             Z[:, col] = np.where(slot < C, slot, -1)
-        Z, y = self._calibrated(Z, y, n_out, rng)     # n_out rows by their raked weights, if calibrated
-        return schema.decode(Z, None if self.bounds_ is None else (self.bounds_[0], self.bounds_[1])), y
+        return Z, y, M
 

@@ -17,10 +17,12 @@ bit, for the same draws), only without a binary search or a row-by-category matr
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from scipy.special import ndtr
 
-__all__ = ["by_component", "cdf_grids", "mixture_cdf", "search_right", "draw_categories", "GRID", "CHUNK", "TABLE_CELLS"]
+__all__ = ["by_component", "cdf_grids", "mixture_cdf", "column_cdf", "parallel_map", "search_right", "draw_categories", "GRID", "CHUNK", "TABLE_CELLS"]
 
 #: Points of the uniform grid the mixture's marginal CDFs are interpolated on.
 GRID = 4097
@@ -70,10 +72,27 @@ def mixture_cdf(Z, weights, means, sd, grid=GRID):
     interpolated), clipped to [0, 1]; :data:`CHUNK` rows at a time (in cache)."""
     U = np.empty_like(Z)
     for j, (zg, G) in enumerate(cdf_grids(weights, means, sd, grid)):
-        z = np.ascontiguousarray(Z[:, j])
-        for a in range(0, z.size, CHUNK):
-            U[a:a + CHUNK, j] = np.minimum(np.maximum(_interp_uniform(z[a:a + CHUNK], zg, G), 0.0), 1.0)
+        U[:, j] = column_cdf(np.ascontiguousarray(Z[:, j]), zg, G)
     return U
+
+
+def column_cdf(z, zg, G):
+    """One column's values ``z`` through its grid ``(zg, G)`` of :func:`cdf_grids` (as
+    :func:`mixture_cdf`)."""
+    u = np.empty_like(z)
+    for a in range(0, z.size, CHUNK):
+        u[a:a + CHUNK] = np.minimum(np.maximum(_interp_uniform(z[a:a + CHUNK], zg, G), 0.0), 1.0)
+    return u
+
+
+def parallel_map(fn, items, n_threads):
+    """``[fn(x) for x in items]`` on up to ``n_threads`` threads (numpy's loops release the GIL),
+    in order: the same results whatever the thread count, for ``fn`` without shared state."""
+    items = list(items)
+    if n_threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(min(int(n_threads), len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def search_right(F, u, cells=TABLE_CELLS):

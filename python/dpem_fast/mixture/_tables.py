@@ -133,8 +133,12 @@ class TableSchema:
                 labels = list(cat[i])
                 codes = Z[:, i].astype(np.int64)
                 codes[(codes < 0) | (codes >= len(labels))] = -1
-                ordered = dt == "category[ordered]"
-                cols[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
+                if _is_category(dt):
+                    ordered = dt == "category[ordered]"
+                    cols[name] = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(labels, ordered=ordered))
+                else:           # a text column ("other": missing, as the dtype writes it)
+                    values = np.array(labels + [None], dtype=object)[codes]
+                    cols[name] = values if dt == "object" else pd.array(values, dtype=pd.api.types.pandas_dtype(dt))
             else:
                 v = np.clip(Z[:, i], *box[i]) if i in box else Z[:, i].copy()
                 kind = np.dtype(dt).kind if _is_numpy_dtype(dt) else "f"
@@ -153,6 +157,26 @@ def _is_numpy_dtype(name):
         return True
     except TypeError:
         return False
+
+
+def _text_dtype(dtype):
+    """The released dtype of a categorical column with text labels that is not of a ``category``
+    dtype: an explicit ``StringDtype`` with ``pd.NA`` as its missing value (only a declaration
+    makes one, inference never does) as it is, else the installed pandas' dtype of a column of
+    strings (``object`` before pandas 3, ``str`` from it) — not the input's ``object`` or ``str``,
+    which in pandas 3 one value decides (a single non-string value makes the column ``object``).
+    Caveat: ``DataFrame.convert_dtypes()`` makes a ``string`` column only where every value is a
+    string, so after it the released dtype says whether one was not (one bit; declare the column
+    a ``CategoricalDtype`` to release nothing of it)."""
+    import pandas as pd
+
+    if isinstance(dtype, pd.StringDtype) and dtype.na_value is pd.NA:
+        return f"string[{dtype.storage}]"
+    return str(pd.Series(["a"]).dtype)
+
+
+def _is_category(name):
+    return name in ("category", "category[ordered]")
 
 
 def _dtype_name(dtype):
@@ -203,7 +227,8 @@ def table_schema(X, categories, n_features, dtypes=None):
     never from the frame's inferred dtypes, which one value can decide (``read_csv`` makes an
     int column float with one 30.5, a bool column object with one missing value): categorical
     columns are ``category`` over their declared labels (``category[ordered]`` where an
-    ordered ``CategoricalDtype`` declares them), numeric columns ``float64`` unless ``dtypes``
+    ordered ``CategoricalDtype`` declares them; a column with text labels not of a ``category``
+    dtype keeps pandas' text dtype, :func:`_text_dtype`), numeric columns ``float64`` unless ``dtypes``
     (``{column: dtype}``) declares an integer or float dtype.  ``dtypes`` is refused for an
     array (its rows are released as an array).
     """
@@ -247,8 +272,13 @@ def table_schema(X, categories, n_features, dtypes=None):
                     f"categories from public knowledge (categories={{{name!r}: [...]}}) or give it a pandas "
                     "CategoricalDtype with a declared list; the list of values that occur in the data is "
                     "private, so it is never read from the data")
-        released = _released_dtypes(dtypes, names, cat_cols)
-        released = tuple(dt + "[ordered]" if i in ordered and i in cat_cols else dt for i, dt in enumerate(released))
+        released = list(_released_dtypes(dtypes, names, cat_cols))
+        for i, labels in zip(cat_cols, cats):
+            if i in ordered:
+                released[i] += "[ordered]"
+            elif labels.dtype == object and not isinstance(X.dtypes.iloc[i], pd.CategoricalDtype):
+                released[i] = _text_dtype(X.dtypes.iloc[i])
+        released = tuple(released)
         return TableSchema(tuple(names), tuple(cat_cols), tuple(cats), released)
     if dtypes is not None:
         raise ValueError("dtypes: declared output dtypes apply to a data frame; an array's rows are released "
