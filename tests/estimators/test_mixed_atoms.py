@@ -49,21 +49,72 @@ def test_cells_atoms_at_the_edges_bins_between_and_integers():
     assert list(cells.n_int) == [0, 10, 0]          # 201 integers in the third box: more than the cells
     A = np.array([[0.0, 0.0, -0.5], [-3.0, 3.4, 7.2], [6.0, 9.0, 200.0], [9.0, 12.0, 250.0], [3.0, 4.6, 0.0]])
     c, t = cells.cells(A)
-    assert list(c[:, 0]) == [0, 0, B - 1, B - 1, 1 + MARGINAL_BINS // 2]
+    # column 0: 0 is the box's edge (no split): the atom at hi is cell bins + 1, two empty cells after
+    assert list(c[:, 0]) == [0, 0, MARGINAL_BINS + 1, MARGINAL_BINS + 1, 1 + MARGINAL_BINS // 2]
     assert list(c[:, 1]) == [0, 3, 9, 9, 5] and np.all(t[:, 1] == 0.5)
-    assert c[0, 2] == 0 and c[2, 2] == B - 1 and c[4, 2] == 1 + int(0.5 / (200.5 / MARGINAL_BINS))
+    # column 2: 0 inside the box, in bin b0 = 0: [-0.5, 0) is cell 1, 0 exactly cell 2, (0, w) cell 3
+    w2 = 200.5 / MARGINAL_BINS
+    assert c[0, 2] == 0 and c[2, 2] == B - 1 and c[4, 2] == 2 and t[4, 2] == 0.5
+    assert c[1, 2] == 3 + int((7.2 + 0.5) / w2)
     left, width = cells.values()
-    assert left[0, 0] == 0.0 and width[0, 0] == 0.0 and left[0, -1] == 6.0 and width[0, -1] == 0.0
-    assert np.all(width[0, 1:-1] == 6.0 / MARGINAL_BINS)
+    assert left[0, 0] == 0.0 and width[0, 0] == 0.0 and left[0, MARGINAL_BINS + 1] == 6.0
+    assert np.all(width[0, MARGINAL_BINS + 1:] == 0.0)
+    assert np.all(width[0, 1:MARGINAL_BINS + 1] == 6.0 / MARGINAL_BINS)
     assert list(left[1, :10]) == list(range(10)) and np.all(width[1] == 0) and np.all(left[1, 10:] == 9)
     assert cells.structural()[1, 10:].all() and not cells.structural()[1, :10].any()
-    assert not cells.structural()[[0, 2]].any()
+    assert cells.structural()[0, MARGINAL_BINS + 2:].all() and not cells.structural()[0, :MARGINAL_BINS + 2].any()
+    assert not cells.structural()[2].any()
+    assert (left[2, 1], width[2, 1], left[2, 2], width[2, 2], left[2, 3]) == (-0.5, 0.5, 0.0, 0.0, 0.0)
+    assert np.isclose(width[2, 3], w2 - 0.5) and np.isclose(left[2, 4], w2 - 0.5) and left[2, -1] == 200.0
+
+
+def test_every_value_lies_in_its_cell_and_cells_are_in_value_order():
+    """For random boxes (0 inside, at an edge, outside; integer columns too) every value's cell
+    holds it (``left + t * width`` is the value, clipped to the box) and the cells' ranges are
+    in value order, so the released CDF over them is a CDF of the column."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        lo = rng.choice([-5.0, -0.3, 0.0, 1.0], 4) * rng.uniform(0.5, 3, 4)
+        hi = lo + rng.uniform(0.5, 40, 4)
+        cells = NumericCells(lo, hi, MARGINAL_BINS, rng.random(4) < 0.3)
+        A = np.vstack([rng.uniform(lo - 1, hi + 1, (200, 4)), np.zeros((5, 4)), np.round(rng.uniform(lo, hi, (20, 4)))])
+        c, t = cells.cells(A)
+        left, width = cells.values()
+        j = np.arange(4)
+        v = np.clip(A, lo, hi)
+        got = left[j, c] + t * width[j, c]
+        exact = (width[j, c] == 0)
+        binned = cells.n_int == 0
+        assert np.allclose(got[:, binned], v[:, binned], rtol=0, atol=1e-9 * (hi - lo)[binned])
+        assert not cells.structural()[j, c].any()
+        for k in np.flatnonzero(binned):
+            live = ~cells.structural()[k]
+            ends = left[k, live] + width[k, live]
+            assert np.all(np.diff(left[k, live]) >= -1e-12) and np.all(ends[:-1] <= left[k, live][1:] + 1e-9)
+        zero_inside = binned & (lo < 0) & (hi > 0)
+        rows0 = slice(200, 205)
+        assert np.all(exact[rows0][:, zero_inside]) and np.all(got[rows0][:, zero_inside] == 0.0)
+
+
+def test_interior_zeros_come_back_as_exact_zeros():
+    """A column 60 % exactly 0 in the middle of a symmetric box (shuttle's sensor readings) is
+    sampled with about 60 % exact zeros, with no integer declaration."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    x = np.where(rng.random(n) < 0.6, 0.0, rng.normal(0, 4, n)).clip(-20, 20)
+    df = pd.DataFrame({"x": x, "y": rng.normal(size=n).clip(-4, 4)})
+    for eps in (1.0, float("inf")):
+        m = DPMixedMixture(2, epsilon=eps, bounds={"x": (-20, 20), "y": (-4, 4)}, random_state=0).fit(df)
+        S = m.sample(20000, random_state=1)[0]
+        assert abs(float(np.mean(S["x"] == 0.0)) - 0.6) < 0.05, eps
+        # a column without zeros: none at eps = inf; at eps = 1 the atom's noise mass (one cell's)
+        assert float(np.mean(S["y"] == 0.0)) <= (0.0 if eps == float("inf") else 0.01)
 
 
 def test_the_marginals_sensitivity_with_atoms_and_integers_by_brute_force():
     """Atoms and integer cells: every row still adds 1 to exactly one cell of each column, so
     every neighbour moves the stacked counts by at most ℓ2 √D (add/remove), √(2D) (replace),
-    attained; the spec is the histograms' with 66 cells a numeric column."""
+    attained; the spec is the histograms' with 68 cells a numeric column."""
     m = DPMixedMixture(2, bounds=(-4, 4), categories={"x1": 3})
     lay = m._lay(4)
     assert m._marginal_specs(4)[0] == column_histograms(MARGINALS, 4, 3 * B + 4)

@@ -1,14 +1,18 @@
 """The public cells of a numeric column in the marginals of
 :class:`~dpem_fast.DPMixedMixture` (issue 37, "atoms"): point masses where a column has them.
 
-A column's released histogram has :func:`column_cells` ``= bins + 2`` cells, fixed by ``bins``
+A column's released histogram has :func:`column_cells` ``= bins + 4`` cells, fixed by ``bins``
 alone (so the plan's shape is known before any box is released):
 
 * **binned** (every column by default): cell 0 is the value *exactly* ``lo`` (the box's lower
-  edge, declared or released), cells ``1 .. bins`` the ``bins`` equal-width public bins of the
-  box, cell ``bins + 1`` the value exactly ``hi``.  A value is clipped to the box first, so a
-  value at or below ``lo`` is an atom there (96 % zero precipitation with ``lo = 0``; a
-  saturated maximum at ``hi``), the rest of the box is binned as before;
+  edge, declared or released), then the ``bins`` equal-width public bins of the box, then the
+  value exactly ``hi``.  A value is clipped to the box first, so a value at or below ``lo`` is an
+  atom there (96 % zero precipitation with ``lo = 0``; a saturated maximum at ``hi``).  Where 0
+  lies strictly inside the box, the bin holding it is split into three cells in value order —
+  its part below 0, the value **exactly 0** (an atom: sensor readings, balances, counts that are
+  mostly zero in the middle of a symmetric box), its part above 0 — so that a column's zeros
+  come back as zeros wherever 0 falls; otherwise the two extra cells are structurally empty
+  (last, public).  Where 0 is in the box is a function of the public box alone;
 * **integer**: a column declared an integer dtype (``dtypes``: the schema, never the values)
   whose box holds ``m`` integers, ``1 <= m <= bins + 2``: cell ``c < m`` is the integer
   ``ceil(lo) + c`` (a value rounded to the nearest integer, then clipped to those), cells ``m ..``
@@ -33,8 +37,9 @@ __all__ = ["NumericCells", "column_cells", "integer_flags"]
 
 
 def column_cells(bins):
-    """Cells of a numeric column: ``bins`` bins and the two atoms at the box's edges."""
-    return int(bins) + 2
+    """Cells of a numeric column: ``bins`` bins (one split in two around 0), the two atoms at the
+    box's edges and the atom at 0."""
+    return int(bins) + 4
 
 
 def integer_flags(dtypes, num_cols):
@@ -72,6 +77,11 @@ class NumericCells:
             first, m = np.ceil(self.lo), np.floor(self.hi) - np.ceil(self.lo) + 1
         self.n_int = np.where(integer & (m >= 1) & (m <= self.n_cells), m, 0).astype(np.int64)
         self.first = first
+        # binned columns with 0 strictly inside the box: the bin b0 holding 0 is split around it
+        self.zero = (self.n_int == 0) & (self.lo < 0) & (self.hi > 0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            b0, _ = _bins(np.zeros((1, self.lo.size)), self.lo, self.hi, self.bins)
+        self.b0 = np.where(self.zero, b0[0], -1)
 
     @property
     def n_cells(self):
@@ -87,23 +97,57 @@ class NumericCells:
         v = np.clip(A, self.lo, self.hi)
         b, t = _bins(v, self.lo, self.hi, self.bins)
         at_lo, at_hi = v <= self.lo, v >= self.hi
-        cell = np.where(at_lo, 0, np.where(at_hi, self.bins + 1, b + 1))
+        hi_cell = np.where(self.zero, self.bins + 3, self.bins + 1)
+        cell = np.where(at_lo, 0, np.where(at_hi, hi_cell, b + 1))
         t = np.where(at_lo | at_hi, 0.5, t)
+        for j in np.flatnonzero(self.zero):
+            self._split_zero(j, v[:, j], b[:, j], cell[:, j], t[:, j], at_lo[:, j] | at_hi[:, j])
         for j in np.flatnonzero(self.n_int):
             cell[:, j] = np.clip(np.rint(v[:, j]) - self.first[j], 0, self.n_int[j] - 1)
             t[:, j] = 0.5
         return cell.astype(np.int64), t
 
+    def _bin_width(self):
+        return (self.hi / 2 - self.lo / 2) * (2.0 / self.bins)   # halves: finite for any finite box
+
+    def _split_zero(self, j, v, b, cell, t, edge):
+        """Column j's cells and fractions around its atom at 0 (in place; ``edge``: the box's
+        atoms, left as they are): bins above 0's bin ``b0`` move up two cells, and ``b0`` becomes
+        its part below 0 (cell ``b0 + 1``), 0 itself (``b0 + 2``) and its part above 0 (``b0 + 3``)."""
+        b0 = self.b0[j]
+        left = self.lo[j] + b0 * self._bin_width()[j]
+        right = left + self._bin_width()[j]
+        inner = ~edge
+        above = inner & (b > b0)
+        cell[above] += 2
+        mid = inner & (b == b0)
+        neg, pos = mid & (v < 0), mid & (v > 0)
+        cell[mid & (v == 0)], t[mid & (v == 0)] = b0 + 2, 0.5
+        cell[pos] = b0 + 3
+        if left < 0:
+            t[neg] = np.clip((v[neg] - left) / (0.0 - left), 0.0, 1.0)
+        if right > 0:
+            t[pos] = np.clip(v[pos] / right, 0.0, 1.0)
+
     def values(self):
         """Each cell's left value and width (d, n_cells): a bin's range, an atom's or an
         integer's exact value with width 0 (an empty integer cell: the last integer)."""
         d, B = self.d, self.bins
-        w = (self.hi / 2 - self.lo / 2) * (2.0 / B)       # halves: finite for any finite box
+        w = self._bin_width()
         left = np.empty((d, self.n_cells))
         width = np.zeros((d, self.n_cells))
-        left[:, 0], left[:, -1] = self.lo, self.hi
-        left[:, 1:-1] = self.lo[:, None] + np.arange(B)[None, :] * w[:, None]
-        width[:, 1:-1] = w[:, None]
+        left[:, 0] = self.lo
+        left[:, 1:B + 1] = self.lo[:, None] + np.arange(B)[None, :] * w[:, None]
+        width[:, 1:B + 1] = w[:, None]
+        left[:, B + 1:] = self.hi[:, None]              # the atom at hi; structurally empty after it
+        for j in np.flatnonzero(self.zero):             # bins b0 + 1 .. moved up two cells
+            b0, lj, wj = self.b0[j], left[j].copy(), width[j].copy()
+            start = lj[b0 + 1]
+            left[j, b0 + 4:B + 3], width[j, b0 + 4:B + 3] = lj[b0 + 2:B + 1], wj[b0 + 2:B + 1]
+            left[j, b0 + 1], width[j, b0 + 1] = start, max(0.0 - start, 0.0)
+            left[j, b0 + 2], width[j, b0 + 2] = 0.0, 0.0
+            left[j, b0 + 3], width[j, b0 + 3] = 0.0, max(start + wj[b0 + 1], 0.0)
+            left[j, B + 3], width[j, B + 3] = self.hi[j], 0.0
         for j in np.flatnonzero(self.n_int):
             m = self.n_int[j]
             left[j] = self.first[j] + np.minimum(np.arange(self.n_cells), m - 1)
@@ -111,8 +155,10 @@ class NumericCells:
         return left, width
 
     def structural(self):
-        """Cells no value can fall in (d, n_cells): an integer column's beyond its integers."""
+        """Cells no value can fall in (d, n_cells): an integer column's beyond its integers, a
+        binned column's two cells after its atom at hi where 0 is not inside its box."""
         out = np.zeros((self.d, self.n_cells), dtype=bool)
+        out[~self.zero & (self.n_int == 0), self.bins + 2:] = True
         for j in np.flatnonzero(self.n_int):
             out[j, self.n_int[j]:] = True
         return out

@@ -169,8 +169,8 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         times a row's (set in the plan, :mod:`dpem_fast._engine._groups`).
     marginals : {"auto", "copula", None}, default="auto"
         Marginals first (issue 37).  ``"copula"``: every column's 1-way histogram (64 public bins
-        of a numeric column's box and the atoms exactly at its two edges, or one cell per integer
-        of a column declared an integer dtype with at most 66 integers in its box; a categorical
+        of a numeric column's box, atoms exactly at its edges and at 0 where 0 is inside it, or
+        one cell per integer of a column declared an integer dtype with at most 68; a categorical
         column's categories and "other") is released
         once before EM, on a third of the plan; the mixture's numeric block is fitted to each
         value's Gaussian score under its column's released distribution, and ``sample`` maps
@@ -210,9 +210,9 @@ class DPMixedMixture(CalibrationMixin, MarginalsMixin, MixtureInferenceMixin, Pr
         ``categories``) only (None when fitted on an array).
     bounds_ : ndarray of shape ``(2, n_numeric)`` or None
         The numeric box (declared, or released by the private estimate).
-    marginal_cdf_ : ndarray of shape ``(n_numeric, 67)`` or None
-        The released CDF of each numeric column on its 66 public cells (``bounds_[0]`` exactly,
-        64 bins, ``bounds_[1]`` exactly; or its integers); None without marginals.
+    marginal_cdf_ : ndarray of shape ``(n_numeric, 69)`` or None
+        Each numeric column's released CDF on its 68 public cells (``bounds_[0]`` exactly, 64 bins,
+        one split at an atom at 0, ``bounds_[1]`` exactly, unused last; or its integers), or None.
     pair_tables_ : list of ndarray or None
         Calibrated: the released pair tables, post-processed (probabilities).
     n_components_ : int
