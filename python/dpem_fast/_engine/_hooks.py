@@ -197,6 +197,13 @@ class ModelHooks:
         then cover those columns only.  Public parameters only."""
         return None
 
+    def _releases_radius(self, source):
+        """True when a private fit releases the radius of its rows inside the domain's box
+        (:mod:`~dpem_fast._engine._radius`, on its share of the plan) and works in the ball of
+        that radius; ``source``: the domain's source (``"declared"``, ``"estimate"``, ``"data"``,
+        None).  Default False; public parameters only."""
+        return False
+
     def _declared_domain(self, n_domain):
         """The declared domain of ``n_domain`` columns (:func:`~dpem_fast._preprocess.resolve_domain`
         of ``data_norm`` and ``bounds``); a model whose ``bounds`` take another public form
