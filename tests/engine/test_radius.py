@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from dpem_fast import DPGaussianMixture
-from dpem_fast._engine._radius import RADIUS, RADIUS_BINS, RADIUS_TAIL, _norm_histogram, radius_from_histogram
+from dpem_fast._engine._radius import (RADIUS, RADIUS_BINS, RADIUS_MIN_ROWS, RADIUS_TAIL, _norm_histogram,
+                                       radius_from_histogram)
 from dpem_fast._preprocess import box_domain
 
 
@@ -47,7 +48,7 @@ def test_declared_box_releases_its_radius_and_works_in_that_ball():
 
 @pytest.mark.parametrize("kw", [dict(data_norm=100.0), dict(), dict(epsilon=float("inf"))])
 def test_no_radius_without_a_declared_box_alone(kw):
-    X, bounds = _box_table(600)
+    X, bounds = _box_table(RADIUS_MIN_ROWS)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         args = {"epsilon": 1.0, "random_state": 0, "max_iter": 2, **kw}
@@ -59,8 +60,17 @@ def test_no_radius_without_a_declared_box_alone(kw):
 
 
 def test_radius_is_in_the_plan_before_the_charge():
+    """From public quantities: a declared box alone, and n >= RADIUS_MIN_ROWS where n is public."""
     bounds = _box_table(10)[1]
-    plan = DPGaussianMixture(2, epsilon=1.0, bounds=bounds).privacy_plan(3, 600)
+    plan = DPGaussianMixture(2, epsilon=1.0, bounds=bounds).privacy_plan(3, RADIUS_MIN_ROWS)
     assert RADIUS in plan.releases and plan.releases[RADIUS].count == 1
-    plan = DPGaussianMixture(2, epsilon=1.0, bounds=bounds, data_norm=100.0).privacy_plan(3, 600)
-    assert RADIUS not in plan.releases
+    assert RADIUS not in DPGaussianMixture(2, bounds=bounds).privacy_plan(3, RADIUS_MIN_ROWS - 1).releases
+    assert RADIUS in DPGaussianMixture(2, bounds=bounds, neighbouring="add_remove").privacy_plan(3).releases
+    assert RADIUS not in DPGaussianMixture(2, bounds=bounds, data_norm=100.0).privacy_plan(3, 10 ** 6).releases
+
+
+def test_a_tail_within_its_noise_says_nothing():
+    h = np.zeros(RADIUS_BINS)
+    h[1] = 150.0                                    # 150 rows near the centre, noise sd 23 per bin
+    assert radius_from_histogram(h, 150, sigma=23.0) == 1.0
+    assert radius_from_histogram(h, 150, sigma=0.0) == 2 / RADIUS_BINS

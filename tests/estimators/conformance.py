@@ -303,7 +303,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_release_specs(X.shape[1], est._public_rows(X.shape[0]))})
         specs.update({s.name: s for s in est._one_off_releases(X.shape[1])[0]})    # a model's own one-offs
-        if declared and est._releases_radius("declared"):     # a declared box's radius (models that release it)
+        if declared and est._releases_radius("declared", est._public_rows(X.shape[0])):     # a declared box's radius (models that release it)
             specs.update({s.name: s for s in radius_specs()})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():

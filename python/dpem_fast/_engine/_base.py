@@ -393,7 +393,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             shares.update(split)
         extra, extra_shares = self._one_off_releases(d)     # a model's own one-offs (issue 37)
         one_off, shares = one_off + tuple(extra), {**shares, **extra_shares}
-        if self._releases_radius(source):                   # a declared box's private radius (issue 40)
+        if self._releases_radius(source, n_public):                   # a declared box's private radius (issue 40)
             one_off, shares = one_off + radius_specs(), {**shares, **radius_shares()}
         mechanisms = self._mechanisms()
         accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
@@ -439,7 +439,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             domain = usable_box(domain)             # no degenerate (zero-width) feature; a declared box as declared
         if domain is not None:
             domain = self._working_domain(domain)
-        if self._releases_radius(source):
+        if self._releases_radius(source, n_public):
             domain, radius = release_radius(rows, layer, domain, n_public, cols)
             coverage["radius"] = radius
         if start:

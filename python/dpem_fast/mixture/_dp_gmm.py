@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract
 from .._engine import PrivateEM
+from .._engine._radius import RADIUS_MIN_ROWS
 from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components
 from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
@@ -381,10 +382,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
                                    second=self.covariance_type)
 
-    def _releases_radius(self, source):
-        """A declared box without ``data_norm`` (public): the rows' radius in it is released
-        (:mod:`~dpem_fast._engine._radius`, issue 40) and the fit works in that ball."""
-        return source == "declared" and self.data_norm is None and self.bounds is not None
+    def _releases_radius(self, source, n_public):
+        """A declared box without ``data_norm`` (public), from ``RADIUS_MIN_ROWS`` rows where n is
+        public: the rows' radius in it is released (:mod:`~dpem_fast._engine._radius`, issue 40)
+        and the fit works in that ball."""
+        return (source == "declared" and self.data_norm is None and self.bounds is not None
+                and (n_public is None or n_public >= RADIUS_MIN_ROWS))
 
     def _public_means(self):
         """The user's public ``means_init`` array, or None (also for ``"private"``)."""
