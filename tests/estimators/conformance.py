@@ -46,6 +46,7 @@ from sklearn.utils.estimator_checks import check_estimator
 from dpem_fast import accounting as acc
 from dpem_fast.accounting import DomainCoverageWarning
 from dpem_fast._engine import PrivateEM, ReleaseLayer, Statistics, domain_specs
+from dpem_fast._engine._radius import radius_specs
 from dpem_fast._engine._lattice import LATTICE_RESOLUTION, lattice
 from dpem_fast._engine import _base as engine_base
 from dpem_fast._engine import _domain as engine_domain
@@ -63,7 +64,8 @@ from privacy_conformance import PrivacyConformance
 _HISTOGRAMS = ("domain_scale", "domain_refine")
 _ONE_OFF = _HISTOGRAMS + ("domain_outside",)
 #: every release made once before the loop: the domain estimate's and a private start's
-_BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums", "marginals", "pairs")   # one-offs: start, marginals, pairs
+_BEFORE_LOOP = _ONE_OFF + ("start_counts", "start_sums", "marginals", "pairs",   # one-offs: start, marginals, pairs
+                          "domain_radius")                                       # a declared box's radius
 
 
 def random_gaussian_components(rng, K, d):
@@ -174,6 +176,7 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
             sized.n_features_in_ = d
             specs = [*sized._statistic_specs(d), *sized._start_specs(d)]
         specs += list(domain_specs(len(self.domain_columns(X)))) + list(est._one_off_releases(d)[0])
+        specs += list(radius_specs())      # a declared box's private radius (models that release it)
         return {s.name: s for s in specs}
 
     # -------------------------------------------------------------- helpers
@@ -300,6 +303,8 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
         specs.update({s.name: s for s in domain_specs(len(self.domain_columns(X)))})
         specs.update({s.name: s for s in est._start_release_specs(X.shape[1], est._public_rows(X.shape[0]))})
         specs.update({s.name: s for s in est._one_off_releases(X.shape[1])[0]})    # a model's own one-offs
+        if declared and est._releases_radius("declared", est._public_rows(X.shape[0])):     # a declared box's radius (models that release it)
+            specs.update({s.name: s for s in radius_specs()})
         assert set(rec.releases) == set(specs) if not declared else set(rec.releases) <= set(specs)
         for r in rec.releases.values():
             spec = specs[r.name]

@@ -36,6 +36,7 @@ from dpem_fast import ModelFormatError, _persist
 from dpem_fast import accounting as acc
 from dpem_fast._engine import _groups as engine_groups
 from dpem_fast._engine import domain_specs
+from dpem_fast._engine._radius import radius_specs
 from dpem_fast._engine._sources import _memory as engine_data
 from dpem_fast.io import NpyBlocks
 
@@ -96,7 +97,9 @@ class PersonLevelConformance:
         # a release only the grouped fit makes: a model's row count, public per row under replace
         # but private per group (it changes by up to m), released as under add/remove
         extra = set(rec.releases) - set(row.privacy_.releases)
-        specs = {sp.name: sp for sp in grp._statistic_specs(X.shape[1])} if extra else {}
+        specs = {sp.name: sp for sp in radius_specs()}     # a declared box's radius: n private per group
+        if extra - set(specs):
+            specs.update({sp.name: sp for sp in grp._statistic_specs(X.shape[1])})
         for name in extra:
             assert rec.releases[name].sensitivity == pytest.approx(M * max(specs[name].l2.values()), rel=1e-12)
         same_plan = set(rec.releases) == set(row.privacy_.releases)

@@ -62,6 +62,7 @@ from ._estimator import Context, PrivateEstimator
 from ._hooks import ModelHooks
 from ._domain import check_estimable, domain_from_data, domain_shares, domain_specs, estimate_domain
 from ._plan import make_plan
+from ._radius import radius_shares, radius_specs, release_radius
 from ._start import start_shares
 from ._record import NOT_PRIVATE
 from ._loops import PrivateRun
@@ -392,6 +393,8 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             shares.update(split)
         extra, extra_shares = self._one_off_releases(d)     # a model's own one-offs (issue 37)
         one_off, shares = one_off + tuple(extra), {**shares, **extra_shares}
+        if self._releases_radius(source, n_public):                   # a declared box's private radius (issue 40)
+            one_off, shares = one_off + radius_specs(), {**shares, **radius_shares()}
         mechanisms = self._mechanisms()
         accountant = self.accountant or self._default_accountant(mechanisms, self.noise)
         if accountant == "gdp" and mechanisms and "laplace" in mechanisms.values():
@@ -436,6 +439,9 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             domain = usable_box(domain)             # no degenerate (zero-width) feature; a declared box as declared
         if domain is not None:
             domain = self._working_domain(domain)
+        if self._releases_radius(source, n_public):
+            domain, radius = release_radius(rows, layer, domain, n_public, cols)
+            coverage["radius"] = radius
         if start:
             with blas_single_thread():
                 params = self._private_start(rows, layer, domain, key, n_threads)
@@ -509,8 +515,11 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             "bounds": None if domain.bounds is None else (domain.bounds[0].copy(), domain.bounds[1].copy()),
             "from_data": source == "data",
         }
+        coverage = dict(coverage or {})
+        if "radius" in coverage:    # a declared box's released radius (_radius.release_radius)
+            out["radius"] = coverage.pop("radius")
         if coverage:        # a private estimate's released coverage (_domain.coverage_report)
-            out["coverage"] = dict(coverage)
+            out["coverage"] = coverage
         return out
 
     def _set_diagnostics(self, train_ll, n_clipped):

@@ -197,6 +197,14 @@ class ModelHooks:
         then cover those columns only.  Public parameters only."""
         return None
 
+    def _releases_radius(self, source, n_public):
+        """True when a private fit releases the radius of its rows inside the domain's box
+        (:mod:`~dpem_fast._engine._radius`, on its share of the plan) and works in the ball of
+        that radius; ``source``: the domain's source (``"declared"``, ``"estimate"``, ``"data"``,
+        None); ``n_public``: the row count where it is public, else None.  Default False;
+        public quantities only."""
+        return False
+
     def _declared_domain(self, n_domain):
         """The declared domain of ``n_domain`` columns (:func:`~dpem_fast._preprocess.resolve_domain`
         of ``data_norm`` and ``bounds``); a model whose ``bounds`` take another public form

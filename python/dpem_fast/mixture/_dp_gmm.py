@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract
 from .._engine import PrivateEM
+from .._engine._radius import RADIUS_MIN_ROWS
 from .._engine._components import check_counts_resolvable, data_box, initial_means, live_components
 from .._engine._specs import moments_joint_bound, soft_counts, weighted_sums
 from .._engine._start import private_start, start_specs
@@ -123,7 +124,12 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         leave the whole budget to the mixture and are usually tighter.  ``"from_data"`` uses
         the data's exact bounding box: an explicit opt-in that is **not
         private** — it raises a ``PrivacyLeakWarning``, ``privacy_.private``
-        is False and no ``budget`` ledger is accepted.
+        is False and no ``budget`` ledger is accepted.  A declared box without ``data_norm``
+        also releases the radius of the rows inside it (one norm histogram on 5 % of the
+        plan, :mod:`dpem_fast._engine._radius`): the fit works in the ball of that radius
+        (at most 3 % of the rows projected onto it), ``privacy_.data_domain["radius"]``.
+
+        .. versionchanged:: 0.1 (issue 40)
     neighbouring : {"replace", "add_remove"}, default="replace"
         Neighbouring relation: datasets differing by replacing one row, or by
         adding/removing one row.  Every sensitivity below is derived under it.
@@ -375,6 +381,13 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         ``a[r] = Δ_r²/σ_r²`` (derived in :mod:`dpem_fast._engine._specs`, "Joint bound")."""
         return moments_joint_bound(a[FIRST], a[SECOND], a[COUNTS], neighbouring=neighbouring,
                                    second=self.covariance_type)
+
+    def _releases_radius(self, source, n_public):
+        """A declared box without ``data_norm`` (public), from ``RADIUS_MIN_ROWS`` rows where n is
+        public: the rows' radius in it is released (:mod:`~dpem_fast._engine._radius`, issue 40)
+        and the fit works in that ball."""
+        return (source == "declared" and self.data_norm is None and self.bounds is not None
+                and (n_public is None or n_public >= RADIUS_MIN_ROWS))
 
     def _public_means(self):
         """The user's public ``means_init`` array, or None (also for ``"private"``)."""
