@@ -192,3 +192,22 @@ def test_not_private_model_report():
     m = dpem_fast.DPGaussianMixture(2, epsilon=float("inf"), max_iter=3).fit(_blobs())
     text = privacy_report(m)
     assert "NONE - fitted without privacy" in text and re.search(r"components\s+: 2", text)
+
+
+def test_the_released_radius_is_glossed_and_shown_with_the_box():
+    """A declared box much wider than the rows: the fit releases the rows' radius (issue 40), and
+    the report says what that release is and that the fit works in the smaller ball."""
+    import warnings
+    import numpy as np
+    from dpem_fast import DPGaussianMixture, privacy_report
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(6000, 3)), 40 * rng.normal(size=(20, 3))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = DPGaussianMixture(2, bounds=(-100, 100), neighbouring="add_remove", max_iter=3,
+                              random_state=0).fit(X)
+    text = privacy_report(m)
+    assert "domain_radius" in m.privacy_.releases and m.privacy_.data_domain["radius"] < 1
+    assert "no description" not in text
+    assert "the private radius: a histogram of the rows' norms" in text
+    assert "radius      : released (domain_radius)" in text

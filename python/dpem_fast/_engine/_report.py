@@ -32,6 +32,9 @@ GLOSSES = {
                       "({cols})", "rows"),
     "domain_outside": ("the private box, step 3: the rows outside the bulk box, outside the tight box, "
                        "and all rows (3 counts)", "rows"),
+    "domain_radius": ("the private radius: a histogram of the rows' norms inside the declared box "
+                      "({n} bins); the fit works in the smallest ball that leaves at most a few % of "
+                      "the rows outside (they are projected onto it)", "rows"),
     "start_counts": ("the private start: rows in each of {n} random-hyperplane cells", "rows"),
     "start_sums": ("the private start: the sum of the rows of each of {k} cells", "sum"),
     "counts": ("rows per component or cluster ({n})", "rows"),
@@ -223,6 +226,10 @@ def _domain_lines(dom, columns):
     d = len(lo)
     names = _names(columns, d)
     lines = [f"box           : {how}; rows outside it are clipped to it"]
+    if dom.get("radius") is not None and float(dom["radius"]) < 1.0:
+        lines.append(f"  radius      : released (domain_radius): rows are worked on in the ball of radius "
+                     f"{_num(float(dom['radius']))} x the box's half-diagonal around its centre (the units "
+                     "line's scales); rows beyond it are projected onto it (how many is not released)")
     if src == "private estimate":
         lines.append(f"  how         : {_estimate_how()}")
     cov = dom.get("coverage")
