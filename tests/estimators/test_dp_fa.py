@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.decomposition import FactorAnalysis
 
 from conformance import PrivateEstimatorConformance
+from moment_cases import SecondMomentCases
 from dpem_fast import DPFactorAnalysis, NoiseDominatedWarning
 from dpem_fast._reference.fa import (diagonal_gaussian_loglik, fa_em_reference, fa_eigen_em_reference,
                                      fa_loglik_reference, fa_noisy_reference, private_diagonal_gaussian)
@@ -450,7 +451,7 @@ UNCOVERED = "ignore:the privately estimated data domain may not cover the data:U
 
 @pytest.mark.filterwarnings(UNRESOLVED)
 @pytest.mark.filterwarnings(UNCOVERED)
-class TestConformance(PrivateEstimatorConformance):
+class TestConformance(SecondMomentCases, PrivateEstimatorConformance):
     estimator_class = DPFactorAnalysis
     params = dict(n_components=2, epsilon=1.0, delta=1e-5, data_norm=8.0)
     fitted_attributes = ("components_", "noise_variance_", "mean_")
@@ -476,28 +477,6 @@ class TestConformance(PrivateEstimatorConformance):
     def random_row(self, est, rng, d):
         v = rng.normal(size=d)
         return v / np.linalg.norm(v) * rng.uniform(0.0, 12.0)
-
-    def perturb_row(self, est, rng, x):
-        return x + rng.normal(scale=0.3, size=x.shape)
-
-    def adversarial_cases(self, est, rng, d):
-        R = 8.0
-        params = self.random_parameters(est, rng, d)
-        e = np.eye(d) * R
-        cases = [(params, e[0], e[1]), (params, e[0], -e[0])]
-        for v in np.linspace(0.0, 1.0, 41):          # x = (c, s), x' = (-s, -c): v = 2cs
-            th = 0.5 * math.asin(v)
-            x = np.zeros(d)
-            xp = np.zeros(d)
-            x[:2] = R * math.cos(th), R * math.sin(th)
-            xp[:2] = -R * math.sin(th), -R * math.cos(th)
-            cases.append((params, x, xp))
-        return cases
-
-    def outlier_data(self, n, seed=0):
-        X = self.make_data(n, seed)
-        X[::50] *= 100.0
-        return X
 
     def check_statistics_bounded(self, stats, n_rows):
         S = stats[SECOND]

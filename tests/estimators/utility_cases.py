@@ -52,6 +52,11 @@ def _blobs(n, seed, d=3, K=3, sd=0.6, box=6.0):
     return X.clip(-box, box)
 
 
+def _diagonal_gaussian(epsilon, seed, fitted, X):
+    """The trivial model of factor analysis and PCA: one Gaussian with a diagonal covariance."""
+    return PrivateDiagonalGaussian(epsilon, bounds=(-6, 6), random_state=seed + 1000).fit(X)
+
+
 def _split(make):
     def data(n, seed):
         return make(n, seed), make(4000, seed + 7919)
@@ -168,16 +173,14 @@ CASES = {
     "fa": Case(
         data=_split(_low_rank),
         model=lambda eps, seed: dpem_fast.DPFactorAnalysis(2, epsilon=eps, bounds=(-6, 6), random_state=seed),
-        trivial=lambda eps, seed, fitted, X: PrivateDiagonalGaussian(eps, bounds=(-6, 6),
-                                                                     random_state=seed + 1000).fit(X),
+        trivial=_diagonal_gaussian,
         sane=lambda m, X: (_inside(m.mean_, -6, 6, "mean_"),
                            _inside(m.noise_variance_, 0, 144, "noise_variance_"))),
     # the probabilistic PCA of the released components against the same diagonal Gaussian
     "pca": Case(
         data=_split(_low_rank),
         model=lambda eps, seed: dpem_fast.DPPCA(2, epsilon=eps, bounds=(-6, 6), random_state=seed),
-        trivial=lambda eps, seed, fitted, X: PrivateDiagonalGaussian(eps, bounds=(-6, 6),
-                                                                     random_state=seed + 1000).fit(X),
+        trivial=_diagonal_gaussian,
         sane=lambda m, X: (_inside(m.mean_, -6, 6, "mean_"),
                            _inside(m.explained_variance_, 0, 144 * X.shape[1], "explained_variance_"))),
 }

@@ -1,0 +1,34 @@
+"""Conformance cases shared by the estimators built on one release of the second moments
+(:class:`~dpem_fast.DPFactorAnalysis`, :class:`~dpem_fast.DPPCA`): the rows that attain the
+replace-one sensitivity of ``Σ y yᵀ`` and the outlier data."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class SecondMomentCases:
+    """Mixed into a :class:`~conformance.PrivateEstimatorConformance` subclass (first base)."""
+
+    def perturb_row(self, est, rng, x):
+        return x + rng.normal(scale=0.3, size=x.shape)
+
+    def adversarial_cases(self, est, rng, d):
+        R = 8.0
+        params = self.random_parameters(est, rng, d)
+        e = np.eye(d) * R
+        cases = [(params, e[0], e[1]), (params, e[0], -e[0])]
+        for v in np.linspace(0.0, 1.0, 41):          # x = (c, s), x' = (-s, -c): v = 2cs
+            th = 0.5 * math.asin(v)
+            x = np.zeros(d)
+            xp = np.zeros(d)
+            x[:2] = R * math.cos(th), R * math.sin(th)
+            xp[:2] = -R * math.sin(th), -R * math.cos(th)
+            cases.append((params, x, xp))
+        return cases
+
+    def outlier_data(self, n, seed=0):
+        X = self.make_data(n, seed)
+        X[::50] *= 100.0
+        return X
