@@ -7,9 +7,27 @@ import math
 
 import numpy as np
 
+from dpem_fast._kernels.moments import SECOND, SUM
+
 
 class SecondMomentCases:
     """Mixed into a :class:`~conformance.PrivateEstimatorConformance` subclass (first base)."""
+
+    def random_parameters(self, est, rng, d):
+        return est._initial_parameters(type("S", (), {"n_features": d})(), None, None, True)
+
+    def random_row(self, est, rng, d):
+        v = rng.normal(size=d)
+        return v / np.linalg.norm(v) * rng.uniform(0.0, 12.0)
+
+    def check_statistics_bounded(self, stats, n_rows):
+        """``Σ y yᵀ`` of unit-ball rows: trace at most n, positive semi-definite; the sum (where
+        the model releases it) of norm at most n."""
+        S = stats[SECOND]
+        assert np.trace(S) <= n_rows * (1 + 1e-12)
+        if SUM in stats:
+            assert np.linalg.norm(stats[SUM]) <= n_rows * (1 + 1e-12)
+        assert np.linalg.eigvalsh(S).min() >= -1e-9 * n_rows
 
     def perturb_row(self, est, rng, x):
         return x + rng.normal(scale=0.3, size=x.shape)
