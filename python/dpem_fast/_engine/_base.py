@@ -439,9 +439,9 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             domain = usable_box(domain)             # no degenerate (zero-width) feature; a declared box as declared
         if domain is not None:
             domain = self._working_domain(domain)
+        radius = None
         if self._releases_radius(source, n_public):
             domain, radius = release_radius(rows, layer, domain, n_public, cols)
-            coverage["radius"] = radius
         if start:
             with blas_single_thread():
                 params = self._private_start(rows, layer, domain, key, n_threads)
@@ -468,9 +468,11 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             notes = tuple(notes) + ("float32 rows in single precision (float64 accumulation): every "
                                     "iteration sensitivity widened by 2^-8 for float rounding "
                                     "(dpem_fast._engine._specs, 'Float32 rows')",)
-        record = run.record(mechanism=mechanism, n_iter=rounds, epsilon=self.epsilon,
-                            data_domain=self._domain_record(domain, source, coverage), notes=notes,
-                            private=source != "data", noise=self.noise)
+        data_domain = self._domain_record(domain, source, coverage)
+        if radius is not None:      # a declared box's released radius (_radius.release_radius)
+            data_domain["radius"] = radius
+        record = run.record(mechanism=mechanism, n_iter=rounds, epsilon=self.epsilon, data_domain=data_domain,
+                            notes=notes, private=source != "data", noise=self.noise)
         return params, domain, record
 
     def _joint_bound(self):
@@ -515,11 +517,8 @@ class PrivateEM(ModelHooks, PrivateEstimator):
             "bounds": None if domain.bounds is None else (domain.bounds[0].copy(), domain.bounds[1].copy()),
             "from_data": source == "data",
         }
-        coverage = dict(coverage or {})
-        if "radius" in coverage:    # a declared box's released radius (_radius.release_radius)
-            out["radius"] = coverage.pop("radius")
         if coverage:        # a private estimate's released coverage (_domain.coverage_report)
-            out["coverage"] = coverage
+            out["coverage"] = dict(coverage)
         return out
 
     def _set_diagnostics(self, train_ll, n_clipped):
