@@ -196,11 +196,16 @@ def as_kernel_rows(X) -> np.ndarray:
 _NAMES_SHOWN = 8
 
 
-def _column_list(X, mask):
-    """The columns ``mask`` selects, named: a data frame's names, else ``column 3`` (indices)."""
+def _column_list(mask, names=None, positions=False):
+    """The columns ``mask`` selects, named: by ``names`` (a table's column names, public), else
+    ``column 3`` (indices); ``positions``: each index with its name, ``column 3 ('visits')``."""
     idx = np.flatnonzero(mask)
-    names = getattr(X, "columns", None)
-    shown = [repr(str(names[i])) if names is not None else str(int(i)) for i in idx[:_NAMES_SHOWN]]
+
+    def one(i):
+        if names is None:
+            return str(int(i))
+        return f"{int(i)} ({str(names[i])!r})" if positions else repr(str(names[i]))
+    shown = [one(i) for i in idx[:_NAMES_SHOWN]]
     more = f" and {idx.size - _NAMES_SHOWN} more" if idx.size > _NAMES_SHOWN else ""
     return ("column " if idx.size == 1 else "columns ") + ", ".join(shown) + more
 
@@ -229,7 +234,7 @@ def missing_values_message(X, model, note=""):
     estimator checks match it), the column(s) that hold them, and the fix.  Never a value or a
     row count: column names are public, the rows are not."""
     mask = _missing_mask(X)
-    where = f" in {_column_list(X, mask)}" if mask is not None and mask.any() else ""
+    where = f" in {_column_list(mask, getattr(X, 'columns', None))}" if mask is not None and mask.any() else ""
     return (f"Input X contains NaN (missing values){where}: {model} does not take missing values; drop "
             f"the rows (or the columns) that hold them, or impute them, before fitting{note}")
 
@@ -250,6 +255,7 @@ def _text_mask(X):
 def _not_numeric(X, model, text=True):
     """The refusal of the columns of X that are not numbers (a data frame's timestamps; with
     ``text``, text: a pass over X), or None."""
+    names = getattr(X, "columns", None)
     times = np.zeros(X.shape[1], dtype=bool)
     if hasattr(X, "dtypes"):
         import pandas as pd
@@ -257,11 +263,11 @@ def _not_numeric(X, model, text=True):
         times = np.array([pd.api.types.is_datetime64_any_dtype(t) or pd.api.types.is_timedelta64_dtype(t)
                           or isinstance(t, pd.PeriodDtype) for t in X.dtypes], dtype=bool)
     if times.any():
-        return (f"X: {_column_list(X, times)} {_verb(times)} timestamps: convert each to a number (e.g. "
+        return (f"X: {_column_list(times, names)} {_verb(times)} timestamps: convert each to a number (e.g. "
                 "seconds since an epoch, or the day of the year) or drop it before fitting")
     text = _text_mask(X) if text else times
     if text.any():
-        return (f"X: {_column_list(X, text)} {_verb(text, 'is', 'are')} not numeric: {model} takes numeric columns "
+        return (f"X: {_column_list(text, names)} {_verb(text, 'is', 'are')} not numeric: {model} takes numeric columns "
                 "only; drop or encode it (DPMixedMixture takes categorical columns, declared with their public "
                 "categories)")
     return None

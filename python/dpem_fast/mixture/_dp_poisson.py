@@ -14,7 +14,7 @@ from .._engine._specs import soft_counts, weighted_sums
 from .._kernels.poisson import poisson_log_resp, poisson_stats, unit_map
 from .._preprocess import cube_corners
 from .._rng import derive_key
-from .._validation import check_positive_int, interval
+from .._validation import _column_list, _verb, check_positive_int, interval
 from ._common import CountAndSumMixture, MixtureInferenceMixin, as_frame, shrunk_means, weights_from_counts
 
 __all__ = ["DPPoissonMixture"]
@@ -29,14 +29,6 @@ def _statistics(X, params, domain, n_threads, max_count):
 _CHECK_ROWS = 1 << 15
 
 
-def _columns(mask, names):
-    """``column 2`` / ``columns 0, 3`` (positions), with the names when the table had them."""
-    idx = np.flatnonzero(mask)
-    shown = [f"{i} ({names[i]!r})" if names is not None else str(int(i)) for i in idx[:8]]
-    more = f" and {idx.size - 8} more" if idx.size > 8 else ""
-    return ("column " if idx.size == 1 else "columns ") + ", ".join(shown) + more
-
-
 def _count_rows(X, names=None):
     """Rows of counts (finite, checked before): non-negative whole numbers, else a ValueError
     naming X and the column(s) (``names``: the table's column names, public), quoting no value.
@@ -49,10 +41,10 @@ def _count_rows(X, names=None):
         negative |= (part < 0).any(axis=0)
         fractional |= (part != np.floor(part)).any(axis=0)
     if negative.any():
-        raise ValueError(f"Negative values in data passed to X ({_columns(negative, names)}): counts must be "
-                         "non-negative whole numbers")
+        raise ValueError(f"Negative values in data passed to X ({_column_list(negative, names, positions=True)}): "
+                         "counts must be non-negative whole numbers")
     if fractional.any():
-        raise ValueError(f"X: {_columns(fractional, names)} {'holds' if fractional.sum() == 1 else 'hold'} "
+        raise ValueError(f"X: {_column_list(fractional, names, positions=True)} {_verb(fractional)} "
                          "fractional values: DPPoissonMixture models counts (whole numbers); round them "
                          "(numpy.rint), or fit a model of continuous columns (DPGaussianMixture)")
     return X
