@@ -114,9 +114,9 @@ class NumericCells:
         """Column j's cells and fractions around its atom at 0 (in place; ``edge``: the box's
         atoms, left as they are): bins above 0's bin ``b0`` move up two cells, and ``b0`` becomes
         its part below 0 (cell ``b0 + 1``), 0 itself (``b0 + 2``) and its part above 0 (``b0 + 3``)."""
-        b0 = self.b0[j]
-        left = self.lo[j] + b0 * self._bin_width()[j]
-        right = left + self._bin_width()[j]
+        b0, w = self.b0[j], self._bin_width()[j]
+        left = self.lo[j] + b0 * w
+        right = left + w
         inner = ~edge
         above = inner & (b > b0)
         cell[above] += 2
