@@ -16,7 +16,7 @@ from .._preprocess import project_into_domain
 from .._engine._specs import count_for_update
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import interval, options, validate_table
+from .._validation import interval, options
 from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
                      subspace_width, uses_subspace, variance_posterior_mean)
 from .._kernels.moments import COUNT, SECOND, SUM
@@ -244,11 +244,6 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         self.n_iter_ = int(params["n_iter"])
 
     # ------------------------------------------------------------- inference
-    def _check_X(self, X):
-        check_is_fitted(self, "components_")
-        with np.errstate(over="ignore", invalid="ignore"):
-            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
-
     def get_covariance(self):
         """Model covariance ``components_ᵀ components_ + diag(noise_variance_)``."""
         check_is_fitted(self, "components_")

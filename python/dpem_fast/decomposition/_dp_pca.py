@@ -18,7 +18,7 @@ from .._kernels.moments import COUNT, SECOND, SUM
 from .._preprocess import DataDomain, project_into_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
-from .._validation import ARRAY_LIKE, interval, validate_table
+from .._validation import ARRAY_LIKE, interval
 from ..accounting import NoiseDominatedWarning
 from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge
 from ._moment_release import SecondMomentRelease
@@ -290,11 +290,6 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         self.n_components_ = int(ev.shape[0])
 
     # ------------------------------------------------------------- inference
-    def _check_X(self, X):
-        check_is_fitted(self, "components_")
-        with np.errstate(over="ignore", invalid="ignore"):
-            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
-
     def transform(self, X):
         """``(X − mean_) components_ᵀ``, shape (n_samples, n_components)."""
         X = self._check_X(X)

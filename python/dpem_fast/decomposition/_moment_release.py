@@ -15,9 +15,13 @@ round (``_n_release_rounds() = 1``); everything the model does afterwards is pos
 """
 from __future__ import annotations
 
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
 from .._dpcore import _contract, _moments
 from .._engine._specs import moments_joint_bound, row_count, second_moments, weighted_sums
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
+from .._validation import validate_table
 
 __all__ = ["SecondMomentRelease"]
 
@@ -36,6 +40,13 @@ class SecondMomentRelease:
 
     def _releases_mean(self):
         return True
+
+    def _check_X(self, X):
+        """Rows for the fitted model's inference (``transform``, ``score_samples``): float64 or
+        float32, as many columns as at fit."""
+        check_is_fitted(self, "components_")
+        with np.errstate(over="ignore", invalid="ignore"):
+            return validate_table(self, X, dtype=[np.float64, np.float32], order="C", reset=False)
 
     def _n_release_rounds(self):
         return 1
