@@ -6,7 +6,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy import linalg
 from scipy.sparse.linalg import ArpackError, ArpackNoConvergence, eigsh
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -20,7 +19,7 @@ from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import ARRAY_LIKE, interval
 from ..accounting import NoiseDominatedWarning
-from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge
+from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge, top_dense
 from ._moment_release import SecondMomentRelease
 
 __all__ = ["DPPCA"]
@@ -57,8 +56,7 @@ def top_eigenpairs(A, k, v0):
             return lam[order], V[:, order]
         except (ArpackNoConvergence, ArpackError):
             pass
-    lam, V = linalg.eigh(A, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
-    return lam[::-1], V[:, ::-1]
+    return top_dense(A, k)
 
 
 def _uses_lanczos(d, k):

@@ -40,7 +40,7 @@ from scipy import linalg, special
 
 from .._kernels.moments import product_rows
 
-__all__ = ["Covariance", "fa_em", "fa_noisy", "noisy_factor_step", "gaussian_loglik", "noise_edge", "spike_shrink", "variance_posterior_mean", "orthomax",
+__all__ = ["Covariance", "top_dense", "fa_em", "fa_noisy", "noisy_factor_step", "gaussian_loglik", "noise_edge", "spike_shrink", "variance_posterior_mean", "orthomax",
            "fix_signs", "uses_subspace", "subspace_width", "DENSE_MAX_D", "SMALL"]
 
 #: sklearn's guard for tiny variances (a public constant)
@@ -106,7 +106,9 @@ def subspace_width(d, k):
     return min(d, int(k) + SUBSPACE_OVERSAMPLE)
 
 
-def _top_dense(M, k):
+def top_dense(M, k):
+    """The ``k`` largest eigenpairs of the symmetric dense ``M``, descending (LAPACK's ``syevr``
+    on the index range)."""
     d = M.shape[0]
     lam, V = linalg.eigh(M, subset_by_index=[d - k, d - 1], driver="evr", check_finite=False)
     return lam[::-1], V[:, ::-1]
@@ -262,7 +264,7 @@ def fa_em(C, n_components, n_rows, *, max_iter, tol, floor=SMALL, ceiling=np.inf
         if basis is None:
             M = C / sp[:, None]
             M /= sp[None, :]
-            lam, V = _top_dense(M, k)
+            lam, V = top_dense(M, k)
             trace = float(np.trace(M))
         else:
             lam, V = _solve(basis, _ritz_whitened(sp * sp), k, it == 1, lambda th: (bound, slice(None)))
@@ -388,7 +390,7 @@ def fa_noisy(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling
         if basis is None:
             R = C.copy()
             R.flat[:: d + 1] -= psi
-            lam, V = _top_dense(R, k)
+            lam, V = top_dense(R, k)
         else:
             # R + edge I: PSD up to the noise, so its leading values are the wanted ones
             theta, V = _solve(basis, _ritz_standard(psi - edge), k, it == 1, res_tol)
