@@ -1,4 +1,6 @@
-"""Symmetric (Analyze-Gauss) noise matrices.
+"""Symmetric Gaussian noise matrices: N(0, sigma²) on the diagonal and N(0, (offdiag sigma)²)
+above it, mirrored (``offdiag = 1``: Analyze-Gauss; ``1/√2``: the release layer's
+Frobenius-weighted draw, :mod:`dpem_fast._engine._release`).
 
 Row ``i`` of matrix ``m`` is one task: it draws the upper-triangle entries
 ``(i, j), j >= i`` from its own ChaCha20 stream ``stream0 + m * d + i`` and
@@ -23,6 +25,7 @@ cdef struct _Args:
     const uint32_t *key
     uint64_t stream0              # task r draws from stream stream0 + r
     double sigma
+    double sigma_off              # sd above the diagonal (sigma * offdiag)
     double *out                   # (batch, d, d)
     const double *value           # (batch, d, d) or NULL
     Py_ssize_t d
@@ -38,8 +41,9 @@ cdef int _sym_normal_row(const void *args, Py_ssize_t r, double *unused) noexcep
     dpc_stream_init(&st, a.key, a.stream0 + <uint64_t> r)
     if d - i < 256:                 # a short row: two words a normal, no 16-block refill
         dpc_stream_prefill(&st, <int> (2 * (d - i)))
-    for j in range(i, d):
-        row[j] = a.sigma * dpc_normal(&st)
+    row[i] = a.sigma * dpc_normal(&st)
+    for j in range(i + 1, d):
+        row[j] = a.sigma_off * dpc_normal(&st)
     return 0
 
 
@@ -57,11 +61,14 @@ def fill_symmetric_normal(const uint32_t[::1] key,           # IN  (8,)
                           double sigma,
                           double[:, :, ::1] out,              # OUT (batch, d, d)
                           int n_threads,
-                          const double[:, :, ::1] value=None):  # IN  (batch, d, d) or None
-    """Fill each ``out[m]`` with a symmetric matrix, i.i.d. N(0, sigma²) on and above the
-    diagonal, plus ``value[m]`` when given (``out`` must not share memory with it).
+                          const double[:, :, ::1] value=None,  # IN  (batch, d, d) or None
+                          double offdiag=1.0):
+    """Fill each ``out[m]`` with a symmetric matrix, i.i.d. N(0, sigma²) on the diagonal and
+    N(0, (sigma offdiag)²) above it, plus ``value[m]`` when given (``out`` must not share
+    memory with it).  The draws do not depend on ``offdiag`` (it scales the same normals).
 
-    Equivalent to: ``U = np.triu(sigma * Z); value + (U + np.triu(U, 1).T)`` per matrix.
+    Equivalent to: ``U = np.triu(Z, 1) * (sigma * offdiag) + diag(sigma * diag(Z));
+    value + (U + np.triu(U, 1).T)`` per matrix.
     """
     cdef Py_ssize_t nb = out.shape[0], d = out.shape[1], n_tasks = nb * d
     cdef _Args a
@@ -72,6 +79,7 @@ def fill_symmetric_normal(const uint32_t[::1] key,           # IN  (8,)
     if n_tasks == 0:
         return
     a.key, a.stream0, a.sigma, a.out, a.d = &key[0], stream0, sigma, &out[0, 0, 0], d
+    a.sigma_off = sigma * offdiag
     a.value = NULL if value is None else &value[0, 0, 0]
     if a.value != NULL and a.value < a.out + nb * d * d and a.out < a.value + nb * d * d:
         raise ValueError("out must not overlap value")

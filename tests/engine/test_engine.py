@@ -223,3 +223,24 @@ def test_laplace_and_gaussian_noise_have_their_scale():
                                 for i in range(4000)])
         expected = r.noise_scale * (math.sqrt(2) if r.mechanism == "laplace" else 1.0)
         assert abs(draws.std() / expected - 1) < 0.02
+
+
+@pytest.mark.statistical
+def test_symmetric_gaussian_noise_is_sigma_on_the_diagonal_and_sigma_over_root2_off_it():
+    """The symmetric release is the Gaussian mechanism on ``(S_ii; √2 S_ij)``, whose norm is
+    ``‖S‖_F`` (the specs' Δ): every coordinate of that vector has sd σ, so an off-diagonal
+    entry has σ/√2 (a scaled GOE: ``uᵀ E u`` has sd σ for every unit u).  A release with σ
+    above the diagonal (Analyze-Gauss) or σ/2 (too little noise for the Δ) fails here."""
+    plan = make_plan(_specs()[2:], 1, epsilon=1.0, delta=1e-5, neighbouring="add_remove", accountant="rdp")
+    r = plan.releases["c"]
+    assert r.offdiagonal_sd == pytest.approx(r.noise_scale / math.sqrt(2))
+    key = make_key(3)
+    E = np.stack([add_noise(np.zeros(r.shape), r, release_key(key, i, "c")) for i in range(3000)]).reshape(-1, 3, 3)
+    iu = np.triu_indices(3, 1)
+    diag = E[:, [0, 1, 2], [0, 1, 2]].ravel()
+    off = E[:, iu[0], iu[1]].ravel()
+    assert abs(diag.std() / r.noise_scale - 1) < 0.03
+    assert abs(off.std() * math.sqrt(2) / r.noise_scale - 1) < 0.03
+    u = np.array([1.0, 2.0, -2.0]) / 3.0
+    quad = np.einsum("i,nij,j->n", u, E, u)
+    assert abs(quad.std() / r.noise_scale - 1) < 0.04

@@ -371,9 +371,13 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
             r = releases[name]
             draws = np.stack([c[name] for c in captured])          # (J, *shape)
             if r.symmetric:
+                # the mechanism's coordinates: the diagonal and the upper entries times
+                # σ / sd-off-the-diagonal (√2 for the Gaussian, 1 for the discrete Gaussian)
                 assert_array_equal(draws, np.swapaxes(draws, -1, -2))
                 iu = np.triu_indices(draws.shape[-1])
+                off = iu[0] != iu[1]
                 draws = draws[..., iu[0], iu[1]]
+                draws[..., off] *= r.noise_scale / r.offdiagonal_sd
             if r.mechanism == "discrete_gaussian":      # integers on the lattice, exactly
                 assert_array_equal(draws / r.granularity, np.rint(draws / r.granularity))
             flat = draws.reshape(J, -1)
@@ -474,10 +478,9 @@ class PrivateEstimatorConformance(PersonLevelEMConformance, GeometryConformance,
     # ------------------------------------------------------ sensitivities
     @staticmethod
     def _norm(value, spec):
+        # a symmetric statistic's mechanism sees ‖δ‖_F (the Gaussian's weighted upper triangle;
+        # the discrete Gaussian's upper triangle is at most that): the full matrix's norm
         v = np.asarray(value)
-        if spec.symmetric:
-            iu = np.triu_indices(v.shape[-1])
-            v = v[..., iu[0], iu[1]]
         return float(np.sqrt(np.sum(v * v)))
 
     def _change(self, est, domain, params, x, xp, rel, specs, dtype=np.float64):

@@ -144,7 +144,8 @@ def test_spike_shrink_inverts_the_bbp_map_and_drops_the_bulk():
 
 
 def test_noise_edge_is_where_the_released_noise_ends():
-    """The public edge against the spectrum of the release layer's own Analyze-Gauss noise."""
+    """The public edge against the spectrum of the release layer's own symmetric noise (sd σ/√2
+    off the diagonal: edge 2 (σ/√2) √d = √2 σ √d)."""
     from dpem_fast._engine._release import add_noise
     from dpem_fast._engine._record import Release
 
@@ -152,13 +153,14 @@ def test_noise_edge_is_where_the_released_noise_ends():
     r = Release("second_moment", "gaussian", "l2", 1.0, sigma, (d, d), symmetric=True)
     top = [np.linalg.eigvalsh(add_noise(np.zeros((d, d)), r, np.arange(8, dtype=np.uint32) + s))[-1]
            for s in range(3)]
-    edge = _fa_em.noise_edge(sigma, 0.0, 0.0, d)
-    assert edge == pytest.approx(2 * sigma * math.sqrt(d))
+    edge = _fa_em.noise_edge(r.offdiagonal_sd, 0.0, 0.0, d)
+    assert edge == pytest.approx(math.sqrt(2) * sigma * math.sqrt(d))
     assert all(0.95 * edge < t < 1.05 * edge for t in top)
     # a mean error below half the edge does not move it; a larger one does (BBP)
-    assert _fa_em.noise_edge(sigma, 0.4 * sigma, 1.0, d) == edge
-    big = _fa_em.noise_edge(sigma, 3 * sigma, 1.0, d)
-    theta = 3 * sigma * math.sqrt(d) + 9 * sigma ** 2 * d
+    so = r.offdiagonal_sd
+    assert _fa_em.noise_edge(so, 0.4 * so, 1.0, d) == edge
+    big = _fa_em.noise_edge(so, 3 * so, 1.0, d)
+    theta = 3 * so * math.sqrt(d) + 9 * so ** 2 * d
     assert big == pytest.approx(theta + edge ** 2 / (4 * theta))
 
 

@@ -1,7 +1,7 @@
 """The compiled stream core equals its plain-Python twin bit for bit."""
 import numpy as np
 import pytest
-from numpy.testing import assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 
 from dpem_fast._dpcore import _rng, _symnoise
 from dpem_fast._reference import rng as ref
@@ -61,23 +61,30 @@ def test_integers_equal_reference(m):
     assert out.tolist() == ref.integers(KEY, 1000, m)
 
 
+@pytest.mark.parametrize("offdiag", [1.0, 2.0 ** -0.5])
 @pytest.mark.parametrize("d", [5, 64, 65, 130])
-def test_symmetric_normal_equals_reference(d):
+def test_symmetric_normal_equals_reference(d, offdiag):
     """Rows drawn, then mirrored one tile row per task (tile edges at 64): the twin's values,
-    exactly symmetric, for 1 and 3 threads; with ``value`` the same noise added to it."""
-    want = np.asarray(ref.symmetric_normal(KEY, d, 1.5, batch=2, stream0=9)) if d <= 65 else None
+    exactly symmetric, for 1 and 3 threads; with ``value`` the same noise added to it; the
+    off-diagonal scale multiplies the same draws."""
+    want = np.asarray(ref.symmetric_normal(KEY, d, 1.5, batch=2, stream0=9, offdiag=offdiag)) if d <= 65 else None
     outs = []
     for nt in (1, 3):
         out = np.empty((2, d, d))
-        _symnoise.fill_symmetric_normal(KEY, 9, 1.5, out, nt)
+        _symnoise.fill_symmetric_normal(KEY, 9, 1.5, out, nt, offdiag=offdiag)
         outs.append(out)
+    plain = np.empty((2, d, d))
+    _symnoise.fill_symmetric_normal(KEY, 9, 1.5, plain, 1)
+    iu = np.triu_indices(d, 1)
+    assert_array_equal(np.diagonal(outs[0], axis1=1, axis2=2), np.diagonal(plain, axis1=1, axis2=2))
+    assert_allclose(outs[0][:, iu[0], iu[1]], offdiag * plain[:, iu[0], iu[1]], rtol=1e-15)
     assert_array_equal(outs[0], outs[1])
     assert_array_equal(outs[0], np.swapaxes(outs[0], 1, 2))
     if want is not None:
         assert_array_equal(outs[0], want)
     value = np.random.default_rng(d).normal(size=(2, d, d))
     added = np.empty((2, d, d))
-    _symnoise.fill_symmetric_normal(KEY, 9, 1.5, added, 2, value=value)
+    _symnoise.fill_symmetric_normal(KEY, 9, 1.5, added, 2, value=value, offdiag=offdiag)
     assert_array_equal(added, value + outs[0])
     with pytest.raises(ValueError, match="overlap"):
         _symnoise.fill_symmetric_normal(KEY, 9, 1.5, value, 2, value=value)

@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Release", "PrivacyRecord", "NOT_PRIVATE"]
+__all__ = ["Release", "PrivacyRecord", "NOT_PRIVATE", "SYMMETRIC_OFFDIAG"]
+
+#: sd above the diagonal of a symmetric Gaussian release, per unit of its noise scale σ (the
+#: Frobenius-weighted draw, :mod:`~dpem_fast._engine._release`).
+SYMMETRIC_OFFDIAG = 2.0 ** -0.5
 
 NOT_PRIVATE = "computed from the private data: not private, do not publish"
 
@@ -32,8 +36,10 @@ class Release:
     shape : tuple
         Shape of the statistic.
     symmetric : bool
-        Symmetric matrices: the noise is on the upper triangle (diagonal included)
-        and mirrored, so the release is exactly symmetric.
+        Symmetric matrices: the noise is drawn on the upper triangle (diagonal included)
+        and mirrored, so the release is exactly symmetric.  Gaussian: sd σ on the diagonal
+        and σ/√2 above it (:data:`SYMMETRIC_OFFDIAG`, the Frobenius-weighted draw of
+        :mod:`~dpem_fast._engine._release`); discrete Gaussian: σ on every upper entry.
     count : int
         How many times the statistic is released in one fit (once per iteration for
         the EM statistics, once for a one-off release such as the domain estimate).
@@ -53,6 +59,14 @@ class Release:
     count: int = 1
     granularity: float | None = None
     size: int | None = None
+
+    @property
+    def offdiagonal_sd(self) -> float:
+        """The noise sd of one entry off the diagonal of a symmetric statistic (σ/√2 for the
+        Gaussian, else σ; on the diagonal, and for any other statistic, ``noise_scale``)."""
+        if self.symmetric and self.mechanism == "gaussian":
+            return self.noise_scale * SYMMETRIC_OFFDIAG
+        return self.noise_scale
 
     @property
     def noise_multiplier(self) -> float:

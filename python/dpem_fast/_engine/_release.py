@@ -12,9 +12,16 @@ uses stream ``b``), so adding a statistic or changing the thread count never shi
 another release's noise.  :func:`add_noise` chooses the sampler from the release:
 
 * ``"gaussian"``: i.i.d. N(0, σ²) per entry (ziggurat);
-* ``"gaussian"`` on a symmetric statistic: N(0, σ²) on the upper triangle (diagonal
-  included) mirrored below it (Analyze-Gauss, Dwork, Talwar, Thakurta & Zhang 2014), one
-  stream per matrix row;
+* ``"gaussian"`` on a symmetric statistic: N(0, σ²) on the diagonal and N(0, σ²/2) above
+  it, mirrored below, one stream per matrix row (:data:`SYMMETRIC_OFFDIAG`).  This is the
+  Gaussian mechanism on the vector ``v(S) = (S_ii; √2 S_ij, i < j)``, whose ℓ2 norm is
+  ``‖S‖_F`` exactly, so the specs' Frobenius Δ (:mod:`~dpem_fast._engine._specs`) is its
+  sensitivity: σ per coordinate of ``v``, then ``S_ij = v_ij/√2`` is post-processing.
+  Analyze-Gauss (Dwork, Talwar, Thakurta & Zhang 2014) puts σ on every upper entry against
+  the same Δ (``‖upper(δ)‖ ≤ ‖δ‖_F``, loose off the diagonal); this draw halves the
+  off-diagonal variance at the same privacy (issue 41).  The noise matrix is then
+  orthogonally invariant (a scaled GOE: ``QᵀEQ`` has the law of ``E``), so a spectral
+  method sees the same noise in every basis and its edge is ``√2 σ √d``, not ``2 σ √d``;
 * ``"laplace"``: i.i.d. Laplace(0, b) per entry;
 * ``"discrete_gaussian"``: the statistic rounded onto the lattice ``γ Z`` plus exact
   discrete Gaussian integers (CKS 2020, Algorithm 3; mirrored for a symmetric statistic),
@@ -34,9 +41,10 @@ from .._dpcore._contract import SAMPLER_BLOCK
 from .._rng import KeyDeriver, derive_key
 from ..random import _discrete_gaussian_params
 from ._lattice import to_lattice
-from ._record import Release
+from ._record import SYMMETRIC_OFFDIAG, Release
 
-__all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value", "observe_releases"]
+__all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value", "observe_releases", "SYMMETRIC_OFFDIAG"]
+
 
 #: The callbacks of the enclosing :func:`observe_releases` blocks (per thread and context).
 _OBSERVERS = contextvars.ContextVar("dpem_fast_release_observers", default=())
@@ -118,7 +126,8 @@ def add_noise(value, release, key, n_threads=1):
         batch = math.prod(value.shape[:-2])
         out = np.empty((batch, d, d))
         _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, out, n_threads,
-                                        value=np.ascontiguousarray(value).reshape(batch, d, d))
+                                        value=np.ascontiguousarray(value).reshape(batch, d, d),
+                                        offdiag=SYMMETRIC_OFFDIAG)
         return out.reshape(value.shape)
     else:
         noise = np.empty(value.size)

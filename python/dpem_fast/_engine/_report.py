@@ -111,6 +111,13 @@ def _sd(r):
 
 
 def _noise(r, unit, scale, names):
+    text = _noise_sd(r, unit, scale, names)
+    if r.symmetric and r.offdiagonal_sd != r.noise_scale:
+        text += "; off the diagonal 1/√2 of it"
+    return text
+
+
+def _noise_sd(r, unit, scale, names):
     sd = _sd(r)
     if unit == "rows":
         return f"noise sd {_num(sd)} rows"

@@ -13,10 +13,11 @@ replace-one a row ``(x, γ)`` becomes ``(x', γ')``.
   ``Σ_i x_i``: K = 1): add/remove ``‖γ‖₂ ‖x‖ ≤ 1`` (ℓ1: ``Σ_k γ_k ‖x‖₁ ≤ √d``); replace
   ``‖γ x − γ' x'‖_F ≤ ‖γ‖‖x‖ + ‖γ'‖‖x'‖ ≤ 2`` (ℓ1 ``2√d``), attained by ``x' = −x`` in one
   component.
-* :func:`second_moments` ``Σ_i γ_ik x_i x_iᵀ`` (symmetric; Analyze-Gauss noise on the upper
-  triangle): add/remove ``‖γ‖₂ ‖x‖² ≤ 1``; replace
+* :func:`second_moments` ``Σ_i γ_ik x_i x_iᵀ`` (symmetric; the release layer's symmetric Gaussian
+  noise, σ on the diagonal and σ/√2 above it): add/remove ``‖γ‖₂ ‖x‖² ≤ 1``; replace
   ``‖A − B‖²_F = ‖A‖² + ‖B‖² − 2⟨A, B⟩ ≤ 2`` since ``⟨γ_k x xᵀ, γ'_k x' x'ᵀ⟩ = γ_k γ'_k (xᵀx')² ≥ 0``:
-  ``√2``.  (The released upper triangle has ``‖upper(δ)‖ ≤ ‖δ‖_F``.)  With one weight
+  ``√2``.  (The release draws σ per coordinate of ``(δ_ii; √2 δ_ij, i < j)``, whose norm is
+  ``‖δ‖_F`` exactly: the bound is the mechanism's sensitivity, not a loose one.)  With one weight
   (``K = 1``, ``γ = 1``: the pooled ``Σ_i x_i x_iᵀ`` of a tied covariance) the same values hold:
   ``‖x xᵀ‖_F = ‖x‖² ≤ 1`` and ``‖x xᵀ − x' x'ᵀ‖²_F = ‖x‖⁴ + ‖x'‖⁴ − 2 (xᵀx')² ≤ 2``, attained by
   orthogonal unit rows (d ≥ 2).

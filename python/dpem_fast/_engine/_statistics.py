@@ -61,7 +61,8 @@ class StatSpec:
         ℓ1 sensitivity under each relation, needed only for Laplace releases.
     symmetric : bool, default=False
         The last two axes form symmetric matrices: noise is drawn on the upper triangle
-        and mirrored (Analyze-Gauss, Dwork et al. 2014), so the release stays symmetric.
+        and mirrored, so the release stays symmetric (Gaussian: σ on the diagonal and σ/√2
+        above it, :mod:`~dpem_fast._engine._release`).
     integer : bool, default=False
         The statistic is integer-valued (e.g. a histogram): an exact discrete release needs
         no rounding onto a lattice (:mod:`dpem_fast._engine._lattice`).

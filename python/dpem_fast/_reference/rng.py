@@ -224,14 +224,17 @@ def integers(key, n, m, stream0=0):
     return _blocked(n, stream0, key, lambda s: s.below(m))
 
 
-def symmetric_normal(key, d, sigma, batch=1, stream0=0):
-    """Twin of ``_symnoise.fill_symmetric_normal``: row i of matrix m reads stream m*d + i."""
+def symmetric_normal(key, d, sigma, batch=1, stream0=0, offdiag=1.0):
+    """Twin of ``_symnoise.fill_symmetric_normal``: row i of matrix m reads stream m*d + i;
+    entries above the diagonal have sd ``sigma * offdiag``."""
+    sigma_off = sigma * offdiag
     mats = []
     for m in range(batch):
         M = [[0.0] * d for _ in range(d)]
         for i in range(d):
             s = Stream(key, stream0 + m * d + i)
-            for j in range(i, d):
-                M[i][j] = M[j][i] = sigma * s.normal()
+            M[i][i] = sigma * s.normal()
+            for j in range(i + 1, d):
+                M[i][j] = M[j][i] = sigma_off * s.normal()
         mats.append(M)
     return mats

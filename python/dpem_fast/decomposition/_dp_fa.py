@@ -88,7 +88,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
     Neighbouring relation ``neighbouring`` (rows, or a group's rows with ``groups``); rows are
     mapped into the unit ball by the declared or privately estimated domain.  One release,
     accounted as one Gaussian mechanism: ``second_moment`` ``Σ x xᵀ`` (Δ₂ = 1 add/remove, √2
-    replace; symmetric Analyze-Gauss noise), ``sum`` ``Σ x`` (1 / 2) and, where N is private,
+    replace; symmetric Gaussian noise, σ on the diagonal and σ/√2 off it), ``sum`` ``Σ x`` (1 / 2) and, where N is private,
     ``count`` (1).  Everything after the release (the factoring, ``tol``, the rotation) is
     post-processing; initialisation is data-independent.  Derivations, the budget split and the
     post-processing steps: the documentation page, "Privacy analysis in full".
@@ -130,7 +130,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
             raise ValueError(f"n_components={self.n_components} must be <= n_features={n_features}")
 
     def _describe(self):
-        return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one Analyze-Gauss release of the "
+        return ("DP-EM factor analysis (Park et al. 2017, Sec. 6): one symmetric Gaussian release of the "
                 "second moment with the sum (and the count under add/remove), then EM as post-processing",
                 ("initialisation: data-independent (psi = 1)",
                  "EM iterations, stopping and rotation read only the released statistics"))
@@ -154,7 +154,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         d = noisy[SUM].shape[0]
         k = self._k(d)
         sigma_mean = ctx.releases[SUM].noise_scale / n        # sd of a coordinate of S̃1/N
-        sigma_cov = ctx.releases[SECOND].noise_scale / n      # sd of an entry of S̃2/N
+        sigma_cov = ctx.releases[SECOND].noise_scale / n      # sd of a diagonal entry of S̃2/N
+        sigma_off = ctx.releases[SECOND].offdiagonal_sd / n   # ... and of one off it (σ/√2)
         # the data lie in the image of the domain (its box, else the unit ball): so does the mean
         mean = project_into_domain(noisy[SUM] / n, ctx.domain)
         norm = min(float(np.linalg.norm(mean)), 1.0)
@@ -163,7 +164,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         ceiling = 1.0 if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
         # S̃2/N − m̃ m̃ᵀ + σ_m² I (E[m̃ m̃ᵀ] = m mᵀ + σ_m² I): read through its products, not formed
         C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, effective_n_threads(self.n_threads))
-        edge = noise_edge(sigma_cov, sigma_mean, norm, d)
+        edge = noise_edge(sigma_off, sigma_mean, norm, d)
         W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
                                                tol=self.tol, ceiling=ceiling, start=params["start"])
         if n_resolved == 0:

@@ -69,7 +69,8 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
 
     scikit-learn's ``PCA`` interface (no whitening).  The rows are reduced to their second
     moment about a centre (and, where the centre is the mean, their sum), released **once**
-    with symmetric Analyze-Gauss noise (Dwork et al. 2014); the components are the top
+    with symmetric Gaussian noise (σ on the diagonal, σ/√2 above it: Analyze-Gauss, Dwork et
+    al. 2014, with the off-diagonal variance halved at the same Frobenius sensitivity); the components are the top
     ``n_components`` eigenvectors of the released covariance, found without a d x d
     decomposition above 256 features (Lanczos); everything after the release is
     post-processing.
@@ -194,7 +195,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         return DataDomain(self._public_center(n_domain), np.full(n_domain, float(self.data_norm)), None, False)
 
     def _describe(self):
-        return ("DP-PCA: one Analyze-Gauss release of the second moment (with the sum where the centre is the "
+        return ("DP-PCA: one symmetric Gaussian release of the second moment (with the sum where the centre is the "
                 "mean, the count where it is private), then its top eigenvectors as post-processing",
                 ("initialisation: data-independent (the Lanczos start vector, from the fit's key)",
                  "eigenvectors, eigenvalues and ratios read only the released statistics"))
@@ -230,7 +231,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         s2 = np.asarray(ctx.domain.scale, dtype=np.float64) ** 2
         floor = ctx.releases[SECOND].noise_scale / n * float(np.mean(s2))
         out = self._components(C, n, ctx.domain.scale, params, floor)
-        edge = noise_edge(ctx.releases[SECOND].noise_scale / n, sigma_mean, norm, d)
+        edge = noise_edge(ctx.releases[SECOND].offdiagonal_sd / n, sigma_mean, norm, d)
         if not out["top"] > edge:
             warnings.warn(
                 f"{type(self).__name__}: no eigenvalue of the released covariance is above its noise edge "

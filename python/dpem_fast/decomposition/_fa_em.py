@@ -284,9 +284,10 @@ def fa_em(C, n_components, n_rows, *, max_iter, tol, floor=SMALL, ceiling=np.inf
 def noise_edge(sigma_cov, sigma_mean, mean_norm, d):
     """Where the release noise of a covariance ``S̃2/N − m̃ m̃ᵀ + σ_m² I`` ends in its spectrum.
 
-    ``sigma_cov``: sd of each entry of ``S̃2/N`` (Analyze-Gauss: a symmetric matrix with
-    i.i.d. N(0, sigma_cov²) entries on and above the diagonal, whose spectrum fills the
-    semicircle ``[-τ, τ]``, ``τ = 2 sigma_cov √d``); ``sigma_mean``: sd of each coordinate of
+    ``sigma_cov``: sd of each off-diagonal entry of ``S̃2/N`` (the release layer's symmetric
+    draw: i.i.d. N(0, sigma_cov²) above the diagonal, twice that variance on it, a scaled
+    GOE; Analyze-Gauss's equal variances have the same edge), whose spectrum fills the
+    semicircle ``[-τ, τ]``, ``τ = 2 sigma_cov √d``; ``sigma_mean``: sd of each coordinate of
     the released mean ``m̃ = m + e`` (``‖e‖ ≈ sigma_mean √d``), which enters through
     ``m̃ m̃ᵀ = m mᵀ + m eᵀ + e mᵀ + e eᵀ``: a low-rank term of size at most
     ``θ = ‖m‖ ‖e‖ + ‖e‖²``.  A spike θ on Wigner noise of edge τ leaves the edge where it is
@@ -349,7 +350,7 @@ def variance_posterior_mean(v, sd):
 
 
 def fa_noisy(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ceiling=1.0, start=None):
-    """Factor analysis of a covariance released with Analyze-Gauss noise (post-processing).
+    """Factor analysis of a covariance released with symmetric Gaussian noise (post-processing).
 
     Iterated principal factors with the release noise removed from the spectrum: with
     ``v`` the variances (:func:`variance_posterior_mean` of ``diag C``, kept ≤ ``ceiling``)

@@ -4,7 +4,7 @@ joint bound and kernel, declared once.
 Rows ``x`` are mapped into the unit ball by the domain (``‖x‖ ≤ 1`` after the map and the
 clip).  The statistics (:mod:`dpem_fast._engine._specs`, where each bound is derived):
 
-* ``second_moment`` ``Σ x xᵀ`` (symmetric, Analyze-Gauss noise on the upper triangle):
+* ``second_moment`` ``Σ x xᵀ`` (symmetric Gaussian noise: σ on the diagonal, σ/√2 above it):
   Δ₂ = 1 add/remove, √2 replace;
 * ``sum`` ``Σ x`` (only where the model centres at the released mean): Δ₂ = 1 / 2;
 * ``count`` ``N`` (only where N is private: add/remove, person-level): Δ₂ = 1.

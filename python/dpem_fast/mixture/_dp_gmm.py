@@ -218,8 +218,8 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
     Rows are clipped into the unit ball by the declared (or privately estimated) domain; a row's
     responsibilities depend only on it and on released parameters.  Each iteration releases,
     for all K components at once, the counts ``Σ_i γ_ik``, the first moments ``Σ_i γ_ik x_i``
-    and the covariance type's second moments (full ``Σ_i γ_ik x_i x_iᵀ`` with Analyze-Gauss noise
-    on the upper triangle, diag ``Σ_i γ_ik x_i²``, spherical ``Σ_i γ_ik ‖x_i‖²``, tied
+    and the covariance type's second moments (full ``Σ_i γ_ik x_i x_iᵀ`` with symmetric Gaussian noise,
+    σ on the diagonal and σ/√2 above it, diag ``Σ_i γ_ik x_i²``, spherical ``Σ_i γ_ik ‖x_i‖²``, tied
     ``Σ_i x_i x_iᵀ``), with ℓ2 sensitivities √2, 2, √2 under replace-one and 1, 1, 1 under
     add/remove (3 releases instead of the paper's 2K + 1).  Under replace-one an iteration's
     Gaussian releases are accounted as one Gaussian mechanism (``privacy_.joint_multiplier``;

