@@ -186,8 +186,13 @@ def add_noise(value, noise_scale, key, *, mechanism="gaussian", symmetric=False,
         From :func:`make_key`; use a different key (e.g. ``make_key(seed)`` per release) for
         every release: the same key draws the same noise.
     mechanism : {"gaussian", "laplace", "discrete_gaussian"}
-    symmetric : bool
-        For (…, d, d) symmetric statistics: noise on the upper triangle, mirrored.
+    symmetric : bool or "frobenius"
+        For (…, d, d) symmetric statistics, noise drawn on the upper triangle and mirrored.
+        ``True``: σ on every upper entry (Analyze-Gauss; calibrate σ for the sensitivity
+        ``‖upper(δ)‖₂``).  ``"frobenius"``: σ on the diagonal and σ/√2 above it, the Gaussian
+        mechanism on ``(S_ii; √2 S_ij)`` (calibrate σ for ``‖δ‖_F``; the models' own release,
+        half the off-diagonal variance of Analyze-Gauss at the same ``‖δ‖_F``).  Gaussian only
+        for ``"frobenius"``; the discrete Gaussian mirrors σ on every upper entry.
     granularity : float, power of two
         Lattice step of ``"discrete_gaussian"`` (the value is rounded to it first).
 

@@ -93,7 +93,7 @@ def test_lda_estep():
 
 
 @pytest.mark.parametrize("mechanism, symmetric, granularity",
-                         [("gaussian", False, None), ("gaussian", True, None), ("laplace", False, None),
+                         [("gaussian", False, None), ("gaussian", "frobenius", None), ("laplace", False, None),
                           ("discrete_gaussian", False, 2.0 ** -10)])
 def test_add_noise_is_the_engine_release(mechanism, symmetric, granularity):
     value = np.eye(5)[None].repeat(2, axis=0) if symmetric else rng.normal(size=(4, 6))
@@ -101,7 +101,7 @@ def test_add_noise_is_the_engine_release(mechanism, symmetric, granularity):
     out = kernels.add_noise(value, 0.7, key, mechanism=mechanism, symmetric=symmetric,
                             granularity=granularity, n_threads=1)
     release = Release("x", mechanism, "l1" if mechanism == "laplace" else "l2", 1.0, 0.7, value.shape,
-                      symmetric, 1, granularity)
+                      bool(symmetric), 1, granularity)
     np.testing.assert_array_equal(out, engine_add_noise(value, release, key, 2))
     np.testing.assert_array_equal(out, kernels.add_noise(value, 0.7, key, mechanism=mechanism,
                                                          symmetric=symmetric, granularity=granularity,
@@ -110,6 +110,20 @@ def test_add_noise_is_the_engine_release(mechanism, symmetric, granularity):
                                                      symmetric=symmetric, granularity=granularity))
     if symmetric:
         np.testing.assert_array_equal(out, np.swapaxes(out, -1, -2))
+
+
+def test_symmetric_true_is_analyze_gauss_and_frobenius_halves_the_off_diagonal_variance():
+    """``symmetric=True`` keeps σ on every upper entry (a caller calibrated for ‖upper(δ)‖ must
+    not get less noise); ``"frobenius"`` is the same draws with σ/√2 above the diagonal."""
+    key, d = make_key(8), 40
+    upper = kernels.add_noise(np.zeros((d, d)), 2.0, key, symmetric=True)
+    frob = kernels.add_noise(np.zeros((d, d)), 2.0, key, symmetric="frobenius")
+    iu = np.triu_indices(d, 1)
+    np.testing.assert_array_equal(np.diag(upper), np.diag(frob))
+    np.testing.assert_allclose(frob[iu], upper[iu] / np.sqrt(2.0), rtol=1e-15)
+    assert abs(upper[iu].std() / 2.0 - 1) < 0.06
+    with pytest.raises(ValueError, match="symmetric"):
+        kernels.add_noise(np.zeros((3, 3)), 1.0, key, symmetric="upper")
 
 
 def test_add_noise_scale_is_the_one_asked_for():

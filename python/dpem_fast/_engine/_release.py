@@ -98,7 +98,7 @@ def release_key(key, index, name):
     return derive_key(key, "release", int(index), name)
 
 
-def add_noise(value, release, key, n_threads=1):
+def add_noise(value, release, key, n_threads=1, offdiag=None):
     """``value`` plus the noise ``release`` declares, drawn from streams of ``key``.
 
     Parameters
@@ -110,6 +110,10 @@ def add_noise(value, release, key, n_threads=1):
         The sub-key of this draw (see :func:`release_key`).
     n_threads : int
         Results do not depend on it.
+    offdiag : float or None
+        Only for the public :func:`noised_value`'s Analyze-Gauss (1.0): the sd above the
+        diagonal of a symmetric Gaussian release per unit of σ; None is the release layer's
+        :data:`SYMMETRIC_OFFDIAG`.
 
     Returns
     -------
@@ -127,7 +131,7 @@ def add_noise(value, release, key, n_threads=1):
         out = np.empty((batch, d, d))
         _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, out, n_threads,
                                         value=np.ascontiguousarray(value).reshape(batch, d, d),
-                                        offdiag=SYMMETRIC_OFFDIAG)
+                                        offdiag=SYMMETRIC_OFFDIAG if offdiag is None else offdiag)
         return out.reshape(value.shape)
     else:
         noise = np.empty(value.size)
@@ -255,7 +259,12 @@ def _add_discrete_noise(value, release, key, n_threads):
 
 def noised_value(value, noise_scale, key, mechanism, symmetric=False, granularity=None, n_threads=1):
     """:func:`add_noise` of a bare value (sensitivity 1, one release): the public
-    :func:`dpem_fast.kernels.add_noise`, whose caller calibrates ``noise_scale`` itself."""
+    :func:`dpem_fast.kernels.add_noise`, whose caller calibrates ``noise_scale`` itself.
+    ``symmetric``: False, True (σ on every upper entry: Analyze-Gauss, for a caller whose
+    sensitivity is ``‖upper(δ)‖``) or ``"frobenius"`` (the engine's draw, σ/√2 above the
+    diagonal, for a sensitivity ``‖δ‖_F``)."""
+    if symmetric not in (False, True, "frobenius"):
+        raise ValueError(f"symmetric must be False, True or 'frobenius', got {symmetric!r}")
     release = Release("value", mechanism, "l1" if mechanism == "laplace" else "l2", 1.0, noise_scale,
                       value.shape, bool(symmetric), 1, granularity)
-    return add_noise(value, release, key, n_threads)
+    return add_noise(value, release, key, n_threads, offdiag=1.0 if symmetric is True else None)
