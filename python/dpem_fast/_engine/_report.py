@@ -142,8 +142,9 @@ def _scale(dom):
     return np.asarray(scale, dtype=np.float64)
 
 
-def record_lines(record, columns=None):
-    """The lines of a privacy record, releases in plan order (the order of ``record.releases``)."""
+def record_lines(record, columns=None, skip_note=None):
+    """The lines of a privacy record, releases in plan order (the order of ``record.releases``);
+    notes starting with ``skip_note`` left out (the report's own line says them)."""
     dom = record.data_domain or {}
     scale = _scale(dom)
     names = _names(columns, len(scale)) if scale is not None else []
@@ -181,7 +182,7 @@ def record_lines(record, columns=None):
     lines.extend(_domain_lines(dom, columns))
     if not record.private:
         lines.append("guarantee     : NONE - the data domain was computed from the raw data")
-    lines.extend(f"note          : {n}" for n in record.notes)
+    lines.extend(f"note          : {n}" for n in record.notes if not (skip_note and n.startswith(skip_note)))
     return lines
 
 
@@ -305,5 +306,7 @@ def privacy_report(model, columns=None):
         lines.append("guarantee     : NONE - fitted without privacy (epsilon=inf): no noise was added; "
                      "do not publish this model")
         return "\n".join(lines)
-    lines.extend(record_lines(record, columns))
+    # the live count is the line above; the record's own note of it (str(model.privacy_)) is not repeated
+    attribute = None if live is None else {"components": "n_components_", "clusters": "n_clusters_"}[live[2]]
+    lines.extend(record_lines(record, columns, skip_note=None if live is None else f"{attribute} = "))
     return "\n".join(lines)
