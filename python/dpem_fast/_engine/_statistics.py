@@ -179,6 +179,7 @@ class StatisticsSum:
     def __init__(self):
         self._kind = None          # "stats", "array" or "plain"
         self._hi = self._lo = self._meta = None
+        self._first = None         # the only part so far (Sum2's state is set up by a second)
 
     @staticmethod
     def _arrays(part):
@@ -189,6 +190,21 @@ class StatisticsSum:
         """Add ``part`` (of rows disjoint from those added before); None is skipped."""
         if part is None:
             return
+        if self._kind is None and self._first is None and (
+                isinstance(part, Statistics) or (isinstance(part, np.ndarray) and part.dtype.kind == "f")):
+            # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
+            # state would be (a caller may reuse the part's arrays)
+            one = {k: np.array(v, dtype=np.float64) for k, v in self._arrays(part).items()}
+            self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
+                           if isinstance(part, Statistics) else one[None])
+            return
+        if self._first is not None:     # a second part: Sum2 from the first (held as a copy)
+            first, self._first = self._first, None
+            self._kind = "stats" if isinstance(first, Statistics) else "array"
+            if self._kind == "stats":
+                self._meta = [first.n_rows, first.loglik, first.n_clipped]
+            self._hi = dict(self._arrays(first))
+            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items()}
         if self._kind is None:
             if isinstance(part, Statistics):
                 self._kind, self._meta = "stats", [part.n_rows, part.loglik, part.n_clipped]
@@ -218,6 +234,12 @@ class StatisticsSum:
 
     def result(self):
         """The sum, or None when nothing was added."""
+        if self._first is not None:         # Sum2 of one part: the part, +0.0 for -0.0
+            one = {k: np.add(v, 0.0, out=np.empty(v.shape)) for k, v in self._arrays(self._first).items()}
+            if isinstance(self._first, Statistics):
+                p = self._first
+                return Statistics(one, p.n_rows, p.loglik, p.n_clipped)
+            return one[None]
         if self._kind is None:
             return None
         if self._kind == "plain":
