@@ -19,8 +19,9 @@ thread count)::
 * ``sklearn f64`` / ``sklearn f32``: ``GaussianMixture(covariance_type=..., tol=0)``, one EM
   iteration: ``(T(max_iter=4) - T(max_iter=1)) / 3``; scikit-learn keeps float32 rows in float32.
 
-Shapes: (n, d, K) = (2e5, 10, 5) and (2e5, 50, 10) full, (1e5, 64, 10) diag (``--quick``:
-a tenth of the rows).  The held-out part fits seeds 0..4 at ``epsilon=1`` on 50,000 rows of a
+Shapes: (n, d, K) = (2e5, 10, 5) for each covariance type (full, tied, diag, spherical), and
+(2e5, 50, 10) full, (1e5, 64, 10) diag (``--quick``: a tenth of the rows; ``--types``: only those
+covariance types).  The held-out part fits seeds 0..4 at ``epsilon=1`` on 50,000 rows of a
 10-feature, 5-cluster mixture, as float64 and as float32 rows with the same seed, and prints
 each score on 20,000 test rows and the largest float32 - float64 difference against the spread
 over seeds.
@@ -41,7 +42,8 @@ from dpem_fast import DPGaussianMixture
 from dpem_fast._kernels.gmm import compute_stats, compute_stats_diag
 from dpem_fast._preprocess import resolve_domain
 
-SHAPES = [(200_000, 10, 5, "full"), (200_000, 50, 10, "full"), (100_000, 64, 10, "diag")]
+SHAPES = [(200_000, 10, 5, "full"), (200_000, 10, 5, "tied"), (200_000, 10, 5, "diag"), (200_000, 10, 5, "spherical"),
+          (200_000, 50, 10, "full"), (100_000, 64, 10, "diag")]
 BOUND = 8.0
 
 
@@ -86,11 +88,15 @@ def _kernel(X, K, ct, threads, fit):
     w = fit.weights_
     m = (fit.means_.astype(np.float64) - dom.center) / s
     single = X.dtype == np.float32
-    if ct == "diag":
-        p = fit.precisions_cholesky_.astype(np.float64) * s
-        return lambda: compute_stats_diag(X, w, m, p, n_threads=threads, domain=dom, single=single)
-    P = fit.precisions_cholesky_.astype(np.float64) * s[None, :, None]
-    return lambda: compute_stats(X, w, m, P, n_threads=threads, domain=dom, single=single)
+    K = len(w)
+    pc = fit.precisions_cholesky_.astype(np.float64)
+    if ct in ("diag", "spherical"):
+        p = np.broadcast_to(pc.reshape(K, -1), (K, d)) * s
+        second = "spherical" if ct == "spherical" else "diag"
+        return lambda: compute_stats_diag(X, w, m, p, n_threads=threads, domain=dom, single=single, second=second)
+    P = np.broadcast_to(pc, (K, d, d)) * s[None, :, None]
+    second = "tied" if ct == "tied" else "full"
+    return lambda: compute_stats(X, w, m, P, n_threads=threads, domain=dom, single=single, second=second)
 
 
 def speed(shapes, threads_list, repeat):
@@ -147,8 +153,11 @@ def main():
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--quick", action="store_true", help="a tenth of the rows")
     parser.add_argument("--no-held-out", action="store_true")
+    parser.add_argument("--types", nargs="+", choices=["full", "tied", "diag", "spherical"],
+                        help="only the shapes of these covariance types")
     args = parser.parse_args()
-    shapes = [(n // 10 if args.quick else n, d, K, ct) for n, d, K, ct in SHAPES]
+    shapes = [(n // 10 if args.quick else n, d, K, ct) for n, d, K, ct in SHAPES
+              if args.types is None or ct in args.types]
     flags = open("/proc/cpuinfo").read().split("flags", 2)[1].split("\n")[0].split() if _linux() else []
     print(f"CPU: {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'baseline'} "
           f"({os.cpu_count()} logical CPUs)")

@@ -58,6 +58,7 @@ C code into the shared headers.  ``exp``/``log`` are vectorisable polynomial ver
 """
 from cython cimport floating
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm, sgemm, ssyrk, strmm
 
@@ -66,7 +67,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_exp_neg, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
     dpf_logp_small,
@@ -459,11 +460,45 @@ def _exp_log_wrapper(const double[::1] x, double[::1] out_exp, double[::1] out_l
         out_log[i] = dpe_log_pos(-x[i])
 
 
-def _exp_f32_wrapper(const float[::1] x, float[::1] out):
-    """Test hook: ``out = exp(x)`` in float (x <= 0; the float32 path's log-sum-exp).
+def _exp_log_f32_wrapper(const float[::1] x, float[::1] out_exp, const double[::1] s, double[::1] out_log):
+    """Test hook: ``out_exp = exp(x)`` in float (x <= 0) and ``out_log = log(s)`` (s > 0, normal)
+    as the float32 path's log-sum-exp computes them (this CPU's clone, vectorised).
 
-    Equivalent to: ``np.where(x < -87, 0, np.exp(x)).astype(np.float32)`` to a few ulp.
+    Equivalent to: ``np.where(x < -87, 0, np.exp(x)).astype(np.float32), np.log(s)`` to 2 ulp.
     """
-    cdef Py_ssize_t i
-    for i in range(x.shape[0]):
-        out[i] = dpf_exp_neg(x[i])
+    if out_exp.shape[0] != x.shape[0] or out_log.shape[0] != s.shape[0]:
+        raise ValueError("shapes do not match")
+    dpf_exp_log_rows(&x[0] if x.shape[0] else NULL, &out_exp[0] if x.shape[0] else NULL, x.shape[0],
+                     &s[0] if s.shape[0] else NULL, &out_log[0] if s.shape[0] else NULL, s.shape[0])
+
+
+def _lse_f32_wrapper(float[:, ::1] L, double[::1] out_ll):
+    """Test hook: the float32 path's log-sum-exp (dpf_lse) over L (K, n) float log-densities,
+    chunk by chunk: L becomes the responsibilities, ``out_ll`` the per-row log-likelihood.
+
+    Equivalent to: ``ll = logsumexp(L, axis=0); L = exp(L - ll)`` in float64, to float precision.
+    """
+    cdef Py_ssize_t K = L.shape[0], n = L.shape[1], c, k, r, nr, npad
+    cdef float *buf
+    cdef double *ll
+    if out_ll.shape[0] != n or K == 0:
+        raise ValueError("shapes do not match")
+    buf = <float *> malloc(sizeof(float) * K * DPC_CHUNK_SIZE)
+    ll = <double *> malloc(sizeof(double) * 3 * DPC_CHUNK_SIZE)      # ll, then tmp (2 chunks)
+    if buf == NULL or ll == NULL:
+        free(buf)
+        free(ll)
+        raise MemoryError()
+    for c in range(0, n, DPC_CHUNK_SIZE):
+        nr = min(DPC_CHUNK_SIZE, n - c)
+        npad = dpc_lane_pad(nr)
+        for k in range(K):
+            for r in range(npad):
+                buf[k * DPC_CHUNK_SIZE + r] = L[k, c + r] if r < nr else L[k, c]
+        dpf_lse(buf, K, DPC_CHUNK_SIZE, nr, npad, ll, ll + DPC_CHUNK_SIZE)
+        for r in range(nr):
+            out_ll[c + r] = ll[r]
+            for k in range(K):
+                L[k, c + r] = buf[k * DPC_CHUNK_SIZE + r]
+    free(buf)
+    free(ll)

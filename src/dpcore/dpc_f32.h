@@ -5,7 +5,8 @@
  *   dpf_v8            8 floats (32 bytes), unaligned, may alias float; two make the 16 lanes.
  *                     32-byte vectors are native on AVX2 and AVX-512 (where the clone also
  *                     has 32 vector registers), so no clone lowers them through memory.
- *   dpf_exp_neg       exp(x) in float, x <= 0, about 1 ulp; 0 below -87 (no denormals).
+ *   dpf_exp_neg       exp(x) in float, x <= 0, at most 1.5 ulp; 0 below -87 (no denormals).
+ *   dpf_log_pos       dpe_log_pos (float64) in operations that vectorise on SSE2 and AVX2.
  *   dpf_narrow        Xs = (float) Xt: a chunk loaded (and clipped) in float64, rounded.
  *   dpf_load          Xs[i, r] = X[r, i] for float32 rows (no domain: no arithmetic).
  *   dpf_load_domain   float32 rows mapped into the unit ball of a declared domain in float64
@@ -14,6 +15,7 @@
  *                     responsibilities, normalised in float64 (see below), and the per-row
  *                     log-likelihood in float64.
  *   dpf_lanes_flush   a float lane array added into its float64 twin and zeroed.
+ *   dpf_exp_log_rows  test hook: dpf_exp_neg and dpf_log_pos over arrays, as the clones run them.
  *
  * The rounding contract (what the sensitivity of dpem_fast._engine._specs.FLOAT32_WIDENING
  * is derived from): rows are clipped into the unit ball in float64 before they are rounded;
@@ -43,15 +45,30 @@ typedef float dpf_v8 __attribute__((vector_size(32), aligned(4), __may_alias__))
 /* exp(x) for x <= 0 in float; 0 below -87 (the float32 normal range ends at e^-87.3).
    Reduction x = n ln2 + r, |r| <= ln2/2 (ln2 split so that n * hi is exact for |n| < 2^15),
    Taylor to degree 7 (relative truncation error < 6e-9), scaled by 2^n through the exponent
-   bits.  Branch-free, vectorisable. */
+   bits; at most 1.5 ulp from exp of the float x (measured: 0.89 ulp where the clone contracts
+   FMAs, 1.20 on the baseline clone; tests/kernels/test_lse_f32.py).  Branch-free
+   and every operation unconditional: below -87 the scale's bits are selected to 0 (p * +0 =
+   +0), so that GCC if-converts the loop that calls it and vectorises it in every clone (4
+   lanes on SSE2, 8 on AVX2, 16 on AVX-512); a final "x < -87 ? 0 : p * scale" made it sink
+   the arithmetic into a branch that it then could not if-convert (the FP operations "could
+   trap"), and the float32 log-sum-exp ran scalar.  Same value as that form for every x
+   but NaN (which the kernels never pass). */
 static inline float dpf_exp_neg(float x)
 {
     const float SHIFT = 12582912.0f;                      /* 1.5 * 2^23 */
-    float xc = x < -87.0f ? -87.0f : x;
-    float t = xc * 1.44269504f + SHIFT;
-    float n = t - SHIFT;
-    float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.0f / 5040.0f;
+    const float LO = -87.0f;
+    uint32_t xb, lob, under, tb, bits;
+    float v = x - LO, xc, t, n, r, p, scale;
+    memcpy(&tb, &v, 4);
+    under = (uint32_t)((int32_t)tb >> 31);  /* all ones where x < -87 (the sign of x + 87) */
+    memcpy(&xb, &x, 4);
+    memcpy(&lob, &LO, 4);
+    xb = (xb & ~under) | (lob & under);     /* xc = x < -87 ? -87 : x, as bits */
+    memcpy(&xc, &xb, 4);
+    t = xc * 1.44269504f + SHIFT;
+    n = t - SHIFT;
+    r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+    p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
     p = p * r + 1.0f / 24.0f;
@@ -59,14 +76,46 @@ static inline float dpf_exp_neg(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t ti;
-    uint32_t bits;      /* shifted as unsigned, as in dpe_exp_neg */
-    memcpy(&ti, &t, 4);
-    bits = (uint32_t)(ti - 0x4B400000 + 127) << 23;
-    float scale;
+    memcpy(&tb, &t, 4);
+    /* 2^n through the exponent field (shifted as unsigned, as in dpe_exp_neg); 0 where x < -87 */
+    bits = ((tb - 0x4B400000u + 127u) << 23) & ~under;
     memcpy(&scale, &bits, 4);
-    float res = p * scale;
-    return x < -87.0f ? 0.0f : res;
+    return p * scale;
+}
+
+/* log(s) for a positive normal double, dpe_log_pos's operations (the same value) written so
+   that they vectorise in every clone, on 64-bit integer adds, shifts and masks only (SSE2 has
+   no 64-bit compare, and neither SSE2 nor AVX2 converts 64-bit integers to doubles): "m >
+   sqrt(2)" is the carry of mantissa + (2^52 - 1 - mantissa of sqrt(2)) into bit 52; that bit
+   halves m (exponent field - 1) and adds 1 to e, and e is the exact double
+   (2^52 + biased e) - 2^52 - 1023.  Per row, not per component: 1 / K of the exps. */
+static inline double dpf_log_pos(double s)
+{
+    const uint64_t MANT = 0x000FFFFFFFFFFFFFULL, SQRT2_MANT = 0x0006A09E667F3BCDULL;
+    uint64_t b, mant, big, mb, eb;
+    double m, ebd;
+    memcpy(&b, &s, 8);
+    mant = b & MANT;
+    big = (mant + (MANT - SQRT2_MANT)) >> 52;       /* 1 where 1.mant > sqrt(2) */
+    mb = (mant | 0x3FF0000000000000ULL) - (big << 52);
+    memcpy(&m, &mb, 8);                             /* in [sqrt(1/2), sqrt(2)] */
+    eb = ((b >> 52) + big) | 0x4330000000000000ULL;
+    memcpy(&ebd, &eb, 8);
+    double ed = (ebd - 4503599627370496.0) - 1023.0;
+    double z = (m - 1.0) / (m + 1.0);
+    double z2 = z * z;
+    double q = 2.0 / 23.0;
+    q = q * z2 + 2.0 / 21.0;
+    q = q * z2 + 2.0 / 19.0;
+    q = q * z2 + 2.0 / 17.0;
+    q = q * z2 + 2.0 / 15.0;
+    q = q * z2 + 2.0 / 13.0;
+    q = q * z2 + 2.0 / 11.0;
+    q = q * z2 + 2.0 / 9.0;
+    q = q * z2 + 2.0 / 7.0;
+    q = q * z2 + 2.0 / 5.0;
+    q = q * z2 + 2.0 / 3.0;
+    return ed * 6.93147180369123816490e-01 + (2.0 * z + (z * z2 * q + ed * 1.90821492927058770002e-10));
 }
 
 /* Xs[i, r] = (float) Xt[i, r] for i < d, r < npad: a chunk loaded in float64 (the domain
@@ -166,23 +215,34 @@ DPE_CLONES static ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff
     return n_clipped;
 }
 
-/* Log-sum-exp over the K rows of L (K, ld) floats: L becomes the responsibilities
-   gamma_k = (float)(e_k * (1 / s)), e_k = exp(L_k - max_k L_k) in float, s = sum_k e_k in
-   float64 (in k order); ll[r] = max + log(s) in float64.  Columns nr..npad-1 of L are
-   set to 0.  tmp: 2 * ld doubles (the float row maxima live in its first half). */
-DPE_CLONES static void dpf_lse(float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
-                               double *ll, double *tmp)
+/* mx[r] = max_k L[k, r] (float) and s[r] = 0, the start of both float log-sum-exps. */
+static inline void dpf_colmax(const float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
+                              float *restrict mx, double *restrict s)
 {
     ptrdiff_t k, r;
-    float *mx = (float *)tmp;
-    double *s = tmp + ld;
-    for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
+    for (r = 0; r < npad; r++) mx[r] = L[r];
+    for (r = 0; r < npad; r++) s[r] = 0.0;
     for (k = 1; k < K; k++) {
         const float *Lk = L + k * ld;
         for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
     }
+}
+
+/* Log-sum-exp over the K rows of L (K, ld) floats: L becomes the responsibilities
+   gamma_k = (float)(e_k * (1 / s)), e_k = exp(L_k - max_k L_k) in float, s = sum_k e_k in
+   float64 (in k order); ll[r] = max + log(s) in float64.  Columns nr..npad-1 of L are
+   set to 0.  tmp: 2 * ld doubles (the float row maxima live in its first half).  Every
+   loop runs along the rows of a chunk (contiguous, npad % 16 == 0) and vectorises in
+   every clone (restrict: mx, s and L do not overlap). */
+DPE_CLONES static void dpf_lse(float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,
+                               double *ll, double *tmp)
+{
+    ptrdiff_t k, r;
+    float *restrict mx = (float *)tmp;
+    double *restrict s = tmp + ld;
+    dpf_colmax(L, K, ld, npad, mx, s);
     for (k = 0; k < K; k++) {
-        float *Lk = L + k * ld;
+        float *restrict Lk = L + k * ld;
         for (r = 0; r < npad; r++) {
             float e = dpf_exp_neg(Lk[r] - mx[r]);
             Lk[r] = e;
@@ -190,11 +250,11 @@ DPE_CLONES static void dpf_lse(float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr
         }
     }
     for (r = 0; r < npad; r++) {
-        ll[r] = (double)mx[r] + dpe_log_pos(s[r]);
+        ll[r] = (double)mx[r] + dpf_log_pos(s[r]);
         s[r] = 1.0 / s[r];
     }
     for (k = 0; k < K; k++) {
-        float *Lk = L + k * ld;
+        float *restrict Lk = L + k * ld;
         for (r = 0; r < npad; r++) Lk[r] = (float)((double)Lk[r] * s[r]);
         for (r = nr; r < npad; r++) Lk[r] = 0.0f;
     }
@@ -205,18 +265,24 @@ DPE_CLONES static void dpf_lse_ll(const float *L, ptrdiff_t K, ptrdiff_t ld, ptr
                                   double *ll, double *tmp)
 {
     ptrdiff_t k, r;
-    float *mx = (float *)tmp;
-    double *s = tmp + ld;
-    for (r = 0; r < npad; r++) { mx[r] = L[r]; s[r] = 0.0; }
-    for (k = 1; k < K; k++) {
-        const float *Lk = L + k * ld;
-        for (r = 0; r < npad; r++) mx[r] = Lk[r] > mx[r] ? Lk[r] : mx[r];
-    }
+    float *restrict mx = (float *)tmp;
+    double *restrict s = tmp + ld;
+    dpf_colmax(L, K, ld, npad, mx, s);
     for (k = 0; k < K; k++) {
-        const float *Lk = L + k * ld;
+        const float *restrict Lk = L + k * ld;
         for (r = 0; r < npad; r++) s[r] += (double)dpf_exp_neg(Lk[r] - mx[r]);
     }
-    for (r = 0; r < npad; r++) ll[r] = (double)mx[r] + dpe_log_pos(s[r]);
+    for (r = 0; r < npad; r++) ll[r] = (double)mx[r] + dpf_log_pos(s[r]);
+}
+
+/* Test hooks: the clone's (vectorised) dpf_exp_neg and dpf_log_pos over arrays,
+   y[i] = exp(x[i]) (x <= 0) and lg[i] = log(s[i]) (s positive normal). */
+DPE_CLONES static void dpf_exp_log_rows(const float *restrict x, float *restrict y, ptrdiff_t nx,
+                                        const double *restrict s, double *restrict lg, ptrdiff_t ns)
+{
+    ptrdiff_t i;
+    for (i = 0; i < nx; i++) y[i] = dpf_exp_neg(x[i]);
+    for (i = 0; i < ns; i++) lg[i] = dpf_log_pos(s[i]);
 }
 
 /* la64[e] += (double) la32[e]; la32[e] = 0 for e < m: a float lane array flushed (exactly

@@ -3,6 +3,7 @@ from libc.stddef cimport ptrdiff_t
 
 cdef extern from "dpc_f32.h" nogil:
     float dpf_exp_neg(float x)
+    void dpf_exp_log_rows(const float *x, float *y, ptrdiff_t nx, const double *s, double *lg, ptrdiff_t ns)
     void dpf_narrow(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, float *Xs)
     void dpf_load(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, float *Xs)
     ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,

@@ -221,16 +221,6 @@ def test_float32_arguments_are_checked():
                                      log_const32=c32)
 
 
-def test_float_exp():
-    x = -np.concatenate([np.linspace(0, 100, 20001), np.geomspace(1e-30, 1, 500)]).astype(np.float32)
-    out = np.empty_like(x)
-    _estep._exp_f32_wrapper(x, out)
-    ok = x >= -87
-    assert_allclose(out[ok], np.exp(x[ok].astype(np.float64)), rtol=2 ** -21, atol=0)
-    assert np.all(out[~ok] == 0.0) and out[x == 0].item(0) == 1.0
-    assert np.all(out[ok] >= np.finfo(np.float32).tiny)     # no denormals
-
-
 # --------------------------------------------------------------- the sensitivity widening
 
 def test_widening_bounds_the_derived_rounding_factor():

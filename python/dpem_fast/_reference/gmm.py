@@ -16,6 +16,7 @@ __all__ = [
     "log_gaussian_prob_diag_reference",
     "log_resp_diag_reference",
     "estep_diag_stats_reference",
+    "responsibilities_reference",
 ]
 
 
@@ -52,6 +53,15 @@ def _normalised(log_prob, weights):
     lp = log_prob + log_w
     ll = logsumexp(lp, axis=1) if lp.shape[0] else np.zeros(0)
     return lp - ll[:, None], ll
+
+
+def responsibilities_reference(log_prob):
+    """Responsibilities ``exp(lp - ll)`` (n, K) and per-row log-likelihood ``ll = logsumexp(lp)``
+    (n,) of log densities ``lp`` (n, K) in float64 (the log-sum-exp of the kernels; -inf
+    entries give 0)."""
+    lp = np.asarray(log_prob, dtype=np.float64)
+    ll = logsumexp(lp, axis=1)
+    return np.exp(lp - ll[:, None]), ll
 
 
 def log_resp_reference(X, weights, means, precisions_cholesky):
