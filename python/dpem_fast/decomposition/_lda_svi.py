@@ -19,7 +19,7 @@ from .._progress import Progress
 from .._rng import derive_key
 from ..accounting import _calibration
 from ._dp_unigram import unigram_spec
-from ._lda_math import default_clip_norm, exp_dirichlet_expectation, shrink_to_fallback
+from ._lda_math import default_clip_norm, exp_dirichlet_expectation, shrink_to_unigram
 
 _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 
@@ -27,7 +27,9 @@ _ACCOUNTANTS = {"rdp": "rdp", "strong": "advanced"}
 class _SVIState:
     """The private SVI recursion split into public and released parts:
     ``Λ_t = a_t Λ_0 + (1 − a_t) η + M_t`` with ``M_t`` the signed running statistic and ``τ_t``
-    its per-entry noise sd (the model page, "Post-processing"); ``lam`` the current topics."""
+    its per-entry noise sd (the model page, "Post-processing"); ``lam`` the current topics.
+    ``M_t`` is shrunk towards the released unigram ``fallback`` (the null model "every topic is
+    the unigram": :func:`~dpem_fast.decomposition._lda_math.shrink_to_unigram`)."""
 
     def __init__(self, lam0, fallback):
         self.lam0, self.fallback, self.lam = lam0, fallback, lam0
@@ -37,7 +39,7 @@ class _SVIState:
         self.a *= 1.0 - rho
         self.M = (1.0 - rho) * self.M + (rho / q) * noisy
         self.var = (1.0 - rho) ** 2 * self.var + (rho * sigma / q) ** 2
-        shrunk, self.retained = shrink_to_fallback(self.M, math.sqrt(self.var), self.fallback)
+        shrunk, self.retained = shrink_to_unigram(self.M, math.sqrt(self.var), self.fallback)
         self.lam = self.a * self.lam0 + (1.0 - self.a) * eta + shrunk
         return self.lam
 
