@@ -9,6 +9,7 @@ sensitivities searched by brute force, clipping end to end, epsilon=inf against
 scikit-learn, bad input.
 """
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -35,8 +36,8 @@ W_SVI = float64_rounding_factor(ROUNDING_ROW_CAP, 128, shifts=True, n_components
 W_UNI = float64_exact_sum_factor(ROUNDING_ROW_CAP)
 
 # The privacy-mechanics tests below fit 100-400 synthetic documents at noise multiplier 1: the
-# released statistics are noise-dominated by design, and the fit says so.  That warning has its
-# own test (test_noise_dominated_fit_warns_and_names_what_to_raise).
+# released statistics are noise-dominated by design, and where the plan predicts it the fit warns
+# before the charge.  That warning has its own tests (test_topic_outlook_*).
 pytestmark = pytest.mark.filterwarnings("ignore:.*noise-dominated:UserWarning")
 
 
@@ -758,14 +759,56 @@ def test_the_topics_shrink_towards_the_released_unigram_not_the_true_one(monkeyp
     assert not np.allclose(seen[0], exact, atol=1e-6)               # the noisy release, not the truth
 
 
-def test_noise_dominated_fit_warns_and_names_what_to_raise():
+def test_topic_outlook_auto_gives_the_unigram_nearly_all_the_budget_and_says_so():
+    """A plan whose separated-topic signal is below its final threshold (public quantities only):
+    "auto" moves the unigram's share to 0.99 without a warning (the fit is the private unigram
+    model, which the attribute and the record state); the plan is the one privacy_plan shows."""
     X = make_corpus(200)
-    with pytest.warns(UserWarning, match="noise-dominated.*epsilon.*max_doc_length"):
-        m = est(noise_multiplier=None, epsilon=0.1).fit(X)
-    assert m.noise_dominance_ > 0.9
+    m = est(noise_multiplier=None, epsilon=0.1)
+    plan, T, q, outlook = m._planned(K, V)
+    assert outlook.hopeless and outlook.share == _dp_lda_svi._NULL_SHARE
+    assert outlook.signal == pytest.approx(200 * 30 / V * (1 - 1 / K), rel=1e-12)     # D_pub N (1-1/K) / V
+    var, at_075 = 0.0, m._plan(K, V, T, q, 0.75)     # the prediction is made at the topics' share
+    for t in range(T):
+        rho = (10.0 + t + 1) ** -0.7
+        var = (1 - rho) ** 2 * var + (rho * at_075.releases["topic_word"].noise_scale / q) ** 2
+    assert outlook.threshold == pytest.approx(math.sqrt(2 * math.log(K * V) * var), rel=1e-12)
+    z = acc.calibrate_noise_multiplier(lambda z: acc.NeighbouringEvent("add_remove", acc.GaussianEvent(z)), 0.1,
+                                       1e-5, accountant=acc.get_accountant("rdp", "add_remove"))
+    assert plan.releases["unigram"].noise_multiplier == pytest.approx(z / math.sqrt(0.99), rel=1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.NoiseDominatedWarning)
+        m.fit(X)
+    assert m.noise_dominance_ == 1.0
+    shown = m.privacy_plan(V).releases
+    for name in ("unigram", "topic_word"):
+        assert m.privacy_.releases[name].noise_multiplier == plan.releases[name].noise_multiplier
+        assert shown[name].noise_multiplier == plan.releases[name].noise_multiplier
+    notes = " ".join(m.privacy_.notes)
+    assert "unigram_share = 0.99" in notes and "no topic word clears" in notes and "every topic is the private unigram" in notes
     beta = m.components_ / m.components_.sum(axis=1, keepdims=True)
-    # the topics are (almost) the released unigram distribution
-    assert np.max(np.abs(beta - m.unigram_distribution_)) < 0.05
+    assert np.max(np.abs(beta - m.unigram_distribution_)) < 0.05          # the topics are the unigram
+    # a plan with room for topics keeps 0.75 and says what its outlook is
+    big = est(noise_multiplier=None, epsilon=10.0, total_samples=10 ** 6, batch_size=5000)
+    assert not big._planned(K, V)[3].hopeless and big._planned(K, V)[3].share == 0.75
+
+
+@pytest.mark.parametrize("kw", [{"unigram_share": 0.75, "noise_multiplier": None, "epsilon": 0.1},
+                                {"noise_multiplier": 20.0}])
+def test_topic_outlook_warns_before_the_charge_where_the_user_fixed_the_split(kw):
+    """A numeric unigram_share (or noise_multiplier) with a hopeless plan: a NoiseDominatedWarning
+    before anything is charged, naming what to declare; the share is the user's."""
+    ledger = acc.BudgetLedger(100.0, 1e-4, neighbouring="add_remove")
+    m = est(budget=ledger, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", acc.NoiseDominatedWarning)
+        with pytest.raises(acc.NoiseDominatedWarning,
+                           match="no topic word can clear.*total_samples = 200.*epsilon.*vocabulary.*n_components"):
+            m.fit(make_corpus(200))
+    assert ledger.entries == [] or len(ledger.entries) == 0          # before the charge
+    with pytest.warns(acc.NoiseDominatedWarning, match="unigram_share = 0.75"):
+        m.fit(make_corpus(200))
+    assert "unigram_share = 0.75" in " ".join(m.privacy_.notes)
 
 
 def test_private_unigram_release():
