@@ -13,7 +13,6 @@ from .. import accounting as acc
 from .._rng import derive_key, make_key
 from .._threads import effective_n_threads
 from .._validation import ARRAY_LIKE, interval, options, validate_table
-from ..accounting import NoiseDominatedWarning
 from .._engine import NOT_PRIVATE, PrivateEstimator, PrivateRun, make_plan
 from .._engine._groups import Grouping, bound_mask, bounding_key, check_groups
 from .._engine._sources._dask import is_dask_array
@@ -29,8 +28,6 @@ __all__ = ["DPLatentDirichletAllocation"]
 #: the record's name of the release each ``partial_fit`` call makes, and its mechanism text
 _PARTIAL = "topic_word_partial"
 _PARTIAL_MECHANISM = "DP-SVI for LDA, partial_fit (no subsampling)"
-#: below this fraction of the released topic-word mass clearing the noise threshold, a fit warns
-_NOISE_DOMINATED = 0.1
 
 
 class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
@@ -70,7 +67,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         :func:`~dpem_fast.decomposition._lda_math.default_clip_norm`): a document whose tokens
         are spread over distinct terms is never clipped, whatever its topic assignment.
         (The paper's a = 0.1 gives C = 50 at N = 500, about six times the norm of a short text.)
-    unigram_share : float in [0, 1), default=0.75
+    unigram_share : float in [0, 1) or "auto", default="auto"
         Share of the budget spent on one release of the corpus's word counts (each document's
         count vector clipped to norm C), the utility floor: the topics are shrunk towards
         this private unigram distribution (see "Post-processing").  The share is in
@@ -79,13 +76,18 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         are calibrated to the rest (the accountant composes both exactly).  With
         ``noise_multiplier`` instead of ``epsilon``: ``z_eq sqrt((1 - share) / share)``, ``z_eq``
         the single-release multiplier with the SVI part's ε.  0: no unigram release (the
-        topics fall back to the uniform distribution).  Why most of it: a topic-word
-        statistic has K V entries that each get the full noise, so on a corpus too small for
-        the SVI to show more than the most frequent words the fit *is* the unigram model, and
-        its gap to the unigram released with the whole budget is the cost of the share given
-        away (a few per cent of perplexity at 0.75 on 3,000-15,000 documents, about twice
-        that at 0.5; on 175,000 short texts the two shares gave fits within 3 % of each
-        other: ``bench/lda_floor.py``).
+        topics fall back to the uniform distribution).  ``"auto"``: 0.75, or 0.99 where the
+        plan predicts from public quantities (``total_samples``, ``max_doc_length``, V, K, ε,
+        δ and the SVI's noise) that no topic word can clear the noise threshold: the fit is
+        then the private unigram model at nearly the whole budget (rule and derivation:
+        ``_SVIPlan._outlook``; the record's notes say which; with ``noise_multiplier``,
+        0.75).  A numeric share with such a plan warns before the charge
+        (:class:`~dpem_fast.NoiseDominatedWarning`).  Why most of the budget: a topic-word
+        statistic has K V entries that each get the full noise (0.75 cost a few per cent of
+        perplexity against the full-budget unigram on 3,000-15,000 documents, 0.5 about
+        twice that: ``bench/lda_floor.py``).
+
+        .. versionchanged:: 0.1 (issue 40): default ``"auto"`` (was 0.75).
     doc_topic_prior, topic_word_prior : float or None, default=None
         α and η (``None``: 1 / n_components, as scikit-learn).
     learning_offset, learning_decay : float, default=10.0, 0.7
@@ -146,8 +148,10 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
     noise_dominance_ : float or None
         Private fits: the fraction of the released topic-word mass (last step's running
         statistic) that did *not* clear the noise threshold (public: computed from the
-        releases and the plan's noise scale).  Near 1: the topics are mostly the unigram
-        fallback, and the fit warns above 0.9.
+        releases and the plan's noise scale).  1.0: no deviation from the unigram was kept
+        and every topic is the private unigram model (a statement, not a warning: the fit is
+        then the unigram released with ``unigram_share`` of the budget; the record's notes say
+        it too).
     exp_dirichlet_component_ : ndarray of shape (n_components, n_features)
         exp(E[log β]).
     privacy_ : PrivacyRecord or None
@@ -203,7 +207,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         **{name: [None, interval("real", 0, None, "neither")]
            for name in ("noise_multiplier", "doc_topic_prior", "topic_word_prior", "total_samples")},
         "clip_fraction": [None, interval("real", 0, 1, "right")],
-        "unigram_share": [interval("real", 0, 1, "left")],
+        "unigram_share": [interval("real", 0, 1, "left"), options("auto")],
         "learning_offset": [interval("real", 0)],
         "learning_decay": [interval("real", 0, 1, "right")],
         "mean_change_tol": [interval("real", 0)],
@@ -212,7 +216,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
     }
 
     def __init__(self, n_components=10, *, epsilon=None, noise_multiplier=None, delta=1e-5, batch_size=128,
-                 max_doc_length=500, clip_fraction=None, unigram_share=0.75, doc_topic_prior=None,
+                 max_doc_length=500, clip_fraction=None, unigram_share="auto", doc_topic_prior=None,
                  topic_word_prior=None,
                  learning_offset=10.0, learning_decay=0.7, n_epochs=1, max_doc_update_iter=100,
                  mean_change_tol=1e-3, accountant="rdp", vocabulary=None, total_samples=None, budget=None,
@@ -382,8 +386,8 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         ``grouping``: an author-level fit's authors (each author's documents bounded to
         ``max_rows_per_group``, then authors sampled)."""
         V, K = lam.shape[1], lam.shape[0]
-        S = int(self.batch_size)
-        plan, T, q = self._private_plan(K, V)
+        plan, T, q, outlook = self._planned(K, V)
+        self._warn_outlook(outlook)           # public quantities only, before the charge
         # the whole plan, before any statistic of the data (the private D checked against the cap first)
         loop = PrivateRun.of(self, plan, key, n_threads, private_count=docs.n_docs)
         if grouping is not None:            # at most m documents per author, from here on
@@ -417,14 +421,6 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
                          tag=("lda", "batch"), grouping=grouping)
         self.n_batch_iter_ = T + 1
         self.noise_dominance_ = 1.0 - state.retained
-        if state.retained < _NOISE_DOMINATED:
-            warnings.warn(
-                f"{type(self).__name__}: the released topic-word statistics are noise-dominated: only "
-                f"{state.retained:.1%} of their mass clears the noise threshold, so the topics are mostly the "
-                f"fallback distribution (unigram_distribution_).  Raise epsilon, raise batch_size (now {S}: the "
-                f"sampling rate is batch_size / total_samples), use fewer n_components, or declare max_doc_length "
-                f"near your documents' length (now {int(self.max_doc_length)}; the clip norm C = {clip:.3g} "
-                f"follows it)", NoiseDominatedWarning, stacklevel=3)
         r = plan.releases["topic_word"]
         self.privacy_ = loop.record(
             mechanism="DP-SVI for LDA (Park et al. 2016), Poisson minibatches, per-document clipping",
@@ -435,7 +431,8 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
                    + "; the true count is never read)",
                    f"noise multiplier sigma = {r.noise_multiplier:.6g}, clip norm C = {clip:.6g}",
                    *((f"unigram floor: one release at multiplier {plan.releases['unigram'].noise_multiplier:.6g} "
-                      f"(unigram_share = {float(self.unigram_share):g})",) if "unigram" in plan.releases else ())))
+                      f"(unigram_share = {outlook.share:g})",) if "unigram" in plan.releases else ()),
+                   outlook.text(), _kept_text(state.retained)))
         return state.lam
 
     def partial_fit(self, X, y=None):
@@ -579,6 +576,13 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         """
         X, gamma = self._unnormalized_transform(X)
         return float(np.exp(-plugin_log_likelihood(X, gamma, self.components_).sum() / _tokens(X)))
+
+
+def _kept_text(retained):
+    """The record's post-fit statement on the topics (a function of the releases: public)."""
+    if retained <= 0:
+        return "topics: no deviation from the unigram cleared the noise threshold; every topic is the private unigram"
+    return f"topics: the kept deviations from the unigram are {retained:.2%} of the topic-word mass"
 
 
 def _tokens(X):

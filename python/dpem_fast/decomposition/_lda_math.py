@@ -11,7 +11,7 @@ from scipy.special import digamma, gammaln, logsumexp
 from .._kernels.lda import exp_dirichlet_expectation
 
 __all__ = ["exp_dirichlet_expectation", "approx_bound", "default_clip_norm", "noise_threshold",
-           "shrink_to_fallback", "unigram_distribution", "plugin_log_likelihood"]
+           "shrink_to_fallback", "shrink_to_unigram", "unigram_distribution", "plugin_log_likelihood"]
 
 
 def approx_bound(X, gamma, lam, alpha, eta, doc_ratio=1.0):
@@ -103,6 +103,30 @@ def shrink_to_fallback(M, tau, fallback, soft=False):
     retained = float(kept.sum() / total) if total > 0 else 0.0
     fallback = np.asarray(fallback, dtype=np.float64)
     return kept_part + lost[:, None] * (fallback if fallback.ndim == 2 else fallback[None, :]), retained
+
+
+def shrink_to_unigram(M, tau, unigram):
+    """Post-processing of a noisy topic-word statistic against the null model "every topic is
+    the released unigram": ``m_k u + hard(M − m_k u, c τ)``, clamped at 0.
+
+    ``M`` (K, V): noisy counts, each entry with public noise sd ``tau``; ``m_k = max(Σ_v M_kv, 0)``
+    (unbiased for the row's total); ``u`` the released unigram distribution (a public
+    post-processed release); ``c = noise_threshold(K V)``.  Under the null each deviation
+    ``M_kv − m_k u_v`` is noise plus the small error of ``m_k``, and the universal threshold
+    removes (almost) all of it: a topic keeps a word's deviation, up or down, only where the
+    release shows it above the noise, and is otherwise the unigram scaled to its own total (no
+    mass moved twice, unlike :func:`shrink_to_fallback`'s kept entries plus the fallback).
+    ``tau = 0``: ``max(M, 0)``.  Returns ``(P, retained)``, ``retained`` the kept deviations'
+    absolute mass over the rows' total (0: the topics are the unigram)."""
+    M = np.asarray(M, dtype=np.float64)
+    if float(tau) <= 0:
+        return np.maximum(M, 0.0), 1.0
+    total = np.maximum(M.sum(axis=1, keepdims=True), 0.0)
+    base = total * np.asarray(unigram, dtype=np.float64)[None, :]
+    dev = M - base
+    kept = np.where(np.abs(dev) > noise_threshold(M.size) * float(tau), dev, 0.0)
+    mass = float(total.sum())
+    return np.maximum(base + kept, 0.0), (float(np.abs(kept).sum() / mass) if mass > 0 else 0.0)
 
 
 def unigram_distribution(counts, tau, eta):
