@@ -115,3 +115,43 @@ def test_dppca_matrix_free_path(tmp_path):
         {n: r.noise_scale for n, r in dense.privacy_.releases.items()}
     assert not any(isinstance(v, ReleasedOperator) for v in vars(free).values())
     pickle.dumps(free)
+
+
+def test_answers_come_from_released_columns_only():
+    """With real rows, every answer is A on the revealed span from the columns released once:
+    a repeated or recombined query reads nothing new (no noise-free rounding difference between
+    two routes to the same entry), QᵀAQ is exactly symmetric, and the exact rows are read once
+    per new direction block."""
+    Y = np.random.default_rng(6).normal(size=(300, D)) / 5
+    reads = []
+
+    class Counting(RowProducts):
+        def __matmul__(self, V):
+            reads.append(V.shape[1])
+            return super().__matmul__(V)
+
+    op = ReleasedOperator(Counting([Y], D), SIGMA, derive_key(np.arange(8, dtype=np.uint32), 99))
+    V = np.random.default_rng(7).normal(size=(D, 3))
+    a = op @ V
+    assert reads == [3]
+    b = op @ V
+    c = op @ (V @ np.array([[1.0], [2.0], [-1.0]]))
+    assert reads == [3]                                       # nothing new revealed, nothing read
+    assert np.array_equal(a, b)
+    assert np.allclose(c[:, 0], a @ np.array([1.0, 2.0, -1.0]), rtol=1e-12, atol=1e-12)
+    W = np.random.default_rng(8).normal(size=(D, 2))
+    op @ W
+    assert reads == [3, 2]
+    Q, AQ = op._Q, op._AQ
+    QAQ = Q.T @ AQ
+    assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))
+    # the exact part is S on the span (the noise is the lazily drawn part)
+    E = Q.T @ AQ - Q.T @ (Y.T @ (Y @ Q))
+    assert np.max(np.abs(E - E.T)) < 1e-10
+
+
+def test_operator_widening_is_tiny_and_larger_than_the_dense_one():
+    from dpem_fast._engine._specs import float64_rounding_factor, operator_rounding_factor
+
+    f = operator_rounding_factor(400, 1024, 4096, 80)
+    assert float64_rounding_factor(400, 1024) < f < 1 + 1e-6

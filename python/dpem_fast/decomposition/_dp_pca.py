@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
-from .._engine._specs import count_for_update
+from .._engine._specs import count_for_update, operator_rounding_factor
 from .._kernels.moments import COUNT, SECOND, SUM, second_moment_rows
 from .._preprocess import DataDomain, project_into_domain
 from .._rng import derive_key
@@ -77,7 +77,8 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
     post-processing.
 
     Matrix-free path (issue 41): where the Krylov basis is small against d (public: at least
-    4 ``max(80, 8k)`` features) and the rows are an in-memory array, the second moment is
+    4 ``max(80, 8k)`` features), the row count is public (row-level replace-one) and the rows
+    are an in-memory array, the second moment is
     neither formed nor noised as a matrix: the release layer returns it as an operator whose
     products are ``Yᵀ(Y V) + E V`` over the mapped, clipped rows ``Y``, the noise E revealed
     lazily on the queried directions only, with exactly the law of the materialised release
@@ -223,12 +224,29 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         if _uses_lanczos(d, k):
             v0 = np.empty(d)
             _core_rng.fill_normal(derive_key(key, "init", "lanczos"), 0, 1.0, v0, 1)
-        if private and uses_operator(d, k):      # the matrix-free path's start block
+        if private and self._matrix_free(d):      # the matrix-free path's start block
             start = np.empty(d * BLOCK)
             _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
             start = start.reshape(d, BLOCK)
         return {"v0": v0, "start": start, "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
                 "mean": np.zeros(d), "top": 0.0}
+
+    def _matrix_free(self, d):
+        """Public: the second moment is read through its products (never formed) where its Krylov
+        basis is small against d and the row count is public (row-level replace-one; under
+        add/remove and person-level fits every row's block may move, and the products' rounding
+        bound would cost far more than the dense sum's)."""
+        return uses_operator(d, self._k(d)) and not self._count_private()
+
+    def _rounding_factor(self, d, n_public):
+        """The engine's float64 widening, or the matrix-free path's larger one where that path
+        may run (:func:`~dpem_fast._engine._specs.operator_rounding_factor`, derived in
+        :mod:`dpem_fast._engine._operator`, "Rounding")."""
+        base = super()._rounding_factor(d, n_public)
+        if n_public is None or not self._matrix_free(d):
+            return base
+        return max(base, operator_rounding_factor(n_public, self._block_rows(n_public, d), d,
+                                                  krylov_columns(self._k(d))))
 
     def _pass(self, rows, params, domain, n_threads):
         """The matrix-free path's pass (the second moment held as its rows, released as an
