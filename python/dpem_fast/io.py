@@ -140,6 +140,7 @@ class _ArrayRows:
         if not isinstance(X, np.memmap):
             X = np.ascontiguousarray(X, dtype=dtype)
         self._X = X
+        self.in_memory = not isinstance(X, np.memmap)   # all rows already in this process's memory
         self._rows = superblock_rows
         self.n_rows, self.n_features = X.shape
         self.dtype = dtype

@@ -26,6 +26,11 @@ another release's noise.  :func:`add_noise` chooses the sampler from the release
 * ``"discrete_gaussian"``: the statistic rounded onto the lattice ``γ Z`` plus exact
   discrete Gaussian integers (CKS 2020, Algorithm 3; mirrored for a symmetric statistic),
   mapped back by ``γ ×`` (:mod:`dpem_fast._engine._lattice`).
+
+A symmetric statistic given as its rows (:class:`~dpem_fast._engine._operator.RowProducts`)
+is released, for the Gaussian mechanism, as a
+:class:`~dpem_fast._engine._operator.ReleasedOperator`: the same release read through its
+products, E revealed lazily from the same sub-key (same law); other mechanisms form it.
 """
 from __future__ import annotations
 
@@ -41,6 +46,7 @@ from .._dpcore._contract import SAMPLER_BLOCK
 from .._rng import KeyDeriver, derive_key
 from ..random import _discrete_gaussian_params
 from ._lattice import to_lattice
+from ._operator import ReleasedOperator, RowProducts
 from ._record import SYMMETRIC_OFFDIAG, Release
 
 __all__ = ["ReleaseLayer", "add_noise", "release_key", "noised_value", "observe_releases", "SYMMETRIC_OFFDIAG"]
@@ -117,8 +123,15 @@ def add_noise(value, release, key, n_threads=1, offdiag=None):
 
     Returns
     -------
-    ndarray of float64, a new array.
+    ndarray of float64, a new array (a :class:`ReleasedOperator` for a Gaussian symmetric
+    statistic given as :class:`RowProducts`).
     """
+    if isinstance(value, RowProducts):
+        if tuple(value.shape) != tuple(release.shape):
+            raise ValueError(f"statistic {release.name!r} has shape {value.shape}, the plan says {release.shape}")
+        if release.mechanism == "gaussian" and release.symmetric:
+            return ReleasedOperator(value, release.noise_scale, key, n_threads)
+        value = value.dense(n_threads)
     value = np.asarray(value, dtype=np.float64)
     if value.shape != tuple(release.shape):
         raise ValueError(f"statistic {release.name!r} has shape {value.shape}, the plan says {release.shape}")

@@ -219,6 +219,7 @@ __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_mo
            "row_count", "column_histograms", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING",
            "FLOAT32_MAX_COMPONENTS",
            "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "float64_exact_sum_factor",
+           "operator_rounding_factor",
            "rounding_specs", "check_row_cap", "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
@@ -375,6 +376,15 @@ def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FL
     # the float evaluation of these few terms is itself rounded: one more u per operation is
     # far below the margin of 1.01 on the excess
     return (1.0 + kappa) * (1.0 + 1.01 * excess)
+
+
+def operator_rounding_factor(n_rows, block_rows, d, m_max, *, shifts=False):
+    """The float64 widening of a second moment read by :class:`ReleasedOperator` with at most
+    ``m_max`` revealed directions (:mod:`~dpem_fast._engine._operator`, "Rounding"): ``1 + (√(2 m_max) + 2) e'``,
+    ``1 + e'`` :func:`~dpem_fast._engine._specs.float64_rounding_factor` at ``block_rows + d +
+    2 m_max`` rows per block (``n_rows``, ``shifts`` as there)."""
+    e = float64_rounding_factor(n_rows, int(block_rows) + int(d) + 2 * int(m_max), shifts=shifts) - 1.0
+    return 1.0 + (math.sqrt(2.0 * m_max) + 2.0) * e
 
 
 def float64_exact_sum_factor(n_rows):

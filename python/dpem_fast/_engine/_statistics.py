@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..accounting._validation import NEIGHBOURING_RELATIONS
+from ._operator import RowProducts
 
 __all__ = ["StatSpec", "Statistics", "StatisticsSum"]
 
@@ -174,7 +175,8 @@ class StatisticsSum:
 
     Parts are :class:`Statistics` (their diagnostics ``n_rows``, ``loglik``, ``n_clipped`` added
     plainly), float arrays (Sum2 as well), or anything else ``+`` adds (integers, tuples of
-    counts: added plainly)."""
+    counts: added plainly).  A statistic held as its rows (:class:`~._operator.RowProducts`)
+    is joined, not summed."""
 
     def __init__(self):
         self._kind = None          # "stats", "array" or "plain"
@@ -213,8 +215,9 @@ class StatisticsSum:
             else:
                 self._kind, self._hi = "plain", part
                 return
-            self._hi = {k: np.array(v, dtype=np.float64) for k, v in self._arrays(part).items()}
-            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items()}
+            self._hi = {k: v if isinstance(v, RowProducts) else np.array(v, dtype=np.float64)
+                        for k, v in self._arrays(part).items()}
+            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items() if not isinstance(v, RowProducts)}
             return
         if self._kind == "plain":
             self._hi = self._hi + part
@@ -223,6 +226,9 @@ class StatisticsSum:
             raise ValueError(f"cannot add statistics named {list(self._hi)} and "
                              f"{list(getattr(part, 'arrays', {None: 0}))}")
         for name, x in self._arrays(part).items():
+            if isinstance(x, RowProducts):          # a statistic held as its rows: they are joined
+                self._hi[name] = self._hi[name] + x
+                continue
             x, hi = np.asarray(x, dtype=np.float64), self._hi[name]
             if x.shape != hi.shape:
                 what = "arrays" if name is None else f"statistic {name!r}"
@@ -244,5 +250,5 @@ class StatisticsSum:
             return None
         if self._kind == "plain":
             return self._hi
-        out = {k: _collapse(hi, self._lo[k]) for k, hi in self._hi.items()}
+        out = {k: hi if k not in self._lo else _collapse(hi, self._lo[k]) for k, hi in self._hi.items()}
         return out[None] if self._kind == "array" else Statistics(out, *self._meta)

@@ -13,11 +13,12 @@ import numpy as np
 
 from .._dpcore import _contract, _moments
 from .._engine import Statistics
-from .._preprocess import clip_target
+from .._engine._operator import RowProducts
+from .._preprocess import clip_target, scale_and_clip
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 
-__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "product_rows"]
+__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "second_moment_rows", "product_rows"]
 
 COUNT, SUM, SECOND = "count", "sum", "second_moment"
 
@@ -63,6 +64,19 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     s1 = _contract.sum_blocks(part_s1, nt)
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: s2}, int(n), 0.0,
                       int(part_clip.sum()))
+
+
+def second_moment_rows(X, domain, n_threads=None) -> Statistics:
+    """:func:`second_moment_stats` with the second moment held as its rows (a
+    :class:`~dpem_fast._engine._operator.RowProducts` of the rows mapped and clipped into the
+    domain's unit ball, in float64), for a release read through its products (issue 41).  The sum
+    is summed per ``TILE_ROWS`` rows, the blocks exactly, as the kernel sums it."""
+    X = np.asarray(as_kernel_rows(X), dtype=np.float64)
+    n, d = X.shape
+    Y, n_clipped = scale_and_clip(X, domain)
+    S = RowProducts([Y], d)
+    s1 = S._sum((np.sum(B, axis=0) for B in S._parts()), (d,), effective_n_threads(n_threads))
+    return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: S}, int(n), 0.0, int(n_clipped))
 
 
 def product_rows(A, B, n_threads=None):

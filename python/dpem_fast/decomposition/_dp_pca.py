@@ -12,14 +12,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
-from .._engine._specs import count_for_update
-from .._kernels.moments import COUNT, SECOND, SUM
+from .._engine._specs import count_for_update, operator_rounding_factor
+from .._kernels.moments import COUNT, SECOND, SUM, second_moment_rows
 from .._preprocess import DataDomain, project_into_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import ARRAY_LIKE, interval
 from ..accounting import NoiseDominatedWarning
 from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge, top_dense
+from ._krylov import BLOCK, ReleasedCovariance, krylov_columns, top_eigenpairs_krylov, uses_operator
 from ._moment_release import SecondMomentRelease
 
 __all__ = ["DPPCA"]
@@ -74,6 +75,20 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
     ``n_components`` eigenvectors of the released covariance, found without a d x d
     decomposition above 256 features (Lanczos); everything after the release is
     post-processing.
+
+    Matrix-free path (issue 41): where the Krylov basis is small against d (public: at least
+    4 ``max(80, 8k)`` features), the row count is public (row-level replace-one) and the rows
+    are an in-memory array, the second moment is
+    neither formed nor noised as a matrix: the release layer returns it as an operator whose
+    products are ``Yᵀ(Y V) + E V`` over the mapped, clipped rows ``Y``, the noise E revealed
+    lazily on the queried directions only, with exactly the law of the materialised release
+    given what was revealed (its orthogonal invariance; the argument is in
+    :mod:`dpem_fast._engine._operator`).  The components are then the top Ritz vectors of a
+    block Krylov basis (8 columns a block, at most ``max(80, 8k)`` columns, stopped once the
+    top-k residuals are below 10⁻⁸ of the top eigenvalue) and the total variance the released
+    trace: in law, what that method outputs on the materialised release.  Cost ``n d m + d m²``
+    (m the basis size) instead of ``n d²``.  Memory maps, block sources, person-level fits and
+    Dask arrays keep the dense release (the rows are not all in memory).
 
     Parameters
     ----------
@@ -205,12 +220,41 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         first k axes, no variance) that the release's update replaces."""
         d = summary.n_features
         k = self._k(d)
-        v0 = None
+        v0 = start = None
         if _uses_lanczos(d, k):
             v0 = np.empty(d)
             _core_rng.fill_normal(derive_key(key, "init", "lanczos"), 0, 1.0, v0, 1)
-        return {"v0": v0, "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
+        if private and self._matrix_free(d):      # the matrix-free path's start block
+            start = np.empty(d * BLOCK)
+            _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
+            start = start.reshape(d, BLOCK)
+        return {"v0": v0, "start": start, "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
                 "mean": np.zeros(d), "top": 0.0}
+
+    def _matrix_free(self, d):
+        """Public: the second moment is read through its products (never formed) where its Krylov
+        basis is small against d and the row count is public (row-level replace-one; under
+        add/remove and person-level fits every row's block may move, and the products' rounding
+        bound would cost far more than the dense sum's)."""
+        return uses_operator(d, self._k(d)) and not self._count_private()
+
+    def _rounding_factor(self, d, n_public):
+        """The engine's float64 widening, or the matrix-free path's larger one where that path
+        may run (:func:`~dpem_fast._engine._specs.operator_rounding_factor`, derived in
+        :mod:`dpem_fast._engine._operator`, "Rounding")."""
+        base = super()._rounding_factor(d, n_public)
+        if n_public is None or not self._matrix_free(d):
+            return base
+        return max(base, operator_rounding_factor(n_public, self._block_rows(n_public, d), d,
+                                                  krylov_columns(self._k(d))))
+
+    def _pass(self, rows, params, domain, n_threads):
+        """The matrix-free path's pass (the second moment held as its rows, released as an
+        operator) for in-memory rows of a private fit where :func:`uses_operator`; else the
+        engine's."""
+        if params.get("start") is not None and domain is not None and not rows.remote and rows.in_memory:
+            return rows.reduce(lambda block: second_moment_rows(block, domain, n_threads))
+        return super()._pass(rows, params, domain, n_threads)
 
     def _update(self, noisy, params, ctx):
         """The components of the released statistics (post-processing; class docstring)."""
@@ -221,11 +265,14 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
             sigma_mean = ctx.releases[SUM].noise_scale / n        # sd of a coordinate of S̃1/N
             mean = project_into_domain(noisy[SUM] / n, ctx.domain)
             norm = min(float(np.linalg.norm(mean)), 1.0)
-            # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I: the plug-in bias removed (a shift of every eigenvalue)
-            C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, nt)
         else:
             sigma_mean, norm, mean = 0.0, 0.0, np.zeros(d)
-            C = Covariance(noisy[SECOND], n, mean, 0.0, nt)
+        # E[m̃ m̃ᵀ] = m mᵀ + σ_m² I: the plug-in bias removed (a shift of every eigenvalue)
+        if isinstance(noisy[SECOND], np.ndarray):
+            C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, nt)
+        else:                                   # the released operator (matrix-free path)
+            s = np.asarray(ctx.domain.scale, dtype=np.float64)
+            C = ReleasedCovariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, s / float(np.max(s)))
         # the residual variance is not resolved below one noise sd of an entry of the released
         # covariance (in the original units; the top eigenvalues' upward bias can leave it ~0)
         s2 = np.asarray(ctx.domain.scale, dtype=np.float64) ** 2
@@ -263,13 +310,18 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         k = self._k(d)
         s = np.asarray(scale, dtype=np.float64)
         top_s = float(np.max(s))
-        A = scaled_covariance(C, s / top_s)
-        lam, V = top_eigenpairs(A, k, params["v0"] if _uses_lanczos(d, k) else None)
+        if isinstance(C, ReleasedCovariance):       # already scaled by s / top_s
+            lam, V = top_eigenpairs_krylov(C, k, params["start"], krylov_columns(k))
+            trace = C.trace()
+        else:
+            A = scaled_covariance(C, s / top_s)
+            lam, V = top_eigenpairs(A, k, params["v0"] if _uses_lanczos(d, k) else None)
+            trace = float(np.trace(A))
         dof = n - 1.0 if (self._releases_mean() and n > 1.0) else n
         f = top_s * top_s * n / dof
         with np.errstate(over="ignore"):
             ev = np.maximum(lam, 0.0) * f
-            total = max(float(np.trace(A)) * f, float(np.sum(ev)))
+            total = max(trace * f, float(np.sum(ev)))
         rest = max(total - float(np.sum(ev)), 0.0) / (d - k) if k < d else 0.0
         rest = max(rest, floor * n / dof)
         return {"components": fix_signs(V.T), "ev": ev, "total": total, "noise": rest, "n": n, "dof": dof,

@@ -67,6 +67,8 @@ class Rows:
         self.summary = summary
 
     n_rows = property(lambda self: self.summary.n_rows)
+    #: an ndarray already in memory (not a memory map, a stream or a person-level selection)
+    in_memory = property(lambda self: bool(getattr(self._source, "in_memory", False)))
     n_features = property(lambda self: self.summary.n_features)
 
     @property

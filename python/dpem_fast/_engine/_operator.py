@@ -1,0 +1,264 @@
+"""A symmetric Gaussian release read through its products, its noise revealed lazily (issue 41).
+
+A statistic ``S = Σ_r y_r y_rᵀ`` (d x d, rows ``y_r`` mapped and clipped into the unit ball)
+can be handed to the release layer as :class:`RowProducts`: its rows, not the matrix.  The
+layer then returns a :class:`ReleasedOperator` ``A = S + E`` instead of an array — the **same**
+release (same plan entry, same key, same record, one observer call; the plan, the charge and
+the record do not know the difference) — which answers products ``A V = Yᵀ(Y V) + E V`` without
+ever forming S or E.  Cost ``n d m + d m²`` for ``m`` queried directions, against ``n d²`` to
+form S and ``d²/2`` normals to draw E.
+
+What is released, and why it is the materialised release in law.  The symmetric Gaussian
+noise of the release layer (σ on the diagonal, σ/√2 above it, :mod:`~dpem_fast._engine._release`)
+is the isotropic Gaussian N(0, σ²) on the space of symmetric matrices with the Frobenius inner
+product: for any symmetric ``U`` with ``‖U‖_F = 1``, ``⟨U, E⟩ ~ N(0, σ²)``, and orthogonal ``U``'s
+give independent draws.  The materialised release is ``S + E``; any orthonormal set of
+coordinates ``⟨U_t, S + E⟩`` chosen adaptively (each ``U_t`` orthogonal to the earlier ones and a
+function of their values) is, in law, the same coordinates read off the materialised matrix,
+and its privacy is that of the one Gaussian mechanism with sensitivity ``‖δS‖_F``: the
+coordinates of ``δS`` on an orthonormal set have norm at most ``‖δS‖_F``.
+
+The operator keeps an orthonormal basis ``Q`` (d x m) of every direction queried so far and the
+released columns ``AQ`` (d x m).  A query ``V`` first extends ``Q`` by a block ``Qn`` spanning the
+part of ``V`` outside ``span Q`` (below 10⁻¹⁰ of V it counts as inside), then is answered as
+``AQ (Qᵀ V)`` — from released columns only, never from a new product with the exact rows.  The
+new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
+off ``span [Q, Qn]``:
+
+* ``Qᵀ A Qn = (A Q)ᵀ Qn``: already released (symmetry), not read again from S;
+* ``Qnᵀ A Qn = sym(Qnᵀ S Qn) + B``, ``B`` a fresh p x p draw (σ on the diagonal, σ/√2 above):
+  the coordinates ``⟨q_i q_iᵀ, ·⟩`` and ``⟨(q_i q_jᵀ + q_j q_iᵀ)/√2, ·⟩``;
+* ``P A Qn = P (S Qn + g)``, ``g`` i.i.d. N(0, σ²/2) of shape (d, p): the coordinates
+  ``⟨(w q_jᵀ + q_j wᵀ)/√2, ·⟩`` for an orthonormal basis ``w`` of the complement.
+
+So ``Qᵀ A Q`` is exactly symmetric by construction, and a rounding difference between two
+routes to the same entry is never released without noise.  The weighted trace
+``Σ_i w_i A_ii`` (:meth:`ReleasedOperator.weighted_trace`, R = diag(w)) is
+``tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ)`` (released columns) plus the one new coordinate
+``⟨PRP, S⟩ + N(0, σ² ‖PRP‖²_F)`` (``PRP`` is orthogonal to every revealed coordinate); it is
+computed for constant weights only (PCA's equal scales) — for other weights the new coordinate
+is ``tr(PS)`` with R's mean on the complement, ``tr(PR)/(d − m)``, as its weight (an estimate,
+post-processing).  Seeded draws are not the dense path's (another sampler on the same key),
+only their law is.
+
+Randomness: the release's own sub-key (the one :func:`~dpem_fast._engine._release.add_noise`
+would use), counter-based: each draw of ``L`` normals takes the next ``⌈L / SAMPLER_BLOCK⌉``
+streams (``_rng.fill_normal`` with a stream offset), so the answers do not depend on the
+thread count.
+
+Rounding (:mod:`~dpem_fast._engine._specs`, "Rounding").  A column ``S q`` is summed as the
+dense kernel sums S — per block of at most ``b = TILE_ROWS`` rows in floats (BLAS), the blocks'
+partials exactly (``_contract.sum_blocks``) — but a row's term ``y_r (y_rᵀ q)`` is its exact
+value up to ``d + 2`` rounded operations, not 5: (e) holds with ``γ_{b+d+5}``, i.e. the factor
+:func:`~dpem_fast._engine._specs.float64_rounding_factor` at ``b + d`` rows per block bounds
+one column's rounding change ``e Δ`` (``‖T_r‖ ≤ ‖y_r‖² ≤ 1``).  The released coordinates of the
+``m ≤ m_max`` columns weigh a column's error by at most √2, so together by ``√(2 m_max) e Δ``.
+The trace's new coordinate, normalised by ``‖PRP‖_F = √(d − m) ≥ 1`` (R = I), has per-row
+terms ``‖y_r‖² − ‖Qᵀ y_r‖²``, each sum of squares exact up to ``γ_{d+m+5}`` of its value (at most
+``‖y_r‖²``): at most ``2 e' Δ`` with ``e'`` at ``b + d + 2 m_max`` rows per block.
+:func:`~dpem_fast._engine._specs.operator_rounding_factor` is ``1 + (√(2 m_max) + 2) e'`` (``e' ≥ e``; the two groups
+of coordinates add by Minkowski).  This holds where the row count is public (row-level
+replace-one: only the replaced row's block differs); DPPCA runs the matrix-free path only there
+(add/remove moves every row's block, and the bound would grow with the public row cap) and
+applies the factor wherever the path may run (a public test on d, k and the relation), about
+``1 + 7·10⁻⁸`` at d = 4096, m_max = 80.
+
+The operator holds the exact rows: it is the release layer's answer to the model's update and
+must not be kept, copied or pickled (:meth:`ReleasedOperator.__reduce__` refuses).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg
+
+from .._dpcore import _contract, _moments
+from .._dpcore import _rng as _core_rng
+from .._dpcore._contract import SAMPLER_BLOCK
+from .._threads import blas_single_thread
+
+__all__ = ["RowProducts", "ReleasedOperator"]
+
+#: rows per slab of a product (a slab of 16 rows stays in cache between its two products)
+_SLAB = 16
+
+
+class RowProducts:
+    """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order);
+    ``+`` joins the rows of disjoint parts (the engine's sum over superblocks)."""
+
+    def __init__(self, blocks, d):
+        self._blocks = [np.ascontiguousarray(b, dtype=np.float64) for b in blocks if b.shape[0]]
+        self.shape = (int(d), int(d))
+
+    def __add__(self, other):
+        if not isinstance(other, RowProducts) or other.shape != self.shape:
+            return NotImplemented
+        return RowProducts(self._blocks + other._blocks, self.shape[0])
+
+    def _parts(self):
+        step = _moments.TILE_ROWS
+        for b in self._blocks:
+            for r0 in range(0, b.shape[0], step):
+                yield b[r0:r0 + step]
+
+    def _sum(self, parts, shape, n_threads):
+        parts = list(parts)
+        if not parts:
+            return np.zeros(shape)
+        return parts[0] if len(parts) == 1 else _contract.sum_blocks(np.stack(parts), n_threads)
+
+    def _product(self, Y, V):
+        # Y_bᵀ (Y_b V) by slabs of _SLAB rows, each read from memory once (still in cache for its
+        # second product); the slabs add up in floats inside the block, as any block sum may
+        out = np.zeros((Y.shape[1], V.shape[1]))
+        for r0 in range(0, Y.shape[0], _SLAB):
+            Z = Y[r0:r0 + _SLAB]
+            out += Z.T @ (Z @ V)
+        return out
+
+    def __matmul__(self, V):
+        """``S V`` (d x p): per block ``Y_bᵀ (Y_b V)``, the blocks summed exactly."""
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        return self._sum((self._product(Y, V) for Y in self._parts()), V.shape, 1)
+
+    def diagonal(self):
+        """``diag S`` (exact statistic; never released by the operator)."""
+        return self._sum((np.einsum("ij,ij->j", Y, Y) for Y in self._parts()), (self.shape[0],), 1)
+
+    def projected_trace(self, Q):
+        """``tr(P S) = Σ_r (‖y_r‖² − ‖Qᵀ y_r‖²)``, ``P = I − Q Qᵀ`` (exact statistic; the operator
+        releases it only with noise).  Each row's term is two sums of squares, so its rounding
+        is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module docstring, "Rounding")."""
+        def part(Y):
+            Z = Y @ Q
+            return np.array([np.einsum("ij,ij->", Y, Y) - np.einsum("ij,ij->", Z, Z)])
+        return float(self._sum((part(Y) for Y in self._parts()), (1,), 1)[0])
+
+    def dense(self, n_threads=1):
+        """``S`` formed (for a mechanism the operator does not serve)."""
+        with blas_single_thread():
+            S = self._sum((Y.T @ Y for Y in self._parts()), self.shape, n_threads)
+        return (S + S.T) / 2
+
+
+class ReleasedOperator:
+    """``A = S + E`` of one symmetric Gaussian release, read through products (module
+    docstring): ``A @ V``, ``weighted_trace(w)`` (the last read: it ends the operator)."""
+
+    def __init__(self, exact, sigma, key, n_threads=1):
+        d = exact.shape[0]
+        self.shape = (d, d)
+        self.sigma = float(sigma)
+        self._exact, self._key, self._nt = exact, np.array(key, dtype=np.uint32), int(n_threads)
+        self._store_Q, self._store_AQ = np.empty((d, 0)), np.empty((d, 0))    # capacity, grown by doubling
+        self._m, self._stream, self._ended = 0, 0, False
+
+    _Q = property(lambda self: self._store_Q[:, :self._m])
+    _AQ = property(lambda self: self._store_AQ[:, :self._m])
+
+    def _append(self, Qn, AQn):
+        m, p = self._m, Qn.shape[1]
+        if m + p > self._store_Q.shape[1]:
+            cap = min(self.shape[0], max(2 * (m + p), 32))
+            for name in ("_store_Q", "_store_AQ"):
+                grown = np.empty((self.shape[0], cap))
+                grown[:, :m] = getattr(self, name)[:, :m]
+                setattr(self, name, grown)
+        self._store_Q[:, m:m + p] = Qn
+        self._store_AQ[:, m:m + p] = AQn
+        self._m = m + p
+
+    def __reduce__(self):
+        raise TypeError("a released operator holds the exact statistic: it cannot be pickled")
+
+    def __repr__(self):
+        return f"ReleasedOperator(shape={self.shape}, sigma={self.sigma:.6g})"
+
+    @property
+    def n_revealed(self):
+        """Directions revealed so far (a function of the queries only)."""
+        return self._m
+
+    def _normals(self, size, scale):
+        out = np.empty(int(size))
+        if size:
+            _core_rng.fill_normal(self._key, self._stream, float(scale), out, self._nt)
+            self._stream += -(-int(size) // SAMPLER_BLOCK)
+        return out
+
+    @staticmethod
+    def _project_out(V, Q):
+        # twice is enough (Giraud et al. 2005); once where no column lost more than ~30 % of its
+        # norm (Kahan–Parlett: then a second pass changes nothing that matters)
+        before = np.linalg.norm(V, axis=0)
+        V = V - Q @ (Q.T @ V)
+        if np.any(np.linalg.norm(V, axis=0) < 0.7 * before):
+            V = V - Q @ (Q.T @ V)
+        return V
+
+    def _reveal(self, V):
+        """Release the columns ``A Qn`` of the new directions of ``span V`` (module docstring)."""
+        d, m = self.shape[0], self._m
+        if m >= d:
+            return
+        Q = self._Q
+        R = self._project_out(V, Q)
+        U, sv, _ = linalg.svd(R, full_matrices=False, check_finite=False)
+        scale = max(float(np.max(np.abs(V))) if V.size else 0.0, np.finfo(float).tiny)
+        keep = sv > 1e-10 * scale * math.sqrt(d)
+        if not np.any(keep):
+            return
+        Qn, _ = linalg.qr(self._project_out(U[:, keep], Q), mode="economic", check_finite=False)
+        p = Qn.shape[1]
+        if m + p > d:
+            Qn, p = Qn[:, :d - m], d - m
+        SQn = self._exact @ Qn                              # the only read of the exact statistic
+        z = self._normals(p * p, self.sigma).reshape(p, p)
+        B = np.triu(z, 1) * math.sqrt(0.5)
+        B = B + B.T
+        B[np.diag_indices(p)] = np.diag(z)
+        g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
+        H = Qn.T @ SQn
+        AQn = (Q @ (self._AQ.T @ Qn)                         # Qᵀ A Qn: released before (symmetry)
+               + Qn @ ((H + H.T) / 2 + B)                    # the new p x p block
+               + self._project_out(self._project_out(SQn + g, Q), Qn))     # off span [Q, Qn]
+        self._append(Qn, AQn)
+
+    def __matmul__(self, V):
+        if self._ended:
+            raise RuntimeError("the released operator was ended by weighted_trace")
+        V = np.asarray(V, dtype=np.float64)
+        vec = V.ndim == 1
+        V = V.reshape(self.shape[0], -1)
+        with blas_single_thread():
+            self._reveal(V)
+            # answered from the released columns only: A on span Q (the part of V the reveal
+            # judged inside span Q, below 1e-10 of V, is projected on it)
+            out = self._AQ @ (self._Q.T @ V)
+        return out[:, 0] if vec else out
+
+    def weighted_trace(self, w):
+        """``Σ_i w_i A_ii``: the released columns' part plus one new coordinate (module
+        docstring; exact in law for constant weights, else the complement's part estimated
+        with the weights' mean there).  Ends the operator."""
+        if self._ended:
+            raise RuntimeError("the released operator was ended by weighted_trace")
+        self._ended = True
+        d = self.shape[0]
+        w = np.asarray(w, dtype=np.float64)
+        Q, AQ = self._Q, self._AQ
+        with blas_single_thread():
+            RQ = w[:, None] * Q
+            QAQ = Q.T @ AQ
+            QAQ = (QAQ + QAQ.T) / 2
+            known = float(np.sum((Q.T @ RQ) * QAQ)) + 2.0 * float(np.sum(RQ * (AQ - Q @ QAQ)))
+            rest = d - self._m
+            if rest == 0:
+                return known
+            # the complement's trace tr(P S) + N(0, σ² (d − m)), weighted by R's mean there
+            w_rest = (float(np.sum(w)) - float(np.sum(w[:, None] * Q * Q))) / rest
+            new = self._exact.projected_trace(Q) + float(self._normals(1, self.sigma * math.sqrt(rest))[0])
+        return known + w_rest * new
+

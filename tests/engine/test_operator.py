@@ -1,0 +1,157 @@
+"""The matrix-free symmetric Gaussian release (issue 41): the lazily revealed noise has the law of
+the materialised release's (diag sd σ, off-diagonal σ/√2, independent, orthogonally invariant),
+the release layer serves it as the same single release, and DPPCA's two paths agree."""
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from dpem_fast import DPPCA
+from dpem_fast._engine._operator import ReleasedOperator, RowProducts
+from dpem_fast._engine._release import ReleaseLayer
+from dpem_fast._rng import derive_key
+from dpem_fast.decomposition import _krylov
+
+D, SIGMA, KEYS = 12, 2.0, 1500
+
+
+def _op(i, d=D):
+    return ReleasedOperator(RowProducts([np.zeros((1, d))], d), SIGMA, derive_key(np.arange(8, dtype=np.uint32), i))
+
+
+def _basis(d, m, seed=0):
+    return np.linalg.qr(np.random.default_rng(seed).normal(size=(d, m)))[0]
+
+
+def test_revealed_block_has_the_materialised_law():
+    Q = _basis(D, 3)
+    blocks = np.array([Q.T @ (_op(i) @ Q) for i in range(KEYS)])
+    sd = blocks.std(axis=0)
+    assert np.allclose(np.diag(sd), SIGMA, rtol=0.08)
+    off = sd[np.triu_indices(3, 1)]
+    assert np.allclose(off, SIGMA / math.sqrt(2), rtol=0.08)
+    # exact symmetry of the revealed block, and no correlation between distinct entries
+    assert np.allclose(blocks, np.swapaxes(blocks, 1, 2), atol=1e-12)
+    flat = blocks[:, [0, 0, 1], [0, 1, 2]]
+    assert np.all(np.abs(np.corrcoef(flat.T)[np.triu_indices(3, 1)]) < 0.1)
+
+
+def test_sequential_queries_stay_symmetric_and_invariant():
+    v = np.random.default_rng(1).normal(size=D)
+    v /= np.linalg.norm(v)
+    w = np.random.default_rng(2).normal(size=D)
+    quad, cross = [], []
+    for i in range(KEYS):
+        op = _op(i)
+        Ev = op @ v
+        Ew = op @ (0.3 * v + w)                 # partly along the revealed direction
+        quad.append(v @ Ev)
+        cross.append(v @ Ew - (0.3 * v + w) @ Ev)
+    assert abs(np.std(quad) / SIGMA - 1) < 0.08            # vᵀEv ~ N(0, σ²) for a unit v
+    assert np.max(np.abs(cross)) < 1e-10                    # vᵀ E u = uᵀ E v
+
+
+@pytest.mark.parametrize("weights", ["constant", "varying"])
+def test_weighted_trace_has_the_materialised_law(weights):
+    w = np.full(D, 0.7) if weights == "constant" else np.linspace(0.2, 1.5, D)
+    Q = _basis(D, 4, seed=3)
+    t = []
+    for i in range(KEYS):
+        op = _op(i)
+        op @ Q
+        t.append(op.weighted_trace(w))
+    assert abs(np.std(t) / (SIGMA * np.linalg.norm(w)) - 1) < 0.08     # Σ w_i E_ii: sd σ ‖w‖
+    assert abs(np.mean(t)) < 4 * SIGMA * np.linalg.norm(w) / math.sqrt(KEYS)
+    with pytest.raises(RuntimeError):
+        op @ Q
+
+
+def test_products_match_the_formed_statistic():
+    Y = np.random.default_rng(4).normal(size=(2100, 7)) / 4
+    S = RowProducts([Y[:1000], Y[1000:]], 7)
+    V = np.random.default_rng(5).normal(size=(7, 3))
+    assert np.allclose(S @ V, Y.T @ (Y @ V))
+    assert np.allclose(S.diagonal(), np.sum(Y * Y, axis=0))
+    assert np.allclose(S.dense(), Y.T @ Y)
+
+
+def test_release_layer_serves_one_release():
+    from dpem_fast._engine._plan import make_plan
+    from dpem_fast._engine._specs import second_moments
+
+    plan = make_plan((second_moments("second_moment", (D, D)),), 1, epsilon=1.0, delta=1e-5,
+                     neighbouring="replace", accountant="gdp")
+    seen = []
+    from dpem_fast import observe_releases
+    layer = ReleaseLayer(plan, np.arange(8, dtype=np.uint32))
+    with observe_releases(lambda r, i: seen.append(r.name)):
+        out = layer.release({"second_moment": RowProducts([np.eye(D)[:3] / 2], D)}, 0)
+    op = out["second_moment"]
+    assert isinstance(op, ReleasedOperator) and seen == ["second_moment"]
+    assert op.sigma == plan.releases["second_moment"].noise_scale
+    with pytest.raises(ValueError, match="already released"):
+        layer.release({"second_moment": RowProducts([np.eye(D)[:3]], D)}, 0)
+    with pytest.raises(TypeError):
+        pickle.dumps(op)
+
+
+@pytest.mark.filterwarnings("ignore::dpem_fast.accounting.NoiseDominatedWarning")
+def test_dppca_matrix_free_path(tmp_path):
+    d, k = 4 * _krylov.krylov_columns(2), 2
+    assert _krylov.uses_operator(d, k) and not _krylov.uses_operator(d - 1, k)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, k)) @ rng.normal(size=(k, d)) / 20 + rng.normal(size=(60, d)) / 40
+    free = DPPCA(k, epsilon=1.0, data_norm=3.0, random_state=0).fit(X)
+    mm = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float64, shape=X.shape)
+    mm[:] = X
+    dense = DPPCA(k, epsilon=1.0, data_norm=3.0, random_state=0).fit(mm)        # a memory map: dense
+    W = free.components_
+    assert np.allclose(W @ W.T, np.eye(k), atol=1e-8)
+    assert np.all(np.isfinite(free.explained_variance_)) and free.noise_variance_ > 0
+    # the same single release, the same record
+    assert free.privacy_.epsilon_spent == dense.privacy_.epsilon_spent
+    assert {n: r.noise_scale for n, r in free.privacy_.releases.items()} == \
+        {n: r.noise_scale for n, r in dense.privacy_.releases.items()}
+    assert not any(isinstance(v, ReleasedOperator) for v in vars(free).values())
+    pickle.dumps(free)
+
+
+def test_answers_come_from_released_columns_only():
+    """With real rows, every answer is A on the revealed span from the columns released once:
+    a repeated or recombined query reads nothing new (no noise-free rounding difference between
+    two routes to the same entry), QᵀAQ is exactly symmetric, and the exact rows are read once
+    per new direction block."""
+    Y = np.random.default_rng(6).normal(size=(300, D)) / 5
+    reads = []
+
+    class Counting(RowProducts):
+        def __matmul__(self, V):
+            reads.append(V.shape[1])
+            return super().__matmul__(V)
+
+    op = ReleasedOperator(Counting([Y], D), SIGMA, derive_key(np.arange(8, dtype=np.uint32), 99))
+    V = np.random.default_rng(7).normal(size=(D, 3))
+    a = op @ V
+    assert reads == [3]
+    b = op @ V
+    c = op @ (V @ np.array([[1.0], [2.0], [-1.0]]))
+    assert reads == [3]                                       # nothing new revealed, nothing read
+    assert np.array_equal(a, b)
+    assert np.allclose(c[:, 0], a @ np.array([1.0, 2.0, -1.0]), rtol=1e-12, atol=1e-12)
+    W = np.random.default_rng(8).normal(size=(D, 2))
+    op @ W
+    assert reads == [3, 2]
+    Q, AQ = op._Q, op._AQ
+    QAQ = Q.T @ AQ
+    assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))
+    # the exact part is S on the span (the noise is the lazily drawn part)
+    E = Q.T @ AQ - Q.T @ (Y.T @ (Y @ Q))
+    assert np.max(np.abs(E - E.T)) < 1e-10
+
+
+def test_operator_widening_is_tiny_and_larger_than_the_dense_one():
+    from dpem_fast._engine._specs import float64_rounding_factor, operator_rounding_factor
+
+    f = operator_rounding_factor(400, 1024, 4096, 80)
+    assert float64_rounding_factor(400, 1024) < f < 1 + 1e-6
