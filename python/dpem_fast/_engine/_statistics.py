@@ -163,6 +163,12 @@ def _collapse(hi, lo):
     return np.where(np.isnan(lo) & ~np.isnan(hi), hi, v)     # an infinity leaves a NaN error term
 
 
+def _held(v):
+    """A part's statistic as the sum holds it: a float64 copy, or the rows of a
+    :class:`~._operator.RowProducts` (joined, never summed)."""
+    return v if isinstance(v, RowProducts) else np.array(v, dtype=np.float64)
+
+
 class StatisticsSum:
     """The sum of the statistics of consecutive row sets (superblocks, Dask chunks), added one at a
     time by Ogita–Rump–Oishi's Sum2 ("Accurate sum and dot product", 2005, Alg. 4.4): TwoSum
@@ -196,7 +202,7 @@ class StatisticsSum:
                 isinstance(part, Statistics) or (isinstance(part, np.ndarray) and part.dtype.kind == "f")):
             # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
             # state would be (a caller may reuse the part's arrays)
-            one = {k: np.array(v, dtype=np.float64) for k, v in self._arrays(part).items()}
+            one = {k: _held(v) for k, v in self._arrays(part).items()}
             self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
                            if isinstance(part, Statistics) else one[None])
             return
@@ -206,7 +212,7 @@ class StatisticsSum:
             if self._kind == "stats":
                 self._meta = [first.n_rows, first.loglik, first.n_clipped]
             self._hi = dict(self._arrays(first))
-            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items()}
+            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items() if not isinstance(v, RowProducts)}
         if self._kind is None:
             if isinstance(part, Statistics):
                 self._kind, self._meta = "stats", [part.n_rows, part.loglik, part.n_clipped]
@@ -215,8 +221,7 @@ class StatisticsSum:
             else:
                 self._kind, self._hi = "plain", part
                 return
-            self._hi = {k: v if isinstance(v, RowProducts) else np.array(v, dtype=np.float64)
-                        for k, v in self._arrays(part).items()}
+            self._hi = {k: _held(v) for k, v in self._arrays(part).items()}
             self._lo = {k: np.zeros_like(v) for k, v in self._hi.items() if not isinstance(v, RowProducts)}
             return
         if self._kind == "plain":
@@ -241,7 +246,8 @@ class StatisticsSum:
     def result(self):
         """The sum, or None when nothing was added."""
         if self._first is not None:         # Sum2 of one part: the part, +0.0 for -0.0
-            one = {k: np.add(v, 0.0, out=np.empty(v.shape)) for k, v in self._arrays(self._first).items()}
+            one = {k: v if isinstance(v, RowProducts) else np.add(v, 0.0, out=np.empty(v.shape))
+                   for k, v in self._arrays(self._first).items()}
             if isinstance(self._first, Statistics):
                 p = self._first
                 return Statistics(one, p.n_rows, p.loglik, p.n_clipped)
