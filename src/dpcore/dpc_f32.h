@@ -102,20 +102,7 @@ static inline double dpf_log_pos(double s)
     eb = ((b >> 52) + big) | 0x4330000000000000ULL;
     memcpy(&ebd, &eb, 8);
     double ed = (ebd - 4503599627370496.0) - 1023.0;
-    double z = (m - 1.0) / (m + 1.0);
-    double z2 = z * z;
-    double q = 2.0 / 23.0;
-    q = q * z2 + 2.0 / 21.0;
-    q = q * z2 + 2.0 / 19.0;
-    q = q * z2 + 2.0 / 17.0;
-    q = q * z2 + 2.0 / 15.0;
-    q = q * z2 + 2.0 / 13.0;
-    q = q * z2 + 2.0 / 11.0;
-    q = q * z2 + 2.0 / 9.0;
-    q = q * z2 + 2.0 / 7.0;
-    q = q * z2 + 2.0 / 5.0;
-    q = q * z2 + 2.0 / 3.0;
-    return ed * 6.93147180369123816490e-01 + (2.0 * z + (z * z2 * q + ed * 1.90821492927058770002e-10));
+    return dpe_log_reduced(m, ed);
 }
 
 /* Xs[i, r] = (float) Xt[i, r] for i < d, r < npad: a chunk loaded in float64 (the domain

@@ -16,6 +16,7 @@
  *   DPE_L             == DPC_LANES (16), the lanes of every in-chunk row sum.
  *   dpe_exp_neg       exp(x), x <= 0, about 1 ulp; 0 below -708 (no denormals).
  *   dpe_log_pos       log(s) for a positive normal double, about 1 ulp.
+ *   dpe_log_reduced   its polynomial on the reduced argument (shared with dpf_log_pos).
  *   dpe_hsum          fixed-tree sum of 16 lanes; dpe_hsum_add the same tree, vectorised.
  */
 #ifndef DPC_SIMD_H
@@ -108,19 +109,10 @@ static inline double dpe_exp_neg(double x)
     return x < -708.0 ? 0.0 : res;
 }
 
-/* log(s) for a positive normal double (here s in [1, K]); vectorisable.
-   s = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(z), z = (m-1)/(m+1), |z| < 0.1716. */
-static inline double dpe_log_pos(double s)
+/* log(2^ed m) for m in [sqrt(1/2), sqrt(2)] and an integer-valued ed: the polynomial shared by
+   dpe_log_pos and the float32 path's dpf_log_pos (log m = 2 atanh(z), z = (m-1)/(m+1)). */
+static inline double dpe_log_reduced(double m, double ed)
 {
-    uint64_t b;
-    memcpy(&b, &s, 8);
-    int e = (int)(b >> 52) - 1023;
-    uint64_t mb = (b & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL;
-    double m;
-    memcpy(&m, &mb, 8);
-    int big = m > 1.4142135623730951;
-    m = big ? m * 0.5 : m;
-    double ed = (double)(e + big);
     double z = (m - 1.0) / (m + 1.0);
     double z2 = z * z;
     double q = 2.0 / 23.0;
@@ -135,6 +127,22 @@ static inline double dpe_log_pos(double s)
     q = q * z2 + 2.0 / 5.0;
     q = q * z2 + 2.0 / 3.0;
     return ed * 6.93147180369123816490e-01 + (2.0 * z + (z * z2 * q + ed * 1.90821492927058770002e-10));
+}
+
+/* log(s) for a positive normal double (here s in [1, K]); vectorisable.
+   s = 2^e m, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(z), z = (m-1)/(m+1), |z| < 0.1716. */
+static inline double dpe_log_pos(double s)
+{
+    uint64_t b;
+    memcpy(&b, &s, 8);
+    int e = (int)(b >> 52) - 1023;
+    uint64_t mb = (b & 0x000FFFFFFFFFFFFFULL) | 0x3FF0000000000000ULL;
+    double m;
+    memcpy(&m, &mb, 8);
+    int big = m > 1.4142135623730951;
+    m = big ? m * 0.5 : m;
+    double ed = (double)(e + big);
+    return dpe_log_reduced(m, ed);
 }
 
 /* Fixed-order sum of 16 lanes. */
