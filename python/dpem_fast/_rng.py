@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sys
 from numbers import Integral
 
 import numpy as np
@@ -75,6 +76,9 @@ def _keyed_hash(key):
     return hashlib.blake2b(digest_size=32, key=k.astype("<u4").tobytes(), person=_PERSON)
 
 
+_LITTLE = sys.byteorder == "little"
+
+
 class KeyDeriver:
     """:func:`derive_key` for one key, for a draw site that derives many sub-keys (a fit's
     releases): the keyed BLAKE2b state is set up once and copied per tag (keyed BLAKE2b
@@ -92,6 +96,8 @@ class KeyDeriver:
             parts = self._parts[(prefix, suffix)] = (_encode_tag(prefix), _encode_tag(suffix))
         h = self._hash.copy()
         h.update(parts[0] + b"i" + int(index).to_bytes(16, "little", signed=True) + parts[1])
+        if _LITTLE:     # the digest's words are native: read in place (a writable array, one copy)
+            return np.frombuffer(bytearray(h.digest()), dtype=np.uint32)
         return np.frombuffer(h.digest(), dtype="<u4").astype(np.uint32)
 
 

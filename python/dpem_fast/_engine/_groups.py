@@ -141,6 +141,8 @@ _MISSING = "groups: missing group ids (NaN or None); give every row the id of it
 
 def check_max_rows_per_group(m):
     """``max_rows_per_group``: None or an int >= 1 (``TypeError``/``ValueError`` naming it)."""
+    if m is None:        # a row-level fit: read every iteration (the fast path of validate_params)
+        return None
     validate_params({"max_rows_per_group": [None, interval("int", 1)]}, {"max_rows_per_group": m})
     return None if m is None else int(m)
 

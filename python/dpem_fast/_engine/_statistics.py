@@ -246,7 +246,8 @@ class StatisticsSum:
     def result(self):
         """The sum, or None when nothing was added."""
         if self._first is not None:         # Sum2 of one part: the part, +0.0 for -0.0
-            one = {k: v if isinstance(v, RowProducts) else np.add(v, 0.0, out=np.empty(v.shape))
+            # in place: the held arrays are this sum's own copies; a later call returns them again
+            one = {k: v if isinstance(v, RowProducts) else np.add(v, 0.0, out=v)
                    for k, v in self._arrays(self._first).items()}
             if isinstance(self._first, Statistics):
                 p = self._first
