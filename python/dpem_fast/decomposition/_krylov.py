@@ -62,7 +62,7 @@ def _orthonormal(V, Q, QtV=None):
     ``Qᵀ V`` given where already known), then ``W R`` its QR.  Where a column kept less than 10⁻³
     of the block's norm (near an invariant subspace: the rounding left along Q, ~10⁻¹⁶ of the
     block, is then above 10⁻¹³ of W's column; at an exact one W's column is rounding's direction),
-    W is orthogonalised against Q again (R unchanged: C Q = Q T + W R still holds)."""
+    W is orthogonalised against Q again and R updated (``C Q = Q T + W R`` still holds)."""
     top = float(np.sqrt(np.max(np.einsum("ij,ij->j", V, V)))) if V.size else 0.0
     for _ in range(2):
         V = V - Q @ (Q.T @ V if QtV is None else QtV)
@@ -71,7 +71,8 @@ def _orthonormal(V, Q, QtV=None):
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
         for _ in range(2):
             W = W - Q @ (Q.T @ W)
-        W = linalg.qr(W, mode="economic", check_finite=False)[0]
+        W, R2 = linalg.qr(W, mode="economic", check_finite=False)
+        R = R2 @ R                          # V = (I − Q Qᵀ) W R = W' (R2 R): the recurrence holds
     return W, R
 
 
