@@ -190,14 +190,22 @@ class ReleasedOperator:
     _Q = property(lambda self: self._store_Q[:, :self._m])
     _AQ = property(lambda self: self._store_AQ[:, :self._m])
 
-    def _append(self, Qn, AQn):
-        m, p = self._m, Qn.shape[1]
-        if m + p > self._store_Q.shape[1]:
-            cap = min(self.shape[0], max(2 * (m + p), 32))
+    def reserve(self, cols):
+        """Room for ``cols`` revealed directions (a solver's largest basis; public): no regrowth."""
+        self._grow(min(self.shape[0], int(cols)))
+
+    def _grow(self, cap):
+        m = self._m
+        if cap > self._store_Q.shape[1]:
             for name in ("_store_Q", "_store_AQ"):
                 grown = np.empty((self.shape[0], cap))
                 grown[:, :m] = getattr(self, name)[:, :m]
                 setattr(self, name, grown)
+
+    def _append(self, Qn, AQn):
+        m, p = self._m, Qn.shape[1]
+        if m + p > self._store_Q.shape[1]:
+            self._grow(min(self.shape[0], max(2 * (m + p), 32)))
         self._store_Q[:, m:m + p] = Qn
         self._store_AQ[:, m:m + p] = AQn
         self._m = m + p

@@ -51,6 +51,10 @@ class ReleasedCovariance:
         out = (self.A @ W) / self.n - np.outer(self.rm, self.rm @ V) + self.c * W
         return out if self._ones else self.r[:, None] * out
 
+    def reserve(self, cols):
+        """Room in the operator for ``cols`` directions (public)."""
+        self.A.reserve(cols)
+
     def trace(self):
         """The released trace (ends the operator: the eigenpairs first)."""
         r2 = self.r * self.r
@@ -89,6 +93,8 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     Q = np.empty((d, max_cols))
     CQ = np.empty((d, max_cols))
     T = np.empty((max_cols, max_cols))
+    if hasattr(C, "reserve"):
+        C.reserve(max_cols)
     V = _orthonormal(np.asarray(start, dtype=np.float64), Q[:, :0])[0]
     m = 0
     while True:
