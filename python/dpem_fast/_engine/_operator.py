@@ -26,8 +26,7 @@ block already orthonormal and orthogonal to Q to :data:`ORTHO_TOL` = 10⁻¹⁴ 
 orthogonalised there as this module would: ≤ 2.2·10⁻¹⁵ measured at d = 4096 and 784) is ``Qn`` as
 it is, its part along Q (below 10⁻¹⁴) not answered.  The coordinates below are orthonormal only
 to the level of the floats either way (the general path's QR leaves ~10⁻¹⁵ too); that level is
-not folded into the rounding widening, on either path.  The
-new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
+not folded into the rounding widening, on either path.  The new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
 off ``span [Q, Qn]``:
 
 * ``Qᵀ A Qn = (A Q)ᵀ Qn``: already released (symmetry), not read again from S;
@@ -67,8 +66,8 @@ terms ``‖y_r‖² − ‖Qᵀ y_r‖²``, each sum of squares exact up to ``γ
 is summed while the blocks are read (:meth:`RowProducts.products`: each ``q_jᵀ y_r`` the slab
 product's d-term dot product, its square, per block p of them, then over the blocks — m − 1
 additions of m squares in all, any order: the same count as one pass with Q), the rows then per
-block of at most b: the bound is unchanged, and the rows are read once per block, never again
-for the trace.  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
+block of at most b: the bound is unchanged, and the trace reads the rows only for their
+``‖y_r‖²`` (no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
 block is covered).
 :func:`~dpem_fast._engine._specs.operator_rounding_factor` is ``1 + (√(2 m_max) + 2) e'`` (``e' ≥ e``; the two groups
 of coordinates add by Minkowski).  This holds where the row count is public (row-level
