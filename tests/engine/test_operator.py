@@ -126,9 +126,9 @@ def test_answers_come_from_released_columns_only():
     reads = []
 
     class Counting(RowProducts):
-        def __matmul__(self, V):
+        def products(self, V):
             reads.append(V.shape[1])
-            return super().__matmul__(V)
+            return super().products(V)
 
     op = ReleasedOperator(Counting([Y], D), SIGMA, derive_key(np.arange(8, dtype=np.uint32), 99))
     V = np.random.default_rng(7).normal(size=(D, 3))
@@ -155,3 +155,69 @@ def test_operator_widening_is_tiny_and_larger_than_the_dense_one():
 
     f = operator_rounding_factor(400, 1024, 4096, 80)
     assert float64_rounding_factor(400, 1024) < f < 1 + 1e-6
+
+
+def test_orthonormal_block_is_taken_as_it_is_and_others_are_orthogonalised():
+    """A query block already orthonormal and orthogonal to the revealed basis (a Krylov solver's)
+    becomes the new directions as it is (no second orthogonalisation); anything else is
+    orthogonalised: the basis stays orthonormal and A on it keeps exact symmetry either way."""
+    Y = np.random.default_rng(9).normal(size=(200, D)) / 5
+    op = ReleasedOperator(RowProducts([Y], D), SIGMA, derive_key(np.arange(8, dtype=np.uint32), 7))
+    B = _basis(D, 6, seed=10)
+    op.reserve(6)
+    store = op._store_Q
+    op @ B[:, :3]
+    assert np.array_equal(op._Q, B[:, :3] / np.linalg.norm(B[:, :3], axis=0))   # taken as it is
+    skew = B[:, 3:] + 1e-6 * B[:, :1]                    # 1e-6 along a revealed direction: redone
+    op @ skew
+    Q = op._Q
+    assert op._store_Q is store                          # reserved: no regrowth
+    assert Q.shape[1] == 6 and not np.array_equal(Q[:, 3:], skew / np.linalg.norm(skew, axis=0))
+    assert np.max(np.abs(Q.T @ Q - np.eye(6))) < 1e-14
+    QAQ = Q.T @ op._AQ
+    assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))
+
+
+def test_trace_from_the_rows_read_with_the_products():
+    """The trace's new coordinate tr(P S) comes from the rows' ‖Qᵀ y_r‖² accumulated while the
+    blocks were read (no further pass over the rows): with σ = 0 the weighted trace is Σ w_i S_ii."""
+    Y = np.random.default_rng(11).normal(size=(2100, D)) / 5
+    S = RowProducts([Y[:1500], Y[1500:]], D)
+    Q = _basis(D, 5, seed=12)
+    _, sq = S.products(Q)
+    P = np.eye(D) - Q @ Q.T
+    assert math.isclose(S.projected_trace(sq), float(np.trace(P @ Y.T @ Y)), rel_tol=1e-12)
+    for w in (np.full(D, 0.7), np.linspace(0.2, 1.5, D)):
+        op = ReleasedOperator(RowProducts([Y[:1500], Y[1500:]], D), 0.0, derive_key(np.arange(8, dtype=np.uint32), 3))
+        op @ Q[:, :3]
+        op @ Q[:, 3:]
+        t = op.weighted_trace(w)
+        if np.all(w == w[0]):
+            assert math.isclose(t, float(w[0] * np.sum(Y * Y)), rel_tol=1e-12)
+        else:        # the complement's part weighted by w's mean there (an estimate)
+            assert abs(t / float(np.sum(w * np.sum(Y * Y, axis=0))) - 1) < 0.2
+
+
+@pytest.mark.parametrize("rank", [4, 12])
+def test_krylov_stops_on_the_recurrence_residual(rank):
+    """The residuals read off the block recurrence stop the solver once the top pairs are exact
+    (a low-rank matrix: an invariant subspace within a few blocks, QR's filler columns
+    orthogonalised again), and the pairs match the exact ones."""
+    rng = np.random.default_rng(13)
+    d, k = 200, 2
+    U = np.linalg.qr(rng.normal(size=(d, rank)))[0]
+    M = U @ np.diag(np.linspace(5.0, 2.0, rank)) @ U.T
+
+    class Counted:
+        shape, calls = (d, d), []
+
+        def __matmul__(self, V):
+            self.calls.append(V.shape[1])
+            return M @ V
+
+    C = Counted()
+    theta, V = _krylov.top_eigenpairs_krylov(C, k, rng.normal(size=(d, _krylov.BLOCK)), 80)
+    assert sum(C.calls) < 80
+    lam, E = np.linalg.eigh(M)
+    assert np.allclose(theta, lam[::-1][:2], rtol=1e-10)
+    assert np.allclose(np.abs(V.T @ E[:, ::-1][:, :2]), np.eye(2), atol=1e-8)

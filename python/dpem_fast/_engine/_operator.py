@@ -21,15 +21,22 @@ coordinates of ``δS`` on an orthonormal set have norm at most ``‖δS‖_F``.
 The operator keeps an orthonormal basis ``Q`` (d x m) of every direction queried so far and the
 released columns ``AQ`` (d x m).  A query ``V`` first extends ``Q`` by a block ``Qn`` spanning the
 part of ``V`` outside ``span Q`` (below 10⁻¹⁰ of V it counts as inside), then is answered as
-``AQ (Qᵀ V)`` — from released columns only, never from a new product with the exact rows.  The
-new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
+``AQ (Qᵀ V)`` — from released columns only, never from a new product with the exact rows.  A
+block already orthonormal and orthogonal to Q to :data:`ORTHO_TOL` = 10⁻¹⁴ (a Krylov solver's,
+orthogonalised there as this module would: ≤ 2.2·10⁻¹⁵ measured at d = 4096 and 784) is ``Qn`` as
+it is, its part along Q (below 10⁻¹⁴) not answered.  The coordinates below are orthonormal only
+to the level of the floats either way (the general path's QR leaves ~10⁻¹⁵ too); that level is
+not folded into the rounding widening, on either path.  The new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
 off ``span [Q, Qn]``:
 
 * ``Qᵀ A Qn = (A Q)ᵀ Qn``: already released (symmetry), not read again from S;
 * ``Qnᵀ A Qn = sym(Qnᵀ S Qn) + B``, ``B`` a fresh p x p draw (σ on the diagonal, σ/√2 above):
   the coordinates ``⟨q_i q_iᵀ, ·⟩`` and ``⟨(q_i q_jᵀ + q_j q_iᵀ)/√2, ·⟩``;
 * ``P A Qn = P (S Qn + g)``, ``g`` i.i.d. N(0, σ²/2) of shape (d, p): the coordinates
-  ``⟨(w q_jᵀ + q_j wᵀ)/√2, ·⟩`` for an orthonormal basis ``w`` of the complement.
+  ``⟨(w q_jᵀ + q_j wᵀ)/√2, ·⟩`` for an orthonormal basis ``w`` of the complement (computed as
+  ``X + Q (K − Qᵀ X)``, ``X = S Qn + g`` off ``Qn``, ``K = (A Q)ᵀ Qn`` the released part: one
+  product with Q for the projection and the released part, the same arithmetic as projecting
+  first and adding ``Q K`` after).
 
 So ``Qᵀ A Q`` is exactly symmetric by construction, and a rounding difference between two
 routes to the same entry is never released without noise.  The weighted trace
@@ -55,7 +62,13 @@ one column's rounding change ``e Δ`` (``‖T_r‖ ≤ ‖y_r‖² ≤ 1``).  Th
 ``m ≤ m_max`` columns weigh a column's error by at most √2, so together by ``√(2 m_max) e Δ``.
 The trace's new coordinate, normalised by ``‖PRP‖_F = √(d − m) ≥ 1`` (R = I), has per-row
 terms ``‖y_r‖² − ‖Qᵀ y_r‖²``, each sum of squares exact up to ``γ_{d+m+5}`` of its value (at most
-``‖y_r‖²``): at most ``2 e' Δ`` with ``e'`` at ``b + d + 2 m_max`` rows per block.
+``‖y_r‖²``): at most ``2 e' Δ`` with ``e'`` at ``b + d + 2 m_max`` rows per block.  ``‖Qᵀ y_r‖²``
+is summed while the blocks are read (:meth:`RowProducts.products`: each ``q_jᵀ y_r`` the slab
+product's d-term dot product, its square, per block p of them, then over the blocks — m − 1
+additions of m squares in all, any order: the same count as one pass with Q), the rows then per
+block of at most b: the bound is unchanged, and the trace reads the rows only for their
+``‖y_r‖²`` (no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
+block is covered).
 :func:`~dpem_fast._engine._specs.operator_rounding_factor` is ``1 + (√(2 m_max) + 2) e'`` (``e' ≥ e``; the two groups
 of coordinates add by Minkowski).  This holds where the row count is public (row-level
 replace-one: only the replaced row's block differs); DPPCA runs the matrix-free path only there
@@ -80,8 +93,14 @@ from .._threads import blas_single_thread
 
 __all__ = ["RowProducts", "ReleasedOperator"]
 
-#: rows per slab of a product (a slab of 16 rows stays in cache between its two products)
-_SLAB = 16
+#: largest deviation from orthonormality (entries of ``Qnᵀ Qn − I`` and ``Qᵀ Qn``) of a query block
+#: taken as the new directions as it is (a Krylov solver's blocks, orthogonalised as the general
+#: path orthogonalises: ≤ 2.2·10⁻¹⁵ measured); anything further is orthogonalised here
+ORTHO_TOL = 1e-14
+
+#: rows per slab of a product (a slab stays in cache between its two products; 24 rows measured
+#: 12 % faster than 16 at (400, 4096) x 8 with OpenBLAS, 32 or more twice slower)
+_SLAB = 24
 
 
 class RowProducts:
@@ -111,30 +130,42 @@ class RowProducts:
 
     def _product(self, Y, V):
         # Y_bᵀ (Y_b V) by slabs of _SLAB rows, each read from memory once (still in cache for its
-        # second product); the slabs add up in floats inside the block, as any block sum may
+        # second product); the slabs add up in floats inside the block, as any block sum may.  Also
+        # each row's ‖Vᵀ y_r‖² (its p squares summed), for the trace's new coordinate
         out = np.zeros((Y.shape[1], V.shape[1]))
+        sq = np.empty(Y.shape[0])
         for r0 in range(0, Y.shape[0], _SLAB):
             Z = Y[r0:r0 + _SLAB]
-            out += Z.T @ (Z @ V)
-        return out
+            W = Z @ V
+            out += Z.T @ W
+            np.einsum("ij,ij->i", W, W, out=sq[r0:r0 + _SLAB])
+        return out, sq
+
+    def products(self, V):
+        """``(S V, sq)``: per block ``Y_bᵀ (Y_b V)``, the blocks summed exactly, and per part
+        (:meth:`_parts`, in order) each row's ``‖Vᵀ y_r‖²`` — one read of the rows."""
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        done = [self._product(Y, V) for Y in self._parts()]
+        return self._sum((o for o, _ in done), V.shape, 1), [q for _, q in done]
 
     def __matmul__(self, V):
         """``S V`` (d x p): per block ``Y_bᵀ (Y_b V)``, the blocks summed exactly."""
-        V = np.ascontiguousarray(V, dtype=np.float64)
-        return self._sum((self._product(Y, V) for Y in self._parts()), V.shape, 1)
+        return self.products(V)[0]
 
     def diagonal(self):
         """``diag S`` (exact statistic; never released by the operator)."""
         return self._sum((np.einsum("ij,ij->j", Y, Y) for Y in self._parts()), (self.shape[0],), 1)
 
-    def projected_trace(self, Q):
-        """``tr(P S) = Σ_r (‖y_r‖² − ‖Qᵀ y_r‖²)``, ``P = I − Q Qᵀ`` (exact statistic; the operator
-        releases it only with noise).  Each row's term is two sums of squares, so its rounding
-        is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module docstring, "Rounding")."""
-        def part(Y):
-            Z = Y @ Q
-            return np.array([np.einsum("ij,ij->", Y, Y) - np.einsum("ij,ij->", Z, Z)])
-        return float(self._sum((part(Y) for Y in self._parts()), (1,), 1)[0])
+    def projected_trace(self, sq):
+        """``tr(P S) = Σ_r (‖y_r‖² − ‖Qᵀ y_r‖²)``, ``P = I − Q Qᵀ``, given per part the rows'
+        ``‖Qᵀ y_r‖²`` accumulated over the blocks of Q by :meth:`products` (exact statistic; the
+        operator releases it only with noise).  Each row's term is two sums of squares (of d,
+        and of m dot products of d terms, summed per block then over the blocks: m − 1
+        additions in all), so its rounding is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module
+        docstring, "Rounding")."""
+        def part(Y, s):
+            return np.array([np.einsum("ij,ij->", Y, Y) - float(np.sum(s))])
+        return float(self._sum((part(Y, s) for Y, s in zip(self._parts(), sq)), (1,), 1)[0])
 
     def dense(self, n_threads=1):
         """``S`` formed (for a mechanism the operator does not serve)."""
@@ -154,18 +185,27 @@ class ReleasedOperator:
         self._exact, self._key, self._nt = exact, np.array(key, dtype=np.uint32), int(n_threads)
         self._store_Q, self._store_AQ = np.empty((d, 0)), np.empty((d, 0))    # capacity, grown by doubling
         self._m, self._stream, self._ended = 0, 0, False
+        self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
     _Q = property(lambda self: self._store_Q[:, :self._m])
     _AQ = property(lambda self: self._store_AQ[:, :self._m])
 
-    def _append(self, Qn, AQn):
-        m, p = self._m, Qn.shape[1]
-        if m + p > self._store_Q.shape[1]:
-            cap = min(self.shape[0], max(2 * (m + p), 32))
+    def reserve(self, cols):
+        """Room for ``cols`` revealed directions (a solver's largest basis; public): no regrowth."""
+        self._grow(min(self.shape[0], int(cols)))
+
+    def _grow(self, cap):
+        m = self._m
+        if cap > self._store_Q.shape[1]:
             for name in ("_store_Q", "_store_AQ"):
                 grown = np.empty((self.shape[0], cap))
                 grown[:, :m] = getattr(self, name)[:, :m]
                 setattr(self, name, grown)
+
+    def _append(self, Qn, AQn):
+        m, p = self._m, Qn.shape[1]
+        if m + p > self._store_Q.shape[1]:
+            self._grow(min(self.shape[0], max(2 * (m + p), 32)))
         self._store_Q[:, m:m + p] = Qn
         self._store_AQ[:, m:m + p] = AQn
         self._m = m + p
@@ -189,42 +229,73 @@ class ReleasedOperator:
         return out
 
     @staticmethod
-    def _project_out(V, Q):
+    def _project_out(V, Q, C=None):
         # twice is enough (Giraud et al. 2005); once where no column lost more than ~30 % of its
-        # norm (Kahan–Parlett: then a second pass changes nothing that matters)
-        before = np.linalg.norm(V, axis=0)
-        V = V - Q @ (Q.T @ V)
-        if np.any(np.linalg.norm(V, axis=0) < 0.7 * before):
+        # norm (Kahan–Parlett: then a second pass changes nothing that matters); C = Qᵀ V if known
+        before = np.einsum("ij,ij->j", V, V)
+        V = V - Q @ (Q.T @ V if C is None else C)
+        if np.any(np.einsum("ij,ij->j", V, V) < 0.49 * before):
             V = V - Q @ (Q.T @ V)
         return V
 
-    def _reveal(self, V):
-        """Release the columns ``A Qn`` of the new directions of ``span V`` (module docstring)."""
-        d, m = self.shape[0], self._m
-        if m >= d:
-            return
+    def _new_block(self, V, C):
+        """An orthonormal basis of the part of ``span V`` outside ``span Q`` (``C = Qᵀ V``): ``V``
+        itself, its columns normalised, where that is already orthonormal and orthogonal to Q to
+        :data:`ORTHO_TOL` (a Krylov solver's block: no second orthogonalisation); else projected
+        off Q (twice where needed), its numerical range (SVD, below 10⁻¹⁰ of V dropped),
+        projected again and QR'd.  None where nothing is new; and whether V was taken as it is."""
+        d = self.shape[0]
+        s = np.sqrt(np.einsum("ij,ij->j", V, V))
+        if np.all(s > 0):
+            Qn = V / s
+            G = Qn.T @ Qn
+            G[np.diag_indices_from(G)] -= 1.0
+            if np.max(np.abs(G)) <= ORTHO_TOL and (C.size == 0 or np.max(np.abs(C / s)) <= ORTHO_TOL):
+                return Qn, True
         Q = self._Q
-        R = self._project_out(V, Q)
+        R = self._project_out(V, Q, C)
         U, sv, _ = linalg.svd(R, full_matrices=False, check_finite=False)
         scale = max(float(np.max(np.abs(V))) if V.size else 0.0, np.finfo(float).tiny)
         keep = sv > 1e-10 * scale * math.sqrt(d)
         if not np.any(keep):
-            return
-        Qn, _ = linalg.qr(self._project_out(U[:, keep], Q), mode="economic", check_finite=False)
+            return None, False
+        return linalg.qr(self._project_out(U[:, keep], Q), mode="economic", check_finite=False)[0], False
+
+    def _reveal(self, V, C):
+        """Release the columns ``A Qn`` of the new directions of ``span V`` (module docstring);
+        ``C = Qᵀ V``.  True where V was taken as the new block as it is (:meth:`_new_block`)."""
+        d, m = self.shape[0], self._m
+        if m >= d:
+            return False
+        Qn, fast = self._new_block(V, C)
+        if Qn is None:
+            return False
         p = Qn.shape[1]
         if m + p > d:
             Qn, p = Qn[:, :d - m], d - m
-        SQn = self._exact @ Qn                              # the only read of the exact statistic
+        Q, AQ = self._Q, self._AQ
+        SQn, sq = self._exact.products(Qn)                  # the only read of the exact statistic
+        for acc, part in zip(self._sq, sq):                 # rows' ‖Qnᵀ y_r‖², for the trace
+            acc += part
         z = self._normals(p * p, self.sigma).reshape(p, p)
         B = np.triu(z, 1) * math.sqrt(0.5)
         B = B + B.T
         B[np.diag_indices(p)] = np.diag(z)
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
-        AQn = (Q @ (self._AQ.T @ Qn)                         # Qᵀ A Qn: released before (symmetry)
-               + Qn @ ((H + H.T) / 2 + B)                    # the new p x p block
-               + self._project_out(self._project_out(SQn + g, Q), Qn))     # off span [Q, Qn]
+        # P (S Qn + g) off span [Q, Qn] plus Q (AQ)ᵀ Qn, the released Qᵀ A Qn (symmetry; not read
+        # again from S), in one product with Q: X + Q (K − QᵀX); the part along Q removed twice
+        # where a column lost more than ~30 % of its norm to it (Kahan–Parlett, as _project_out)
+        X = SQn + g
+        C1 = Q.T @ X
+        K = AQ.T @ Qn
+        if np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", X, X)):
+            X -= Q @ C1
+            C1 = Q.T @ X
+        X -= Qn @ (Qn.T @ X)
+        AQn = X + Q @ (K - C1) + Qn @ ((H + H.T) / 2 + B)   # the new p x p block: sym + fresh B
         self._append(Qn, AQn)
+        return fast
 
     def __matmul__(self, V):
         if self._ended:
@@ -233,10 +304,15 @@ class ReleasedOperator:
         vec = V.ndim == 1
         V = V.reshape(self.shape[0], -1)
         with blas_single_thread():
-            self._reveal(V)
+            m = self._m
+            C = self._Q.T @ V
+            fast = self._reveal(V, C)
             # answered from the released columns only: A on span Q (the part of V the reveal
-            # judged inside span Q, below 1e-10 of V, is projected on it)
-            out = self._AQ @ (self._Q.T @ V)
+            # judged inside span Q — below 1e-10 of V, or below ORTHO_TOL of a block taken as it
+            # is, left out there — is projected on it)
+            out = self._AQ[:, m:] @ (self._Q[:, m:].T @ V)
+            if not fast:
+                out += self._AQ[:, :m] @ C
         return out[:, 0] if vec else out
 
     def weighted_trace(self, w):
@@ -250,15 +326,23 @@ class ReleasedOperator:
         w = np.asarray(w, dtype=np.float64)
         Q, AQ = self._Q, self._AQ
         with blas_single_thread():
-            RQ = w[:, None] * Q
-            QAQ = Q.T @ AQ
-            QAQ = (QAQ + QAQ.T) / 2
-            known = float(np.sum((Q.T @ RQ) * QAQ)) + 2.0 * float(np.sum(RQ * (AQ - Q @ QAQ)))
+            if np.all(w == w[0]):
+                # R = w I: tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ) = w tr(QᵀAQ) (Qᵀ P = 0); w on the complement
+                w_rest = float(w[0])
+                known = w_rest * float(np.einsum("ij,ij->", Q, AQ))
+            else:
+                RQ = w[:, None] * Q
+                QAQ = Q.T @ AQ
+                QAQ = (QAQ + QAQ.T) / 2
+                # tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ) = 2 tr(QᵀR AQ) − tr(QᵀRQ QᵀAQ)
+                known = 2.0 * float(np.sum(RQ * AQ)) - float(np.sum((Q.T @ RQ) * QAQ))
+                w_rest = None
             rest = d - self._m
             if rest == 0:
                 return known
             # the complement's trace tr(P S) + N(0, σ² (d − m)), weighted by R's mean there
-            w_rest = (float(np.sum(w)) - float(np.sum(w[:, None] * Q * Q))) / rest
-            new = self._exact.projected_trace(Q) + float(self._normals(1, self.sigma * math.sqrt(rest))[0])
+            if w_rest is None:
+                w_rest = (float(np.sum(w)) - float(np.sum(w[:, None] * Q * Q))) / rest
+            new = self._exact.projected_trace(self._sq) + float(self._normals(1, self.sigma * math.sqrt(rest))[0])
         return known + w_rest * new
 
