@@ -221,3 +221,16 @@ def test_krylov_stops_on_the_recurrence_residual(rank):
     lam, E = np.linalg.eigh(M)
     assert np.allclose(theta, lam[::-1][:2], rtol=1e-10)
     assert np.allclose(np.abs(V.T @ E[:, ::-1][:, :2]), np.eye(2), atol=1e-8)
+
+
+def test_the_widening_assumes_the_operators_orthonormality_check():
+    from dpem_fast._engine import _operator, _specs
+
+    assert _operator.ORTHO_TOL == _specs.OPERATOR_ORTHO_TOL
+    # every block the operator keeps meets it, on both routes (a solver's block and a raw query)
+    op = _op(3, d=40)
+    op @ np.random.default_rng(11).normal(size=(40, 5))
+    op @ np.linalg.qr(np.random.default_rng(12).normal(size=(40, 3)))[0]
+    Q = op._Q
+    G = Q.T @ Q - np.eye(Q.shape[1])
+    assert np.max(np.abs(G)) <= _operator.ORTHO_TOL

@@ -25,8 +25,13 @@ part of ``V`` outside ``span Q`` (below 10⁻¹⁰ of V it counts as inside), th
 block already orthonormal and orthogonal to Q to :data:`ORTHO_TOL` = 10⁻¹⁴ (a Krylov solver's,
 orthogonalised there as this module would: ≤ 2.2·10⁻¹⁵ measured at d = 4096 and 784) is ``Qn`` as
 it is, its part along Q (below 10⁻¹⁴) not answered.  The coordinates below are orthonormal only
-to the level of the floats either way (the general path's QR leaves ~10⁻¹⁵ too); that level is
-not folded into the rounding widening, on either path.  The new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
+to the level of the floats either way (the general path's QR leaves ~10⁻¹⁵ too): every block is
+checked (post-processing of released values) to deviate by at most :data:`ORTHO_TOL` per entry of
+``[Q, Qn]ᵀ[Q, Qn] − I``, orthogonalised once more where it does not, and dropped (nothing new
+revealed) should that fail too.  So the basis' Gram matrix G has ``‖G − I‖₂ ≤ m_max ORTHO_TOL = η``
+and the coordinate map's norm is at most ``1 + η`` per side: the widening's ``(1 + η)²`` factor
+(:func:`~dpem_fast._engine._specs.operator_rounding_factor`, ~1 + 2·10⁻¹² at m_max = 80).  The
+new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
 off ``span [Q, Qn]``:
 
 * ``Qᵀ A Qn = (A Q)ᵀ Qn``: already released (symmetry), not read again from S;
@@ -96,7 +101,7 @@ __all__ = ["RowProducts", "ReleasedOperator"]
 #: largest deviation from orthonormality (entries of ``Qnᵀ Qn − I`` and ``Qᵀ Qn``) of a query block
 #: taken as the new directions as it is (a Krylov solver's blocks, orthogonalised as the general
 #: path orthogonalises: ≤ 2.2·10⁻¹⁵ measured); anything further is orthogonalised here
-ORTHO_TOL = 1e-14
+ORTHO_TOL = 1e-14      # == _specs.OPERATOR_ORTHO_TOL (a test checks; _specs imports this module's sum)
 
 #: rows per slab of a product (a slab stays in cache between its two products; 24 rows measured
 #: 12 % faster than 16 at (400, 4096) x 8 with OpenBLAS, 32 or more twice slower)
@@ -259,7 +264,14 @@ class ReleasedOperator:
         keep = sv > 1e-10 * scale * math.sqrt(d)
         if not np.any(keep):
             return None, False
-        return linalg.qr(self._project_out(U[:, keep], Q), mode="economic", check_finite=False)[0], False
+        Qn = U[:, keep]
+        for _ in range(2):          # the coordinates' orthonormality the widening assumes (docstring)
+            Qn = linalg.qr(self._project_out(Qn, Q), mode="economic", check_finite=False)[0]
+            G = Qn.T @ Qn
+            G[np.diag_indices_from(G)] -= 1.0
+            if np.max(np.abs(G)) <= ORTHO_TOL and (Q.shape[1] == 0 or np.max(np.abs(Q.T @ Qn)) <= ORTHO_TOL):
+                return Qn, False
+        return None, False
 
     def _reveal(self, V, C):
         """Release the columns ``A Qn`` of the new directions of ``span V`` (module docstring);

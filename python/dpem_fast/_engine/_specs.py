@@ -378,13 +378,21 @@ def float64_rounding_factor(n_rows, block_rows, *, shifts=False, n_components=FL
     return (1.0 + kappa) * (1.0 + 1.01 * excess)
 
 
+#: the operator's orthonormality check (``_operator.ORTHO_TOL``, the same value): the widening
+#: assumes every entry of the revealed basis' ``QᵀQ − I`` is at most this
+OPERATOR_ORTHO_TOL = 1e-14
+
+
 def operator_rounding_factor(n_rows, block_rows, d, m_max, *, shifts=False):
     """The float64 widening of a second moment read by :class:`ReleasedOperator` with at most
-    ``m_max`` revealed directions (:mod:`~dpem_fast._engine._operator`, "Rounding"): ``1 + (√(2 m_max) + 2) e'``,
-    ``1 + e'`` :func:`~dpem_fast._engine._specs.float64_rounding_factor` at ``block_rows + d +
-    2 m_max`` rows per block (``n_rows``, ``shifts`` as there)."""
+    ``m_max`` revealed directions (:mod:`~dpem_fast._engine._operator`, "Rounding"):
+    ``(1 + (√(2 m_max) + 2) e') (1 + m_max τ)²``, ``1 + e'``
+    :func:`~dpem_fast._engine._specs.float64_rounding_factor` at ``block_rows + d + 2 m_max`` rows
+    per block (``n_rows``, ``shifts`` as there), τ = :data:`OPERATOR_ORTHO_TOL` the largest
+    entry of the revealed basis' ``QᵀQ − I`` the operator accepts."""
     e = float64_rounding_factor(n_rows, int(block_rows) + int(d) + 2 * int(m_max), shifts=shifts) - 1.0
-    return 1.0 + (math.sqrt(2.0 * m_max) + 2.0) * e
+    eta = int(m_max) * OPERATOR_ORTHO_TOL         # the revealed basis' Gram deviation, ‖G − I‖₂ ≤ η
+    return (1.0 + (math.sqrt(2.0 * m_max) + 2.0) * e) * (1.0 + eta) ** 2
 
 
 def float64_exact_sum_factor(n_rows):
