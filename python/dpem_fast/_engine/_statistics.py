@@ -198,32 +198,23 @@ class StatisticsSum:
         """Add ``part`` (of rows disjoint from those added before); None is skipped."""
         if part is None:
             return
-        if self._kind is None and self._first is None and (
-                isinstance(part, Statistics) or (isinstance(part, np.ndarray) and part.dtype.kind == "f")):
-            # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
-            # state would be (a caller may reuse the part's arrays)
-            one = {k: _held(v) for k, v in self._arrays(part).items()}
-            self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
-                           if isinstance(part, Statistics) else one[None])
+        if self._kind is None and self._first is None:
+            if isinstance(part, Statistics) or (isinstance(part, np.ndarray) and part.dtype.kind == "f"):
+                # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
+                # state would be (a caller may reuse the part's arrays)
+                one = {k: _held(v) for k, v in self._arrays(part).items()}
+                self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
+                               if isinstance(part, Statistics) else one[None])
+            else:
+                self._kind, self._hi = "plain", part
             return
-        if self._first is not None:     # a second part: Sum2 from the first (held as a copy)
+        if self._first is not None:     # a second part: Sum2's state from the first (held as a copy)
             first, self._first = self._first, None
             self._kind = "stats" if isinstance(first, Statistics) else "array"
             if self._kind == "stats":
                 self._meta = [first.n_rows, first.loglik, first.n_clipped]
             self._hi = dict(self._arrays(first))
             self._lo = {k: np.zeros_like(v) for k, v in self._hi.items() if not isinstance(v, RowProducts)}
-        if self._kind is None:
-            if isinstance(part, Statistics):
-                self._kind, self._meta = "stats", [part.n_rows, part.loglik, part.n_clipped]
-            elif isinstance(part, np.ndarray) and part.dtype.kind == "f":
-                self._kind = "array"
-            else:
-                self._kind, self._hi = "plain", part
-                return
-            self._hi = {k: _held(v) for k, v in self._arrays(part).items()}
-            self._lo = {k: np.zeros_like(v) for k, v in self._hi.items() if not isinstance(v, RowProducts)}
-            return
         if self._kind == "plain":
             self._hi = self._hi + part
             return
