@@ -122,9 +122,6 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
-    def _k(self, d):
-        return d if self.n_components is None else self.n_components
-
     def _check_model_params(self, n_samples, n_features):
         if self._k(n_features) > n_features:
             raise ValueError(f"n_components={self.n_components} must be <= n_features={n_features}")

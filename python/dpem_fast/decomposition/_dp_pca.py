@@ -181,9 +181,6 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         self.max_rows_per_group = max_rows_per_group
 
     # ------------------------------------------------------------ model hooks
-    def _k(self, d):
-        return d if self.n_components is None else int(self.n_components)
-
     def _releases_mean(self):
         return self.center is None
 

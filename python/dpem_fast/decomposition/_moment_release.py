@@ -41,6 +41,10 @@ class SecondMomentRelease:
     def _releases_mean(self):
         return True
 
+    def _k(self, d):
+        """The number of components (factors) for d features: ``n_components``, or d where None."""
+        return d if self.n_components is None else int(self.n_components)
+
     def _check_X(self, X):
         """Rows for the fitted model's inference (``transform``, ``score_samples``): float64 or
         float32, as many columns as at fit."""
