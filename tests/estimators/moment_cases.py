@@ -9,6 +9,10 @@ import numpy as np
 
 from dpem_fast._kernels.moments import SECOND, SUM
 
+#: the warning filter of the suite's undeclared fits: a private box from few rows may not cover
+#: the data (its released outside count says so); these tests check privacy plumbing, not coverage
+UNCOVERED = "ignore:the privately estimated data domain may not cover the data:UserWarning"
+
 
 class SecondMomentCases:
     """Mixed into a :class:`~conformance.PrivateEstimatorConformance` subclass (first base)."""

@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.decomposition import FactorAnalysis
 
 from conformance import PrivateEstimatorConformance
-from moment_cases import SecondMomentCases
+from moment_cases import UNCOVERED, SecondMomentCases
 from dpem_fast import DPFactorAnalysis, NoiseDominatedWarning
 from dpem_fast._reference.fa import (diagonal_gaussian_loglik, fa_em_reference, fa_eigen_em_reference,
                                      fa_loglik_reference, fa_noisy_reference, private_diagonal_gaussian)
@@ -447,8 +447,8 @@ def test_api():
 # The factor data (features of mean ~1 with a 12-25 % tail below 0 spread over many binary
 # exponents) at epsilon 1 on 5,000 rows: the private domain estimate cannot see that tail
 # above the noise, and its released outside count says so (issue 35: before, the rows were
-# clipped silently).  These tests check the privacy plumbing of undeclared fits, not coverage.
-UNCOVERED = "ignore:the privately estimated data domain may not cover the data:UserWarning"
+# clipped silently).  These tests check the privacy plumbing of undeclared fits, not coverage
+# (moment_cases.UNCOVERED).
 
 
 @pytest.mark.filterwarnings(UNRESOLVED)

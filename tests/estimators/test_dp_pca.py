@@ -7,7 +7,7 @@ from numpy.testing import assert_allclose
 from sklearn.decomposition import PCA
 
 from conformance import PrivateEstimatorConformance
-from moment_cases import SecondMomentCases
+from moment_cases import UNCOVERED, SecondMomentCases
 from dpem_fast import DPPCA
 from dpem_fast._engine import ReleaseLayer
 from dpem_fast._kernels.moments import COUNT, SECOND, SUM
@@ -191,8 +191,6 @@ def test_bad_parameters_are_refused_before_the_charge(kw, match):
 
 
 # ----------------------------------------------------------------- conformance
-#: the suite's small private-domain fits (a coarse box from few rows)
-UNCOVERED = "ignore:the privately estimated data domain may not cover the data:UserWarning"
 
 
 @pytest.mark.filterwarnings(UNCOVERED)
