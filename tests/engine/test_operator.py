@@ -72,7 +72,7 @@ def test_products_match_the_formed_statistic():
     S = RowProducts([Y[:1000], Y[1000:]], 7)
     V = np.random.default_rng(5).normal(size=(7, 3))
     assert np.allclose(S @ V, Y.T @ (Y @ V))
-    assert np.allclose(S.diagonal(), np.sum(Y * Y, axis=0))
+    assert np.allclose(S.row_sum(), np.sum(Y, axis=0))
     assert np.allclose(S.dense(), Y.T @ Y)
 
 

@@ -157,9 +157,10 @@ class RowProducts:
         """``S V`` (d x p): per block ``Y_bᵀ (Y_b V)``, the blocks summed exactly."""
         return self.products(V)[0]
 
-    def diagonal(self):
-        """``diag S`` (exact statistic; never released by the operator)."""
-        return self._sum((np.einsum("ij,ij->j", Y, Y) for Y in self._parts()), (self.shape[0],), 1)
+    def row_sum(self, n_threads=1):
+        """``Σ_r y_r`` (the sum statistic of the same rows), per part, the parts summed exactly
+        as the dense kernel sums it."""
+        return self._sum((np.sum(Y, axis=0) for Y in self._parts()), (self.shape[0],), n_threads)
 
     def projected_trace(self, sq):
         """``tr(P S) = Σ_r (‖y_r‖² − ‖Qᵀ y_r‖²)``, ``P = I − Q Qᵀ``, given per part the rows'
@@ -220,11 +221,6 @@ class ReleasedOperator:
 
     def __repr__(self):
         return f"ReleasedOperator(shape={self.shape}, sigma={self.sigma:.6g})"
-
-    @property
-    def n_revealed(self):
-        """Directions revealed so far (a function of the queries only)."""
-        return self._m
 
     def _normals(self, size, scale):
         out = np.empty(int(size))

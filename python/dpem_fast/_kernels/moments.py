@@ -75,7 +75,7 @@ def second_moment_rows(X, domain, n_threads=None) -> Statistics:
     n, d = X.shape
     Y, n_clipped = scale_and_clip(X, domain)
     S = RowProducts([Y], d)
-    s1 = S._sum((np.sum(B, axis=0) for B in S._parts()), (d,), effective_n_threads(n_threads))
+    s1 = S.row_sum(effective_n_threads(n_threads))
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: S}, int(n), 0.0, int(n_clipped))
 
 
