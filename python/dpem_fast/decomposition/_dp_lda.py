@@ -480,7 +480,7 @@ class DPLatentDirichletAllocation(TransformerMixin, _SVIPlan, PrivateEstimator):
         g_rng = np.random.Generator(np.random.PCG64(derive_key(base, "lda", "gamma", t)))
         gamma0 = g_rng.gamma(100.0, 0.01, (n_docs, K))
         lam = self.components_
-        rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
+        rho = self._step_size(t)
         if not private:
             _, sstats, _ = self._estep(X, self.exp_dirichlet_component_, gamma0, alpha, np.inf, n_threads)
             scale = (1e6 if self.total_samples is None else float(self.total_samples)) / n_docs

@@ -74,6 +74,10 @@ class _SVIPlan:
     """The plan and the SVI step of the private LDA (a mixin of the estimator; reads no data
     but in :meth:`_fit_exact`, the non-private online VB)."""
 
+    def _step_size(self, t):
+        """The SVI step ``ρ_t = (τ₀ + t)^(−κ)`` (``learning_offset``, ``learning_decay``; public)."""
+        return (float(self.learning_offset) + t) ** -float(self.learning_decay)
+
     def _clip_norm(self, V):
         """C: ``clip_fraction · N``, or the public default ``N / sqrt(min(N, V))``."""
         N = int(self.max_doc_length)
@@ -161,7 +165,7 @@ class _SVIPlan:
         var = 0.0
         scale = plan.releases["topic_word"].noise_scale / q
         for t in range(T):
-            rho = (float(self.learning_offset) + t + 1) ** -float(self.learning_decay)
+            rho = self._step_size(t + 1)
             var = (1.0 - rho) ** 2 * var + (rho * scale) ** 2
         m = self._max_rows_per_group() or 1          # author-level: D_pub authors of up to m documents
         signal = float(self.total_samples) * m * int(self.max_doc_length) / V * (1.0 - 1.0 / K)
@@ -214,7 +218,7 @@ class _SVIPlan:
                 gamma0 = g_rng.gamma(100.0, 0.01, (idx.size, lam.shape[0]))
                 sstats, _ = docs.minibatch(idx, gamma0, np.ascontiguousarray(exp_dirichlet_expectation(lam).T),
                                            np.inf)
-                rho = (float(self.learning_offset) + t) ** -float(self.learning_decay)
+                rho = self._step_size(t)
                 lam = (1.0 - rho) * lam + rho * (eta + (D / idx.size) * sstats)
                 diag["batch_sizes"].append(int(idx.size))
                 t += 1
@@ -230,5 +234,5 @@ class _SVIPlan:
         the noise sd σC of ``ctx.releases``; returns the projected topics λ_t (the
         model page, "Post-processing")."""
         q = int(self.batch_size) / float(self.total_samples)
-        rho = (float(self.learning_offset) + ctx.t + 1) ** -float(self.learning_decay)
+        rho = self._step_size(ctx.t + 1)
         return state.step(noisy, rho, q, ctx.releases["topic_word"].noise_scale, eta)
