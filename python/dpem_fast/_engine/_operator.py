@@ -108,6 +108,14 @@ ORTHO_TOL = 1e-14      # == _specs.OPERATOR_ORTHO_TOL (a test checks; _specs imp
 _SLAB = 24
 
 
+def _orthonormal_to_tol(Qn, QtQn):
+    """Whether the block ``Qn`` is orthonormal, and orthogonal to the basis (``QtQn = Qᵀ Qn``), to
+    :data:`ORTHO_TOL` per Gram entry (the widening's assumption, module docstring)."""
+    G = Qn.T @ Qn
+    G[np.diag_indices_from(G)] -= 1.0
+    return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
+
+
 class RowProducts:
     """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order);
     ``+`` joins the rows of disjoint parts (the engine's sum over superblocks)."""
@@ -249,9 +257,7 @@ class ReleasedOperator:
         s = np.sqrt(np.einsum("ij,ij->j", V, V))
         if np.all(s > 0):
             Qn = V / s
-            G = Qn.T @ Qn
-            G[np.diag_indices_from(G)] -= 1.0
-            if np.max(np.abs(G)) <= ORTHO_TOL and (C.size == 0 or np.max(np.abs(C / s)) <= ORTHO_TOL):
+            if _orthonormal_to_tol(Qn, C / s):
                 return Qn, True
         Q = self._Q
         R = self._project_out(V, Q, C)
@@ -263,9 +269,7 @@ class ReleasedOperator:
         Qn = U[:, keep]
         for _ in range(2):          # the coordinates' orthonormality the widening assumes (docstring)
             Qn = linalg.qr(self._project_out(Qn, Q), mode="economic", check_finite=False)[0]
-            G = Qn.T @ Qn
-            G[np.diag_indices_from(G)] -= 1.0
-            if np.max(np.abs(G)) <= ORTHO_TOL and (Q.shape[1] == 0 or np.max(np.abs(Q.T @ Qn)) <= ORTHO_TOL):
+            if _orthonormal_to_tol(Qn, Q.T @ Qn):
                 return Qn, False
         return None, False
 
