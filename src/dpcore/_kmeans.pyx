@@ -18,7 +18,8 @@ within rounding.
 Shared pieces: the chunk loader with the declared-domain clip (``dpc_rows.h``, so a
 private fit clips rows into the unit ball inside the kernel, as the GMM E-step does), the
 contract constants, block count and block plan (``dpc_contract.h``) and the parallel driver
-(``_driver.pxd``).  The centre table, assignment and accumulation are in ``dpc_kmeans.h``.
+(``_driver.pxd``).  The centre table, assignment and accumulation are in ``dpc_kmeans.h``;
+one chunk of ``kmeans_stats`` (with its faster small-d assignment) in ``dpc_kmeans_small.h``.
 
 Work layout (reproducibility contract, as ``_estep.pyx``)
 ---------------------------------------------------------
@@ -39,9 +40,10 @@ from .dpc_contract cimport (
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport (
-    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_accumulate, dpk_assign,
-    dpk_centre_bounds, dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
+    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_assign, dpk_centre_bounds,
+    dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
 )
+from .dpc_kmeans_small cimport dpk_stats_chunk
 from .dpc_rows cimport check_domain, load_rows_simd
 
 
@@ -136,10 +138,9 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
         n_clipped += load_rows_simd(X + r0 * d, d, nr, npad, DPK_LD, a.dom, a.target, Xt,
                                     a.simd)
         # rows mapped into the unit ball have |x_i| <= 1; raw rows: their own maximum
-        dpk_assign(Xt, d, DPK_LD, npad, a.tab, K, 1.0 if a.dom != NULL else -1.0, a.cmax, a.hmax,
-                   best, lab, a.path)
-        dpk_accumulate(Xt, d, DPK_LD, nr, a.C, lab, a.counts + b * K, a.sums + b * K * d,
-                       a.inertia + b, a.simd)
+        dpk_stats_chunk(Xt, d, DPK_LD, nr, npad, a.tab, K, a.C, 1.0 if a.dom != NULL else -1.0,
+                        a.cmax, a.hmax, best, lab, a.counts + b * K, a.sums + b * K * d,
+                        a.inertia + b, a.path)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0
