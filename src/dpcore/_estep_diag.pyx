@@ -118,7 +118,8 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 
 
 # The float32 path (float32 rows with the parameters in float): the rules of ``_estep.pyx``'s
-# float32 path -- a declared domain's clip in float64, then the row rounded to float; the
+# float32 path -- a declared domain's clip in float (dpf_load_domain32; in float64 then rounded
+# where the domain has no float form); the
 # log-densities, log-sum-exp (normalised in float64) and the moments in float; a float lane
 # flushed into its float64 lane every DPC_F32_FLUSH_CHUNKS chunks (at most 128 rows) and at
 # the block's end.

@@ -17,8 +17,15 @@
  *   dpf_lanes_flush   a float lane array added into its float64 twin and zeroed.
  *   dpf_exp_log_rows  test hook: dpf_exp_neg and dpf_log_pos over arrays, as the clones run them.
  *
+ *   dpf_domain32 / dpf_load_domain32
+ *                     the same map in float (issue 41): the domain rounded to floats once
+ *                     per call (the box inward), rows transposed 8 at a time in registers,
+ *                     the ball tested on the float values in float64 (see below).
+ *
  * The rounding contract (what the sensitivity of dpem_fast._engine._specs.FLOAT32_WIDENING
- * is derived from): rows are clipped into the unit ball in float64 before they are rounded;
+ * is derived from): every row the kernel reads has norm at most 1 + 2^-24 (clipped into the
+ * unit ball in float64 and rounded, or clipped in float with its ball test on the floats it
+ * keeps: dpf_load_domain32);
  * a float lane accumulates at most DPC_F32_LANE_ROWS rows (dpc_contract.h) before it is
  * added (exactly: every float is a double) into a float64 lane and zeroed; the
  * responsibilities of a row are e_k * (1 / s) with s = sum_k e_k summed in float64, so
