@@ -67,7 +67,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport dpf_domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
     dpf_logp_small,
@@ -173,6 +173,7 @@ cdef struct _Args:
     const float *means32          # the float32 path: the parameters rounded to float
     const float *prec32
     const float *log_const32
+    const float *dom32            # the float32 path's domain in float (dpf_domain32), or NULL
 
 
 cdef void _set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K,
@@ -286,8 +287,12 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
         npad = dpc_lane_pad(nr)
         if a.dom == NULL:
             dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
+        elif a.dom32 != NULL:
+            # the clip in float (dpc_f32.h: the same ball, ||x~|| <= 1 + u)
+            n_clipped += dpf_load_domain32(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom32, a.dom,
+                                           a.target, s.Xt, s.Xs)
         else:
-            # the clip in float64, then the clipped row rounded to float
+            # a domain not representable in float: the clip in float64, then rounded to float
             n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
                                          s.Xt, s.Xs)
         _logp_chunk_single(s.Xs, npad, d, K, a.means32, a.prec32, a.log_const32, a.tri,
@@ -363,6 +368,7 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef dpf_scratch single_layout
     cdef _Args a
     cdef bint single
+    cdef float *dom32 = NULL
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
@@ -397,8 +403,17 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         a.clipped = &part_clipped[0]
     if single:
         a.means32, a.prec32, a.log_const32 = &means32[0, 0], &prec32[0, 0, 0], &log_const32[0]
-        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
-                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        if a.dom != NULL:
+            dom32 = <float *> malloc(4 * d * sizeof(float))
+            if dom32 == NULL:
+                raise MemoryError()
+            if dpf_domain32(a.dom, d, dom32):
+                a.dom32 = dom32
+        try:
+            run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                           _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        finally:
+            free(dom32)
         return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")

@@ -25,6 +25,7 @@ for every d (no BLAS).
 """
 from cython cimport floating
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from ._driver cimport run_row_blocks, run_row_chunks
@@ -32,7 +33,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_F32_FLUSH_CHUNKS, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport dpf_domain32, dpf_load_domain32, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm_diag cimport (
     dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag, dpf_lanes_diag, dpf_logp_diag,
 )
@@ -79,6 +80,7 @@ cdef struct _Args:
     const float *means32          # the float32 path: the parameters rounded to float
     const float *prec32
     const float *log_const32
+    const float *dom32            # the float32 path's domain in float (dpf_domain32), or NULL
 
 
 cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double *buf) noexcept nogil:
@@ -116,7 +118,8 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 
 
 # The float32 path (float32 rows with the parameters in float): the rules of ``_estep.pyx``'s
-# float32 path -- a declared domain's clip in float64, then the row rounded to float; the
+# float32 path -- a declared domain's clip in float (dpf_load_domain32; in float64 then rounded
+# where the domain has no float form); the
 # log-densities, log-sum-exp (normalised in float64) and the moments in float; a float lane
 # flushed into its float64 lane every DPC_F32_FLUSH_CHUNKS chunks (at most 128 rows) and at
 # the block's end.
@@ -146,8 +149,12 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
         npad = dpc_lane_pad(nr)
         if a.dom == NULL:
             dpf_load(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, s.Xs)
+        elif a.dom32 != NULL:
+            # the clip in float (dpc_f32.h: the same ball, ||x~|| <= 1 + u)
+            n_clipped += dpf_load_domain32(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom32, a.dom,
+                                           a.target, s.Xt, s.Xs)
         else:
-            # the clip in float64, then the clipped row rounded to float
+            # a domain not representable in float: the clip in float64, then rounded to float
             n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
                                          s.Xt, s.Xs)
         dpf_logp_diag(s.Xs, d, DPC_CHUNK_SIZE, npad, K, a.means32, a.prec32, a.log_const32, s.L)
@@ -213,6 +220,7 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef dpc_scratch layout
     cdef dpf_scratch single_layout
     cdef _Args a
+    cdef float *dom32 = NULL
     cdef bint single = means32 is not None or prec32 is not None or log_const32 is not None
     _set_args(&a, n, d, K, means, prec_diag, log_const)
     check_domain(domain, d, clip_target)
@@ -249,8 +257,17 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         if d > 0:
             a.means32, a.prec32 = &means32[0, 0], &prec32[0, 0]
         a.log_const32 = &log_const32[0]
-        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
-                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        if a.dom != NULL:
+            dom32 = <float *> malloc(4 * d * sizeof(float))
+            if dom32 == NULL:
+                raise MemoryError()
+            if dpf_domain32(a.dom, d, dom32):
+                a.dom32 = dom32
+        try:
+            run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                           _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
+        finally:
+            free(dom32)
         return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    _scratch(&layout, d, K, NULL), n_threads, "E-step scratch")

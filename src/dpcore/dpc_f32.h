@@ -17,8 +17,15 @@
  *   dpf_lanes_flush   a float lane array added into its float64 twin and zeroed.
  *   dpf_exp_log_rows  test hook: dpf_exp_neg and dpf_log_pos over arrays, as the clones run them.
  *
+ *   dpf_domain32 / dpf_load_domain32
+ *                     the same map in float (issue 41): the domain rounded to floats once
+ *                     per call (the box inward), rows transposed 8 at a time in registers,
+ *                     the ball tested on the float values in float64 (see below).
+ *
  * The rounding contract (what the sensitivity of dpem_fast._engine._specs.FLOAT32_WIDENING
- * is derived from): rows are clipped into the unit ball in float64 before they are rounded;
+ * is derived from): every row the kernel reads has norm at most 1 + 2^-24 (clipped into the
+ * unit ball in float64 and rounded, or clipped in float with its ball test on the floats it
+ * keeps: dpf_load_domain32);
  * a float lane accumulates at most DPC_F32_LANE_ROWS rows (dpc_contract.h) before it is
  * added (exactly: every float is a double) into a float64 lane and zeroed; the
  * responsibilities of a row are e_k * (1 / s) with s = sum_k e_k summed in float64, so
@@ -41,6 +48,7 @@ typedef float dpf_v8 __attribute__((vector_size(32), aligned(4), __may_alias__))
 #define DPF_LD(p) (*(const dpf_v8 *)(p))
 #define DPF_ST(p, v) (*(dpf_v8 *)(p) = (v))
 #define DPF_W 8                    /* floats per dpf_v8 */
+#define DPF_SPLAT(x) ((dpf_v8){(x), (x), (x), (x), (x), (x), (x), (x)})
 
 /* exp(x) for x <= 0 in float; 0 below -87 (the float32 normal range ends at e^-87.3).
    Reduction x = n ln2 + r, |r| <= ln2/2 (ln2 split so that n * hi is exact for |n| < 2^15),
@@ -199,6 +207,172 @@ DPE_CLONES static ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff
         for (q = 0; q < nr; q++) y[q] = (float)(xt[q] * fac[q]);
         for (q = nr; q < npad; q++) y[q] = 0.0f;
     }
+    return n_clipped;
+}
+
+/* ------------------------------------------------------------ the clip in float (issue 41)
+   dpf_domain32 rounds a domain (lower, upper, center, inv_scale: (4, d) doubles) to floats
+   once per call: the box inward (lower up, upper down to the nearest float, so that the
+   float box is inside the declared one, and for a float x, x < lower exactly when
+   x < lower32: the same rows count as boxed), the centre and inverse scale to nearest.
+   Returns 0 (the caller keeps dpf_load_domain, the clip in float64) when a centre or
+   inverse scale is not a finite normal float, or the float box is empty (a box thinner
+   than a float's spacing). */
+static int dpf_domain32(const double *dom, ptrdiff_t d, float *dom32)
+{
+    ptrdiff_t i;
+    for (i = 0; i < d; i++) {
+        double lo = dom[i], hi = dom[d + i], c = dom[2 * d + i], v = dom[3 * d + i];
+        float lo32 = (float)lo, hi32 = (float)hi, c32 = (float)c, v32 = (float)v;
+        if ((double)lo32 < lo) lo32 = __builtin_nextafterf(lo32, __builtin_inff());
+        if ((double)hi32 > hi) hi32 = __builtin_nextafterf(hi32, -__builtin_inff());
+        if (!(lo32 <= hi32) || !(c32 - c32 == 0.0f) || !(v32 >= FLT_MIN && v32 <= FLT_MAX))
+            return 0;
+        dom32[i] = lo32; dom32[d + i] = hi32; dom32[2 * d + i] = c32; dom32[3 * d + i] = v32;
+    }
+    return 1;
+}
+
+typedef int32_t dpf_v8i __attribute__((vector_size(32), aligned(4), __may_alias__));
+
+/* r[j] = (r0[j], r1[j], ..., r7[j]): an 8 x 8 float transposition in registers (the
+   unpack / shuffle / 128-bit-permute ladder; GCC lowers each __builtin_shuffle to one
+   instruction on AVX2 and AVX-512). */
+static inline __attribute__((always_inline)) void dpf_transpose8(dpf_v8 *r)
+{
+    const dpf_v8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+    const dpf_v8i s44 = {0, 1, 8, 9, 4, 5, 12, 13}, sEE = {2, 3, 10, 11, 6, 7, 14, 15};
+    const dpf_v8i p20 = {0, 1, 2, 3, 8, 9, 10, 11}, p31 = {4, 5, 6, 7, 12, 13, 14, 15};
+    dpf_v8 t[8], u[8];
+    int q;
+    for (q = 0; q < 8; q += 2) {
+        t[q] = __builtin_shuffle(r[q], r[q + 1], lo);
+        t[q + 1] = __builtin_shuffle(r[q], r[q + 1], hi);
+    }
+    for (q = 0; q < 8; q += 4) {
+        u[q] = __builtin_shuffle(t[q], t[q + 2], s44);
+        u[q + 1] = __builtin_shuffle(t[q], t[q + 2], sEE);
+        u[q + 2] = __builtin_shuffle(t[q + 1], t[q + 3], s44);
+        u[q + 3] = __builtin_shuffle(t[q + 1], t[q + 3], sEE);
+    }
+    for (q = 0; q < 4; q++) {
+        r[q] = __builtin_shuffle(u[q], u[q + 4], p20);
+        r[q + 4] = __builtin_shuffle(u[q], u[q + 4], p31);
+    }
+}
+
+/* One row's end of the float clip: the row's values v_i sit in y[0], y[ld], ...; its
+   squared norm is summed in float64 in feature order (every v_i^2 is exact in float64,
+   so FMA contraction cannot change it); beyond 1 the row is rescaled as dpf_load_domain
+   rescales (v_i * (target / sqrt(s)) in float64, rounded to float), and a row with an
+   infinite value (a float overflow of the map) is redone in float64 from its raw values
+   (dpe_load_domain_f32_row, into tmp: d doubles) and rounded.  Returns 1 if clipped. */
+static inline int dpf_ball32(const float *row, float *y, ptrdiff_t d, ptrdiff_t ld, const double *dom,
+                             double target, double *tmp)
+{
+    ptrdiff_t i;
+    double s = 0.0;
+    for (i = 0; i < d; i++) {
+        double w = (double)y[i * ld];
+        s += w * w;
+    }
+    if (!(s > 1.0)) return 0;
+    if (s <= DBL_MAX) {
+        double f = target / __builtin_sqrt(s);
+        for (i = 0; i < d; i++) y[i * ld] = (float)((double)y[i * ld] * f);
+    } else {
+        dpe_load_domain_f32_row(row, d, dom, target, tmp, 1);
+        for (i = 0; i < d; i++) y[i * ld] = (float)tmp[i];
+    }
+    return 1;
+}
+
+/* float32 rows mapped into the unit ball in float (issue 41): for each row
+       a_i = min(max(x_i, lower32_i), upper32_i),  v_i = (a_i - center32_i) * inv32_i  (float),
+   and where sum_i v_i^2 > 1 (summed in float64, dpf_ball32) the row is rescaled to norm
+   `target` as dpf_load_domain does; Xs[i, r] for r < nr, 0 up to npad.  dom32: dpf_domain32's
+   floats; dom: the float64 domain (for rows whose map overflows a float); tmp: d doubles.
+   Returns the rows changed by the box or the ball.
+
+   Privacy (dpem_fast._engine._specs, "Float32 rows", (a)): the sensitivities need each row
+   the kernel reads in the unit ball up to float rounding, ||x~|| <= 1 + u (u = 2^-24), and
+   nothing else of the map (a deterministic function of the row alone).  A row left as it is
+   is exactly the floats v that its float64 squared norm s <= 1 was summed from, so
+   ||x~||^2 <= (1 + gamma_d) (gamma_d = d 2^-53 / (1 - d 2^-53): s's rounding) and
+   ||x~|| <= 1 + u for d < 2^29; a rescaled row is float64 values of norm <= 1 (clip_target's
+   margin 8 (d + 2) 2^-52 covers the norm's and products' rounding, as in the float64 loader)
+   rounded to float, ||x~|| <= 1 + u.  So (a) holds as before and FLOAT32_WIDENING covers the
+   float clip unchanged; the box is applied inside the declared box (dpf_domain32).  A float
+   squared norm only screens the rows: one at most 1 - 8 (d + 2) u cannot have s > 1 (its
+   relative error is at most gamma_d in float whatever the order or contraction), so only
+   the others are summed in float64; the result is the same in every clone.
+
+   Rows are transposed 8 at a time in registers (dpf_transpose8; the features in blocks of
+   8, the last block taken at d - 8 with its already-done features skipped), the map applied
+   on the transposed vectors; d < 8 and the last nr % 8 rows run the same operations one
+   row at a time. */
+DPE_CLONES static ptrdiff_t dpf_load_domain32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
+                                              ptrdiff_t ld, const float *dom32, const double *dom,
+                                              double target, double *tmp, float *Xs)
+{
+    const float *lo = dom32, *hi = dom32 + d, *ctr = dom32 + 2 * d, *inv = dom32 + 3 * d;
+    const float screen = 1.0f - 8.0f * (float)(d + 2) * 5.9604645e-8f;   /* 1 - 8 (d + 2) 2^-24 */
+    ptrdiff_t r = 0, i, i0, ib, q, n_clipped = 0;
+    dpf_v8i count = {0};
+    if (d >= 8) {
+        for (; r + 8 <= nr; r += 8) {
+            const float *x = X + r * d;
+            dpf_v8 s2 = {0};
+            dpf_v8i box = {0}, check;
+            for (i0 = 0; i0 < d; i0 += 8) {
+                dpf_v8 v[8];
+                ib = i0 + 8 <= d ? i0 : d - 8;     /* the last block overlaps the one before */
+                _Pragma("GCC unroll 8")
+                for (q = 0; q < 8; q++) v[q] = DPF_LD(x + q * d + ib);
+                dpf_transpose8(v);
+                _Pragma("GCC unroll 8")
+                for (q = 0; q < 8; q++) {
+                    const ptrdiff_t j = ib + q;
+                    const dpf_v8 l = DPF_SPLAT(lo[j]), h = DPF_SPLAT(hi[j]);
+                    const dpf_v8i below = v[q] < l, above = v[q] > h, keep = (dpf_v8i){0} - (int32_t)(j >= i0);
+                    dpf_v8 u = (dpf_v8)(((dpf_v8i)l & below) | ((dpf_v8i)h & above)
+                                        | ((dpf_v8i)v[q] & ~(below | above)));
+                    u = (u - ctr[j]) * inv[j];
+                    box |= (below | above) & keep;
+                    s2 += (dpf_v8)((dpf_v8i)(u * u) & keep);
+                    if (j >= i0) DPF_ST(Xs + j * ld + r, u);
+                }
+            }
+            count -= box;
+            check = ~(s2 <= screen) & ~box;     /* (box rows are counted already; NaN: checked) */
+            if (check[0] | check[1] | check[2] | check[3] | check[4] | check[5] | check[6] | check[7]) {
+                int32_t bx[8];
+                *(dpf_v8i *)bx = box;
+                for (q = 0; q < 8; q++)
+                    if (!(s2[q] <= screen)) {
+                        int c = dpf_ball32(x + q * d, Xs + r + q, d, ld, dom, target, tmp);
+                        n_clipped += c && !bx[q];
+                    }
+            }
+        }
+    }
+    for (q = 0; q < 8; q++) n_clipped += count[q];
+    for (; r < nr; r++) {
+        const float *x = X + r * d;
+        float s2 = 0.0f;
+        int c = 0;
+        for (i = 0; i < d; i++) {
+            float u = x[i] < lo[i] ? lo[i] : (x[i] > hi[i] ? hi[i] : x[i]);
+            c |= (x[i] < lo[i]) | (x[i] > hi[i]);
+            u = (u - ctr[i]) * inv[i];
+            Xs[i * ld + r] = u;
+            s2 += u * u;
+        }
+        if (!(s2 <= screen)) c |= dpf_ball32(x, Xs + r, d, ld, dom, target, tmp);
+        n_clipped += c;
+    }
+    for (i = 0; i < d; i++)
+        for (q = nr; q < npad; q++) Xs[i * ld + q] = 0.0f;
     return n_clipped;
 }
 

@@ -6,6 +6,9 @@ cdef extern from "dpc_f32.h" nogil:
     void dpf_exp_log_rows(const float *x, float *y, ptrdiff_t nx, const double *s, double *lg, ptrdiff_t ns)
     void dpf_narrow(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t npad, float *Xs)
     void dpf_load(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld, float *Xs)
+    int dpf_domain32(const double *dom, ptrdiff_t d, float *dom32)
+    ptrdiff_t dpf_load_domain32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,
+                                const float *dom32, const double *dom, double target, double *tmp, float *Xs)
     ptrdiff_t dpf_load_domain(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,
                               const double *dom, double target, double *Xt, float *Xs)
     void dpf_lse(float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t nr, ptrdiff_t npad,

@@ -3,6 +3,10 @@ accumulation; issue 26): against the numpy twin on the clipped-then-rounded rows
 tolerance), identical for every thread count, its fallbacks to float64, and the sensitivity
 widening derived for its rounding (dpem_fast._engine._specs, "Float32 rows")."""
 import math
+import platform
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,11 +17,13 @@ from dpem_fast._engine import StatSpec
 from dpem_fast._engine._specs import (FLOAT32_WIDENING, float32_rounding_factor, float32_specs, second_moments,
                                       soft_counts, weighted_sums)
 from dpem_fast._kernels.gmm import _params, compute_stats, compute_stats_diag, single_parameters
-from dpem_fast._preprocess import resolve_domain, scale_and_clip
+from dpem_fast._preprocess import clip_target, resolve_domain, scale_and_clip
 from dpem_fast._reference.gmm import estep_diag_stats_reference, estep_stats_reference
 from plain_stats import plain
 
 CHUNK = _contract.CHUNK_SIZE
+HERE = Path(__file__).resolve().parent
+HEADERS = HERE.parents[1] / "src" / "dpcore"
 #: float32 tolerance against the float64 twin on the same (rounded) rows: the log-densities and
 #: responsibilities carry float rounding (relative ~1e-7 of the Mahalanobis terms), the sums
 #: about 64 u relative
@@ -41,9 +47,35 @@ def problem(n, d, K, seed=0, triangular=True):
     return X.astype(np.float32), resolve_domain(d, R, None), rng.dirichlet(np.ones(K)), means / R, P * R
 
 
+def float_clip(X, domain):
+    """The twin of the float32 path's loader (``dpf_load_domain32``, issue 41): the box rounded
+    inward to floats, clip, centre and scale in float32, the squared norm summed in float64
+    in feature order, rows beyond 1 rescaled to ``clip_target`` in float64 and rounded; a row
+    whose float map overflows is clipped in float64 and rounded.  Returns (rows, n_clipped)."""
+    lo, hi, c, inv = domain.loader_array()
+    lo32, hi32 = lo.astype(np.float32), hi.astype(np.float32)
+    lo32 = np.where(lo32.astype(np.float64) < lo, np.nextafter(lo32, np.float32(np.inf)), lo32)
+    hi32 = np.where(hi32.astype(np.float64) > hi, np.nextafter(hi32, np.float32(-np.inf)), hi32)
+    X = np.asarray(X, dtype=np.float32)
+    boxed = np.any((X < lo32) | (X > hi32), axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = (np.clip(X, lo32, hi32) - c.astype(np.float32)) * inv.astype(np.float32)
+    s = np.zeros(X.shape[0])
+    for j in range(X.shape[1]):
+        s = s + u[:, j].astype(np.float64) ** 2
+    over = s > 1.0
+    target = clip_target(X.shape[1], np.float64)
+    fine = over & np.isfinite(s)
+    u[fine] = (u[fine].astype(np.float64) * (target / np.sqrt(s[fine]))[:, None]).astype(np.float32)
+    huge = over & ~np.isfinite(s)
+    if huge.any():
+        u[huge] = scale_and_clip(X[huge].astype(np.float64), domain)[0].astype(np.float32)
+    return u, int(np.count_nonzero(boxed | over))
+
+
 def rounded_rows(X, domain):
-    """What the float32 path computes on: rows clipped in float64, then rounded to float."""
-    return scale_and_clip(X.astype(np.float64), domain)[0].astype(np.float32)
+    """What the float32 path computes on: rows clipped in float (float_clip)."""
+    return float_clip(X, domain)[0]
 
 
 def assert_close(got, ref, rtol=RTOL):
@@ -88,15 +120,15 @@ def test_box_and_per_feature_scales(kind):
     X, _, w, means, P = problem(n, d, K, seed=6)
     lo, hi = np.full(d, -4.0), np.full(d, 5.0)
     dom = DataDomain(np.full(d, 0.5), np.linspace(2.0, 6.0, d), (lo, hi), False)
-    ref_rows, ref_clipped = scale_and_clip(X.astype(np.float64), dom)
-    assert 0 < ref_clipped < n
+    ref_rows, ref_clipped = float_clip(X, dom)
+    assert 0 < ref_clipped < n and ref_clipped == scale_and_clip(X.astype(np.float64), dom)[1]
     if kind == "diag":
         p = np.ascontiguousarray(np.abs(np.diagonal(P, axis1=1, axis2=2)))
         got = compute_stats_diag(X, w, means, p, domain=dom, single=True)
-        ref = estep_diag_stats_reference(ref_rows.astype(np.float32), w, means, p)
+        ref = estep_diag_stats_reference(ref_rows, w, means, p)
     else:
         got = compute_stats(X, w, means, P, domain=dom, single=True)
-        ref = estep_stats_reference(ref_rows.astype(np.float32), w, means, P)
+        ref = estep_stats_reference(ref_rows, w, means, P)
     assert got.n_clipped == ref_clipped
     assert_close(got, ref)
 
@@ -124,6 +156,41 @@ def test_full_non_triangular_factor(d):
 
 DIAG_SHAPES = [(1, 1, 1), (CHUNK - 7, 7, 3), (3 * CHUNK + 17, 10, 3), (1500, 4, 1), (900, 64, 10),
                (70 * CHUNK + 5, 3, 2)]
+
+
+@pytest.mark.parametrize("d", [3, 8, 10, 33])
+def test_float_clip_stays_in_the_ball(d):
+    """The float clip's rows (the twin) lie in the ball of radius 1 + 2^-24 that the widening
+    assumes (_specs, "Float32 rows" (a)), with and without a box, and the kernel counts the
+    twin's clipped rows."""
+    from dpem_fast._preprocess import DataDomain
+
+    X, dom, w, means, P = problem(3 * CHUNK + 11, d, 3, seed=8)
+    boxed = DataDomain(np.full(d, 0.1), np.linspace(0.3, 0.9, d), (np.full(d, -2.0), np.full(d, 2.5)), False)
+    for domain in (dom, boxed):
+        rows, n_clipped = float_clip(X, domain)
+        assert np.sqrt((rows.astype(np.float64) ** 2).sum(axis=1)).max() <= 1 + 2.0 ** -24
+        p = np.ascontiguousarray(np.abs(np.diagonal(P, axis1=1, axis2=2)))
+        assert compute_stats_diag(X, w, means, p, domain=domain, single=True).n_clipped == n_clipped
+        assert compute_stats(X, w, means, P, domain=domain, single=True).n_clipped == n_clipped
+
+
+@pytest.mark.slow    # GCC compiles the loader three times
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 only")
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs GCC (target_clones)")
+@pytest.mark.skipif(not (HEADERS / "dpc_f32.h").is_file(), reason="needs the kernels' sources")
+def test_float_clip_is_the_same_in_every_clone(tmp_path):
+    """f32_clip_clones.c built as shipped (the clone for this CPU), for baseline x86-64 and for
+    x86-64-v3 (the AVX2 clone's code): the same rows and clip counts, bit for bit."""
+    out = []
+    for name, flags in (("shipped", []), ("baseline", ["-DDPC_NO_CLONES"]),
+                        ("v3", ["-DDPC_NO_CLONES", "-march=x86-64-v3"])):
+        exe = tmp_path / name
+        subprocess.run(["gcc", "-O3", "-std=c11", "-fno-math-errno", "-ffp-contract=fast", *flags, "-I", str(HEADERS),
+                        str(HERE / "f32_clip_clones.c"), "-o", str(exe), "-lm"], check=True, capture_output=True,
+                       timeout=600)
+        out.append(subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert out[0] == out[1] == out[2] and out[0].strip()
 
 
 @pytest.mark.parametrize("n,d,K", DIAG_SHAPES)

@@ -91,8 +91,15 @@ carry float rounding, which :func:`float32_specs` folds into every sensitivity (
 :data:`FLOAT32_WIDENING`).  What the kernels guarantee (``_estep.pyx``, ``_estep_diag.pyx``,
 ``dpc_f32.h``; ``u = 2⁻²⁴``, the unit roundoff of float32):
 
-(a) a row is clipped into the unit ball in float64 (``‖x‖ ≤ 1``, the float64 loader), then
-    rounded: ``x̃ = fl₃₂(x)``, ``|x̃_j| ≤ (1 + u)|x_j|``, so ``‖x̃‖ ≤ 1 + u``;
+(a) a row the kernel reads lies in the ball of radius ``1 + u``: ``‖x̃‖ ≤ 1 + u``.  Either it is
+    clipped into the unit ball in float64 (``‖x‖ ≤ 1``, the float64 loader), then rounded
+    (``|x̃_j| ≤ (1 + u)|x_j|``), or (issue 41, ``dpf_load_domain32``, wherever the domain is
+    representable in float) the box, centre and scale are applied in float and the ball is
+    tested on those very floats, their squared norm summed in float64 (each square exact,
+    ``d`` roundings): a row kept as it is has ``‖x̃‖² ≤ 1 + γ_d`` (float64 ``γ``), so
+    ``‖x̃‖ ≤ 1 + u`` for ``d < 2²⁹``, and a rescaled one is float64 values of norm ``≤ 1``
+    (``clip_target``'s margin) rounded once.  The map itself is any function of the row
+    alone, so the bound, and hence the factor below, is unchanged by clipping in float;
 (b) its responsibilities are ``γ̃_k = fl₃₂(fl₆₄(e_k · fl₆₄(1/s)))`` with ``s = Σ_k e_k`` summed in
     float64: ``γ̃_k ≥ 0`` and ``Σ_k γ̃_k ≤ (1 + u)(1 + 2⁻⁵³)²(1 + (K − 1) 2⁻⁵³) =: 1 + κ``,
     ``κ ≤ 1.01 u`` for ``K ≤ 2²⁰`` (:data:`FLOAT32_MAX_COMPONENTS`; more components run in
