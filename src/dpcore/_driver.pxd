@@ -44,6 +44,24 @@ cdef inline int run_blocks(block_body body, const void *args, Py_ssize_t n_block
         n_threads = <int> n_blocks
     if n_threads < 1:
         n_threads = 1
+    if n_threads == 1:
+        # one thread: the same blocks in order, without entering an OpenMP region (its
+        # fork/join and dynamic-schedule bookkeeping cost microseconds a call, which the
+        # samplers of a small release and a small E-step pay every iteration)
+        with nogil:
+            scratch = NULL
+            if scratch_doubles > 0:
+                scratch = <double *> malloc(scratch_doubles * sizeof(double))
+                if scratch == NULL:
+                    failed = 1
+            if failed == 0:
+                for b in range(n_blocks):
+                    if body(args, b, scratch) != 0:
+                        failed = 1
+            free(scratch)
+        if failed:
+            raise MemoryError("could not allocate " + what)
+        return 0
     with nogil, parallel(num_threads=n_threads):
         scratch = NULL
         if scratch_doubles > 0:

@@ -77,20 +77,21 @@ typedef uint32_t dpc_v8u __attribute__((vector_size(32)));
 #endif
 
 /* The 20 rounds on one state vector per word, the input added back, then lane j (block
- * c+j) written out as 16 consecutive words. */
-#define DPC_CHACHA_LANES(vtype, lanes)                                          \
+ * counter + j * cstep of stream stream + j * sstep) written out as 16 consecutive words. */
+#define DPC_CHACHA_LANES(vtype, lanes, cstep, sstep)                            \
     vtype x[16], in[16];                                                        \
     uint32_t t[16][lanes];                                                      \
     int i, j;                                                                   \
     for (i = 0; i < 4; i++) in[i] = (vtype){0} + DPC_SIGMA[i];                  \
     for (i = 0; i < 8; i++) in[4 + i] = (vtype){0} + key[i];                    \
     for (j = 0; j < lanes; j++) {                                               \
-        uint64_t c = counter + (uint64_t)j;                                     \
+        uint64_t c = counter + (uint64_t)j * (cstep);                           \
+        uint64_t st = stream + (uint64_t)j * (sstep);                           \
         in[12][j] = (uint32_t)c;                                                \
         in[13][j] = (uint32_t)(c >> 32);                                        \
+        in[14][j] = (uint32_t)st;                                               \
+        in[15][j] = (uint32_t)(st >> 32);                                       \
     }                                                                           \
-    in[14] = (vtype){0} + (uint32_t)stream;                                     \
-    in[15] = (vtype){0} + (uint32_t)(stream >> 32);                             \
     for (i = 0; i < 16; i++) x[i] = in[i];                                      \
     for (i = 0; i < 10; i++) {                                                  \
         DPC_QR(x[0], x[4], x[8],  x[12]);                                       \
@@ -118,7 +119,7 @@ __attribute__((target_clones("avx2", "default")))
 #endif
 static void dpc_chacha20_blocks8(const uint32_t key[8], uint64_t counter, uint64_t stream, uint32_t *out)
 {
-    DPC_CHACHA_LANES(dpc_v8u, 8)
+    DPC_CHACHA_LANES(dpc_v8u, 8, 1, 0)
 }
 
 #ifdef DPC_X86_CLONES
@@ -127,7 +128,7 @@ __attribute__((target("avx512f")))
 static void dpc_chacha20_blocks16_avx512(const uint32_t key[8], uint64_t counter, uint64_t stream,
                                          uint32_t *out)
 {
-    DPC_CHACHA_LANES(dpc_v16u, 16)
+    DPC_CHACHA_LANES(dpc_v16u, 16, 1, 0)
 }
 #endif
 
@@ -143,6 +144,17 @@ static void dpc_chacha20_blocks16(const uint32_t key[8], uint64_t counter, uint6
 #endif
     dpc_chacha20_blocks8(key, counter, stream, out);
     dpc_chacha20_blocks8(key, counter + 8u, stream, out + 128);
+}
+
+/* Block `counter` of each of the 8 consecutive streams stream .. stream + 7 in one 8-lane
+ * pass (lane j: stream + j): what eight short draws (the rows of a small symmetric noise
+ * matrix, each its own stream) need first, at about the cost of three scalar blocks. */
+#ifdef DPC_X86_CLONES
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void dpc_chacha20_streams8(const uint32_t key[8], uint64_t counter, uint64_t stream, uint32_t *out)
+{
+    DPC_CHACHA_LANES(dpc_v8u, 8, 0, 1)
 }
 
 /* Which keystream code path the CPU runs (for show_config). */
@@ -175,6 +187,13 @@ static inline void dpc_refill(dpc_stream *s)
     s->end = DPC_BUF_WORDS;
 }
 
+/* The blocks dpc_stream_prefill(s, words) computes first: 1 or 2 for a short draw (its
+ * own scalar blocks), more (an 8-lane pass, or the first full refill) otherwise. */
+static inline int dpc_prefill_blocks(int words)
+{
+    return (words + 4) / 16 + 1;
+}
+
 /* A fresh stream's first refill, for a draw expected to need about `words` words: only
  * the blocks that hold them with at least 4 words to spare, one at a time (a scalar block
  * costs about a third of an 8-lane pass), or one 8-lane pass.  Later refills continue at
@@ -183,7 +202,7 @@ static inline void dpc_refill(dpc_stream *s)
 static inline void dpc_stream_prefill(dpc_stream *s, int words)
 {
     uint32_t in[16];
-    int i, nb = (words + 4) / 16 + 1;
+    int i, nb = dpc_prefill_blocks(words);
     if (nb > 8 || s->counter != 0 || s->pos < s->end) return;
     if (nb > 2) {
         dpc_chacha20_blocks8(s->key, 0, s->stream, s->buf);
@@ -201,6 +220,20 @@ static inline void dpc_stream_prefill(dpc_stream *s, int words)
         in[13] = 0;
         dpc_chacha20_block(in, s->buf + 16 * i);
     }
+    s->counter = (uint64_t)nb;
+    s->pos = 0;
+    s->end = 16 * nb;
+}
+
+/* dpc_stream_prefill(s, words) for a fresh stream whose dpc_prefill_blocks(words) <= 2
+ * first blocks were computed elsewhere: `lanes` holds one dpc_chacha20_streams8 pass per
+ * block counter (128 words each), this stream in lane `lane`.  The same state as the
+ * prefill's, so the same draws. */
+static inline void dpc_stream_from_lanes(dpc_stream *s, const uint32_t *lanes, int lane, int words)
+{
+    int c, nb = dpc_prefill_blocks(words);
+    for (c = 0; c < nb; c++)
+        memcpy(s->buf + 16 * c, lanes + 128 * c + 16 * lane, 16 * sizeof(uint32_t));
     s->counter = (uint64_t)nb;
     s->pos = 0;
     s->end = 16 * nb;
