@@ -181,6 +181,26 @@ def test_statistics_sum_is_sum2():
     assert StatisticsSum().result() is None
 
 
+def test_statistics_sum_holds_an_owned_part_without_a_copy():
+    """A one-part sum copies a part's arrays (its caller may reuse them) unless the part owns
+    them (a kernel's fresh output, issue 41); with a second part both are summed as before."""
+    from dpem_fast._engine._statistics import Statistics, StatisticsSum
+    from dpem_fast._kernels.moments import SECOND, second_moment_stats
+    a = np.arange(4.0)
+    for owned in (False, True):
+        acc = StatisticsSum()
+        acc.add(Statistics({"a": a}, 1, owned=owned))
+        assert np.shares_memory(acc.result()["a"], a) is owned
+    X = np.random.default_rng(3).standard_normal((50, 600))
+    stats = second_moment_stats(X, None, 1)
+    assert stats.owned
+    acc = StatisticsSum()
+    acc.add(stats)
+    assert acc.result()[SECOND] is stats[SECOND]
+    acc.add(stats)
+    np.testing.assert_array_equal(acc.result()[SECOND], 2.0 * stats[SECOND])
+
+
 def test_sum_segments_is_fsum_of_each_segment():
     """``_contract.sum_segments``: each segment of each row summed exactly, rounded once (the
     one-off releases' per-row terms: the private start's cell sums, the unigram's word counts)."""

@@ -112,12 +112,17 @@ class Statistics(Mapping):
         ``sum_i log p(x_i)`` under the parameters used (a diagnostic, not private).
     n_clipped : int
         Rows clipped into the declared domain (a diagnostic, not private).
+    owned : bool
+        The arrays were allocated for this object alone (a kernel's fresh output, no buffer it
+        reuses): a :class:`StatisticsSum` may hold them without a copy (issue 41: the copy of a
+        d x d second moment at d = 4096 was a third of FA's private pass).
     """
 
     arrays: dict
     n_rows: int = 0
     loglik: float = 0.0
     n_clipped: int = field(default=0)
+    owned: bool = field(default=False, repr=False)
 
     def __getitem__(self, name):
         return self.arrays[name]
@@ -163,10 +168,13 @@ def _collapse(hi, lo):
     return np.where(np.isnan(lo) & ~np.isnan(hi), hi, v)     # an infinity leaves a NaN error term
 
 
-def _held(v):
-    """A part's statistic as the sum holds it: a float64 copy, or the rows of a
-    :class:`~._operator.RowProducts` (joined, never summed)."""
-    return v if isinstance(v, RowProducts) else np.array(v, dtype=np.float64)
+def _held(v, owned=False):
+    """A part's statistic as the sum holds it: a float64 copy (the array itself where the part
+    ``owned`` it and it is float64 already), or the rows of a :class:`~._operator.RowProducts`
+    (joined, never summed)."""
+    if isinstance(v, RowProducts):
+        return v
+    return np.asarray(v, dtype=np.float64) if owned else np.array(v, dtype=np.float64)
 
 
 class StatisticsSum:
@@ -201,8 +209,9 @@ class StatisticsSum:
         if self._kind is None and self._first is None:
             if isinstance(part, Statistics) or (isinstance(part, np.ndarray) and part.dtype.kind == "f"):
                 # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
-                # state would be (a caller may reuse the part's arrays)
-                one = {k: _held(v) for k, v in self._arrays(part).items()}
+                # state would be (a caller may reuse the part's arrays), unless the part owns them
+                owned = isinstance(part, Statistics) and part.owned
+                one = {k: _held(v, owned) for k, v in self._arrays(part).items()}
                 self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
                                if isinstance(part, Statistics) else one[None])
             else:

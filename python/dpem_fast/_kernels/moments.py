@@ -62,8 +62,9 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     s2 = _contract.sum_blocks(part_s2, nt) if nb2 != 1 else part_s2[0]
     _moments.mirror_lower(s2, nt)
     s1 = _contract.sum_blocks(part_s1, nt)
+    # fresh arrays, this call's alone: a one-part sum holds them without a copy
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: s2}, int(n), 0.0,
-                      int(part_clip.sum()))
+                      int(part_clip.sum()), owned=True)
 
 
 def second_moment_rows(X, domain, n_threads=None) -> Statistics:
