@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._rng import derive_key
+from ._workspace import workspace
 
 __all__ = ["DataDomain", "resolve_domain", "box_domain", "usable_box", "scale_and_clip", "clip_target",
            "project_into_domain", "cube_corners", "MIN_BOX_RATIO", "MIN_HALF_WIDTH"]
@@ -364,7 +365,7 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     risky = np.flatnonzero(risk)
     A = src[risky].astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        Z = src if (out is not None or src is not X) else np.empty(src.shape, src.dtype)
+        Z = src if (out is not None or src is not X) else workspace(src.shape, src.dtype)
         if np.any(center):                      # x − 0 is x: no pass for a centre at the origin
             np.subtract(src, domain.center.astype(src.dtype), out=Z)
             src = Z

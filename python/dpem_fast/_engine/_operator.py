@@ -100,6 +100,7 @@ from .._dpcore import _contract, _moments, _rowprod
 from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
 from .._threads import blas_single_thread
+from .._workspace import workspace
 
 __all__ = ["RowProducts", "ReleasedOperator"]
 
@@ -111,6 +112,12 @@ ORTHO_TOL = 1e-14      # == _specs.OPERATOR_ORTHO_TOL (a test checks; _specs imp
 #: rows per slab of a product (a slab stays in cache between its two products; 24 rows measured
 #: 12 % faster than 16 at (400, 4096) x 8 with OpenBLAS, 32 or more twice slower)
 _SLAB = 24
+
+
+def _stores(d, cap):
+    """The basis' and its released columns' stores (d x ``cap`` each), in one workspace."""
+    both = workspace((2, int(d), int(cap)))
+    return both[0], both[1]
 
 
 def _orthonormal_to_tol(Qn, QtQn):
@@ -208,7 +215,7 @@ class ReleasedOperator:
         self.shape = (d, d)
         self.sigma = float(sigma)
         self._exact, self._key, self._nt = exact, np.array(key, dtype=np.uint32), int(n_threads)
-        self._store_Q, self._store_AQ = np.empty((d, 0)), np.empty((d, 0))    # capacity, grown by doubling
+        self._store_Q, self._store_AQ = _stores(d, 0)      # capacity, grown by doubling
         self._m, self._stream, self._ended = 0, 0, False
         self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
@@ -222,10 +229,9 @@ class ReleasedOperator:
     def _grow(self, cap):
         m = self._m
         if cap > self._store_Q.shape[1]:
-            for name in ("_store_Q", "_store_AQ"):
-                grown = np.empty((self.shape[0], cap))
-                grown[:, :m] = getattr(self, name)[:, :m]
-                setattr(self, name, grown)
+            Q, AQ = _stores(self.shape[0], cap)
+            Q[:, :m], AQ[:, :m] = self._store_Q[:, :m], self._store_AQ[:, :m]
+            self._store_Q, self._store_AQ = Q, AQ
 
     def _append(self, Qn):
         """``Qn`` appended to the basis; returns the store's view for its columns ``A Qn`` (the

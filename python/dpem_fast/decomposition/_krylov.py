@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .._workspace import workspace
+
 __all__ = ["BLOCK", "ReleasedCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
 
 #: columns per Krylov block
@@ -94,8 +96,7 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     last block of coordinates — exact up to rounding, no product with the d x m basis."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
-    Q = np.empty((d, max_cols))
-    CQ = np.empty((d, max_cols))
+    Q, CQ = workspace((2, d, max_cols))     # huge pages: not faulted in on every fit
     T = np.empty((max_cols, max_cols))
     if hasattr(C, "reserve"):
         C.reserve(max_cols)
