@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._rng import derive_key
+from ._workspace import workspace
 
 __all__ = ["DataDomain", "resolve_domain", "box_domain", "usable_box", "scale_and_clip", "clip_target",
            "project_into_domain", "cube_corners", "MIN_BOX_RATIO", "MIN_HALF_WIDTH"]
@@ -332,36 +333,43 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     row, ``inv = 1 / scale``; no factor exceeds 1, so nothing overflows), which has the
     direction of ``(a - center) / scale``, scaled to norm ``clip_target``.
     """
-    Z = np.array(X, dtype=X.dtype, copy=True, order="C") if out is None else out
-    boxed = np.zeros(Z.shape[0], dtype=bool)
+    # one new array (none with ``out``) and few passes: the box clip, or else the centring,
+    # writes it; the overflow test reads the global extremes first (per row only past them)
+    src = X if out is None else out
+    boxed = np.zeros(src.shape[0], dtype=bool)
     if domain.bounds is not None:
-        lo, hi = domain.bounds[0].astype(Z.dtype), domain.bounds[1].astype(Z.dtype)
-        boxed = np.any((Z < lo) | (Z > hi), axis=1)
-        np.clip(Z, lo, hi, out=Z)
-    n_features = Z.shape[1]
+        lo, hi = domain.bounds[0].astype(src.dtype), domain.bounds[1].astype(src.dtype)
+        boxed = np.any((src < lo) | (src > hi), axis=1)
+        src = np.clip(src, lo, hi, out=out)
+    n_features = src.shape[1]
     center = np.asarray(domain.center, dtype=np.float64)
     inv_scale = 1.0 / np.asarray(domain.scale, dtype=np.float64)
-    target = clip_target(n_features, Z.dtype)
+    target = clip_target(n_features, src.dtype)
     # Rows whose arithmetic below could overflow (in Z's dtype, or in the float64 squared
     # norm): kept as float64 copies and redone at the end.
-    if Z.dtype == np.float64:
+    if src.dtype == np.float64:
         safe = np.sqrt(np.finfo(np.float64).max / max(n_features, 1)) / 4
     else:
-        safe = float(np.finfo(Z.dtype).max) / 4
+        safe = float(np.finfo(src.dtype).max) / 4
+    risk = np.zeros(src.shape[0], dtype=bool)
     with np.errstate(over="ignore"):
         limit = safe / max(float(np.max(inv_scale, initial=0.0)), 1.0) - np.max(np.abs(center), initial=0.0)
-        risk = np.max(np.abs(Z), axis=1, initial=0.0) > limit if Z.size else np.zeros(Z.shape[0], bool)
-    if Z.dtype != np.float64:
+        if src.size and not (np.max(src) <= limit and -np.min(src) <= limit):   # NaN, inf: per row
+            risk = np.max(np.abs(src), axis=1, initial=0.0) > limit
+    if src.dtype != np.float64:
         # a float32 scale or inverse scale may itself round to 0 or inf: all rows in float64
         with np.errstate(over="ignore", under="ignore"):
-            s32, i32 = np.asarray(domain.scale).astype(Z.dtype), inv_scale.astype(Z.dtype)
+            s32, i32 = np.asarray(domain.scale).astype(src.dtype), inv_scale.astype(src.dtype)
         if not (np.all(np.isfinite(i32)) and np.all(i32 > 0) and np.all(np.isfinite(s32))):
             risk[:] = True
     risky = np.flatnonzero(risk)
-    A = Z[risky].astype(np.float64)
+    A = src[risky].astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        Z -= domain.center.astype(Z.dtype)
-        Z *= inv_scale.astype(Z.dtype)
+        Z = src if (out is not None or src is not X) else workspace(src.shape, src.dtype)
+        if np.any(center):                      # x − 0 is x: no pass for a centre at the origin
+            np.subtract(src, domain.center.astype(src.dtype), out=Z)
+            src = Z
+        np.multiply(src, inv_scale.astype(Z.dtype), out=Z)
         norms = np.sqrt(np.einsum("ij,ij->i", Z, Z, dtype=np.float64))
     norms[risky] = 0.0
     over = norms > 1.0

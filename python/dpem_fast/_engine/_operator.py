@@ -59,9 +59,13 @@ streams (``_rng.fill_normal`` with a stream offset), so the answers do not depen
 thread count.
 
 Rounding (:mod:`~dpem_fast._engine._specs`, "Rounding").  A column ``S q`` is summed as the
-dense kernel sums S — per block of at most ``b = TILE_ROWS`` rows in floats (BLAS), the blocks'
+dense kernel sums S — per block of at most ``b = TILE_ROWS`` rows in floats, the blocks'
 partials exactly (``_contract.sum_blocks``) — but a row's term ``y_r (y_rᵀ q)`` is its exact
-value up to ``d + 2`` rounded operations, not 5: (e) holds with ``γ_{b+d+5}``, i.e. the factor
+value up to ``d + 2`` rounded operations, not 5 (BLAS: a d-term dot product and a product; the
+fused kernel ``_rowprod`` for a block of 8 columns: ``y_rᵀ q`` an fma chain of d rounded
+operations from 0, each entry of the block's column an fma chain over its rows in order, so
+``d + 1`` for the term and the block's ``b`` for its sum, the same order on every path and
+thread count): (e) holds with ``γ_{b+d+5}``, i.e. the factor
 :func:`~dpem_fast._engine._specs.float64_rounding_factor` at ``b + d`` rows per block bounds
 one column's rounding change ``e Δ`` (``‖T_r‖ ≤ ‖y_r‖² ≤ 1``).  The released coordinates of the
 ``m ≤ m_max`` columns weigh a column's error by at most √2, so together by ``√(2 m_max) e Δ``.
@@ -69,7 +73,8 @@ The trace's new coordinate, normalised by ``‖PRP‖_F = √(d − m) ≥ 1`` (
 terms ``‖y_r‖² − ‖Qᵀ y_r‖²``, each sum of squares exact up to ``γ_{d+m+5}`` of its value (at most
 ``‖y_r‖²``): at most ``2 e' Δ`` with ``e'`` at ``b + d + 2 m_max`` rows per block.  ``‖Qᵀ y_r‖²``
 is summed while the blocks are read (:meth:`RowProducts.products`: each ``q_jᵀ y_r`` the slab
-product's d-term dot product, its square, per block p of them, then over the blocks — m − 1
+product's (or the kernel's fma chain's) d-term dot product, its square, per block p of them
+(the kernel: an fma chain of the p squares), then over the blocks — m − 1
 additions of m squares in all, any order: the same count as one pass with Q), the rows then per
 block of at most b: the bound is unchanged, and the trace reads the rows only for their
 ``‖y_r‖²`` (no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
@@ -91,10 +96,11 @@ import math
 import numpy as np
 from scipy import linalg
 
-from .._dpcore import _contract, _moments
+from .._dpcore import _contract, _moments, _rowprod
 from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
 from .._threads import blas_single_thread
+from .._workspace import workspace
 
 __all__ = ["RowProducts", "ReleasedOperator"]
 
@@ -106,6 +112,12 @@ ORTHO_TOL = 1e-14      # == _specs.OPERATOR_ORTHO_TOL (a test checks; _specs imp
 #: rows per slab of a product (a slab stays in cache between its two products; 24 rows measured
 #: 12 % faster than 16 at (400, 4096) x 8 with OpenBLAS, 32 or more twice slower)
 _SLAB = 24
+
+
+def _stores(d, cap):
+    """The basis' and its released columns' stores (d x ``cap`` each), in one workspace."""
+    both = workspace((2, int(d), int(cap)))
+    return both[0], both[1]
 
 
 def _orthonormal_to_tol(Qn, QtQn):
@@ -142,9 +154,15 @@ class RowProducts:
         return parts[0] if len(parts) == 1 else _contract.sum_blocks(np.stack(parts), n_threads)
 
     def _product(self, Y, V):
-        # Y_bᵀ (Y_b V) by slabs of _SLAB rows, each read from memory once (still in cache for its
-        # second product); the slabs add up in floats inside the block, as any block sum may.  Also
-        # each row's ‖Vᵀ y_r‖² (its p squares summed), for the trace's new coordinate
+        # Y_bᵀ (Y_b V) and each row's ‖Vᵀ y_r‖² (its p squares summed), for the trace's new
+        # coordinate: the fused kernel for a Krylov block of 8 columns (fma chains in a fixed
+        # order, _rowprod), else by slabs of _SLAB rows, each read from memory once (still in
+        # cache for its second product), the slabs added in floats inside the block, as any
+        # block sum may
+        if V.shape[1] == _rowprod.COLUMNS and _rowprod.FAST:
+            out, sq = np.empty((Y.shape[1], V.shape[1])), np.empty(Y.shape[0])
+            _rowprod.products8(Y, V, out, sq)
+            return out, sq
         out = np.zeros((Y.shape[1], V.shape[1]))
         sq = np.empty(Y.shape[0])
         for r0 in range(0, Y.shape[0], _SLAB):
@@ -197,7 +215,7 @@ class ReleasedOperator:
         self.shape = (d, d)
         self.sigma = float(sigma)
         self._exact, self._key, self._nt = exact, np.array(key, dtype=np.uint32), int(n_threads)
-        self._store_Q, self._store_AQ = np.empty((d, 0)), np.empty((d, 0))    # capacity, grown by doubling
+        self._store_Q, self._store_AQ = _stores(d, 0)      # capacity, grown by doubling
         self._m, self._stream, self._ended = 0, 0, False
         self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
@@ -211,18 +229,19 @@ class ReleasedOperator:
     def _grow(self, cap):
         m = self._m
         if cap > self._store_Q.shape[1]:
-            for name in ("_store_Q", "_store_AQ"):
-                grown = np.empty((self.shape[0], cap))
-                grown[:, :m] = getattr(self, name)[:, :m]
-                setattr(self, name, grown)
+            Q, AQ = _stores(self.shape[0], cap)
+            Q[:, :m], AQ[:, :m] = self._store_Q[:, :m], self._store_AQ[:, :m]
+            self._store_Q, self._store_AQ = Q, AQ
 
-    def _append(self, Qn, AQn):
+    def _append(self, Qn):
+        """``Qn`` appended to the basis; returns the store's view for its columns ``A Qn`` (the
+        caller fills it before any other read)."""
         m, p = self._m, Qn.shape[1]
         if m + p > self._store_Q.shape[1]:
             self._grow(min(self.shape[0], max(2 * (m + p), 32)))
         self._store_Q[:, m:m + p] = Qn
-        self._store_AQ[:, m:m + p] = AQn
         self._m = m + p
+        return self._store_AQ[:, m:m + p]
 
     def __reduce__(self):
         raise TypeError("a released operator holds the exact statistic: it cannot be pickled")
@@ -291,8 +310,8 @@ class ReleasedOperator:
             acc += part
         z = self._normals(p * p, self.sigma).reshape(p, p)
         B = np.triu(z, 1) * math.sqrt(0.5)
-        B = B + B.T
-        B[np.diag_indices(p)] = np.diag(z)
+        B += B.T
+        np.fill_diagonal(B, np.diagonal(z))
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
         # P (S Qn + g) off span [Q, Qn] plus Q (AQ)ᵀ Qn, the released Qᵀ A Qn (symmetry; not read
@@ -305,8 +324,12 @@ class ReleasedOperator:
             X -= Q @ C1
             C1 = Q.T @ X
         X -= Qn @ (Qn.T @ X)
-        AQn = X + Q @ (K - C1) + Qn @ ((H + H.T) / 2 + B)   # the new p x p block: sym + fresh B
-        self._append(Qn, AQn)
+        # AQn = X + Q (K − C1) + Qn (sym(H) + B), the new p x p block: sym + fresh B; added
+        # straight into the store (the same additions, in the same order)
+        QK, QB = Q @ (K - C1), Qn @ ((H + H.T) / 2 + B)
+        AQn = self._append(Qn)
+        np.add(X, QK, out=AQn)
+        AQn += QB
         return fast
 
     def __matmul__(self, V):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import linalg
 
+from .._workspace import workspace
+
 __all__ = ["BLOCK", "ReleasedCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
 
 #: columns per Krylov block
@@ -48,8 +50,13 @@ class ReleasedCovariance:
 
     def __matmul__(self, V):
         W = V if self._ones else self.r[:, None] * V
-        out = (self.A @ W) / self.n - np.outer(self.rm, self.rm @ V) + self.c * W
-        return out if self._ones else self.r[:, None] * out
+        out = self.A @ W                # then the same operations, in place (no temporaries)
+        out /= self.n
+        out -= np.outer(self.rm, self.rm @ V)
+        out += self.c * W
+        if not self._ones:
+            out *= self.r[:, None]
+        return out
 
     def reserve(self, cols):
         """Room in the operator for ``cols`` directions (public)."""
@@ -68,9 +75,8 @@ def _orthonormal(V, Q, QtV=None):
     block, is then above 10⁻¹³ of W's column; at an exact one W's column is rounding's direction),
     W is orthogonalised against Q again and R updated (``C Q = Q T + W R`` still holds)."""
     top = float(np.sqrt(np.max(np.einsum("ij,ij->j", V, V)))) if V.size else 0.0
-    for _ in range(2):
-        V = V - Q @ (Q.T @ V if QtV is None else QtV)
-        QtV = None
+    V = V - Q @ (Q.T @ V if QtV is None else QtV)      # a new array: V may be the caller's
+    V -= Q @ (Q.T @ V)
     W, R = linalg.qr(V, mode="economic", check_finite=False)
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
         for _ in range(2):
@@ -90,8 +96,7 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     last block of coordinates — exact up to rounding, no product with the d x m basis."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
-    Q = np.empty((d, max_cols))
-    CQ = np.empty((d, max_cols))
+    Q, CQ = workspace((2, d, max_cols))     # huge pages: not faulted in on every fit
     T = np.empty((max_cols, max_cols))
     if hasattr(C, "reserve"):
         C.reserve(max_cols)

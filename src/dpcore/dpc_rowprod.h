@@ -1,0 +1,147 @@
+/*
+ * dpc_rowprod.h -- the released operator's product with the exact rows, fused (issue 41):
+ *
+ *     out = Yᵀ (Y V)   (d x 8)        sq[r] = ‖Vᵀ y_r‖²   (n)
+ *
+ * for one block Y (n x d, rows contiguous, row stride d) and V (d x 8, row-major), the Krylov
+ * block of dpem_fast._engine._operator.RowProducts.  Summation order (part of the operator's
+ * rounding bound, _operator.py "Rounding"; the same on every path and for every n):
+ *
+ *     w_rj = fma chain over i = 0 .. d-1 of y_ri V_ij, from 0        (d rounded operations)
+ *     out_ij = fma chain over r = 0 .. n-1, in row order, of y_ri w_rj, from 0
+ *                                                                    (n rounded operations)
+ *     sq_r = w_r0², then fma chain of w_rj² over j = 1 .. 7          (8 rounded operations)
+ *
+ * so a row's term y_ri w_rj is its exact value up to d + 1 rounded operations and the block's
+ * sum adds n more: within the d + 2 per term and b per block the widening assumes.  An fma is
+ * rounded once on every machine: the AVX2 + FMA path (rows in groups of DPR_G: w of the group
+ * in registers, V and out read once per group, each out entry still folded row by row in
+ * order) and the portable path (C's fma(), one row at a time) give the same bits.  No
+ * threads: the caller's one call per block.
+ */
+#ifndef DPC_ROWPROD_H
+#define DPC_ROWPROD_H
+
+#include <math.h>
+#include <stddef.h>
+
+#define DPR_P 8           /* columns of V (the Krylov block) */
+#define DPR_G 6           /* rows per register group of the AVX2 path: 12 accumulators */
+
+/* Portable: one row at a time, the order above. */
+static void dpr_products8_c(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
+                            double *out, double *sq)
+{
+    ptrdiff_t r, i, j;
+    double w[DPR_P];
+    for (i = 0; i < d * DPR_P; i++) out[i] = 0.0;
+    for (r = 0; r < n; r++) {
+        const double *y = Y + r * d;
+        for (j = 0; j < DPR_P; j++) w[j] = 0.0;
+        for (i = 0; i < d; i++)
+            for (j = 0; j < DPR_P; j++) w[j] = fma(y[i], V[i * DPR_P + j], w[j]);
+        for (i = 0; i < d; i++)
+            for (j = 0; j < DPR_P; j++) out[i * DPR_P + j] = fma(y[i], w[j], out[i * DPR_P + j]);
+        double s = w[0] * w[0];
+        for (j = 1; j < DPR_P; j++) s = fma(w[j], w[j], s);
+        sq[r] = s;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+#define DPR_HAVE_AVX2 1
+#include <immintrin.h>
+#define DPR_AVX2 __attribute__((target("avx2,fma")))
+
+static int dpr_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* sq = w_0², then the fma chain of the w_j² (the portable path's order). */
+static inline DPR_AVX2 __attribute__((always_inline)) double dpr_sq_avx2(__m256d a, __m256d b)
+{
+    double w[DPR_P], s;
+    int j;
+    _mm256_storeu_pd(w, a);
+    _mm256_storeu_pd(w + 4, b);
+    s = w[0] * w[0];
+    for (j = 1; j < DPR_P; j++) s = fma(w[j], w[j], s);        /* inlined: target fma */
+    return s;
+}
+
+/* Named registers (an array of __m256d would live on the stack). */
+#define DPR_W(g) __m256d a##g = _mm256_setzero_pd(), b##g = _mm256_setzero_pd()
+#define DPR_DOT(g) do { __m256d y = _mm256_broadcast_sd(Y + (g) * d + i);   \
+                        a##g = _mm256_fmadd_pd(y, v0, a##g);                 \
+                        b##g = _mm256_fmadd_pd(y, v1, b##g); } while (0)
+#define DPR_UPD(g) do { __m256d y = _mm256_broadcast_sd(Y + (g) * d + i);   \
+                        o0 = _mm256_fmadd_pd(y, a##g, o0);                   \
+                        o1 = _mm256_fmadd_pd(y, b##g, o1); } while (0)
+
+/* DPR_G = 6 rows: w in 12 registers, V and out read once for the group; each out entry
+   folds the group's rows in order. */
+static DPR_AVX2 void dpr_group6_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
+{
+    ptrdiff_t i;
+    DPR_W(0); DPR_W(1); DPR_W(2); DPR_W(3); DPR_W(4); DPR_W(5);
+    for (i = 0; i < d; i++) {
+        __m256d v0 = _mm256_loadu_pd(V + i * DPR_P), v1 = _mm256_loadu_pd(V + i * DPR_P + 4);
+        DPR_DOT(0); DPR_DOT(1); DPR_DOT(2); DPR_DOT(3); DPR_DOT(4); DPR_DOT(5);
+    }
+    for (i = 0; i < d; i++) {
+        __m256d o0 = _mm256_loadu_pd(out + i * DPR_P), o1 = _mm256_loadu_pd(out + i * DPR_P + 4);
+        DPR_UPD(0); DPR_UPD(1); DPR_UPD(2); DPR_UPD(3); DPR_UPD(4); DPR_UPD(5);
+        _mm256_storeu_pd(out + i * DPR_P, o0);
+        _mm256_storeu_pd(out + i * DPR_P + 4, o1);
+    }
+    sq[0] = dpr_sq_avx2(a0, b0); sq[1] = dpr_sq_avx2(a1, b1); sq[2] = dpr_sq_avx2(a2, b2);
+    sq[3] = dpr_sq_avx2(a3, b3); sq[4] = dpr_sq_avx2(a4, b4); sq[5] = dpr_sq_avx2(a5, b5);
+}
+
+/* One row (the last n mod DPR_G): the same operations. */
+static DPR_AVX2 void dpr_row_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
+{
+    ptrdiff_t i;
+    DPR_W(0);
+    for (i = 0; i < d; i++) {
+        __m256d v0 = _mm256_loadu_pd(V + i * DPR_P), v1 = _mm256_loadu_pd(V + i * DPR_P + 4);
+        DPR_DOT(0);
+    }
+    for (i = 0; i < d; i++) {
+        __m256d o0 = _mm256_loadu_pd(out + i * DPR_P), o1 = _mm256_loadu_pd(out + i * DPR_P + 4);
+        DPR_UPD(0);
+        _mm256_storeu_pd(out + i * DPR_P, o0);
+        _mm256_storeu_pd(out + i * DPR_P + 4, o1);
+    }
+    sq[0] = dpr_sq_avx2(a0, b0);
+}
+
+static DPR_AVX2 void dpr_products8_avx2(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
+                                        double *out, double *sq)
+{
+    ptrdiff_t r = 0, i;
+    for (i = 0; i < d * DPR_P; i++) out[i] = 0.0;
+    for (; r + DPR_G <= n; r += DPR_G) dpr_group6_avx2(Y + r * d, d, V, out, sq + r);
+    for (; r < n; r++) dpr_row_avx2(Y + r * d, d, V, out, sq + r);
+}
+#else
+#define DPR_HAVE_AVX2 0
+static int dpr_avx2(void) { return 0; }
+#endif
+
+/* The fast path exists here (AVX2 + FMA at run time). */
+static inline int dpr_fast(void) { return dpr_avx2(); }
+
+/* out (d x 8), sq (n); fast = 0 forces the portable path (tests). */
+static inline void dpr_products8(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
+                                 double *out, double *sq, int fast)
+{
+#if DPR_HAVE_AVX2
+    if (fast && dpr_avx2()) { dpr_products8_avx2(Y, n, d, V, out, sq); return; }
+#endif
+    dpr_products8_c(Y, n, d, V, out, sq);
+}
+
+#endif

@@ -1,0 +1,9 @@
+# Declarations of dpc_rowprod.h: the released operator's fused product with the exact rows.
+from libc.stddef cimport ptrdiff_t
+
+cdef extern from "dpc_rowprod.h" nogil:
+    enum:
+        DPR_P
+    int dpr_fast()
+    void dpr_products8(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
+                       double *out, double *sq, int fast)

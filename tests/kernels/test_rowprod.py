@@ -1,0 +1,58 @@
+"""The released operator's fused product Yᵀ(Y V) (issue 41, ``dpc_rowprod.h``): its numpy twin's
+values to rounding, the same bits on the AVX2 path and the portable one, none for any block
+split of the rows, and RowProducts' answer whether or not the kernel serves it."""
+import numpy as np
+import pytest
+
+from dpem_fast._dpcore import _rowprod
+from dpem_fast._engine import _operator
+from dpem_fast._engine._operator import RowProducts
+from dpem_fast._reference.rowprod import row_products_reference
+
+
+def _run(Y, V, fast=True):
+    out, sq = np.full((Y.shape[1], 8), np.nan), np.full(Y.shape[0], np.nan)
+    _rowprod.products8(np.ascontiguousarray(Y), np.ascontiguousarray(V), out, sq, fast)
+    return out, sq
+
+
+@pytest.mark.parametrize("n, d", [(0, 5), (1, 1), (5, 7), (6, 33), (13, 64), (400, 300)])
+def test_matches_twin_and_both_paths_agree(n, d):
+    rng = np.random.default_rng(n * 100 + d)
+    Y, V = rng.normal(size=(n, d)), rng.normal(size=(d, 8))
+    out, sq = _run(Y, V)
+    ref, ref_sq = row_products_reference(Y, V)
+    scale = max(float(np.max(np.abs(Y), initial=0.0)) ** 2 * d * n, 1.0) * float(np.max(np.abs(V)))
+    assert np.max(np.abs(out - ref), initial=0.0) <= 1e-13 * scale
+    assert np.allclose(sq, ref_sq, rtol=1e-12, atol=1e-12 * d)
+    out_c, sq_c = _run(Y, V, fast=False)              # C's fma(): the same rounded operations
+    assert np.array_equal(out, out_c) and np.array_equal(sq, sq_c)
+
+
+def test_row_groups_do_not_change_bits():
+    # the AVX2 path takes rows in groups of 6 (13 = 6 + 6 + 1), the portable one a row at a
+    # time: the same bits, and each row's squared norm is that of the row alone
+    rng = np.random.default_rng(3)
+    Y, V = rng.normal(size=(13, 40)), rng.normal(size=(40, 8))
+    whole, sq = _run(Y, V)
+    assert np.array_equal(sq, np.array([_run(Y[i:i + 1], V)[1][0] for i in range(13)]))
+    assert np.array_equal(whole, _run(Y, V, fast=False)[0])
+
+
+def test_shapes_are_checked():
+    with pytest.raises(ValueError, match="shapes"):
+        _rowprod.products8(np.zeros((3, 4)), np.zeros((4, 7)), np.zeros((4, 7)), np.zeros(3))
+
+
+def test_row_products_with_and_without_the_kernel(monkeypatch):
+    rng = np.random.default_rng(5)
+    Y = rng.normal(size=(50, 30)) / 10
+    S = RowProducts([Y[:20], Y[20:]], 30)
+    V = rng.normal(size=(30, 8))
+    fused, sq = S.products(V)
+    monkeypatch.setattr(_rowprod, "FAST", False)
+    slabs, sq2 = S.products(V)
+    assert np.allclose(fused, slabs, rtol=1e-13, atol=1e-15) and np.allclose(fused, Y.T @ (Y @ V))
+    for a, b in zip(sq, sq2):
+        assert np.allclose(a, b, rtol=1e-13)
+    assert _operator._rowprod is _rowprod
