@@ -167,12 +167,13 @@ def test_orthonormal_block_is_taken_as_it_is_and_others_are_orthogonalised():
     op.reserve(6)
     store = op._store_Q
     op @ B[:, :3]
-    assert np.array_equal(op._Q, B[:, :3] / np.linalg.norm(B[:, :3], axis=0))   # taken as it is
+    assert np.array_equal(op._Q, B[:, :3])                 # taken exactly as given
     skew = B[:, 3:] + 1e-6 * B[:, :1]                    # 1e-6 along a revealed direction: redone
     op @ skew
     Q = op._Q
     assert op._store_Q is store                          # reserved: no regrowth
     assert Q.shape[1] == 6 and not np.array_equal(Q[:, 3:], skew / np.linalg.norm(skew, axis=0))
+    assert op.reveal_block(_basis(D, 7, seed=14)[:, 6:]) is None     # a redone block: not as given
     assert np.max(np.abs(Q.T @ Q - np.eye(6))) < 1e-14
     QAQ = Q.T @ op._AQ
     assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))

@@ -115,9 +115,10 @@ _SLAB = 24
 
 
 def _stores(d, cap):
-    """The basis' and its released columns' stores (d x ``cap`` each), in one workspace."""
-    both = workspace((2, int(d), int(cap)))
-    return both[0], both[1]
+    """The basis' and its released columns' stores (d x ``cap`` each, column-major: the first m
+    columns are one contiguous block, read whole by every product), in one workspace."""
+    both = workspace((2, int(cap), int(d)))
+    return both[0].T, both[1].T
 
 
 def _orthonormal_to_tol(Qn, QtQn):
@@ -208,19 +209,35 @@ class RowProducts:
 
 class ReleasedOperator:
     """``A = S + E`` of one symmetric Gaussian release, read through products (module
-    docstring): ``A @ V``, ``weighted_trace(w)`` (the last read: it ends the operator)."""
+    docstring): ``A @ V``, :meth:`reveal_block` (a solver's next block: its coordinates),
+    ``weighted_trace(w)`` (the last read: it ends the operator).
+
+    The released columns are held as their coordinates: ``A Q = Q U + R``, ``U`` (m x m) block
+    upper triangular (block j's column: ``Qᵀ A Q_j`` against the basis up to and including its
+    own block, the released ``K`` and ``sym(H) + B``), ``R_j`` the released part of ``A Q_j`` off
+    the basis as it stood (``P (S Q_j + g)``).  ``QᵀAQ`` is U with its strictly upper blocks
+    mirrored: exactly symmetric by construction."""
 
     def __init__(self, exact, sigma, key, n_threads=1):
         d = exact.shape[0]
         self.shape = (d, d)
         self.sigma = float(sigma)
         self._exact, self._key, self._nt = exact, np.array(key, dtype=np.uint32), int(n_threads)
-        self._store_Q, self._store_AQ = _stores(d, 0)      # capacity, grown by doubling
+        self._store_Q, self._store_R = _stores(d, 0)      # capacity, grown by doubling
+        self._U = np.zeros((0, 0))
         self._m, self._stream, self._ended = 0, 0, False
+        self._as_given = True           # every block so far a query block taken exactly as given
         self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
     _Q = property(lambda self: self._store_Q[:, :self._m])
-    _AQ = property(lambda self: self._store_AQ[:, :self._m])
+    _R = property(lambda self: self._store_R[:, :self._m])
+
+    @property
+    def _AQ(self):
+        """The released columns ``A Q = Q U + R``, formed (a general query's answer, varying trace
+        weights)."""
+        m = self._m
+        return self._Q @ self._U[:m, :m] + self._R
 
     def reserve(self, cols):
         """Room for ``cols`` revealed directions (a solver's largest basis; public): no regrowth."""
@@ -229,19 +246,21 @@ class ReleasedOperator:
     def _grow(self, cap):
         m = self._m
         if cap > self._store_Q.shape[1]:
-            Q, AQ = _stores(self.shape[0], cap)
-            Q[:, :m], AQ[:, :m] = self._store_Q[:, :m], self._store_AQ[:, :m]
-            self._store_Q, self._store_AQ = Q, AQ
+            Q, R = _stores(self.shape[0], cap)
+            Q[:, :m], R[:, :m] = self._store_Q[:, :m], self._store_R[:, :m]
+            U = np.zeros((cap, cap))
+            U[:m, :m] = self._U[:m, :m]
+            self._store_Q, self._store_R, self._U = Q, R, U
 
     def _append(self, Qn):
-        """``Qn`` appended to the basis; returns the store's view for its columns ``A Qn`` (the
-        caller fills it before any other read)."""
+        """``Qn`` appended to the basis; returns the store's view for its columns' part off the
+        basis (the caller fills it, and U's new columns, before any other read)."""
         m, p = self._m, Qn.shape[1]
         if m + p > self._store_Q.shape[1]:
             self._grow(min(self.shape[0], max(2 * (m + p), 32)))
         self._store_Q[:, m:m + p] = Qn
         self._m = m + p
-        return self._store_AQ[:, m:m + p]
+        return self._store_R[:, m:m + p]
 
     def __reduce__(self):
         raise TypeError("a released operator holds the exact statistic: it cannot be pickled")
@@ -267,44 +286,34 @@ class ReleasedOperator:
         return V
 
     def _new_block(self, V, C):
-        """An orthonormal basis of the part of ``span V`` outside ``span Q`` (``C = Qᵀ V``): ``V``
-        itself, its columns normalised, where that is already orthonormal and orthogonal to Q to
-        :data:`ORTHO_TOL` (a Krylov solver's block: no second orthogonalisation); else projected
-        off Q (twice where needed), its numerical range (SVD, below 10⁻¹⁰ of V dropped),
-        projected again and QR'd.  None where nothing is new; and whether V was taken as it is."""
+        """``(Qn, Qᵀ Qn)``: an orthonormal basis of the part of ``span V`` outside ``span Q``
+        (``C = Qᵀ V``): projected off Q (twice where needed), its numerical range (SVD, below
+        10⁻¹⁰ of V dropped), projected again and QR'd until orthonormal to :data:`ORTHO_TOL`.
+        None where nothing is new."""
         d = self.shape[0]
-        s = np.sqrt(np.einsum("ij,ij->j", V, V))
-        if np.all(s > 0):
-            Qn = V / s
-            if _orthonormal_to_tol(Qn, C / s):
-                return Qn, True
         Q = self._Q
         R = self._project_out(V, Q, C)
         U, sv, _ = linalg.svd(R, full_matrices=False, check_finite=False)
         scale = max(float(np.max(np.abs(V))) if V.size else 0.0, np.finfo(float).tiny)
         keep = sv > 1e-10 * scale * math.sqrt(d)
         if not np.any(keep):
-            return None, False
+            return None, None
         Qn = U[:, keep]
         for _ in range(2):          # the coordinates' orthonormality the widening assumes (docstring)
             Qn = linalg.qr(self._project_out(Qn, Q), mode="economic", check_finite=False)[0]
-            if _orthonormal_to_tol(Qn, Q.T @ Qn):
-                return Qn, False
-        return None, False
+            QtQn = Q.T @ Qn
+            if _orthonormal_to_tol(Qn, QtQn):
+                return Qn, QtQn
+        return None, None
 
-    def _reveal(self, V, C):
-        """Release the columns ``A Qn`` of the new directions of ``span V`` (module docstring);
-        ``C = Qᵀ V``.  True where V was taken as the new block as it is (:meth:`_new_block`)."""
-        d, m = self.shape[0], self._m
-        if m >= d:
-            return False
-        Qn, fast = self._new_block(V, C)
-        if Qn is None:
-            return False
-        p = Qn.shape[1]
-        if m + p > d:
-            Qn, p = Qn[:, :d - m], d - m
-        Q, AQ = self._Q, self._AQ
+    def _release(self, Qn, C):
+        """Release the columns ``A Qn`` of new directions ``Qn`` (orthonormal to the basis to
+        :data:`ORTHO_TOL`, checked by the caller; ``C = Qᵀ Qn``), module docstring; returns their
+        coordinates ``(K, Qnᵀ A Qn, R_n)``: ``K = Qᵀ A Qn`` (the released columns A Q read against
+        Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (a view of the
+        store) the part off ``span [Q, Qn]``."""
+        d, m, p = self.shape[0], self._m, Qn.shape[1]
+        Q, R, U = self._Q, self._R, self._U[:m, :m]
         SQn, sq = self._exact.products(Qn)                  # the only read of the exact statistic
         for acc, part in zip(self._sq, sq):                 # rows' ‖Qnᵀ y_r‖², for the trace
             acc += part
@@ -314,23 +323,40 @@ class ReleasedOperator:
         np.fill_diagonal(B, np.diagonal(z))
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
-        # P (S Qn + g) off span [Q, Qn] plus Q (AQ)ᵀ Qn, the released Qᵀ A Qn (symmetry; not read
-        # again from S), in one product with Q: X + Q (K − QᵀX); the part along Q removed twice
-        # where a column lost more than ~30 % of its norm to it (Kahan–Parlett, as _project_out)
-        X = SQn + g
-        C1 = Q.T @ X
-        K = AQ.T @ Qn
-        if np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", X, X)):
-            X -= Q @ C1
-            C1 = Q.T @ X
-        X -= Qn @ (Qn.T @ X)
-        # AQn = X + Q (K − C1) + Qn (sym(H) + B), the new p x p block: sym + fresh B; added
-        # straight into the store (the same additions, in the same order)
-        QK, QB = Q @ (K - C1), Qn @ ((H + H.T) / 2 + B)
-        AQn = self._append(Qn)
-        np.add(X, QK, out=AQn)
-        AQn += QB
-        return fast
+        B += (H + H.T) / 2                                  # Qnᵀ A Qn: sym + fresh B
+        K = R.T @ Qn                                        # (A Q)ᵀ Qn, A Q = Q U + R
+        K += U.T @ C
+        # P (S Qn + g): off Q (twice where a column lost more than ~30 % of its norm to it:
+        # Kahan–Parlett, as _project_out), then off Qn; written straight into the store
+        Rn = self._append(Qn)
+        np.add(SQn, g, out=Rn)
+        C1 = Q.T @ Rn
+        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", Rn, Rn))
+        Rn -= Q @ C1
+        if again:
+            Rn -= Q @ (Q.T @ Rn)
+        Rn -= Qn @ (Qn.T @ Rn)
+        self._U[:m, m:m + p] = K
+        self._U[m:m + p, m:m + p] = B
+        return K, B, Rn
+
+    def reveal_block(self, V):
+        """A solver's next block: where ``V`` (d x p) is orthonormal and orthogonal to the
+        revealed basis to :data:`ORTHO_TOL` (checked here) and every earlier block was taken as
+        given, V becomes the new directions exactly as it is and the coordinates of ``A V`` are
+        returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (a view: read, not
+        written).  The caller's basis is then this operator's, column for column.  Else None,
+        nothing revealed (the caller asks ``A @ V``)."""
+        if self._ended:
+            raise RuntimeError("the released operator was ended by weighted_trace")
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        if not self._as_given or self._m + V.shape[1] > self.shape[0]:
+            return None
+        with blas_single_thread():
+            C = self._Q.T @ V
+            if not _orthonormal_to_tol(V, C):
+                return None
+            return self._release(V, C)
 
     def __matmul__(self, V):
         if self._ended:
@@ -338,16 +364,25 @@ class ReleasedOperator:
         V = np.asarray(V, dtype=np.float64)
         vec = V.ndim == 1
         V = V.reshape(self.shape[0], -1)
+        d, m, p = self.shape[0], self._m, V.shape[1]
         with blas_single_thread():
-            m = self._m
             C = self._Q.T @ V
-            fast = self._reveal(V, C)
-            # answered from the released columns only: A on span Q (the part of V the reveal
-            # judged inside span Q — below 1e-10 of V, or below ORTHO_TOL of a block taken as it
-            # is, left out there — is projected on it)
-            out = self._AQ[:, m:] @ (self._Q[:, m:].T @ V)
-            if not fast:
-                out += self._AQ[:, :m] @ C
+            if m + p <= d and _orthonormal_to_tol(V, C):
+                # taken as given (its part along Q, below ORTHO_TOL, not answered): A V is the
+                # released new columns, Q K + V (Vᵀ A V) + W
+                K, Bn, W = self._release(np.ascontiguousarray(V), C)
+                out = self._Q[:, :m] @ K + V @ Bn + W
+            else:
+                # A on span Q from the released columns only (the part of V the reveal judged
+                # inside span Q, below 1e-10 of V, is projected on it)
+                if m < d:
+                    Qn, QtQn = self._new_block(V, C)
+                    if Qn is not None:
+                        self._as_given = False
+                        if m + Qn.shape[1] > d:
+                            Qn, QtQn = Qn[:, :d - m], QtQn[:, :d - m]
+                        self._release(Qn, QtQn)
+                out = self._AQ @ (self._Q.T @ V)
         return out[:, 0] if vec else out
 
     def weighted_trace(self, w):
@@ -357,22 +392,24 @@ class ReleasedOperator:
         if self._ended:
             raise RuntimeError("the released operator was ended by weighted_trace")
         self._ended = True
-        d = self.shape[0]
+        d, m = self.shape[0], self._m
         w = np.asarray(w, dtype=np.float64)
-        Q, AQ = self._Q, self._AQ
+        Q = self._Q
         with blas_single_thread():
             if np.all(w == w[0]):
-                # R = w I: tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ) = w tr(QᵀAQ) (Qᵀ P = 0); w on the complement
+                # R = w I: tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ) = w tr(QᵀAQ) (Qᵀ P = 0) = w tr(U); w on
+                # the complement
                 w_rest = float(w[0])
-                known = w_rest * float(np.einsum("ij,ij->", Q, AQ))
+                known = w_rest * float(np.trace(self._U[:m, :m]))
             else:
+                AQ = self._AQ
                 RQ = w[:, None] * Q
                 QAQ = Q.T @ AQ
                 QAQ = (QAQ + QAQ.T) / 2
                 # tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ) = 2 tr(QᵀR AQ) − tr(QᵀRQ QᵀAQ)
                 known = 2.0 * float(np.sum(RQ * AQ)) - float(np.sum((Q.T @ RQ) * QAQ))
                 w_rest = None
-            rest = d - self._m
+            rest = d - m
             if rest == 0:
                 return known
             # the complement's trace tr(P S) + N(0, σ² (d − m)), weighted by R's mean there
@@ -380,4 +417,3 @@ class ReleasedOperator:
                 w_rest = (float(np.sum(w)) - float(np.sum(w[:, None] * Q * Q))) / rest
             new = self._exact.projected_trace(self._sq) + float(self._normals(1, self.sigma * math.sqrt(rest))[0])
         return known + w_rest * new
-

@@ -47,6 +47,8 @@ class ReleasedCovariance:
         self.rm = self.r * np.asarray(mean, dtype=np.float64)
         self.shape = A.shape
         self._ones = bool(np.all(self.r == 1.0))        # equal scales: no diag(r) products
+        self._u = self.rm.copy()                        # rm off the solver's basis (reveal)
+        self._qm = np.zeros(0)                          # the basis' coordinates of rm
 
     def __matmul__(self, V):
         W = V if self._ones else self.r[:, None] * V
@@ -58,6 +60,34 @@ class ReleasedCovariance:
             out *= self.r[:, None]
         return out
 
+    def reveal(self, V):
+        """The solver's next block ``V`` (orthonormal, orthogonal to its basis Q; equal scales
+        only): ``(Qᵀ C V, Vᵀ C V, W)``, W the part of ``C V`` off ``span [Q, V]`` (projected
+        once), from the operator's released coordinates of ``A V``
+        (:meth:`~dpem_fast._engine._operator.ReleasedOperator.reveal_block`) and the mean's
+        coordinates ``Qᵀ m`` kept here: no product with the basis.  None where the operator does
+        not take V as given (then ``C @ V``; the solver's basis is then no longer the operator's,
+        and this is not called again)."""
+        if not self._ones:
+            return None
+        got = self.A.reveal_block(V)
+        if got is None:
+            return None
+        K, B, R = got
+        # C V = Q (K/n − (Qᵀm) aᵀ) + V (B/n − a aᵀ + c I) + (R/n − u aᵀ), a = Vᵀ m, u = m off [Q, V]
+        a = V.T @ self.rm
+        u = self._u
+        u -= V @ (V.T @ u)
+        told = K / self.n
+        told -= np.outer(self._qm, a)
+        tnew = B / self.n
+        tnew -= np.outer(a, a)
+        tnew[np.diag_indices_from(tnew)] += self.c
+        W = R / self.n
+        W -= np.outer(u, a)
+        self._qm = np.concatenate([self._qm, a])
+        return told, tnew, W
+
     def reserve(self, cols):
         """Room in the operator for ``cols`` directions (public)."""
         self.A.reserve(cols)
@@ -68,22 +98,26 @@ class ReleasedCovariance:
         return self.A.weighted_trace(r2) / self.n - float(self.rm @ self.rm) + self.c * float(np.sum(r2))
 
 
-def _orthonormal(V, Q, QtV=None):
-    """``(W, R)``: ``V`` off ``span Q`` (Gram–Schmidt twice, the first pass's coefficients
-    ``Qᵀ V`` given where already known), then ``W R`` its QR.  Where a column kept less than 10⁻³
-    of the block's norm (near an invariant subspace: the rounding left along Q, ~10⁻¹⁶ of the
-    block, is then above 10⁻¹³ of W's column; at an exact one W's column is rounding's direction),
-    W is orthogonalised against Q again and R updated (``C Q = Q T + W R`` still holds)."""
-    top = float(np.sqrt(np.max(np.einsum("ij,ij->j", V, V)))) if V.size else 0.0
-    V = V - Q @ (Q.T @ V if QtV is None else QtV)      # a new array: V may be the caller's
-    V -= Q @ (Q.T @ V)
-    W, R = linalg.qr(V, mode="economic", check_finite=False)
+def _orthonormal(W, Q, top):
+    """``(V, R)``: ``W`` (the caller's, already projected off ``span Q`` once) off ``span Q`` once
+    more (Gram–Schmidt's second pass), then ``V R`` its QR.  Where a column kept less than 10⁻³
+    of ``top`` (the block's largest norm before the projections: near an invariant subspace the
+    rounding left along Q, ~10⁻¹⁶ of the block, is then above 10⁻¹³ of V's column; at an exact
+    one V's column is rounding's direction), V is orthogonalised against Q again and R updated
+    (``C Q = Q T + V R`` still holds)."""
+    if Q.shape[1]:
+        W -= Q @ (Q.T @ W)
+    V, R = linalg.qr(W, mode="economic", check_finite=False)
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
         for _ in range(2):
-            W = W - Q @ (Q.T @ W)
-        W, R2 = linalg.qr(W, mode="economic", check_finite=False)
-        R = R2 @ R                          # V = (I − Q Qᵀ) W R = W' (R2 R): the recurrence holds
-    return W, R
+            V = V - Q @ (Q.T @ V)
+        V, R2 = linalg.qr(V, mode="economic", check_finite=False)
+        R = R2 @ R                          # W = (I − Q Qᵀ) V R = V' (R2 R): the recurrence holds
+    return V, R
+
+
+def _col_norms2(M):
+    return np.einsum("ij,ij->j", M, M)
 
 
 def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
@@ -93,25 +127,42 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     (a function of the released products: post-processing).  The residuals are read off the
     block recurrence ``C Q = Q T + W R E_lastᵀ`` (``W R`` the QR of the last block's products off
     ``span Q``, which the next block needs anyway): ``‖R s_last‖``, ``s_last`` the Ritz vector's
-    last block of coordinates — exact up to rounding, no product with the d x m basis."""
+    last block of coordinates — exact up to rounding, no product with the d x m basis.
+
+    Where ``C`` has ``reveal`` (:class:`ReleasedCovariance`), a block's new column of
+    ``T = Qᵀ C Q`` and its part off the basis come from the released coordinates (one
+    projection, the operator's); only Gram–Schmidt's second pass multiplies by the basis here.
+    Else (or once ``reveal`` declines) ``T``'s column is ``Qᵀ (C V)`` and its first pass."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
-    Q, CQ = workspace((2, d, max_cols))     # huge pages: not faulted in on every fit
+    Q = workspace((max_cols, d)).T          # huge pages (not faulted in on every fit), column-major
     T = np.empty((max_cols, max_cols))
     if hasattr(C, "reserve"):
         C.reserve(max_cols)
-    V = _orthonormal(np.asarray(start, dtype=np.float64), Q[:, :0])[0]
+    reveal = getattr(C, "reveal", None)
+    start = np.asarray(start, dtype=np.float64)
+    V = _orthonormal(start.copy(), Q[:, :0], 0.0)[0]
     m = 0
     while True:
         p = min(V.shape[1], max_cols - m)
-        Q[:, m:m + p] = V[:, :p]
-        CQ[:, m:m + p] = C @ V[:, :p]
-        T[:m + p, m:m + p] = Q[:, :m + p].T @ CQ[:, m:m + p]      # the new columns of Qᵀ C Q
+        V = np.ascontiguousarray(V[:, :p])
+        Q[:, m:m + p] = V
+        got = reveal(V) if reveal is not None else None
+        if got is None:
+            reveal = None
+            CV = C @ V
+            col = Q[:, :m + p].T @ CV                   # the new columns of Qᵀ C Q
+            T[:m + p, m:m + p] = col
+            W = CV - Q[:, :m + p] @ col                 # Gram–Schmidt's first pass
+            top = float(np.max(_col_norms2(CV)))
+        else:
+            T[:m, m:m + p], T[m:m + p, m:m + p], W = got
+            top = float(np.max(_col_norms2(T[:m + p, m:m + p]) + _col_norms2(W)))
         T[m:m + p, :m] = T[:m, m:m + p].T
         m += p
         last = m >= max_cols
         if not last:
-            V, R = _orthonormal(CQ[:, m - p:m], Q[:, :m], T[:m, m - p:m])  # T's block: Qᵀ (C Q_block)
+            V, R = _orthonormal(W, Q[:, :m], np.sqrt(top))
         if last or (m >= 2 * k and (m // p) % 2 == 0):         # every other block from 2k columns
             theta, S = linalg.eigh((T[:m, :m] + T[:m, :m].T) / 2, check_finite=False)
             kk = min(k, m)
