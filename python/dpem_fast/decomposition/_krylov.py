@@ -98,14 +98,15 @@ class ReleasedCovariance:
         return self.A.weighted_trace(r2) / self.n - float(self.rm @ self.rm) + self.c * float(np.sum(r2))
 
 
-def _orthonormal(W, Q, top):
-    """``(V, R)``: ``W`` (the caller's, already projected off ``span Q`` once) off ``span Q`` once
-    more (Gram–Schmidt's second pass), then ``V R`` its QR.  Where a column kept less than 10⁻³
-    of ``top`` (the block's largest norm before the projections: near an invariant subspace the
-    rounding left along Q, ~10⁻¹⁶ of the block, is then above 10⁻¹³ of V's column; at an exact
-    one V's column is rounding's direction), V is orthogonalised against Q again and R updated
-    (``C Q = Q T + V R`` still holds)."""
-    if Q.shape[1]:
+def _orthonormal(W, Q, top, second=True):
+    """``(V, R)``: ``W`` (already projected off ``span Q`` once: the caller's) off ``span Q`` once
+    more (Gram–Schmidt's second pass; in place) unless ``second`` is False, then ``V R`` its QR.
+    Where a column kept less than 10⁻³ of ``top`` (the block's largest norm before the
+    projections: near an invariant subspace the rounding left along Q, ~10⁻¹⁶ of the block, is
+    then above 10⁻¹³ of V's column; at an exact one V's column is rounding's direction), V is
+    orthogonalised against Q again and R updated (``C Q = Q T + V R`` still holds).  Without the
+    second pass W is left as it is (the caller may redo it with one)."""
+    if second and Q.shape[1]:
         W -= Q @ (Q.T @ W)
     V, R = linalg.qr(W, mode="economic", check_finite=False)
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
@@ -130,9 +131,13 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     last block of coordinates — exact up to rounding, no product with the d x m basis.
 
     Where ``C`` has ``reveal`` (:class:`ReleasedCovariance`), a block's new column of
-    ``T = Qᵀ C Q`` and its part off the basis come from the released coordinates (one
-    projection, the operator's); only Gram–Schmidt's second pass multiplies by the basis here.
-    Else (or once ``reveal`` declines) ``T``'s column is ``Qᵀ (C V)`` and its first pass."""
+    ``T = Qᵀ C Q`` and its part off the basis come from the released coordinates (projected off
+    the basis once, by the operator), and the next block is that part's QR as it is: the
+    operator checks every block it takes to be orthonormal to its basis to ``ORTHO_TOL``
+    (~10⁻¹⁶ measured after one projection in these noisy bases) and declines it, revealing
+    nothing, otherwise; the block is then redone with Gram–Schmidt's second pass and offered
+    again.  Else (or once ``reveal`` declines that too) ``T``'s column is ``Qᵀ (C V)``, the
+    first pass its coefficients, and the second pass always follows."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
     Q = workspace((max_cols, d)).T          # huge pages (not faulted in on every fit), column-major
@@ -142,27 +147,31 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
     reveal = getattr(C, "reveal", None)
     start = np.asarray(start, dtype=np.float64)
     V = _orthonormal(start.copy(), Q[:, :0], 0.0)[0]
-    m = 0
+    m, W, top = 0, None, 0.0
     while True:
         p = min(V.shape[1], max_cols - m)
         V = np.ascontiguousarray(V[:, :p])
-        Q[:, m:m + p] = V
         got = reveal(V) if reveal is not None else None
+        if got is None and reveal is not None and W is not None:
+            # declined after one projection: Gram–Schmidt's second pass, offered again
+            V = np.ascontiguousarray(_orthonormal(W, Q[:, :m], top)[0][:, :p])
+            got = reveal(V)
+        Q[:, m:m + p] = V
         if got is None:
             reveal = None
             CV = C @ V
             col = Q[:, :m + p].T @ CV                   # the new columns of Qᵀ C Q
             T[:m + p, m:m + p] = col
             W = CV - Q[:, :m + p] @ col                 # Gram–Schmidt's first pass
-            top = float(np.max(_col_norms2(CV)))
+            top = float(np.sqrt(np.max(_col_norms2(CV))))
         else:
             T[:m, m:m + p], T[m:m + p, m:m + p], W = got
-            top = float(np.max(_col_norms2(T[:m + p, m:m + p]) + _col_norms2(W)))
+            top = float(np.sqrt(np.max(_col_norms2(T[:m + p, m:m + p]) + _col_norms2(W))))
         T[m:m + p, :m] = T[:m, m:m + p].T
         m += p
         last = m >= max_cols
         if not last:
-            V, R = _orthonormal(W, Q[:, :m], np.sqrt(top))
+            V, R = _orthonormal(W, Q[:, :m], top, second=reveal is None)
         if last or (m >= 2 * k and (m // p) % 2 == 0):         # every other block from 2k columns
             theta, S = linalg.eigh((T[:m, :m] + T[:m, :m].T) / 2, check_finite=False)
             kk = min(k, m)
