@@ -173,7 +173,6 @@ def test_orthonormal_block_is_taken_as_it_is_and_others_are_orthogonalised():
     Q = op._Q
     assert op._store_Q is store                          # reserved: no regrowth
     assert Q.shape[1] == 6 and not np.array_equal(Q[:, 3:], skew / np.linalg.norm(skew, axis=0))
-    assert op.reveal_block(_basis(D, 7, seed=14)[:, 6:]) is None     # a redone block: not as given
     assert np.max(np.abs(Q.T @ Q - np.eye(6))) < 1e-14
     QAQ = Q.T @ op._AQ
     assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))
@@ -235,3 +234,95 @@ def test_the_widening_assumes_the_operators_orthonormality_check():
     Q = op._Q
     G = Q.T @ Q - np.eye(Q.shape[1])
     assert np.max(np.abs(G)) <= _operator.ORTHO_TOL
+
+
+def _complement(Q, p, seed):
+    """p orthonormal directions orthogonal to Q (two projections)."""
+    V = np.random.default_rng(seed).normal(size=(Q.shape[0], p))
+    for _ in range(2):
+        V -= Q @ (Q.T @ V)
+    return np.linalg.qr(V)[0]
+
+
+def test_reveal_block_returns_the_released_coordinates():
+    """A solver's block (orthonormal, orthogonal to the basis) is taken exactly as given and its
+    coordinates returned: ``A V = Q K + V B + W`` with W off the basis, read from the released
+    columns (nothing read again); a block that is not is declined with nothing revealed, and
+    after a query the operator redid, no block is taken as given any more."""
+    Y = np.random.default_rng(15).normal(size=(300, D)) / 5
+    reads = []
+
+    class Counting(RowProducts):
+        def products(self, V):
+            reads.append(V.shape[1])
+            return super().products(V)
+
+    op = ReleasedOperator(Counting([Y], D), SIGMA, derive_key(np.arange(8, dtype=np.uint32), 5))
+    V1 = _basis(D, 3, seed=16)
+    K, B, W = op.reveal_block(V1)
+    assert K.shape == (0, 3) and np.array_equal(op._Q, V1) and np.array_equal(B, B.T)
+    V2 = _complement(V1, 3, 17)
+    assert op.reveal_block(V2 + 1e-9 * V1) is None and op.reveal_block(2 * V2) is None
+    assert reads == [3] and op._Q.shape[1] == 3                     # declined: nothing revealed
+    K, B, W = op.reveal_block(V2)
+    assert reads == [3, 3] and np.array_equal(op._Q[:, 3:], V2)
+    Q = op._Q
+    AV = op @ V2                                                    # answered from the columns
+    assert reads == [3, 3]
+    assert np.allclose(AV, V1 @ K + V2 @ B + W, rtol=0, atol=1e-12 * np.max(np.abs(AV)))
+    assert np.max(np.abs(Q.T @ W)) < 1e-12 * np.max(np.abs(W))
+    QAQ = Q.T @ op._AQ
+    assert np.max(np.abs(QAQ - QAQ.T)) < 1e-12 * np.max(np.abs(QAQ))
+    assert np.allclose(QAQ[:3, 3:], K, rtol=0, atol=1e-12 * np.max(np.abs(QAQ)))
+    op @ np.random.default_rng(18).normal(size=(D, 2))              # a raw query: redone
+    assert op.reveal_block(_complement(op._Q, 2, 19)) is None
+
+
+def _released_covariance(seed, hide_reveal=False, decline=False):
+    rng = np.random.default_rng(seed)
+    d, n = 400, 250
+    Y = (rng.normal(size=(n, 3)) @ rng.normal(size=(3, d)) + rng.normal(size=(n, d))) / 40
+    reads = []
+
+    class Counting(RowProducts):
+        def products(self, V):
+            reads.append(V.shape[1])
+            return super().products(V)
+
+    A = ReleasedOperator(Counting([Y], d), 0.5, derive_key(np.arange(8, dtype=np.uint32), 21))
+    mean = np.mean(Y, axis=0)
+    C = _krylov.ReleasedCovariance(A, n, mean, 1e-4, np.ones(d))
+    if hide_reveal or decline:
+        class Wrapped:
+            shape, offers = C.shape, []
+
+            def __matmul__(self, V):
+                return C @ V
+
+            def reserve(self, cols):
+                C.reserve(cols)
+
+        if decline:         # the first offer of every block is declined: the second pass, again
+            def reveal(V):
+                Wrapped.offers.append(V.shape[1])
+                return None if len(Wrapped.offers) % 2 == 0 else C.reveal(V)
+            Wrapped.reveal = staticmethod(reveal)
+        return Wrapped(), reads, rng
+    return C, reads, rng
+
+
+@pytest.mark.parametrize("variant", ["generic", "declined"])
+def test_krylov_from_the_released_coordinates_matches_the_products(variant):
+    """The solver reading T and the next block from the operator's coordinates (one read of the
+    rows a block) gives the Ritz pairs of the generic route (C @ V, T = Qᵀ C V; the same
+    operator key, the same blocks up to rounding, hence the same noise), and so does a run
+    whose blocks are declined once each (Gram–Schmidt's second pass, offered again)."""
+    C, reads, rng = _released_covariance(20)
+    start = np.random.default_rng(22).normal(size=(400, _krylov.BLOCK))
+    theta, V = _krylov.top_eigenpairs_krylov(C, 3, start, 80)
+    assert reads == [_krylov.BLOCK] * 10
+    C2, reads2, _ = _released_covariance(20, hide_reveal=variant == "generic", decline=variant == "declined")
+    theta2, V2 = _krylov.top_eigenpairs_krylov(C2, 3, start, 80)
+    assert reads2 == [_krylov.BLOCK] * 10
+    assert np.allclose(theta, theta2, rtol=1e-9)
+    assert np.allclose(np.abs(np.sum(V * V2, axis=0)), 1.0, atol=1e-8)

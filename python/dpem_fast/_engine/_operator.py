@@ -19,17 +19,22 @@ and its privacy is that of the one Gaussian mechanism with sensitivity ``‖δS�
 coordinates of ``δS`` on an orthonormal set have norm at most ``‖δS‖_F``.
 
 The operator keeps an orthonormal basis ``Q`` (d x m) of every direction queried so far and the
-released columns ``AQ`` (d x m).  A query ``V`` first extends ``Q`` by a block ``Qn`` spanning the
-part of ``V`` outside ``span Q`` (below 10⁻¹⁰ of V it counts as inside), then is answered as
-``AQ (Qᵀ V)`` — from released columns only, never from a new product with the exact rows.  A
-block already orthonormal and orthogonal to Q to :data:`ORTHO_TOL` = 10⁻¹⁴ (a Krylov solver's,
-orthogonalised there as this module would: ≤ 2.2·10⁻¹⁵ measured at d = 4096 and 784) is ``Qn`` as
-it is, its part along Q (below 10⁻¹⁴) not answered.  The coordinates below are orthonormal only
-to the level of the floats either way (the general path's QR leaves ~10⁻¹⁵ too): every block is
-checked (post-processing of released values) to deviate by at most :data:`ORTHO_TOL` per entry of
-``[Q, Qn]ᵀ[Q, Qn] − I``, orthogonalised once more where it does not, and dropped (nothing new
-revealed) should that fail too.  So the basis' Gram matrix G has ``‖G − I‖₂ ≤ m_max ORTHO_TOL = η``
-and the coordinate map's norm is at most ``1 + η`` per side: the widening's ``(1 + η)²`` factor
+released columns ``AQ`` (d x m), held as their coordinates ``AQ = Q U + R`` (below).  A query
+``V`` first extends ``Q`` by a block ``Qn`` spanning the part of ``V`` outside ``span Q`` (below
+10⁻¹⁰ of V it counts as inside), then is answered as ``AQ (Qᵀ V)`` — from released columns only,
+never from a new product with the exact rows.  A block already orthonormal and orthogonal to Q
+to :data:`ORTHO_TOL` = 10⁻¹⁴ (a Krylov solver's: ~2·10⁻¹⁶ measured at d = 4096, 1024 and 784 after
+one projection) is ``Qn`` exactly as given (not even normalised), its part along Q (below 10⁻¹⁴)
+not answered; :meth:`ReleasedOperator.reveal_block` takes only such blocks and returns their
+coordinates, so the solver's basis is the operator's, column for column, and it reads ``Qᵀ C Q``
+and the next block's raw part from them (no product of its own with the basis for them).  The
+coordinates below are orthonormal only to the level of the floats either way (the general
+path's QR leaves ~10⁻¹⁵ too): every block is checked (post-processing of released values) to
+deviate by at most :data:`ORTHO_TOL` per entry of ``[Q, Qn]ᵀ[Q, Qn] − I`` (so each column's norm
+is 1 within 10⁻¹⁴), orthogonalised once more where it does not (a solver's block is declined
+instead, nothing revealed), and dropped (nothing new revealed) should that fail too.  So the
+basis' Gram matrix G has ``‖G − I‖₂ ≤ m_max ORTHO_TOL = η`` and the coordinate map's norm is at
+most ``1 + η`` per side: the widening's ``(1 + η)²`` factor
 (:func:`~dpem_fast._engine._specs.operator_rounding_factor`, ~1 + 2·10⁻¹² at m_max = 80).  The
 new columns ``A Qn`` release exactly the coordinates not yet released, with P the projection
 off ``span [Q, Qn]``:
@@ -39,14 +44,18 @@ off ``span [Q, Qn]``:
   the coordinates ``⟨q_i q_iᵀ, ·⟩`` and ``⟨(q_i q_jᵀ + q_j q_iᵀ)/√2, ·⟩``;
 * ``P A Qn = P (S Qn + g)``, ``g`` i.i.d. N(0, σ²/2) of shape (d, p): the coordinates
   ``⟨(w q_jᵀ + q_j wᵀ)/√2, ·⟩`` for an orthonormal basis ``w`` of the complement (computed as
-  ``X + Q (K − Qᵀ X)``, ``X = S Qn + g`` off ``Qn``, ``K = (A Q)ᵀ Qn`` the released part: one
-  product with Q for the projection and the released part, the same arithmetic as projecting
-  first and adding ``Q K`` after).
+  ``R_n = X − Q (Qᵀ X)`` (twice where a column lost more than ~30 % of its norm to Q), then off
+  ``Qn``, ``X = S Qn + g``).
 
-So ``Qᵀ A Q`` is exactly symmetric by construction, and a rounding difference between two
+The columns are kept as these coordinates: ``A Qn = Q K + Qn (sym(H) + B) + R_n``, i.e.
+``AQ = Q U + R`` with ``U`` (m x m) block upper triangular (block j's column: ``K`` over the
+blocks before it, its own ``sym(H) + B``) and ``R`` the ``R_n``'s; ``K`` of a later block is
+``(Q U + R)ᵀ Qn = Rᵀ Qn + Uᵀ (Qᵀ Qn)`` (``Qᵀ Qn`` from its check: below 10⁻¹⁴), the released
+columns read against Qn.  So ``Qᵀ A Q`` is U with its strictly upper blocks mirrored: exactly
+symmetric by construction, and a rounding difference between two
 routes to the same entry is never released without noise.  The weighted trace
 ``Σ_i w_i A_ii`` (:meth:`ReleasedOperator.weighted_trace`, R = diag(w)) is
-``tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ)`` (released columns) plus the one new coordinate
+``tr(QᵀRQ QᵀAQ) + 2 tr(QᵀR P AQ)`` (released columns; ``w tr(U)`` for constant weights) plus the one new coordinate
 ``⟨PRP, S⟩ + N(0, σ² ‖PRP‖²_F)`` (``PRP`` is orthogonal to every revealed coordinate); it is
 computed for constant weights only (PCA's equal scales) — for other weights the new coordinate
 is ``tr(PS)`` with R's mean on the complement, ``tr(PR)/(d − m)``, as its weight (an estimate,
@@ -125,7 +134,7 @@ def _orthonormal_to_tol(Qn, QtQn):
     """Whether the block ``Qn`` is orthonormal, and orthogonal to the basis (``QtQn = Qᵀ Qn``), to
     :data:`ORTHO_TOL` per Gram entry (the widening's assumption, module docstring)."""
     G = Qn.T @ Qn
-    G[np.diag_indices_from(G)] -= 1.0
+    G.flat[::G.shape[0] + 1] -= 1.0
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
 
 

@@ -82,7 +82,7 @@ class ReleasedCovariance:
         told -= np.outer(self._qm, a)
         tnew = B / self.n
         tnew -= np.outer(a, a)
-        tnew[np.diag_indices_from(tnew)] += self.c
+        tnew.flat[::tnew.shape[0] + 1] += self.c
         W = R / self.n
         W -= np.outer(u, a)
         self._qm = np.concatenate([self._qm, a])
