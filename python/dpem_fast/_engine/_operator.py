@@ -104,6 +104,7 @@ import math
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas
 
 from .._dpcore import _contract, _moments, _rowprod
 from .._dpcore import _rng as _core_rng
@@ -136,6 +137,14 @@ def _orthonormal_to_tol(Qn, QtQn):
     G = Qn.T @ Qn
     G.flat[::G.shape[0] + 1] -= 1.0
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
+
+
+def _subtract_product(X, Q, C):
+    """``X −= Q C`` in place (one BLAS call, no temporary) for the column-major stores' blocks."""
+    if X.flags.f_contiguous and Q.flags.f_contiguous and Q.shape[1]:
+        blas.dgemm(-1.0, Q, C, beta=1.0, c=X, overwrite_c=True)
+    else:
+        X -= Q @ C
 
 
 class RowProducts:
@@ -341,7 +350,7 @@ class ReleasedOperator:
         np.add(SQn, g, out=Rn)
         C1 = Q.T @ Rn
         again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", Rn, Rn))
-        Rn -= Q @ C1
+        _subtract_product(Rn, Q, C1)
         if again:
             Rn -= Q @ (Q.T @ Rn)
         Rn -= Qn @ (Qn.T @ Rn)

@@ -13,8 +13,11 @@ against 4 (they are memory-bound at 4).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas, lapack
 
 from .._workspace import workspace
 
@@ -83,8 +86,8 @@ class ReleasedCovariance:
         tnew = B / self.n
         tnew -= np.outer(a, a)
         tnew.flat[::tnew.shape[0] + 1] += self.c
-        W = R / self.n
-        W -= np.outer(u, a)
+        W = R / self.n                  # column-major as R: the rank-one update in place
+        W = blas.dger(-1.0, u, a, a=W, overwrite_a=True)
         self._qm = np.concatenate([self._qm, a])
         return told, tnew, W
 
@@ -108,12 +111,34 @@ def _orthonormal(W, Q, top, second=True):
     second pass W is left as it is (the caller may redo it with one)."""
     if second and Q.shape[1]:
         W -= Q @ (Q.T @ W)
-    V, R = linalg.qr(W, mode="economic", check_finite=False)
+    V, R = _qr(W)
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
         for _ in range(2):
             V = V - Q @ (Q.T @ V)
-        V, R2 = linalg.qr(V, mode="economic", check_finite=False)
+        V, R2 = _qr(V)
         R = R2 @ R                          # W = (I − Q Qᵀ) V R = V' (R2 R): the recurrence holds
+    return V, R
+
+
+@functools.lru_cache(maxsize=8)
+def _qr_lwork(d, p):
+    return max(int(lapack.dgeqrf_lwork(d, p)[0]), 1)
+
+
+def _qr(W):
+    """``scipy.linalg.qr(W, mode="economic")`` (the same LAPACK calls, the same bits) without its
+    checks and workspace queries: a tall block's QR is a Krylov step's largest small cost."""
+    d, p = W.shape
+    if p > d or p == 0:
+        return linalg.qr(W, mode="economic", check_finite=False)
+    lwork = _qr_lwork(d, p)
+    qr, tau, _, info = lapack.dgeqrf(W, lwork=lwork)
+    if info:
+        raise np.linalg.LinAlgError(f"dgeqrf failed ({info})")
+    R = np.triu(qr[:p])
+    V, _, info = lapack.dorgqr(qr, tau, lwork=lwork, overwrite_a=True)
+    if info:
+        raise np.linalg.LinAlgError(f"dorgqr failed ({info})")
     return V, R
 
 
