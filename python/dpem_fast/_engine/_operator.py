@@ -140,9 +140,12 @@ def _orthonormal_to_tol(Qn, QtQn):
 
 
 def _subtract_product(X, Q, C):
-    """``X −= Q C`` in place (one BLAS call, no temporary) for the column-major stores' blocks."""
-    if X.flags.f_contiguous and Q.flags.f_contiguous and Q.shape[1]:
-        blas.dgemm(-1.0, Q, C, beta=1.0, c=X, overwrite_c=True)
+    """``X −= Q C`` in place (one BLAS call, no temporary) for a column-major store's block X."""
+    if X.flags.f_contiguous and Q.shape[1] and (Q.flags.f_contiguous or Q.flags.c_contiguous):
+        if Q.flags.f_contiguous:
+            blas.dgemm(-1.0, Q, C, beta=1.0, c=X, overwrite_c=True)
+        else:
+            blas.dgemm(-1.0, Q.T, C, beta=1.0, c=X, trans_a=True, overwrite_c=True)
     else:
         X -= Q @ C
 
@@ -353,7 +356,7 @@ class ReleasedOperator:
         _subtract_product(Rn, Q, C1)
         if again:
             Rn -= Q @ (Q.T @ Rn)
-        Rn -= Qn @ (Qn.T @ Rn)
+        _subtract_product(Rn, Qn, Qn.T @ Rn)
         self._U[:m, m:m + p] = K
         self._U[m:m + p, m:m + p] = B
         return K, B, Rn
