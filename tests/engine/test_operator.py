@@ -326,3 +326,14 @@ def test_krylov_from_the_released_coordinates_matches_the_products(variant):
     assert reads2 == [_krylov.BLOCK] * 10
     assert np.allclose(theta, theta2, rtol=1e-9)
     assert np.allclose(np.abs(np.sum(V * V2, axis=0)), 1.0, atol=1e-8)
+
+
+def test_covariance_reveal_needs_every_block_seen():
+    """The covariance's coordinates track the operator's basis block by block: once a block was
+    revealed past it (a direct product), it declines and the solver takes the products route."""
+    C, reads, _ = _released_covariance(23)
+    V1 = _basis(400, 8, seed=24)
+    assert C.reveal(V1) is not None
+    C.A @ _complement(V1, 8, 25)                    # taken as given, but not through C.reveal
+    assert C.A.revealed == 16
+    assert C.reveal(_complement(C.A._Q, 8, 26)) is None and reads == [8, 8]

@@ -252,6 +252,8 @@ class ReleasedOperator:
 
     _Q = property(lambda self: self._store_Q[:, :self._m])
     _R = property(lambda self: self._store_R[:, :self._m])
+    #: the number of directions revealed so far (post-processing: of the queries and released values)
+    revealed = property(lambda self: self._m)
 
     @property
     def _AQ(self):
