@@ -275,15 +275,34 @@ class ReleasedOperator:
             U[:m, :m] = self._U[:m, :m]
             self._store_Q, self._store_R, self._U = Q, R, U
 
-    def _append(self, Qn):
-        """``Qn`` appended to the basis; returns the store's view for its columns' part off the
-        basis (the caller fills it, and U's new columns, before any other read)."""
-        m, p = self._m, Qn.shape[1]
+    def _room(self, p):
+        m = self._m
         if m + p > self._store_Q.shape[1]:
             self._grow(min(self.shape[0], max(2 * (m + p), 32)))
-        self._store_Q[:, m:m + p] = Qn
+
+    def _append(self, Qn, staged=False):
+        """``Qn`` appended to the basis (already in the store's next columns where ``staged``);
+        returns the store's view for its columns' part off the basis (the caller fills it, and
+        U's new columns, before any other read)."""
+        m, p = self._m, Qn.shape[1]
+        if not staged:
+            self._room(p)
+            self._store_Q[:, m:m + p] = Qn
         self._m = m + p
         return self._store_R[:, m:m + p]
+
+    def _stage(self, V):
+        """``(C, ok)``: ``C = Qᵀ V`` and whether V is orthonormal and orthogonal to the basis to
+        :data:`ORTHO_TOL` per Gram entry (:func:`_orthonormal_to_tol`'s test), from one product
+        ``[Q, V]ᵀ V`` with V written into the store's next columns (not yet in the basis:
+        :meth:`_append` with ``staged`` takes it)."""
+        m, p = self._m, V.shape[1]
+        self._room(p)
+        self._store_Q[:, m:m + p] = V
+        G = self._store_Q[:, :m + p].T @ V
+        C = G[:m].copy()
+        G[m:].flat[::p + 1] -= 1.0
+        return C, bool(np.max(np.abs(G)) <= ORTHO_TOL)
 
     def __reduce__(self):
         raise TypeError("a released operator holds the exact statistic: it cannot be pickled")
@@ -329,7 +348,7 @@ class ReleasedOperator:
                 return Qn, QtQn
         return None, None
 
-    def _release(self, Qn, C):
+    def _release(self, Qn, C, staged=False):
         """Release the columns ``A Qn`` of new directions ``Qn`` (orthonormal to the basis to
         :data:`ORTHO_TOL`, checked by the caller; ``C = Qᵀ Qn``), module docstring; returns their
         coordinates ``(K, Qnᵀ A Qn, R_n)``: ``K = Qᵀ A Qn`` (the released columns A Q read against
@@ -351,7 +370,7 @@ class ReleasedOperator:
         K += U.T @ C
         # P (S Qn + g): off Q (twice where a column lost more than ~30 % of its norm to it:
         # Kahan–Parlett, as _project_out), then off Qn; written straight into the store
-        Rn = self._append(Qn)
+        Rn = self._append(Qn, staged)
         np.add(SQn, g, out=Rn)
         C1 = Q.T @ Rn
         again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", Rn, Rn))
@@ -376,10 +395,8 @@ class ReleasedOperator:
         if not self._as_given or self._m + V.shape[1] > self.shape[0]:
             return None
         with blas_single_thread():
-            C = self._Q.T @ V
-            if not _orthonormal_to_tol(V, C):
-                return None
-            return self._release(V, C)
+            C, ok = self._stage(V)
+            return self._release(V, C, staged=True) if ok else None
 
     def __matmul__(self, V):
         if self._ended:
@@ -389,11 +406,11 @@ class ReleasedOperator:
         V = V.reshape(self.shape[0], -1)
         d, m, p = self.shape[0], self._m, V.shape[1]
         with blas_single_thread():
-            C = self._Q.T @ V
-            if m + p <= d and _orthonormal_to_tol(V, C):
+            C, ok = self._stage(V) if m + p <= d else (self._Q.T @ V, False)
+            if ok:
                 # taken as given (its part along Q, below ORTHO_TOL, not answered): A V is the
                 # released new columns, Q K + V (Vᵀ A V) + W
-                K, Bn, W = self._release(np.ascontiguousarray(V), C)
+                K, Bn, W = self._release(np.ascontiguousarray(V), C, staged=True)
                 out = self._Q[:, :m] @ K + V @ Bn + W
             else:
                 # A on span Q from the released columns only (the part of V the reveal judged
