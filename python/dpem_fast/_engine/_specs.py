@@ -106,14 +106,17 @@ carry float rounding, which :func:`float32_specs` folds into every sensitivity (
     float64);
 (c) every entry of a statistic is summed over rows in float partial sums that each cover at
     most ``m = 128`` rows (:data:`~dpem_fast._dpcore._contract.F32_LANE_ROWS`: 16 rows of a
-    lane per chunk, the lanes flushed every 8 chunks; one ``ssyrk`` per 128 rows on the BLAS
-    path), each then added exactly into float64 (every float is a double);
+    lane per chunk, the lanes flushed every 8 chunks; at ``d ≥ 16`` one register-tiled product
+    per 128 rows, ``dpf_s2_piece`` in ``dpc_f32_prod.h``, issue 41, formerly one ``ssyrk``),
+    each then added exactly into float64 (every float is a double);
 (d) a row's term in such a sum is the exact product ``T_r`` of its float inputs (``γ̃_k``,
     ``γ̃_k x̃_i``, ``γ̃_k x̃_i x̃_j`` or ``γ̃_k x̃_j²``) up to at most 5 rounded products (the BLAS
     path's ``fl(√γ̃)``, twice, ``w_i``, ``w_j`` and ``w_i w_j``), so a sum holds
     ``ŝ = Σ_r T_r (1 + θ_r)`` with ``|θ_r| ≤ γ_{m+5} = (m + 5)u / (1 − (m + 5)u)`` whatever the
     order or tree of the additions (Higham 2002, *Accuracy and Stability of Numerical
-    Algorithms*, Lemma 3.1 and Sec. 4.2; BLAS sums in some order, with no cancellation tricks).
+    Algorithms*, Lemma 3.1 and Sec. 4.2; no cancellation tricks).  Since issue 41 a second
+    moment's term is ``fl(fl(γ̃_k x̃_i) x̃_j)`` at every ``d`` (two rounded products, within the
+    5; the tiled product sums an entry's rows in 8 fma lanes, then a fixed shuffle tree).
 
 Replace-one neighbours differ in the row at one index ``i`` (the rows are a sequence; the
 relation of index positions, as in :mod:`dpem_fast.model_selection`).  Every other row sits in
