@@ -101,14 +101,18 @@ def released_diagonal(Q, AQ, exact, normals, sigma, tau=DIAGONAL_TAU):
     d, m = Q.shape
     H = Q.T @ AQ
     H = (H + H.T) / 2
-    known = 2.0 * np.einsum("ij,ij->i", AQ, Q) - np.einsum("ij,ij->i", Q @ H, Q)
     p = np.einsum("ij,ij->i", Q, Q)
-    if m == 0 or float(np.max(p)) <= 0.5:
-        noise = np.sqrt(np.maximum(1.0 - 2.0 * p, 0.0)) * normals(d, sigma)
-        if m:
-            noise += np.einsum("ij,ij->i", Q @ _symmetric_draw(normals, m, sigma), Q)
+    cheap = m == 0 or float(np.max(p)) <= 0.5
+    # known = 2 rowsum(AQ ∘ Q) − diag(Q H Qᵀ); the cheap sampler's diag(Q M Qᵀ) joins it in one
+    # product with Q: diag(Q (M − H) Qᵀ)
+    out = 2.0 * np.einsum("ij,ij->i", AQ, Q)
+    if cheap:
+        out += np.sqrt(np.maximum(1.0 - 2.0 * p, 0.0)) * normals(d, sigma)
+        K = _symmetric_draw(normals, m, sigma) - H if m else H
     else:       # exact fallback: diag(R F R) = diag F − 2 rowsum((F Q) ∘ Q) + diag(Q (QᵀFQ) Qᵀ)
         F = _symmetric_draw(normals, d, sigma)
         FQ = F @ Q
-        noise = np.diagonal(F) - 2.0 * np.einsum("ij,ij->i", FQ, Q) + np.einsum("ij,ij->i", Q @ (Q.T @ FQ), Q)
-    return known + exact + noise + normals(d, tau * sigma)
+        out += np.diagonal(F) - 2.0 * np.einsum("ij,ij->i", FQ, Q)
+        K = Q.T @ FQ - H
+    out += np.einsum("ij,ij->i", Q @ K, Q)
+    return out + exact + normals(d, tau * sigma)

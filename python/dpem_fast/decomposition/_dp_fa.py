@@ -38,6 +38,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
     test and the rotation then run on the released values only (post-processing, no
     further privacy cost), so ``tol`` may stop early.
 
+    Matrix-free path (issue 41; DPPCA's conditions: row-level replace-one, in-memory rows,
+    at least 4 ``max(80, 8k)`` features): the second moment is released as an operator
+    (:mod:`dpem_fast._engine._operator`), read through a block Krylov basis of ``max(80, 8k)``
+    columns from a data-independent start, then through its diagonal
+    (:mod:`dpem_fast._engine._diagonal`: the materialised release's law, plus a 10⁻³ σ cover of
+    its rounding), and the iterations run on that Krylov space (:mod:`._fa_ritz`).  Cost
+    ``n d m + d m²`` instead of ``n d²``; the same single release and record (σ widened by
+    ~5·10⁻⁷ wherever the path may run).
+
     Parameters
     ----------
     n_components : int
