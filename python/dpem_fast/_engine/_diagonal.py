@@ -71,6 +71,8 @@ import math
 
 import numpy as np
 
+from .._workspace import workspace
+
 __all__ = ["DIAGONAL_TAU", "projected_diagonal", "released_diagonal"]
 
 #: sd of the independent cover noise on the released diagonal, in units of σ (module docstring)
@@ -82,7 +84,9 @@ def projected_diagonal(parts, Q):
     floats over the part), as a list of d-vectors (the caller sums them exactly)."""
     out = []
     for Y in parts:
-        X = Y - (Y @ Q) @ Q.T
+        X = workspace(Y.shape)            # huge pages: not faulted in on every fit
+        np.matmul(Y @ Q, Q.T, out=X)
+        np.subtract(Y, X, out=X)
         out.append(np.einsum("ij,ij->j", X, X))
     return out
 
