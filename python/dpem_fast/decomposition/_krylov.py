@@ -62,6 +62,10 @@ class ReleasedCovariance:
         """Room in the operator for ``cols`` directions (public)."""
         self.A.reserve(cols)
 
+    def diagonal(self):
+        """The released diagonal (ends the operator: the products first)."""
+        return self.A.diagonal() * (self.r * self.r) / self.n - self.rm * self.rm + self.c * (self.r * self.r)
+
     def trace(self):
         """The released trace (ends the operator: the eigenpairs first)."""
         r2 = self.r * self.r
@@ -86,14 +90,16 @@ def _orthonormal(V, Q, QtV=None):
     return W, R
 
 
-def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
+def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
     """The ``k`` largest Ritz pairs of the symmetric ``C`` (products ``C @ V`` only), descending:
     block Krylov from the data-independent ``start`` (d x ``BLOCK``), at most ``max_cols``
     columns, stopped earlier once every top-k residual ``‖C u − θ u‖`` is below ``tol``·|θ₁|
     (a function of the released products: post-processing).  The residuals are read off the
     block recurrence ``C Q = Q T + W R E_lastᵀ`` (``W R`` the QR of the last block's products off
     ``span Q``, which the next block needs anyway): ``‖R s_last‖``, ``s_last`` the Ritz vector's
-    last block of coordinates — exact up to rounding, no product with the d x m basis."""
+    last block of coordinates — exact up to rounding, no product with the d x m basis.  With
+    ``basis=True`` also the basis and ``sym(Qᵀ C Q)`` (copies), for a model that iterates on the
+    Ritz space (factor analysis)."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
     Q, CQ = workspace((2, d, max_cols))     # huge pages: not faulted in on every fit
@@ -121,4 +127,6 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
             Rs = R @ S[m - p:m]
             if np.all(np.sqrt(np.einsum("ij,ij->j", Rs, Rs)) <= tol * max(abs(theta[0]), np.finfo(float).tiny)):
                 break
+    if basis:
+        return theta, Q[:, :m] @ S, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
     return theta, Q[:, :m] @ S
