@@ -21,7 +21,8 @@ The private fit is split into its parts (the data pass, the release, the post-pr
 (the covariance formed with numpy, then the previous solver, the numpy twin
 :func:`~dpem_fast._reference.fa.fa_noisy_reference`: dense ``syevr`` up to d = 1024, above it
 three power steps per iteration on the formed residual) -- its ratio to ``post`` is the
-solver's speedup.
+solver's speedup.  Where the matrix-free path runs (issue 41: d ≥ 320, in-memory rows), ``post``
+holds its whole pass (the operator's products) and ``old post`` is timed on the dense release.
 """
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ with warnings.catch_warnings():
             d = C.shape[0]
             return fa_noisy_reference(C.dense(), k, n, start=start if d > 1024 else None, **kw)
         _dp_fa.fa_noisy = old_solver
+        DPFactorAnalysis._operator_path = False     # the dense release (d >= 320: not the matrix-free one)
         for r in range(repeat):
             parts.clear()
             make().fit(X)

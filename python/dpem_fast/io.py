@@ -39,6 +39,7 @@ and a block source of the same rows give bit-identical statistics, hence, with t
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -126,6 +127,16 @@ def is_block_source(X) -> bool:
         and hasattr(X, "n_features")
 
 
+def _mapped(X):
+    """Whether ``X`` is, or views, a memory map (validation may hand on a plain ndarray view of
+    a ``numpy.memmap``: its rows are still on disk)."""
+    while X is not None:
+        if isinstance(X, (np.memmap, mmap.mmap)):
+            return True
+        X = getattr(X, "base", None)
+    return False
+
+
 class _ArrayRows:
     """A 2-D array (in memory or memory-mapped) cut into superblocks.
 
@@ -140,7 +151,7 @@ class _ArrayRows:
         if not isinstance(X, np.memmap):
             X = np.ascontiguousarray(X, dtype=dtype)
         self._X = X
-        self.in_memory = not isinstance(X, np.memmap)   # all rows already in this process's memory
+        self.in_memory = not _mapped(X)     # all rows already in this process's memory
         self._rows = superblock_rows
         self.n_rows, self.n_features = X.shape
         self.dtype = dtype

@@ -60,22 +60,21 @@ from cython cimport floating
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
-from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm, sgemm, ssyrk, strmm
+from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
 from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
+from .dpc_f32_prod cimport dpf_logp_tiles, dpf_s2_piece
 from .dpc_f32 cimport dpf_domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm cimport (
-    dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_from_y,
-    dpf_logp_small,
+    dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_small,
 )
 from .dpc_lanes cimport (
     dpe_lanes_flush_n_s1, dpe_lanes_flush_s2, dpe_lanes_n_s1, dpe_lanes_n_s1_size,
-    dpe_lanes_s2, dpe_lanes_s2_size, dpe_moments_prep, dpf_add_upper, dpf_lanes_n_s1, dpf_lanes_s2,
-    dpf_moments_prep,
+    dpe_lanes_s2, dpe_lanes_s2_size, dpe_moments_prep, dpf_lanes_n_s1, dpf_lanes_s2,
 )
 from .dpc_lse cimport dpe_lse, store_log_resp
 from .dpc_rows cimport check_domain, load_rows, load_rows_domain
@@ -221,19 +220,20 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 # float (a declared domain's clip is done in float64 first, then the clipped row is rounded),
 # log-densities, log-sum-exp and moments in float, and float64 accumulation: a float lane
 # holds at most DPC_F32_LANE_ROWS (128) rows before it is added into its float64 lane
-# (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and on the BLAS path each
-# ssyrk covers at most that many rows and is added into the float64 partial at once.  The
+# (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and at d >= BLAS_MIN_D each
+# float product of the second moments (dpf_s2_piece: register tiles, no BLAS, issue 41)
+# covers at most that many rows and is added into the float64 partial at once.  The
 # responsibilities are normalised in float64 (dpf_lse).  These are the facts that
 # dpem_fast._engine._specs.FLOAT32_WIDENING is derived from.
 
 cdef inline Py_ssize_t _single_scratch(dpf_scratch *s, Py_ssize_t d, Py_ssize_t K,
                                        double *buf) noexcept nogil:
     """The float32 path's chunk scratch (dpc_scratch.h): on the hand-loop path the lanes of
-    n, s1 and s2 of every component; on the BLAS path the lanes of n and s1 and the (d, d)
-    ssyrk product."""
+    n, s1 and s2 of every component; at d >= BLAS_MIN_D the lanes of n and s1 (the second
+    moments go straight into the float64 partial, dpf_s2_piece)."""
     if d < DPC_BLAS_MIN_D:
         return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d) + dpe_lanes_s2_size(d), 0, buf)
-    return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d), d * d, buf)
+    return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d), 0, buf)
 
 
 cdef void _logp_chunk_single(const float *Xs, Py_ssize_t npad, Py_ssize_t d, Py_ssize_t K,
@@ -241,8 +241,6 @@ cdef void _logp_chunk_single(const float *Xs, Py_ssize_t npad, Py_ssize_t d, Py_
                              int tri, float *D, float *W, float *L) noexcept nogil:
     """_logp_chunk in float: L[k, r] = log pi_k + log N(x_r | mu_k, Sigma_k)."""
     cdef Py_ssize_t k
-    cdef int m = <int> npad, dd = <int> d, ld = <int> DPC_CHUNK_SIZE
-    cdef float one = 1.0, zero = 0.0
     cdef const float *P
     for k in range(K):
         P = prec + k * d * d
@@ -250,13 +248,9 @@ cdef void _logp_chunk_single(const float *Xs, Py_ssize_t npad, Py_ssize_t d, Py_
             dpf_logp_small(Xs, d, DPC_CHUNK_SIZE, npad, means + k * d, P, tri, log_const[k],
                            D, L + k * DPC_CHUNK_SIZE)
         else:
+            # register tiles, no BLAS (dpc_f32_prod.h: strmm spent most of its time packing)
             dpf_center(Xs, d, DPC_CHUNK_SIZE, npad, means + k * d, D)
-            if tri:
-                strmm(b'R', b'L', b'T', b'N', &m, &dd, &one, <float *> P, &dd, D, &ld)
-                dpf_logp_from_y(D, d, DPC_CHUNK_SIZE, npad, log_const[k], L + k * DPC_CHUNK_SIZE)
-            else:
-                sgemm(b'N', b'T', &m, &dd, &dd, &one, D, &ld, <float *> P, &dd, &zero, W, &ld)
-                dpf_logp_from_y(W, d, DPC_CHUNK_SIZE, npad, log_const[k], L + k * DPC_CHUNK_SIZE)
+            dpf_logp_tiles(D, d, DPC_CHUNK_SIZE, npad, P, tri, log_const[k], L + k * DPC_CHUNK_SIZE)
 
 
 cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
@@ -271,8 +265,6 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
     cdef dpf_scratch s
     cdef float *la
     cdef const float *g
-    cdef int dd = <int> d, m, ld = <int> DPC_CHUNK_SIZE
-    cdef float one = 1.0, zero = 0.0
     cdef double acc
     cdef Py_ssize_t n_clipped = 0
     _single_scratch(&s, d, K, buf)
@@ -309,13 +301,13 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
                 dpf_lanes_n_s1(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.W, la)
                 dpf_lanes_s2(s.Xs, s.W, d, DPC_CHUNK_SIZE, npad, la + ns1)
             else:
-                dpf_moments_prep(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.sg, s.W, la)
-                # s2_k += W^T W over at most DPC_F32_LANE_ROWS rows per float product
+                # n, s1 into the float lanes and W = g x; s2_k += W^T X summed in float over
+                # at most DPC_F32_LANE_ROWS rows a piece, then added into float64 (dpc_f32_prod.h)
+                dpf_lanes_n_s1(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.W, la)
                 r = 0
                 while r < npad:
-                    m = <int> (npad - r if npad - r < piece else piece)
-                    ssyrk(b'L', b'T', &dd, &m, &one, s.W + r, &ld, &zero, s.C, &dd)
-                    dpf_add_upper(s.C, d, s2 + k * d * d)
+                    dpf_s2_piece(s.W, s.Xs, d, DPC_CHUNK_SIZE, r, npad - r if npad - r < piece else piece,
+                                 s2 + k * d * d)
                     r += piece
         if (c - c0 + 1) % DPC_F32_FLUSH_CHUNKS == 0 or c + 1 == c1:
             dpf_lanes_flush(s.lanes32, K * lpc, s.lanes)

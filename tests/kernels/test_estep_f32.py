@@ -94,7 +94,8 @@ FULL_SHAPES = [
     (2000, 1, 4),             # d == 1
     (1500, 4, 1),             # K == 1
     (700, 15, 3),             # largest hand-loop d
-    (700, 16, 3),             # smallest BLAS d (ssyrk pieces of F32_LANE_ROWS rows)
+    (700, 16, 3),             # smallest tiled d (s2 pieces of F32_LANE_ROWS rows)
+    (900, 23, 2),             # tiles' last columns: 23 % 6 == 5, 23 % 4 == 3
     (600, 70, 4),
     (70 * CHUNK + 5, 3, 2),   # many blocks
 ]
@@ -146,7 +147,7 @@ def test_rows_whose_squared_norm_overflows():
     assert_close(got, ref, rtol=1e-5)
 
 
-@pytest.mark.parametrize("d", [3, 20])
+@pytest.mark.parametrize("d", [3, 20, 53])
 def test_full_non_triangular_factor(d):
     X, dom, w, means, P = problem(900, d, 3, triangular=False)
     assert np.any(np.tril(P, -1))

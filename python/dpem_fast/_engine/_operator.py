@@ -111,6 +111,7 @@ from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
 from .._threads import blas_single_thread
 from .._workspace import workspace
+from ._diagonal import projected_diagonal, released_diagonal
 
 __all__ = ["RowProducts", "ReleasedOperator"]
 
@@ -220,6 +221,14 @@ class RowProducts:
         def part(Y, s):
             return np.array([np.einsum("ij,ij->", Y, Y) - float(np.sum(s))])
         return float(self._sum((part(Y, s) for Y, s in zip(self._parts(), sq)), (1,), 1)[0])
+
+    def projected_diagonal(self, Q):
+        """``diag(R S R) = Σ_r (R y_r) ∘ (R y_r)``, ``R = I − Q Qᵀ`` (exact statistic; the operator
+        releases it only with noise): per part in floats, the parts summed exactly
+        (:mod:`~dpem_fast._engine._diagonal`, its rounding bound)."""
+        Q = np.ascontiguousarray(Q, dtype=np.float64)
+        with blas_single_thread():
+            return self._sum(projected_diagonal(self._parts(), Q), (self.shape[0],), 1)
 
     def dense(self, n_threads=1):
         """``S`` formed (for a mechanism the operator does not serve)."""
@@ -400,7 +409,7 @@ class ReleasedOperator:
 
     def __matmul__(self, V):
         if self._ended:
-            raise RuntimeError("the released operator was ended by weighted_trace")
+            raise RuntimeError("the released operator was ended (by weighted_trace or diagonal)")
         V = np.asarray(V, dtype=np.float64)
         vec = V.ndim == 1
         V = V.reshape(self.shape[0], -1)
@@ -425,12 +434,24 @@ class ReleasedOperator:
                 out = self._AQ @ (self._Q.T @ V)
         return out[:, 0] if vec else out
 
+    def diagonal(self):
+        """``diag A``: from the released columns, the rows' ``diag(R S R)`` and fresh noise of its
+        conditional law, plus a small cover (:mod:`~dpem_fast._engine._diagonal`).  Ends the
+        operator."""
+        if self._ended:
+            raise RuntimeError("the released operator was ended")
+        self._ended = True
+        Q, AQ = self._Q, self._AQ
+        exact = self._exact.projected_diagonal(Q)
+        with blas_single_thread():
+            return released_diagonal(Q, AQ, exact, self._normals, self.sigma)
+
     def weighted_trace(self, w):
         """``Σ_i w_i A_ii``: the released columns' part plus one new coordinate (module
         docstring; exact in law for constant weights, else the complement's part estimated
         with the weights' mean there).  Ends the operator."""
         if self._ended:
-            raise RuntimeError("the released operator was ended by weighted_trace")
+            raise RuntimeError("the released operator was ended (by weighted_trace or diagonal)")
         self._ended = True
         d, m = self.shape[0], self._m
         w = np.asarray(w, dtype=np.float64)

@@ -106,14 +106,17 @@ carry float rounding, which :func:`float32_specs` folds into every sensitivity (
     float64);
 (c) every entry of a statistic is summed over rows in float partial sums that each cover at
     most ``m = 128`` rows (:data:`~dpem_fast._dpcore._contract.F32_LANE_ROWS`: 16 rows of a
-    lane per chunk, the lanes flushed every 8 chunks; one ``ssyrk`` per 128 rows on the BLAS
-    path), each then added exactly into float64 (every float is a double);
+    lane per chunk, the lanes flushed every 8 chunks; at ``d ≥ 16`` one register-tiled product
+    per 128 rows, ``dpf_s2_piece`` in ``dpc_f32_prod.h``, issue 41, formerly one ``ssyrk``),
+    each then added exactly into float64 (every float is a double);
 (d) a row's term in such a sum is the exact product ``T_r`` of its float inputs (``γ̃_k``,
     ``γ̃_k x̃_i``, ``γ̃_k x̃_i x̃_j`` or ``γ̃_k x̃_j²``) up to at most 5 rounded products (the BLAS
     path's ``fl(√γ̃)``, twice, ``w_i``, ``w_j`` and ``w_i w_j``), so a sum holds
     ``ŝ = Σ_r T_r (1 + θ_r)`` with ``|θ_r| ≤ γ_{m+5} = (m + 5)u / (1 − (m + 5)u)`` whatever the
     order or tree of the additions (Higham 2002, *Accuracy and Stability of Numerical
-    Algorithms*, Lemma 3.1 and Sec. 4.2; BLAS sums in some order, with no cancellation tricks).
+    Algorithms*, Lemma 3.1 and Sec. 4.2; no cancellation tricks).  Since issue 41 a second
+    moment's term is ``fl(fl(γ̃_k x̃_i) x̃_j)`` at every ``d`` (two rounded products, within the
+    5; the tiled product sums an entry's rows in 8 fma lanes, then a fixed shuffle tree).
 
 Replace-one neighbours differ in the row at one index ``i`` (the rows are a sequence; the
 relation of index positions, as in :mod:`dpem_fast.model_selection`).  Every other row sits in
@@ -220,13 +223,14 @@ import dataclasses
 import math
 
 from .._dpcore._contract import F32_LANE_ROWS
+from ._diagonal import DIAGONAL_TAU
 from ._statistics import StatSpec
 
 __all__ = ["soft_counts", "weighted_sums", "second_moments", "diagonal_second_moments", "squared_norms",
            "row_count", "column_histograms", "moments_joint_bound", "count_for_update", "FLOAT32_WIDENING",
            "FLOAT32_MAX_COMPONENTS",
            "float32_rounding_factor", "float32_specs", "float64_rounding_factor", "float64_exact_sum_factor",
-           "operator_rounding_factor",
+           "operator_rounding_factor", "operator_diagonal_rounding_factor",
            "rounding_specs", "check_row_cap", "ROUNDING_ROW_CAP"]
 
 #: Every sensitivity of a float32 path is multiplied by this (module docstring, "Float32 rows").
@@ -400,6 +404,24 @@ def operator_rounding_factor(n_rows, block_rows, d, m_max, *, shifts=False):
     e = float64_rounding_factor(n_rows, int(block_rows) + int(d) + 2 * int(m_max), shifts=shifts) - 1.0
     eta = int(m_max) * OPERATOR_ORTHO_TOL         # the revealed basis' Gram deviation, ‖G − I‖₂ ≤ η
     return (1.0 + (math.sqrt(2.0 * m_max) + 2.0) * e) * (1.0 + eta) ** 2
+
+
+def operator_diagonal_rounding_factor(n_rows, block_rows, d, m_max):
+    """The widening of a second moment read by :class:`ReleasedOperator` through at most ``m_max``
+    columns and then its diagonal (:mod:`~dpem_fast._engine._diagonal`, "Privacy with
+    rounding"; row-level replace-one, ``n_rows`` public, parts of at most ``block_rows`` rows):
+    ``φ_op (1 + 3 √m_max η)^{1/2} + B_r / DIAGONAL_TAU``, φ_op :func:`operator_rounding_factor`,
+    η = ``m_max`` · :data:`OPERATOR_ORTHO_TOL`, B_r the diagonal's rounding bound there."""
+    n, b, m = int(n_rows), int(block_rows), int(m_max)
+    eta = m * OPERATOR_ORTHO_TOL
+    cross = 3.0 * math.sqrt(m) * eta
+    if DIAGONAL_TAU ** 2 < (2.1 + cross / eta) * eta:        # the cover's assumption (docstring)
+        raise ValueError("the diagonal's cover noise is too small for this basis")
+    u = 2.0 ** -53
+    rho = 5.0 * m * _gamma(int(d) + m + 2)
+    g_b, grow = _gamma(b), (1.0 + eta) ** 2
+    bound = 2.02 * (rho + g_b * b * (1.0 + rho) * grow + u * n * (1.0 + rho) * (1.0 + g_b) * grow)
+    return operator_rounding_factor(n, b, d, m) * math.sqrt(1.0 + cross) + bound / DIAGONAL_TAU
 
 
 def float64_exact_sum_factor(n_rows):

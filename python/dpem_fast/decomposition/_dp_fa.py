@@ -13,13 +13,15 @@ from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
 from ..accounting import NoiseDominatedWarning
 from .._preprocess import project_into_domain
-from .._engine._specs import count_for_update
+from .._engine._specs import count_for_update, operator_diagonal_rounding_factor
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import interval, options
 from ._fa_em import (SMALL, Covariance, fa_em, fa_noisy, fix_signs, gaussian_loglik, noise_edge, orthomax,
                      subspace_width, uses_subspace, variance_posterior_mean)
 from .._kernels.moments import COUNT, SECOND, SUM
+from ._fa_ritz import fa_noisy_ritz
+from ._krylov import ReleasedCovariance, krylov_columns
 from ._moment_release import SecondMomentRelease
 
 __all__ = ["DPFactorAnalysis"]
@@ -35,6 +37,15 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
     moment, released **once** with calibrated noise; the EM iterations, the convergence
     test and the rotation then run on the released values only (post-processing, no
     further privacy cost), so ``tol`` may stop early.
+
+    Matrix-free path (issue 41; DPPCA's conditions: row-level replace-one, in-memory rows,
+    at least 4 ``max(80, 8k)`` features): the second moment is released as an operator
+    (:mod:`dpem_fast._engine._operator`), read through a block Krylov basis of ``max(80, 8k)``
+    columns from a data-independent start, then through its diagonal
+    (:mod:`dpem_fast._engine._diagonal`: the materialised release's law, plus a 10⁻³ σ cover of
+    its rounding), and the iterations run on that Krylov space (:mod:`._fa_ritz`).  Cost
+    ``n d m + d m²`` instead of ``n d²``; the same single release and record (σ widened by
+    ~5·10⁻⁷ wherever the path may run).
 
     Parameters
     ----------
@@ -141,8 +152,14 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
             g = np.empty(d * p)
             _core_rng.fill_normal(derive_key(key, "init", "subspace"), 0, 1.0, g, 1)
             start = linalg.qr(g.reshape(d, p), mode="economic")[0]
-        return {"start": start, "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
+        return {"start": start, "krylov": self._krylov_start(d, key, private), "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
                 "n_iter": 0}
+
+    def _operator_factor(self, n_public, d):
+        """The operator's widening with its diagonal read after the columns
+        (:func:`~dpem_fast._engine._specs.operator_diagonal_rounding_factor`)."""
+        return operator_diagonal_rounding_factor(n_public, max(self._block_rows(n_public, d), 1), d,
+                                                 krylov_columns(self._k(d)))
 
     def _update(self, noisy, params, ctx):
         """Factor analysis of the released statistics (post-processing of public values;
@@ -160,10 +177,16 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         box = None if ctx.domain is None else ctx.domain.box_image
         ceiling = 1.0 if box is None else np.clip(np.minimum(box, 1.0) ** 2, SMALL, 1.0)
         # S̃2/N − m̃ m̃ᵀ + σ_m² I (E[m̃ m̃ᵀ] = m mᵀ + σ_m² I): read through its products, not formed
-        C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, effective_n_threads(self.n_threads))
         edge = noise_edge(sigma_off, sigma_mean, norm, d)
-        W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
-                                               tol=self.tol, ceiling=ceiling, start=params["start"])
+        if isinstance(noisy[SECOND], np.ndarray):
+            C = Covariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, effective_n_threads(self.n_threads))
+            W, psi, n_resolved, lls, it = fa_noisy(C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter,
+                                                   tol=self.tol, ceiling=ceiling, start=params["start"])
+        else:       # the released operator (matrix-free path): its Krylov space, then its diagonal
+            C = ReleasedCovariance(noisy[SECOND], n, mean, sigma_mean * sigma_mean, np.ones(d))
+            W, psi, n_resolved, lls, it, C = fa_noisy_ritz(
+                C, k, n, sigma_cov=sigma_cov, edge=edge, max_iter=self.max_iter, tol=self.tol, ceiling=ceiling,
+                start=params["krylov"], max_cols=krylov_columns(k))
         if n_resolved == 0:
             warnings.warn(
                 f"{type(self).__name__}: no loading direction is resolved above the release noise (the noise "
@@ -175,8 +198,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         psi = psi + sigma_mean * sigma_mean
         if n_resolved:
             self._warn_if_below_uniform(C, W, psi, sigma_cov, ctx.domain, d)
-        return {"start": params["start"], "mean": mean, "W": W, "psi": psi, "loglike": lls, "n_iter": it,
-                "n_resolved": n_resolved}
+        return {"start": params["start"], "krylov": params["krylov"], "mean": mean, "W": W, "psi": psi,
+                "loglike": lls, "n_iter": it, "n_resolved": n_resolved}
 
     def _warn_if_below_uniform(self, C, W, psi, sigma_cov, domain, d):
         """A ``NoiseDominatedWarning`` when the fitted Gaussian's mean log-density on the rows,

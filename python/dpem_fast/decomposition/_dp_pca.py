@@ -12,15 +12,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _rng as _core_rng
 from .._engine import PrivateEM
-from .._engine._specs import count_for_update, operator_rounding_factor
-from .._kernels.moments import COUNT, SECOND, SUM, second_moment_rows
+from .._engine._specs import count_for_update
+from .._kernels.moments import COUNT, SECOND, SUM
 from .._preprocess import DataDomain, project_into_domain
 from .._rng import derive_key
 from .._threads import effective_n_threads
 from .._validation import ARRAY_LIKE, interval
 from ..accounting import NoiseDominatedWarning
 from ._fa_em import DENSE_MAX_D, Covariance, fix_signs, noise_edge, top_dense
-from ._krylov import BLOCK, ReleasedCovariance, krylov_columns, top_eigenpairs_krylov, uses_operator
+from ._krylov import ReleasedCovariance, krylov_columns, top_eigenpairs_krylov
 from ._moment_release import SecondMomentRelease
 
 __all__ = ["DPPCA"]
@@ -217,41 +217,12 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         first k axes, no variance) that the release's update replaces."""
         d = summary.n_features
         k = self._k(d)
-        v0 = start = None
+        v0 = None
         if _uses_lanczos(d, k):
             v0 = np.empty(d)
             _core_rng.fill_normal(derive_key(key, "init", "lanczos"), 0, 1.0, v0, 1)
-        if private and self._matrix_free(d):      # the matrix-free path's start block
-            start = np.empty(d * BLOCK)
-            _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
-            start = start.reshape(d, BLOCK)
-        return {"v0": v0, "start": start, "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
+        return {"v0": v0, "krylov": self._krylov_start(d, key, private), "components": np.eye(k, d), "ev": np.zeros(k), "total": 0.0, "noise": 0.0, "dof": 1.0,
                 "mean": np.zeros(d), "top": 0.0}
-
-    def _matrix_free(self, d):
-        """Public: the second moment is read through its products (never formed) where its Krylov
-        basis is small against d and the row count is public (row-level replace-one; under
-        add/remove and person-level fits every row's block may move, and the products' rounding
-        bound would cost far more than the dense sum's)."""
-        return uses_operator(d, self._k(d)) and not self._count_private()
-
-    def _rounding_factor(self, d, n_public):
-        """The engine's float64 widening, or the matrix-free path's larger one where that path
-        may run (:func:`~dpem_fast._engine._specs.operator_rounding_factor`, derived in
-        :mod:`dpem_fast._engine._operator`, "Rounding")."""
-        base = super()._rounding_factor(d, n_public)
-        if n_public is None or not self._matrix_free(d):
-            return base
-        return max(base, operator_rounding_factor(n_public, self._block_rows(n_public, d), d,
-                                                  krylov_columns(self._k(d))))
-
-    def _pass(self, rows, params, domain, n_threads):
-        """The matrix-free path's pass (the second moment held as its rows, released as an
-        operator) for in-memory rows of a private fit where :func:`uses_operator`; else the
-        engine's."""
-        if params.get("start") is not None and domain is not None and not rows.remote and rows.in_memory:
-            return rows.reduce(lambda block: second_moment_rows(block, domain, n_threads))
-        return super()._pass(rows, params, domain, n_threads)
 
     def _update(self, noisy, params, ctx):
         """The components of the released statistics (post-processing; class docstring)."""
@@ -308,7 +279,7 @@ class DPPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, SecondMomentRelea
         s = np.asarray(scale, dtype=np.float64)
         top_s = float(np.max(s))
         if isinstance(C, ReleasedCovariance):       # already scaled by s / top_s
-            lam, V = top_eigenpairs_krylov(C, k, params["start"], krylov_columns(k))
+            lam, V = top_eigenpairs_krylov(C, k, params["krylov"], krylov_columns(k))
             trace = C.trace()
         else:
             A = scaled_covariance(C, s / top_s)

@@ -95,6 +95,10 @@ class ReleasedCovariance:
         """Room in the operator for ``cols`` directions (public)."""
         self.A.reserve(cols)
 
+    def diagonal(self):
+        """The released diagonal (ends the operator: the products first)."""
+        return self.A.diagonal() * (self.r * self.r) / self.n - self.rm * self.rm + self.c * (self.r * self.r)
+
     def trace(self):
         """The released trace (ends the operator: the eigenpairs first)."""
         r2 = self.r * self.r
@@ -146,7 +150,7 @@ def _col_norms2(M):
     return np.einsum("ij,ij->j", M, M)
 
 
-def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
+def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
     """The ``k`` largest Ritz pairs of the symmetric ``C`` (products ``C @ V`` only), descending:
     block Krylov from the data-independent ``start`` (d x ``BLOCK``), at most ``max_cols``
     columns, stopped earlier once every top-k residual ``‖C u − θ u‖`` is below ``tol``·|θ₁|
@@ -206,4 +210,6 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL):
             Rs = R @ S[m - p:m]
             if np.all(np.sqrt(np.einsum("ij,ij->j", Rs, Rs)) <= tol * max(abs(theta[0]), np.finfo(float).tiny)):
                 break
+    if basis:
+        return theta, Q[:, :m] @ S, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
     return theta, Q[:, :m] @ S

@@ -19,11 +19,17 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from .._dpcore import _contract, _moments
-from .._engine._specs import moments_joint_bound, row_count, second_moments, weighted_sums
-from .._kernels.moments import COUNT, SECOND, SUM, second_moment_stats
+from .._dpcore import _rng as _core_rng
+from .._engine._specs import moments_joint_bound, operator_rounding_factor, row_count, second_moments, weighted_sums
+from .._kernels.moments import COUNT, SECOND, SUM, second_moment_rows, second_moment_stats
+from .._rng import derive_key
 from .._validation import validate_table
+from ._krylov import BLOCK, krylov_columns, uses_operator
 
 __all__ = ["SecondMomentRelease"]
+
+#: the pass's mark (never in a model's parameters) that the second moment is held as its rows
+_HELD = "_rows_held"
 
 
 def _moment_statistics(X, params, domain, n_threads):
@@ -95,3 +101,49 @@ class SecondMomentRelease:
 
     def _statistics_task(self):
         return _moment_statistics
+
+    # ------------------------------------------------ matrix-free path (issue 41)
+    #: the matrix-free path where its conditions hold (a switch for benchmarks and tests)
+    _operator_path = True
+
+    def _matrix_free(self, d):
+        """Public: the second moment is read through its products (never formed) where its Krylov
+        basis is small against d and the row count is public (row-level replace-one; under
+        add/remove and person-level fits every row's block may move, and the products' rounding
+        bound would cost far more than the dense sum's)."""
+        return self._operator_path and uses_operator(d, self._k(d)) and not self._count_private()
+
+    def _krylov_start(self, d, key, private):
+        """The matrix-free path's data-independent start block (d x ``BLOCK``, from the fit's
+        key), or None where the path does not run."""
+        if not (private and self._matrix_free(d)):
+            return None
+        start = np.empty(d * BLOCK)
+        _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
+        return start.reshape(d, BLOCK)
+
+    def _operator_factor(self, n_public, d):
+        """The matrix-free path's float64 widening (what the model reads of the operator)."""
+        return operator_rounding_factor(n_public, self._block_rows(n_public, d), d, krylov_columns(self._k(d)))
+
+    def _rounding_factor(self, d, n_public):
+        """The engine's float64 widening, or the matrix-free path's larger one where that path
+        may run (:meth:`_operator_factor`, derived in :mod:`dpem_fast._engine._operator`, "Rounding")."""
+        base = super()._rounding_factor(d, n_public)
+        if n_public is None or not self._matrix_free(d):
+            return base
+        return max(base, self._operator_factor(n_public, d))
+
+    def _pass(self, rows, params, domain, n_threads):
+        """The engine's pass; for in-memory rows of a private fit with a Krylov start, with the
+        statistic held as its rows (:meth:`_statistics`; released as an operator)."""
+        if params.get("krylov") is not None and domain is not None and not rows.remote and rows.in_memory:
+            params = {**params, _HELD: True}
+        return super()._pass(rows, params, domain, n_threads)
+
+    def _statistics(self, X, params, domain, n_threads):
+        """The kernel's statistics, or on the matrix-free pass (:meth:`_pass`) the second moment
+        held as its rows (:class:`~dpem_fast._engine._operator.RowProducts`)."""
+        if params.get(_HELD):
+            return second_moment_rows(X, domain, n_threads)
+        return super()._statistics(X, params, domain, n_threads)
