@@ -71,7 +71,9 @@ class ReleasedCovariance:
         coordinates ``Qᵀ m`` kept here: no product with the basis.  None where the operator does
         not take V as given (then ``C @ V``; the solver's basis is then no longer the operator's,
         and this is not called again)."""
-        if not self._ones or self._qm.size != self.A.revealed:     # a block not seen here: products
+        # products where the scales differ, A is not a released operator (any symmetric product
+        # will do), or it revealed a block not seen here
+        if not self._ones or getattr(self.A, "revealed", None) != self._qm.size:
             return None
         got = self.A.reveal_block(V)
         if got is None:
