@@ -68,7 +68,7 @@ from .dpc_contract cimport (
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_f32_prod cimport dpf_logp_tiles, dpf_s2_piece
-from .dpc_f32 cimport dpf_domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_small,
 )
@@ -360,7 +360,6 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef dpf_scratch single_layout
     cdef _Args a
     cdef bint single
-    cdef float *dom32 = NULL
     if (means.shape[1] != d or prec_chol.shape[0] != K or prec_chol.shape[1] != d
             or prec_chol.shape[2] != d or log_const.shape[0] != K):
         raise ValueError("parameter shapes do not match X")
@@ -395,17 +394,9 @@ def estep_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         a.clipped = &part_clipped[0]
     if single:
         a.means32, a.prec32, a.log_const32 = &means32[0, 0], &prec32[0, 0, 0], &log_const32[0]
-        if a.dom != NULL:
-            dom32 = <float *> malloc(4 * d * sizeof(float))
-            if dom32 == NULL:
-                raise MemoryError()
-            if dpf_domain32(a.dom, d, dom32):
-                a.dom32 = dom32
-        try:
-            run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
-                           _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
-        finally:
-            free(dom32)
+        keep = domain32(a.dom, d, &a.dom32)       # alive for the call
+        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
         return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    dpe_gmm_scratch_init(&layout, d, K, NULL), n_threads, "E-step scratch")

@@ -25,7 +25,6 @@ for every d (no BLAS).
 """
 from cython cimport floating
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 from ._driver cimport run_row_blocks, run_row_chunks
@@ -33,7 +32,7 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_F32_FLUSH_CHUNKS, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport dpf_domain32, dpf_load_domain32, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport domain32, dpf_load_domain32, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
 from .dpc_gmm_diag cimport (
     dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag, dpf_lanes_diag, dpf_logp_diag,
 )
@@ -220,7 +219,6 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
     cdef dpc_scratch layout
     cdef dpf_scratch single_layout
     cdef _Args a
-    cdef float *dom32 = NULL
     cdef bint single = means32 is not None or prec32 is not None or log_const32 is not None
     _set_args(&a, n, d, K, means, prec_diag, log_const)
     check_domain(domain, d, clip_target)
@@ -257,17 +255,9 @@ def estep_diag_stats(const floating[:, ::1] X,           # IN  (n, d) data rows
         if d > 0:
             a.means32, a.prec32 = &means32[0, 0], &prec32[0, 0]
         a.log_const32 = &log_const32[0]
-        if a.dom != NULL:
-            dom32 = <float *> malloc(4 * d * sizeof(float))
-            if dom32 == NULL:
-                raise MemoryError()
-            if dpf_domain32(a.dom, d, dom32):
-                a.dom32 = dom32
-        try:
-            run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
-                           _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
-        finally:
-            free(dom32)
+        keep = domain32(a.dom, d, &a.dom32)       # alive for the call
+        run_row_blocks(&X[0, 0], _estep_block_single, _estep_block[double], &a, a.plan.n_busy,
+                       _single_scratch(&single_layout, d, K, NULL), n_threads, "E-step scratch")
         return
     run_row_blocks(&X[0, 0], _estep_block[float], _estep_block[double], &a, a.plan.n_busy,
                    _scratch(&layout, d, K, NULL), n_threads, "E-step scratch")

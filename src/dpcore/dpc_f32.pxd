@@ -16,3 +16,18 @@ cdef extern from "dpc_f32.h" nogil:
     void dpf_lse_ll(const float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
                     double *ll, double *tmp)
     void dpf_lanes_flush(float *la32, ptrdiff_t m, double *la64)
+
+
+cdef inline object domain32(const double *dom, Py_ssize_t d, const float **out):
+    """The float32 path's domain in float (``dpf_domain32``, issue 41) for one kernel call: a
+    buffer the caller keeps alive for the call (returned) and ``out[0]`` pointing at it, or NULL
+    (None returned) where there is no domain or it has no float form (the float64 clip then)."""
+    cdef char *p
+    out[0] = NULL
+    if dom == NULL:
+        return None
+    buf = bytearray(4 * d * sizeof(float))
+    p = buf
+    if dpf_domain32(dom, d, <float *> p):
+        out[0] = <const float *> p
+    return buf
