@@ -452,6 +452,22 @@ static void dpk_distances(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
     for (r = 0; r < npad; r++) dist[r] = dpk_dist_row(Xt, d, ld, r, C + (ptrdiff_t)lab[r] * d);
 }
 
+/* s += x_r (row r of the transposed chunk); returns |x_r - c|^2 summed in feature order,
+   ((0 + t_0^2) + t_1^2) + ... (dpk_dist_row's number).  One row of dpk_accumulate_body and of
+   the small-d panel accumulation (dpc_kmeans_small.h). */
+static inline __attribute__((always_inline)) double
+dpk_add_row(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t r, const double *c, double *s)
+{
+    ptrdiff_t i;
+    double dist = 0.0;
+    for (i = 0; i < d; i++) {
+        double x = Xt[i * ld + r], t = x - c[i];
+        dist += t * t;
+        s[i] += x;
+    }
+    return dist;
+}
+
 /* Add the nr assigned rows of the chunk into one block's partials, in row order:
    counts[lab[r]] += 1, sums[lab[r], :] += x_r, acc += |x_r - c_lab[r]|^2 (dpk_dist_row's
    number), a fixed order: no dependence on the thread count.  Returns acc; dpk_accumulate
@@ -461,18 +477,11 @@ dpk_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t
                     const double *C, const double *lab, double *counts, double *sums,
                     double acc)
 {
-    ptrdiff_t r, i;
+    ptrdiff_t r;
     for (r = 0; r < nr; r++) {
         ptrdiff_t k = (ptrdiff_t)lab[r];
-        const double *c = C + k * d;
-        double *s = sums + k * d, dist = 0.0;
         counts[k] += 1.0;
-        for (i = 0; i < d; i++) {
-            double x = Xt[i * ld + r], t = x - c[i];
-            dist += t * t;
-            s[i] += x;
-        }
-        acc += dist;
+        acc += dpk_add_row(Xt, d, ld, r, C + k * d, sums + k * d);
     }
     return acc;
 }

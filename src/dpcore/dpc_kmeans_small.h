@@ -138,14 +138,7 @@ dpk_panel_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptr
             __asm__("" : "+x"(t));
             acc += _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
         } else {
-            const double *c = C + k * d;
-            double *s = sums + k * d, dist = 0.0;
-            for (i = 0; i < d; i++) {
-                double x = Xt[i * ld + r], t = x - c[i];
-                dist += t * t;
-                s[i] += x;
-            }
-            acc += dist;
+            acc += dpk_add_row(Xt, d, ld, r, C + k * d, sums + k * d);
         }
     }
     return acc;
