@@ -313,6 +313,13 @@ class ReleasedOperator:
         G[m:].flat[::p + 1] -= 1.0
         return C, bool(np.max(np.abs(G)) <= ORTHO_TOL)
 
+    def _check_open(self, end=False):
+        """Refuse a read after the last one (:meth:`diagonal` or :meth:`weighted_trace`); with
+        ``end``, this read is the last."""
+        if self._ended:
+            raise RuntimeError("the released operator was ended (by weighted_trace or diagonal)")
+        self._ended = bool(end)
+
     def __reduce__(self):
         raise TypeError("a released operator holds the exact statistic: it cannot be pickled")
 
@@ -398,8 +405,7 @@ class ReleasedOperator:
         returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (a view: read, not
         written).  The caller's basis is then this operator's, column for column.  Else None,
         nothing revealed (the caller asks ``A @ V``)."""
-        if self._ended:
-            raise RuntimeError("the released operator was ended by weighted_trace")
+        self._check_open()
         V = np.ascontiguousarray(V, dtype=np.float64)
         if not self._as_given or self._m + V.shape[1] > self.shape[0]:
             return None
@@ -408,8 +414,7 @@ class ReleasedOperator:
             return self._release(V, C, staged=True) if ok else None
 
     def __matmul__(self, V):
-        if self._ended:
-            raise RuntimeError("the released operator was ended (by weighted_trace or diagonal)")
+        self._check_open()
         V = np.asarray(V, dtype=np.float64)
         vec = V.ndim == 1
         V = V.reshape(self.shape[0], -1)
@@ -438,9 +443,7 @@ class ReleasedOperator:
         """``diag A``: from the released columns, the rows' ``diag(R S R)`` and fresh noise of its
         conditional law, plus a small cover (:mod:`~dpem_fast._engine._diagonal`).  Ends the
         operator."""
-        if self._ended:
-            raise RuntimeError("the released operator was ended")
-        self._ended = True
+        self._check_open(end=True)
         Q, AQ = self._Q, self._AQ
         exact = self._exact.projected_diagonal(Q)
         with blas_single_thread():
@@ -450,9 +453,7 @@ class ReleasedOperator:
         """``Σ_i w_i A_ii``: the released columns' part plus one new coordinate (module
         docstring; exact in law for constant weights, else the complement's part estimated
         with the weights' mean there).  Ends the operator."""
-        if self._ended:
-            raise RuntimeError("the released operator was ended (by weighted_trace or diagonal)")
-        self._ended = True
+        self._check_open(end=True)
         d, m = self.shape[0], self._m
         w = np.asarray(w, dtype=np.float64)
         Q = self._Q
