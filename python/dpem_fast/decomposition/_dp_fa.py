@@ -155,11 +155,8 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
         return {"start": start, "krylov": self._krylov_start(d, key, private), "mean": np.zeros(d), "W": np.zeros((k, d)), "psi": np.ones(d), "loglike": [],
                 "n_iter": 0}
 
-    def _operator_factor(self, n_public, d):
-        """The operator's widening with its diagonal read after the columns
-        (:func:`~dpem_fast._engine._specs.operator_diagonal_rounding_factor`)."""
-        return operator_diagonal_rounding_factor(n_public, max(self._block_rows(n_public, d), 1), d,
-                                                 krylov_columns(self._k(d)))
+    #: the operator's columns, then its diagonal (:mod:`dpem_fast._engine._diagonal`)
+    _operator_widening = staticmethod(operator_diagonal_rounding_factor)
 
     def _update(self, noisy, params, ctx):
         """Factor analysis of the released statistics (post-processing of public values;

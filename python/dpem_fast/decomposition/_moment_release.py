@@ -122,9 +122,15 @@ class SecondMomentRelease:
         _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
         return start.reshape(d, BLOCK)
 
+    #: the widening of what the model reads of the operator (:mod:`dpem_fast._engine._specs`):
+    #: its columns (PCA); FA, which reads the diagonal after them, sets its own
+    _operator_widening = staticmethod(operator_rounding_factor)
+
     def _operator_factor(self, n_public, d):
-        """The matrix-free path's float64 widening (what the model reads of the operator)."""
-        return operator_rounding_factor(n_public, self._block_rows(n_public, d), d, krylov_columns(self._k(d)))
+        """The matrix-free path's float64 widening (:attr:`_operator_widening` at this fit's
+        public row count, block rows, d and Krylov basis size)."""
+        return self._operator_widening(n_public, max(self._block_rows(n_public, d), 1), d,
+                                       krylov_columns(self._k(d)))
 
     def _rounding_factor(self, d, n_public):
         """The engine's float64 widening, or the matrix-free path's larger one where that path
