@@ -77,6 +77,7 @@ def _keyed_hash(key):
 
 
 _LITTLE = sys.byteorder == "little"
+_UINT32 = np.dtype(np.uint32)       # (a dtype instance: frombuffer parses it fastest positionally)
 
 
 class KeyDeriver:
@@ -93,11 +94,11 @@ class KeyDeriver:
     def derive(self, prefix, index, suffix=()):
         parts = self._parts.get((prefix, suffix))
         if parts is None:
-            parts = self._parts[(prefix, suffix)] = (_encode_tag(prefix), _encode_tag(suffix))
+            parts = self._parts[(prefix, suffix)] = (_encode_tag(prefix) + b"i", _encode_tag(suffix))
         h = self._hash.copy()
-        h.update(parts[0] + b"i" + int(index).to_bytes(16, "little", signed=True) + parts[1])
+        h.update(parts[0] + int(index).to_bytes(16, "little", signed=True) + parts[1])
         if _LITTLE:     # the digest's words are native: read in place (a writable array, one copy)
-            return np.frombuffer(bytearray(h.digest()), dtype=np.uint32)
+            return np.frombuffer(bytearray(h.digest()), _UINT32)
         return np.frombuffer(h.digest(), dtype="<u4").astype(np.uint32)
 
 

@@ -149,6 +149,21 @@ def sum_blocks(part, int n_threads=1):
     return out.reshape(shape)
 
 
+def mirror_upper(double[:, :, ::1] s):       # INOUT (m, d, d)
+    """Copy each matrix's strict upper triangle below its diagonal, in place: a kernel's summed
+    second moments (upper triangle summed, lower left at +0.0) made symmetric, bit for bit.
+
+    Equivalent to: ``np.copyto(s, s.transpose(0, 2, 1), where=np.tril(np.ones((d, d), bool), -1))``.
+    """
+    cdef Py_ssize_t m, i, j, d = s.shape[1]
+    if s.shape[2] != d:
+        raise ValueError("mirror_upper: the matrices must be square")
+    for m in range(s.shape[0]):
+        for i in range(1, d):
+            for j in range(i):
+                s[m, i, j] = s[m, j, i]
+
+
 def sum_segments(values, bounds):
     """Exact sums of consecutive segments of each row of ``values``: ``out[j, s]`` is the
     correctly rounded (to nearest, ties to even) value of the exact sum of

@@ -99,6 +99,9 @@ def _observed(release, indices):
             callback(release, int(i))
 
 
+_RELEASE_TAG = ("release",)
+
+
 def release_key(key, index, name):
     """Sub-key of the draw for statistic ``name`` at release index ``index``."""
     return derive_key(key, "release", int(index), name)
@@ -133,28 +136,32 @@ def add_noise(value, release, key, n_threads=1, offdiag=None):
             return ReleasedOperator(value, release.noise_scale, key, n_threads)
         value = value.dense(n_threads)
     value = np.asarray(value, dtype=np.float64)
-    if value.shape != tuple(release.shape):
-        raise ValueError(f"statistic {release.name!r} has shape {value.shape}, the plan says {release.shape}")
-    if release.mechanism == "discrete_gaussian":
+    shape = value.shape
+    if shape != tuple(release.shape):
+        raise ValueError(f"statistic {release.name!r} has shape {shape}, the plan says {release.shape}")
+    mechanism = release.mechanism
+    if mechanism == "discrete_gaussian":
         return _add_discrete_noise(value, release, key, n_threads)
-    if release.mechanism == "gaussian" and release.symmetric:
+    if mechanism == "gaussian" and release.symmetric:
         # value + noise in one threaded pass (the noise matrix is never formed on its own)
-        d = value.shape[-1]
-        batch = math.prod(value.shape[:-2])
+        d = shape[-1]
+        batch = math.prod(shape[:-2])
         out = np.empty((batch, d, d))
         _symnoise.fill_symmetric_normal(key, 0, release.noise_scale, out, n_threads,
-                                        value=np.ascontiguousarray(value).reshape(batch, d, d),
-                                        offdiag=SYMMETRIC_OFFDIAG if offdiag is None else offdiag)
-        return out.reshape(value.shape)
+                                        np.ascontiguousarray(value).reshape(batch, d, d),
+                                        SYMMETRIC_OFFDIAG if offdiag is None else offdiag)
+        return out.reshape(shape)
+    # the noise drawn into the result, then the value added to it (``value + noise``: the same
+    # bits, one array fewer)
+    out = np.empty(shape)
+    if mechanism == "gaussian":
+        _core_rng.fill_normal(key, 0, release.noise_scale, out.reshape(-1), n_threads)
+    elif mechanism == "laplace":
+        _core_rng.fill_laplace(key, 0, release.noise_scale, out.reshape(-1), n_threads)
     else:
-        noise = np.empty(value.size)
-        if release.mechanism == "gaussian":
-            _core_rng.fill_normal(key, 0, release.noise_scale, noise, n_threads)
-        elif release.mechanism == "laplace":
-            _core_rng.fill_laplace(key, 0, release.noise_scale, noise, n_threads)
-        else:
-            raise ValueError(f"unknown mechanism {release.mechanism!r}")
-    return value + noise.reshape(value.shape)
+        raise ValueError(f"unknown mechanism {mechanism!r}")
+    np.add(value, out, out=out)
+    return out if out.ndim else out[()]     # 0-d: a scalar, as ``value + noise`` gives
 
 
 class ReleaseLayer:
@@ -194,8 +201,9 @@ class ReleaseLayer:
             is passed on.
         """
         out = {}
+        releases = self._plan.releases
         for name in statistics:
-            r = self._plan.releases.get(name)
+            r = releases.get(name)
             if r is None:
                 raise ValueError(f"statistic {name!r} is not in the privacy plan {list(self._plan.releases)}")
             if not (0 <= index < r.count or (index >= 0 and name in self._plan.open_ended)):
@@ -203,12 +211,14 @@ class ReleaseLayer:
                                  f"{r.count} release(s) the plan accounts for")
             if (name, index) in self._made:
                 raise ValueError(f"statistic {name!r} was already released at index {index}")
-        for name in statistics:
-            r = self._plan.releases[name]
-            key = self._keys.derive(("release",), index, (name,))       # = release_key(key, index, name)
-            out[name] = add_noise(statistics[name], r, key, self._n_threads)
+        observers = _OBSERVERS.get()
+        for name, value in statistics.items():
+            r = releases[name]
+            key = self._keys.derive(_RELEASE_TAG, index, (name,))      # = release_key(key, index, name)
+            out[name] = add_noise(value, r, key, self._n_threads)
             self._made.add((name, index))
-            _observed(r, (index,))
+            for callback in observers:          # _observed(r, (index,))
+                callback(r, int(index))
         return out
 
     def noise_block(self, name, start, stop):

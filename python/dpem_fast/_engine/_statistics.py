@@ -177,6 +177,15 @@ def _held(v, owned=False):
     return np.asarray(v, dtype=np.float64) if owned else np.array(v, dtype=np.float64)
 
 
+def _own_float64(arrays):
+    """True when an owned part's arrays may be held as they are: float64 ndarrays (or rows, joined,
+    never summed)."""
+    for v in arrays.values():
+        if not (type(v) is np.ndarray and v.dtype == np.float64) and not isinstance(v, RowProducts):
+            return False
+    return True
+
+
 class StatisticsSum:
     """The sum of the statistics of consecutive row sets (superblocks, Dask chunks), added one at a
     time by Ogita–Rump–Oishi's Sum2 ("Accurate sum and dot product", 2005, Alg. 4.4): TwoSum
@@ -211,6 +220,9 @@ class StatisticsSum:
                 # one part (the common case: one superblock) needs no Sum2; copied now, as Sum2's
                 # state would be (a caller may reuse the part's arrays), unless the part owns them
                 owned = isinstance(part, Statistics) and part.owned
+                if owned and _own_float64(part.arrays):
+                    self._first = part      # held as it is: its arrays are the sum's own already
+                    return
                 one = {k: _held(v, owned) for k, v in self._arrays(part).items()}
                 self._first = (Statistics(one, part.n_rows, part.loglik, part.n_clipped)
                                if isinstance(part, Statistics) else one[None])
@@ -246,13 +258,12 @@ class StatisticsSum:
     def result(self):
         """The sum, or None when nothing was added."""
         if self._first is not None:         # Sum2 of one part: the part, +0.0 for -0.0
-            # in place: the held arrays are this sum's own copies; a later call returns them again
-            one = {k: v if isinstance(v, RowProducts) else np.add(v, 0.0, out=v)
-                   for k, v in self._arrays(self._first).items()}
-            if isinstance(self._first, Statistics):
-                p = self._first
-                return Statistics(one, p.n_rows, p.loglik, p.n_clipped)
-            return one[None]
+            # in place: the held arrays are this sum's own (copies, or an owned part's); a later
+            # call returns them again
+            for v in self._arrays(self._first).values():
+                if not isinstance(v, RowProducts):
+                    np.add(v, 0.0, out=v)
+            return self._first
         if self._kind is None:
             return None
         if self._kind == "plain":

@@ -25,9 +25,10 @@ __all__ = ["COUNTS", "FIRST", "SECOND", "COVARIANCE_TYPES", "gmm_statistics", "s
 COUNTS, FIRST, SECOND = "counts", "first_moments", "second_moments"
 
 
-def gmm_statistics(n_rows, nk, s1, s2, loglik=0.0, n_clipped=0) -> Statistics:
-    """Pack ``N_k``, ``S1_k``, ``S2_k`` (and diagnostics) as named engine statistics."""
-    return Statistics({COUNTS: nk, FIRST: s1, SECOND: s2}, int(n_rows), float(loglik), int(n_clipped))
+def gmm_statistics(n_rows, nk, s1, s2, loglik=0.0, n_clipped=0, owned=False) -> Statistics:
+    """Pack ``N_k``, ``S1_k``, ``S2_k`` (and diagnostics) as named engine statistics
+    (``owned``: the arrays are fresh and held by nothing else, see :class:`Statistics`)."""
+    return Statistics({COUNTS: nk, FIRST: s1, SECOND: s2}, int(n_rows), float(loglik), int(n_clipped), owned)
 
 
 #: scikit-learn's covariance types and the second moments each one releases
@@ -79,7 +80,7 @@ def _params(X, weights, means, precisions_cholesky):
         raise ValueError(f"precisions_cholesky must have shape {(K, d, d)}, got {P.shape}")
     if weights.shape != (K,):
         raise ValueError(f"weights must have shape ({K},), got {weights.shape}")
-    upper = _is_upper(P)
+    upper = _mstep.is_upper_triangular(P)       # (P is C-contiguous float64 already)
     return X, means, P, log_normalizers(weights, P, upper), upper
 
 
@@ -97,8 +98,8 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     d = P.shape[-1]
     if upper_triangular is None:
         upper_triangular = _is_upper(P)
-    if upper_triangular:
-        log_det = np.log(P.diagonal(axis1=1, axis2=2)).sum(axis=1)
+    if upper_triangular:        # (np.add.reduce: .sum's ufunc, without its Python wrapper)
+        log_det = np.add.reduce(np.log(P.diagonal(axis1=1, axis2=2)), axis=1)
     else:
         log_det = np.linalg.slogdet(P)[1]
     weights = np.asarray(weights, dtype=np.float64)
@@ -109,30 +110,23 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     else:
         with np.errstate(divide="ignore"):
             log_w = np.log(weights)
-    return log_w + log_det - 0.5 * d * _LOG_2PI     # a new 1-d array: contiguous
+    log_w += log_det                    # (log_w + log_det) - c in place: the same bits
+    log_w -= 0.5 * d * _LOG_2PI
+    return log_w                        # a new 1-d array: contiguous
 
 
-_LOWER = {}
-
-
-def _strict_lower(d):
-    """The (d, d) mask of the strict lower triangle (read-only, made once per d: every
-    E-step mirrors its second moments with it)."""
-    mask = _LOWER.get(d)
-    if mask is None:
-        mask = np.tril(np.ones((d, d), dtype=bool), -1)
-        mask.setflags(write=False)
-        _LOWER[d] = mask
-    return mask
+_CLIP_TARGETS = {}
 
 
 def _domain_kwargs(domain, d, nb):
-    """The kernels' domain arguments: the (4, d) loader array, the clip target and per-block
-    clip counts (none without a domain)."""
+    """The kernels' domain arguments: the (4, d) loader array, the clip target (per d, computed
+    once: every pass reads it) and per-block clip counts (none without a domain)."""
     if domain is None:
         return {}
-    return dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64),
-                part_clipped=np.zeros(nb, dtype=np.int64))
+    target = _CLIP_TARGETS.get(d)
+    if target is None:
+        target = _CLIP_TARGETS[d] = clip_target(d, np.float64)
+    return dict(domain=domain.loader_array(), clip_target=target, part_clipped=np.zeros(nb, dtype=np.int64))
 
 
 #: The float32 path runs only while every Mahalanobis term stays far inside float range:
@@ -231,7 +225,8 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     part_s2 = np.empty((nb, K, d, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
-    kw.update(_single_kwargs(X, single, means, P, log_const, domain))
+    if single:
+        kw.update(_single_kwargs(X, single, means, P, log_const, domain))
     with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
         _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
                            upper, n_threads, **kw)
@@ -245,12 +240,12 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     # Mirror the upper triangle.  The kernel leaves the strict lower triangle at +0.0 and no
     # entry is -0.0 (accumulators start at +0.0), so u + 0.0 == u and copying the upper
     # triangle below equals ``triu(s2) + triu(s2, 1).T`` bit for bit.
-    np.copyto(s2, s2.transpose(0, 2, 1), where=_strict_lower(d))
+    _contract.mirror_upper(s2)
     if second == "tied":
         s2 = s2[0]
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
-    n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
-    return gmm_statistics(n, nk, s1, s2, loglik, n_clipped)
+    n_clipped = int(np.add.reduce(kw["part_clipped"])) if "part_clipped" in kw else 0
+    return gmm_statistics(n, nk, s1, s2, loglik, n_clipped, owned=True)
 
 
 def predict_log_resp(X, weights, means, precisions_cholesky, n_threads=None):
@@ -356,7 +351,8 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
     part_sq = np.empty((nb, K, d))
     part_ll = np.empty(nb)
     kw = _domain_kwargs(domain, d, nb)
-    kw.update(_single_kwargs(X, single, means, p, log_const, domain))
+    if single:
+        kw.update(_single_kwargs(X, single, means, p, log_const, domain))
     _estep_diag.estep_diag_stats(X, means, p, log_const, part_nk, part_s1, part_sq, part_ll, n_threads, **kw)
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
@@ -366,7 +362,7 @@ def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None
         sq = _contract.sum_blocks(part_sq, n_threads)
     loglik = float(np.add.reduce(part_ll)) if nb else 0.0
     n_clipped = int(kw["part_clipped"].sum()) if "part_clipped" in kw else 0
-    return gmm_statistics(n, nk, s1, sq, loglik, n_clipped)
+    return gmm_statistics(n, nk, s1, sq, loglik, n_clipped, owned=True)
 
 
 def predict_log_resp_diag(X, weights, means, prec_diag, n_threads=None):
