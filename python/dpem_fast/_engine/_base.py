@@ -448,6 +448,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         else:
             params = self._initial_parameters(rows.summary, domain, key, True)
         train_ll, n_clipped = [], 0
+        names = tuple(s.name for s in specs)        # what each round releases
         tail = TailAverage(plan.releases, rounds, self._n_averaged(rounds))
         progress = Progress(self.verbose, rounds, type(self).__name__, plan_spent(plan, rounds, self.delta),
                             self.delta)
@@ -456,7 +457,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
                 stats = self._pass(rows, params, domain, n_threads)
                 train_ll.append(stats.loglik / max(n, 1))     # 0 rows: a selection trial's empty part
                 n_clipped = stats.n_clipped
-                noisy = layer.release({s.name: stats[s.name] for s in specs}, it)
+                noisy = layer.release({name: stats[name] for name in names}, it)
                 seen, releases = tail.add(it, noisy)
                 ctx = Context(it, releases, n_public, domain)
                 params = self._update(seen, params, ctx)

@@ -103,9 +103,10 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     else:
         log_det = np.linalg.slogdet(P)[1]
     weights = np.asarray(weights, dtype=np.float64)
-    # (count_nonzero: weights.all() at a quarter of its cost) np.errstate costs more than this
-    # E-step's reduction on small problems
-    if np.count_nonzero(weights) == weights.size:
+    # (the ufunc reduce: weights.all() at a fraction of its cost) np.errstate costs more than
+    # this E-step's reduction on small problems; a NaN or a negative weight takes the errstate
+    # path, which gives the same values and warnings
+    if not weights.size or np.minimum.reduce(weights) > 0:
         log_w = np.log(weights)
     else:
         with np.errstate(divide="ignore"):
@@ -227,9 +228,12 @@ def compute_stats(X, weights, means, precisions_cholesky, n_threads=None, domain
     kw = _domain_kwargs(domain, d, nb)
     if single:
         kw.update(_single_kwargs(X, single, means, P, log_const, domain))
-    with blas_single_thread(enabled=d >= _contract.BLAS_MIN_D):   # the hand loops call no BLAS
-        _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
-                           upper, n_threads, **kw)
+    if d >= _contract.BLAS_MIN_D:
+        with blas_single_thread():
+            _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll,
+                               upper, n_threads, **kw)
+    else:                       # the hand loops call no BLAS
+        _estep.estep_stats(X, means, P, log_const, part_nk, part_s1, part_s2, part_ll, upper, n_threads, **kw)
     # Exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34).
     nk = _contract.sum_blocks(part_nk, n_threads)
     s1 = _contract.sum_blocks(part_s1, n_threads)
