@@ -6,7 +6,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from dpem_fast import accounting as acc
-from dpem_fast._engine import ReleaseLayer, StatSpec, Statistics, add_noise, make_plan, release_key
+from dpem_fast._engine import Release, ReleaseLayer, StatSpec, Statistics, add_noise, make_plan, release_key
 from dpem_fast._engine._plan import PAPER_DELTA_PER_RELEASE
 from dpem_fast._rng import make_key
 
@@ -210,6 +210,20 @@ def test_noise_is_addressed_by_index_and_name_and_thread_count_free():
     assert_array_equal(first["b"], add_noise(np.zeros(r.shape), r, release_key(make_key(0), 0, "b")))
     c = first["c"]
     assert_array_equal(c, np.swapaxes(c, 1, 2)) and not np.array_equal(c[0], c[1])
+
+
+def test_dense_noise_is_the_value_plus_the_zero_release_draw():
+    """A dense release is ``value + noise`` bit for bit, the noise that of a zero value under the
+    same key (issue 41 draws it into the result); a 0-d value still gives a scalar."""
+    key = release_key(make_key(4), 0, "v")
+    for mech in ("gaussian", "laplace"):
+        for shape in [(), (1,), (3, 4)]:
+            r = Release("v", mech, "l1" if mech == "laplace" else "l2", 1.0, 0.7, shape, False, 1)
+            value = np.random.default_rng(1).standard_normal(shape) * 1e3
+            got = add_noise(value, r, key)
+            noise = add_noise(np.zeros(shape), r, key)
+            assert np.asarray(got).tobytes() == np.asarray(value + noise).tobytes()
+            assert type(got) is (np.float64 if shape == () else np.ndarray)
 
 
 @pytest.mark.statistical

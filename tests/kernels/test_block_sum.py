@@ -191,6 +191,17 @@ def test_statistics_sum_holds_an_owned_part_without_a_copy():
         acc = StatisticsSum()
         acc.add(Statistics({"a": a}, 1, owned=owned))
         assert np.shares_memory(acc.result()["a"], a) is owned
+    # an owned part is the result itself, its -0.0 made +0.0 in place, as the copy's would be
+    part = Statistics({"a": np.array([-0.0, 1.0]), "b": np.array([[-0.0]])}, 2, 0.5, 1, owned=True)
+    acc = StatisticsSum()
+    acc.add(part)
+    out = acc.result()
+    assert out is part and acc.result() is part
+    assert not np.signbit(out["a"]).any() and not np.signbit(out["b"]).any()
+    assert (out.n_rows, out.loglik, out.n_clipped) == (2, 0.5, 1)
+    acc = StatisticsSum()
+    acc.add(Statistics({"a": np.arange(2, dtype=np.float32)}, 1, owned=True))     # not float64: copied
+    assert acc.result()["a"].dtype == np.float64
     X = np.random.default_rng(3).standard_normal((50, 600))
     stats = second_moment_stats(X, None, 1)
     assert stats.owned

@@ -104,3 +104,18 @@ def test_sum_blocks_is_exact_for_every_thread_count(shape):
         assert _contract.sum_blocks(part[::-1], nt).tobytes() == expect.tobytes()
     if shape[0] == 4:      # the data are such that the sequential float sum differs
         assert not np.array_equal(np.add.reduce(part, axis=0), expect)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (1, 1, 1), (5, 2, 2), (3, 10, 10), (2, 17, 17)])
+def test_mirror_upper_is_the_masked_copy(shape):
+    """The E-step's mirror of its summed second moments (issue 41): each strict upper triangle
+    copied below the diagonal, in place, bit for bit as numpy's masked ``copyto``."""
+    rng = np.random.default_rng(sum(shape))
+    s = np.triu(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9, size=shape))
+    expect = s.copy()
+    d = shape[-1]
+    np.copyto(expect, expect.transpose(0, 2, 1), where=np.tril(np.ones((d, d), dtype=bool), -1))
+    _contract.mirror_upper(s)
+    assert s.tobytes() == expect.tobytes()
+    with pytest.raises(ValueError, match="square"):
+        _contract.mirror_upper(np.zeros((1, 2, 3)))
