@@ -221,6 +221,23 @@ def test_float_clip_is_the_same_in_every_clone(tmp_path):
     assert out[0] == out[1] == out[2] and out[0].strip()
 
 
+@pytest.mark.slow    # GCC compiles the lanes three times
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 only")
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs GCC (target_clones)")
+@pytest.mark.skipif(not (HEADERS / "dpc_lanes.h").is_file(), reason="needs the kernels' sources")
+def test_second_moment_lanes_keep_the_row_order_in_every_clone(tmp_path):
+    """f32_lanes_order.c: dpf_lanes_s2's tiles (issue 41: the diagonal entry shares the last
+    column's loop) equal the plain per-lane loop bit for bit, built as shipped, for baseline
+    x86-64 and for x86-64-v3."""
+    for name, flags in (("shipped", []), ("baseline", ["-DDPC_NO_CLONES"]),
+                        ("v3", ["-DDPC_NO_CLONES", "-march=x86-64-v3"])):
+        exe = tmp_path / name
+        subprocess.run(["gcc", "-O3", "-std=c11", "-fno-math-errno", "-ffp-contract=fast", *flags, "-I", str(HEADERS),
+                        str(HERE / "f32_lanes_order.c"), "-o", str(exe)], check=True, capture_output=True, timeout=600)
+        proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == "all equal", (name, proc.stdout)
+
+
 @pytest.mark.parametrize("n,d,K", DIAG_SHAPES)
 def test_diag_matches_the_twin_on_rounded_rows(n, d, K):
     X, dom, w, means, P = problem(n, d, K)
