@@ -68,7 +68,10 @@ from .dpc_contract cimport (
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_f32_prod cimport dpf_logp_tiles, dpf_s2_piece
-from .dpc_f32 cimport domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport (
+    domain32, dpf_load_domain32, dpf_exp_log_rows, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse, dpf_prefetch,
+    dpf_ftz_begin, dpf_ftz_end,
+)
 from .dpc_gmm cimport (
     dpe_center, dpe_gmm_scratch_init, dpe_logp_from_y, dpe_logp_small, dpf_center, dpf_logp_small,
 )
@@ -267,6 +270,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
     cdef const float *g
     cdef double acc
     cdef Py_ssize_t n_clipped = 0
+    cdef unsigned int mode = dpf_ftz_begin()
     _single_scratch(&s, d, K, buf)
     lpc = s.lanes_per_component
     for i in range(K * lpc):
@@ -287,6 +291,8 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
             # a domain not representable in float: the clip in float64, then rounded to float
             n_clipped += dpf_load_domain(X + r0 * d, d, nr, npad, DPC_CHUNK_SIZE, a.dom, a.target,
                                          s.Xt, s.Xs)
+        if c + 1 < c1:      # the next chunk's rows on their way while this one computes
+            dpf_prefetch(X + (r0 + DPC_CHUNK_SIZE) * d, sizeof(float) * d * dpc_chunk_rows(a.n, c + 1))
         _logp_chunk_single(s.Xs, npad, d, K, a.means32, a.prec32, a.log_const32, a.tri,
                            s.D, s.W, s.L)
         dpf_lse(s.L, K, DPC_CHUNK_SIZE, nr, npad, s.ll, s.tmp)
@@ -317,6 +323,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
             dpe_lanes_flush_s2(s.lanes + k * lpc + ns1, d, s2 + k * d * d)
     if a.clipped != NULL:
         a.clipped[b] += n_clipped
+    dpf_ftz_end(mode)
     return 0
 
 

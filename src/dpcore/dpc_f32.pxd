@@ -16,6 +16,9 @@ cdef extern from "dpc_f32.h" nogil:
     void dpf_lse_ll(const float *L, ptrdiff_t K, ptrdiff_t ld, ptrdiff_t npad,
                     double *ll, double *tmp)
     void dpf_lanes_flush(float *la32, ptrdiff_t m, double *la64)
+    void dpf_prefetch(const void *p, ptrdiff_t n)
+    unsigned int dpf_ftz_begin()
+    void dpf_ftz_end(unsigned int m)
 
 
 cdef inline object domain32(const double *dom, Py_ssize_t d, const float **out):

@@ -111,6 +111,33 @@ def test_full_matches_the_twin_on_rounded_rows(n, d, K):
     assert_array_equal(got["second_moments"], got["second_moments"].transpose(0, 2, 1))
 
 
+def test_far_components_flush_to_zero_in_the_block_only():
+    """Responsibilities of far components down to e^-87 make subnormal products (g x_i,
+    g x_i x_j); the float32 path flushes them to zero inside its blocks (dpf_ftz_begin, issue
+    41: subnormal operands take a slow path): the statistics still agree with the twin, are the
+    same for every thread count, and the caller's floating-point mode is back afterwards (numpy
+    float32 arithmetic still makes subnormals)."""
+    n, d, K = 12 * CHUNK + 5, 10, 4
+    rng = np.random.default_rng(11)
+    dom = resolve_domain(d, R, None)
+    centres = np.eye(K, d) * 5.0
+    X = (centres[rng.integers(K, size=n)] + rng.normal(scale=0.6, size=(n, d))).astype(np.float32)
+    means = centres / R
+    P = np.broadcast_to(np.eye(d) * (R / 0.55), (K, d, d)).copy()
+    w = np.full(K, 1.0 / K)
+    rows = rounded_rows(X, dom)
+    lp = -0.5 * (((rows[:, None, :] - means[None]) * (R / 0.55)) ** 2).sum(axis=2)
+    gap = lp - lp.max(axis=1, keepdims=True)
+    assert np.count_nonzero((gap > -87) & (gap < -80)) > 100     # subnormal products do occur
+    runs = [compute_stats(X, w, means, P, n_threads=t, domain=dom, single=True) for t in (1, 2, 3)]
+    assert_close(runs[0], estep_stats_reference(rows, w, means, P))
+    for r in runs[1:]:
+        for name in ("counts", "first_moments", "second_moments"):
+            assert_array_equal(r[name], runs[0][name], err_msg=name)
+    tiny = np.float32(1e-38) * np.float32(1e-3)
+    assert tiny > 0 and tiny < np.finfo(np.float32).tiny
+
+
 @pytest.mark.parametrize("kind", ["full", "diag"])
 def test_box_and_per_feature_scales(kind):
     """A declared box and per-feature scales (the vectorised float32 loader's box test and its
@@ -192,6 +219,23 @@ def test_float_clip_is_the_same_in_every_clone(tmp_path):
                        timeout=600)
         out.append(subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout)
     assert out[0] == out[1] == out[2] and out[0].strip()
+
+
+@pytest.mark.slow    # GCC compiles the lanes three times
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86-64 only")
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs GCC (target_clones)")
+@pytest.mark.skipif(not (HEADERS / "dpc_lanes.h").is_file(), reason="needs the kernels' sources")
+def test_second_moment_lanes_keep_the_row_order_in_every_clone(tmp_path):
+    """f32_lanes_order.c: dpf_lanes_s2's tiles (issue 41: the diagonal entry shares the last
+    column's loop) equal the plain per-lane loop bit for bit, built as shipped, for baseline
+    x86-64 and for x86-64-v3."""
+    for name, flags in (("shipped", []), ("baseline", ["-DDPC_NO_CLONES"]),
+                        ("v3", ["-DDPC_NO_CLONES", "-march=x86-64-v3"])):
+        exe = tmp_path / name
+        subprocess.run(["gcc", "-O3", "-std=c11", "-fno-math-errno", "-ffp-contract=fast", *flags, "-I", str(HEADERS),
+                        str(HERE / "f32_lanes_order.c"), "-o", str(exe)], check=True, capture_output=True, timeout=600)
+        proc = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and proc.stdout.strip() == "all equal", (name, proc.stdout)
 
 
 @pytest.mark.parametrize("n,d,K", DIAG_SHAPES)
