@@ -45,7 +45,8 @@ from .dpc_kmeans cimport (
     dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
 )
 from .dpc_kmeans_small cimport (
-    dpk_small_layout, dpk_small_scratch_size, dpk_stats_chunk, dpk_table_alloc_size, dpk_table_place,
+    dpk_acc_load, dpk_acc_store, dpk_small_layout, dpk_small_scratch_size, dpk_stats_chunk,
+    dpk_table_alloc_size, dpk_table_place,
 )
 from .dpc_rows cimport check_domain, load_rows_simd
 
@@ -147,6 +148,11 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
     cdef double *work = NULL
     if d <= DPK_SMALL_D:
         work = dpk_small_layout(buf, d, &Xt, &ld, &best, &lab)
+        if a.path == DPK_PATH_AVX2:
+            # the block's counts and sums in one accumulator (dpc_kmeans_small.h)
+            dpk_acc_load(work, d, K, a.counts + b * K, a.sums + b * K * d)
+        else:
+            work = NULL
     for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
         nr = dpc_chunk_rows(a.n, c)
@@ -156,6 +162,8 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
         dpk_stats_chunk(Xt, d, ld, nr, npad, a.tab, K, a.C, 1.0 if a.dom != NULL else -1.0,
                         a.cmax, a.hmax, best, lab, work, a.counts + b * K,
                         a.sums + b * K * d, a.inertia + b, a.path)
+    if work != NULL:
+        dpk_acc_store(work, d, K, a.counts + b * K, a.sums + b * K * d)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0

@@ -23,9 +23,9 @@
  * A row whose scores are NaN (a NaN feature of raw rows) gets label 0, as in dpk_assign.
  *
  * One store per row, at page offsets apart from the loads (issue 41).  A row's count and
- * sums go into one vector acc[k] = (sums_k, count_k) of a chunk-local accumulator (loaded
- * from the block's partials and stored back after the chunk: the same additions in the
- * same order), instead of two read-modify-writes of the partials.  Where it lies matters:
+ * sums go into one vector acc[k] = (sums_k, count_k) of the block's accumulator (loaded
+ * from its partials before its first chunk and stored back after its last: the same
+ * additions in the same order), instead of two read-modify-writes of the partials.  Where it lies matters:
  * on the Zen 4 (KVM) machine of issue 41 a store slowed the loads after it by ~6-9 cycles a
  * row when a load's page offset overlapped the store's and the two physical pages matched
  * in some hash -- one placement in seven or so, at random (the same virtual page remapped
@@ -39,6 +39,7 @@
  *
  *   dpk_small_scratch_size, dpk_small_layout   the chunk scratch of d <= DPK_SMALL_D.
  *   dpk_table_alloc_size, dpk_table_place      where the centre table and the centres' copy go.
+ *   dpk_acc_load, dpk_acc_store   a block's partial counts and sums into the accumulator and back.
  *   dpk_stats_chunk   labels of the chunk's npad rows and the accumulation of its nr rows
  *                     into one block's partials: the small-d AVX2 path where it applies,
  *                     else dpk_assign + dpk_accumulate.
@@ -194,12 +195,11 @@ dpk_panel_slot(const __m256d *xb, const ptrdiff_t d, const double *tab, ptrdiff_
 
 /* The nr rows in order: label k, then acc[k] += (x_r, 1) (sums + x and count + 1, the
    operands in dpk_accumulate's order), dist += the distance to c_k (dpk_dist_row's sum:
-   ((0 + t_0^2) + t_1^2) + ..., products apart; 0 + t_0^2 is t_0^2 exactly).  acc starts as
-   the block's partials counts, sums and goes back into them.  Returns dist. */
+   ((0 + t_0^2) + t_1^2) + ..., products apart; 0 + t_0^2 is t_0^2 exactly).  Returns dist. */
 static inline DPK_AVX2 __attribute__((always_inline)) double
 dpk_panel_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                           const double *tab, ptrdiff_t K, const double *C, const double *best,
-                          const double *grp, double *acc, double *counts, double *sums)
+                          const double *grp, double *acc)
 {
     const ptrdiff_t Kp = dpk_kpad(K), W = dpk_acc_width(d);
     const int64_t *g = (const int64_t *)grp;
@@ -208,11 +208,6 @@ dpk_panel_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptr
                       : d == 2 ? _mm256_set_pd(0.0, 1.0, 0.0, 0.0) : _mm256_set_pd(1.0, 0.0, 0.0, 0.0);
     ptrdiff_t r, i;
     double dist = 0.0;
-    for (r = 0; r < K; r++) {
-        for (i = 0; i < d; i++) acc[r * W + i] = sums[r * d + i];
-        acc[r * W + d] = counts[r];
-        for (i = d + 1; i < W; i++) acc[r * W + i] = 0.0;
-    }
     for (r = 0; r < nr; r++) {
         __m256d xb[DPK_SMALL_D], xv, t;
         __m128d u;
@@ -248,29 +243,20 @@ dpk_panel_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptr
         }
         dist += _mm_cvtsd_f64(u);
     }
-    for (r = 0; r < K; r++) {
-        for (i = 0; i < d; i++) sums[r * d + i] = acc[r * W + i];
-        counts[r] = acc[r * W + d];
-    }
     return dist;
 }
 
 /* The chunk: labels of its npad rows by panels (best, grp: scratch of npad doubles), then
-   its nr rows into counts (K) and sums (K, d) through the work area (dpk_small_work_size
-   doubles; the table and the centres copied next to the accumulator).  Returns the sum
-   of the distances. */
+   its nr rows into the accumulator acc (dpk_acc_load).  Returns the sum of the distances. */
 static DPK_AVX2 double dpk_panel_stats_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
                                             ptrdiff_t nr, ptrdiff_t npad, const double *tab,
                                             ptrdiff_t K, const double *C, double *best,
-                                            double *grp, double *work, double *counts,
-                                            double *sums)
+                                            double *grp, double *work)
 {
-
 #define DPK_CASE(D)                                                                        \
     case D:                                                                                \
         dpk_panel_argmin_body(Xt, D, ld, npad, tab, K, best, grp);                         \
-        return dpk_panel_accumulate_body(Xt, D, ld, nr, tab, K, C, best, grp, work,        \
-                                         counts, sums);
+        return dpk_panel_accumulate_body(Xt, D, ld, nr, tab, K, C, best, grp, work);
     switch (d) {
     DPK_CASE(1)
     DPK_CASE(2)
@@ -282,10 +268,35 @@ static DPK_AVX2 double dpk_panel_stats_avx2(const double *Xt, ptrdiff_t d, ptrdi
 }
 #endif /* DPK_X86 */
 
+/* The block's partials counts (K) and sums (K, d) into the accumulator acc
+   (dpk_small_work_size doubles), and back: the small-d AVX2 path adds a block's rows into
+   acc, chunk after chunk (dpk_stats_chunk with work = acc). */
+static void dpk_acc_load(double *acc, ptrdiff_t d, ptrdiff_t K, const double *counts,
+                         const double *sums)
+{
+    const ptrdiff_t W = dpk_acc_width(d);
+    ptrdiff_t k, i;
+    for (k = 0; k < K; k++) {
+        for (i = 0; i < W; i++) acc[k * W + i] = i < d ? sums[k * d + i] : i == d ? counts[k] : 0.0;
+    }
+}
+
+static void dpk_acc_store(const double *acc, ptrdiff_t d, ptrdiff_t K, double *counts,
+                          double *sums)
+{
+    const ptrdiff_t W = dpk_acc_width(d);
+    ptrdiff_t k, i;
+    for (k = 0; k < K; k++) {
+        for (i = 0; i < d; i++) sums[k * d + i] = acc[k * W + i];
+        counts[k] = acc[k * W + d];
+    }
+}
+
 /* One chunk: labels of its npad rows (lab, best: scratch of npad doubles; npad % 16 == 0)
    and the accumulation of its nr rows into one block's partials counts (K), sums (K, d),
    inertia[0] (dpk_assign + dpk_accumulate, the same numbers).  xmax: dpk_assign's.  work:
-   dpk_small_work_size doubles where d <= DPK_SMALL_D (dpk_small_layout), else unused. */
+   NULL, or (path DPK_PATH_AVX2, d <= DPK_SMALL_D) the accumulator holding the block's
+   counts and sums (dpk_acc_load; dpk_small_layout), which then stand for counts, sums. */
 static void dpk_stats_chunk(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                             ptrdiff_t npad, const double *tab, ptrdiff_t K, const double *C,
                             double xmax, double cmax, double hmax, double *best, double *lab,
@@ -293,15 +304,21 @@ static void dpk_stats_chunk(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff
                             int path)
 {
 #ifdef DPK_X86
-    if (path == DPK_PATH_AVX2 && d <= DPK_SMALL_D) {
+    if (work != NULL) {
         if (xmax < 0.0) xmax = dpk_max_abs_avx2(Xt, d, ld, npad);
         if (dpk_scores_safe(d, xmax, cmax, hmax)) {
-            inertia[0] += dpk_panel_stats_avx2(Xt, d, ld, nr, npad, tab, K, C, best, lab,
-                                               work, counts, sums);
+            inertia[0] += dpk_panel_stats_avx2(Xt, d, ld, nr, npad, tab, K, C, best, lab, work);
             return;
         }
+        /* scores that could overflow: the direct distances, into the partials as they stand */
+        dpk_acc_store(work, d, K, counts, sums);
+        dpk_assign(Xt, d, ld, npad, tab, K, xmax, cmax, hmax, best, lab, path);
+        dpk_accumulate(Xt, d, ld, nr, C, lab, counts, sums, inertia, 1);
+        dpk_acc_load(work, d, K, counts, sums);
+        return;
     }
 #endif
+    (void)work;
     dpk_assign(Xt, d, ld, npad, tab, K, xmax, cmax, hmax, best, lab, path);
     dpk_accumulate(Xt, d, ld, nr, C, lab, counts, sums, inertia, path == DPK_PATH_AVX2);
 }
