@@ -114,18 +114,22 @@ cdef int _path_code(path) except -1:
 
 cdef double *_set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C,
                        path) except NULL:
-    """The arguments both passes read, with the centre table and a copy of the centres
-    (dpk_table_place: the caller frees the returned pointer); everything else empty
-    (NULL / 0)."""
+    """The arguments both passes read, with the centre table (for d <= DPK_SMALL_D placed by
+    dpk_table_place, with a copy of the centres; the caller frees the returned pointer);
+    everything else empty (NULL / 0)."""
     cdef int code = _path_code(path)
     cdef double *raw = <double *> PyMem_Malloc(dpk_table_alloc_size(d, K) * sizeof(double))
     cdef double *tab
     if raw == NULL:
         raise MemoryError("could not allocate the k-means centre table")
-    tab = dpk_table_place(raw)
-    memcpy(tab + dpk_table_size(d, K), C, K * d * sizeof(double))
     memset(a, 0, sizeof(_Args))
-    a.n, a.d, a.K, a.C = n, d, K, tab + dpk_table_size(d, K)
+    a.n, a.d, a.K, a.C = n, d, K, C
+    tab = raw
+    if d <= DPK_SMALL_D:
+        # the small-d path's loads apart from its accumulator's page offsets (dpc_kmeans_small.h)
+        tab = dpk_table_place(raw)
+        memcpy(tab + dpk_table_size(d, K), C, K * d * sizeof(double))
+        a.C = tab + dpk_table_size(d, K)
     a.path = code
     a.simd = a.path == DPK_PATH_AVX2
     a.target = 1.0
