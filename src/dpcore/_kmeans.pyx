@@ -31,8 +31,9 @@ Results do not depend on the thread count.  This module is built without
 """
 from cython cimport floating
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int64_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
@@ -40,10 +41,13 @@ from .dpc_contract cimport (
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_kmeans cimport (
-    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, dpk_assign, dpk_centre_bounds,
+    DPK_LD, DPK_PATH_AVX2, DPK_PATH_DIRECT, DPK_PATH_FMA, DPK_SMALL_D, dpk_assign, dpk_centre_bounds,
     dpk_centre_table, dpk_distances, dpk_simd_path, dpk_table_size,
 )
-from .dpc_kmeans_small cimport dpk_stats_chunk
+from .dpc_kmeans_small cimport (
+    dpk_acc_load, dpk_acc_store, dpk_small_layout, dpk_small_scratch_size, dpk_stats_chunk,
+    dpk_table_alloc_size, dpk_table_place,
+)
 from .dpc_rows cimport check_domain, load_rows_simd
 
 
@@ -70,6 +74,11 @@ def block_count(Py_ssize_t n, Py_ssize_t d, Py_ssize_t K):
 cdef inline Py_ssize_t _scratch_size(Py_ssize_t d) noexcept nogil:
     """Doubles of one thread's scratch: Xt (d, DPK_LD), best (CHUNK), lab (CHUNK)."""
     return d * DPK_LD + 2 * DPC_CHUNK_SIZE
+
+
+cdef inline Py_ssize_t _stats_scratch_size(Py_ssize_t d, Py_ssize_t K) noexcept nogil:
+    """Doubles of one thread's kmeans_stats scratch: dpk_small_layout's for small d."""
+    return dpk_small_scratch_size(d, K) if d <= DPK_SMALL_D else _scratch_size(d)
 
 
 cdef struct _Args:
@@ -105,21 +114,29 @@ cdef int _path_code(path) except -1:
 
 cdef double *_set_args(_Args *a, Py_ssize_t n, Py_ssize_t d, Py_ssize_t K, const double *C,
                        path) except NULL:
-    """The arguments both passes read, with the centre table (the caller frees the returned
-    pointer); everything else empty (NULL / 0)."""
+    """The arguments both passes read, with the centre table (for d <= DPK_SMALL_D placed by
+    dpk_table_place, with a copy of the centres; the caller frees the returned pointer);
+    everything else empty (NULL / 0)."""
     cdef int code = _path_code(path)
-    cdef double *tab = <double *> PyMem_Malloc(dpk_table_size(d, K) * sizeof(double))
-    if tab == NULL:
+    cdef double *raw = <double *> PyMem_Malloc(dpk_table_alloc_size(d, K) * sizeof(double))
+    cdef double *tab
+    if raw == NULL:
         raise MemoryError("could not allocate the k-means centre table")
     memset(a, 0, sizeof(_Args))
     a.n, a.d, a.K, a.C = n, d, K, C
+    tab = raw
+    if d <= DPK_SMALL_D:
+        # the small-d path's loads apart from its accumulator's page offsets (dpc_kmeans_small.h)
+        tab = dpk_table_place(raw)
+        memcpy(tab + dpk_table_size(d, K), C, K * d * sizeof(double))
+        a.C = tab + dpk_table_size(d, K)
     a.path = code
     a.simd = a.path == DPK_PATH_AVX2
     a.target = 1.0
     dpk_centre_table(C, d, K, tab)
     dpk_centre_bounds(C, d, K, tab, &a.cmax, &a.hmax)
     a.tab = tab
-    return tab
+    return raw
 
 
 cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
@@ -128,19 +145,29 @@ cdef int _stats_block(const floating *X, const void *args, Py_ssize_t b,
     row; the rows clipped into the ball are counted in its ``clipped`` entry."""
     cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t c, r0, nr, npad, d = a.d, K = a.K, n_clipped = 0
+    cdef ptrdiff_t ld = DPK_LD
     cdef double *Xt = buf
     cdef double *best = buf + d * DPK_LD
     cdef double *lab = best + DPC_CHUNK_SIZE
+    cdef double *work = NULL
+    if d <= DPK_SMALL_D:
+        work = dpk_small_layout(buf, d, &Xt, &ld, &best, &lab)
+        if a.path == DPK_PATH_AVX2:
+            # the block's counts and sums in one accumulator (dpc_kmeans_small.h)
+            dpk_acc_load(work, d, K, a.counts + b * K, a.sums + b * K * d)
+        else:
+            work = NULL
     for c in range(dpc_plan_first(&a.plan, b), dpc_plan_end(&a.plan, b)):
         r0 = c * DPC_CHUNK_SIZE
         nr = dpc_chunk_rows(a.n, c)
         npad = dpc_lane_pad(nr)
-        n_clipped += load_rows_simd(X + r0 * d, d, nr, npad, DPK_LD, a.dom, a.target, Xt,
-                                    a.simd)
+        n_clipped += load_rows_simd(X + r0 * d, d, nr, npad, ld, a.dom, a.target, Xt, a.simd)
         # rows mapped into the unit ball have |x_i| <= 1; raw rows: their own maximum
-        dpk_stats_chunk(Xt, d, DPK_LD, nr, npad, a.tab, K, a.C, 1.0 if a.dom != NULL else -1.0,
-                        a.cmax, a.hmax, best, lab, a.counts + b * K, a.sums + b * K * d,
-                        a.inertia + b, a.path)
+        dpk_stats_chunk(Xt, d, ld, nr, npad, a.tab, K, a.C, 1.0 if a.dom != NULL else -1.0,
+                        a.cmax, a.hmax, best, lab, work, a.counts + b * K,
+                        a.sums + b * K * d, a.inertia + b, a.path)
+    if work != NULL:
+        dpk_acc_store(work, d, K, a.counts + b * K, a.sums + b * K * d)
     if a.clipped != NULL:
         a.clipped[b] = n_clipped
     return 0
@@ -193,7 +220,7 @@ def kmeans_stats(const floating[:, ::1] X,            # IN  (n, d) data rows
             a.dom, a.target = &domain[0, 0], clip_target
             a.clipped = &part_clipped[0]
         run_row_blocks(&X[0, 0], _stats_block[float], _stats_block[double], &a, a.plan.n_busy,
-                       _scratch_size(d), n_threads, "k-means scratch")
+                       _stats_scratch_size(d, K), n_threads, "k-means scratch")
     finally:
         PyMem_Free(tab)
 

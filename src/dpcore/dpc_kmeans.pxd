@@ -4,6 +4,7 @@ from libc.stddef cimport ptrdiff_t
 cdef extern from "dpc_kmeans.h" nogil:
     enum:
         DPK_LD
+        DPK_SMALL_D
         DPK_PATH_FMA
         DPK_PATH_AVX2
         DPK_PATH_DIRECT

@@ -22,6 +22,24 @@
  *
  * A row whose scores are NaN (a NaN feature of raw rows) gets label 0, as in dpk_assign.
  *
+ * One store per row, at page offsets apart from the loads (issue 41).  A row's count and
+ * sums go into one vector acc[k] = (sums_k, count_k) of the block's accumulator (loaded
+ * from its partials before its first chunk and stored back after its last: the same
+ * additions in the same order), instead of two read-modify-writes of the partials.  Where it lies matters:
+ * on the Zen 4 (KVM) machine of issue 41 a store slowed the loads after it by ~6-9 cycles a
+ * row when a load's page offset overlapped the store's and the two physical pages matched
+ * in some hash -- one placement in seven or so, at random (the same virtual page remapped
+ * to a new physical one turned slow or fast), 12 ms a pass instead of 9.5.  So this
+ * path's chunk scratch is laid out by page (dpk_small_layout): the accumulator alone on
+ * its page, at offsets below DPK_STREAM_OFF, and everything the row loop loads -- the
+ * transposed rows, best, the panels, the centre table and the copy of the centres
+ * (dpk_table_place) -- from offset DPK_STREAM_OFF up, so that no load of the loop shares
+ * a page offset with an accumulator store (40 remappings: none slow, against 22 of 40
+ * with the offsets overlapping).  The layout changes no number.
+ *
+ *   dpk_small_scratch_size, dpk_small_layout   the chunk scratch of d <= DPK_SMALL_D.
+ *   dpk_table_alloc_size, dpk_table_place      where the centre table and the centres' copy go.
+ *   dpk_acc_load, dpk_acc_store   a block's partial counts and sums into the accumulator and back.
  *   dpk_stats_chunk   labels of the chunk's npad rows and the accumulation of its nr rows
  *                     into one block's partials: the small-d AVX2 path where it applies,
  *                     else dpk_assign + dpk_accumulate.
@@ -32,6 +50,71 @@
 #include <stdint.h>
 
 #include "dpc_kmeans.h"
+
+#define DPK_PAGE 512            /* doubles in a 4 KiB page */
+#define DPK_STREAM_OFF 256      /* page offset (doubles) of the streamed arrays: 2 KiB */
+#define DPK_SMALL_LD (DPK_PAGE + 8) /* their pitch: not a power of two (DPK_LD's reason) */
+#define DPK_ACC_OFF 32          /* page offset of the accumulator, past the rows' spill */
+
+/* Doubles per centre of the accumulator of dpk_panel_stats_avx2: the centre's sums (lanes
+   0 .. d-1) and count (lane d) side by side, one vector for d < 4, two for d = 4. */
+static inline ptrdiff_t dpk_acc_width(ptrdiff_t d)
+{
+    return d < 4 ? 4 : 8;
+}
+
+/* Doubles of the work area (the accumulator) of dpk_stats_chunk at d <= DPK_SMALL_D. */
+static inline ptrdiff_t dpk_small_work_size(ptrdiff_t d, ptrdiff_t K)
+{
+    return dpk_acc_width(d) * K;
+}
+
+/* Doubles to allocate for the centre table of K centres in d features followed by a copy
+   of the centres (K, d), placed by dpk_table_place. */
+static inline ptrdiff_t dpk_table_alloc_size(ptrdiff_t d, ptrdiff_t K)
+{
+    return DPK_PAGE + DPK_STREAM_OFF + dpk_table_size(d, K) + K * d;
+}
+
+/* Where the table goes in raw (dpk_table_alloc_size doubles): from page offset
+   DPK_STREAM_OFF, with the streamed arrays and apart from the accumulator's offsets. */
+static inline double *dpk_table_place(double *raw)
+{
+    double *p = (double *)(((uintptr_t)raw + 8 * DPK_PAGE - 1) & ~(uintptr_t)(8 * DPK_PAGE - 1));
+    return p + DPK_STREAM_OFF;
+}
+
+/* Pages of the transposed rows of the small-d layout (d rows of pitch DPK_SMALL_LD from
+   offset DPK_STREAM_OFF, DPC_CHUNK_SIZE doubles each). */
+static inline ptrdiff_t dpk_small_row_pages(ptrdiff_t d)
+{
+    return (DPK_STREAM_OFF + (d - 1) * DPK_SMALL_LD + DPC_CHUNK_SIZE + DPK_PAGE - 1) / DPK_PAGE;
+}
+
+/* Doubles of the chunk scratch of d <= DPK_SMALL_D (dpk_small_layout). */
+static inline ptrdiff_t dpk_small_scratch_size(ptrdiff_t d, ptrdiff_t K)
+{
+    return (dpk_small_row_pages(d) + 3) * DPK_PAGE + DPK_ACC_OFF + dpk_small_work_size(d, K);
+}
+
+/* The chunk scratch of d <= DPK_SMALL_D in buf (dpk_small_scratch_size doubles), by page
+   from the first page boundary: the transposed rows from offset DPK_STREAM_OFF (pitch
+   *ld = DPK_SMALL_LD: a row spills at most (d - 1) * 64 bytes into the next page), best
+   and the labels each on the next page at that offset, and the work area on the page
+   after, from offset DPK_ACC_OFF (its accumulator below DPK_STREAM_OFF while
+   K * dpk_acc_width(d) <= DPK_STREAM_OFF - DPK_ACC_OFF: K <= 56 for d < 4; beyond, only
+   some loads share offsets with it).  Returns the work area. */
+static inline double *dpk_small_layout(double *buf, ptrdiff_t d, double **Xt, ptrdiff_t *ld,
+                                       double **best, double **lab)
+{
+    double *p = (double *)(((uintptr_t)buf + 8 * DPK_PAGE - 1) & ~(uintptr_t)(8 * DPK_PAGE - 1));
+    p += dpk_small_row_pages(d) * DPK_PAGE;
+    *Xt = p - dpk_small_row_pages(d) * DPK_PAGE + DPK_STREAM_OFF;
+    *ld = DPK_SMALL_LD;
+    *best = p + DPK_STREAM_OFF;
+    *lab = p + DPK_PAGE + DPK_STREAM_OFF;
+    return p + 2 * DPK_PAGE + DPK_ACC_OFF;
+}
 
 #ifdef DPK_X86
 /* Labels of 8 rows by panels: best[r] the smallest score, grp[r] (int64 bits) the first
@@ -110,49 +193,70 @@ dpk_panel_slot(const __m256d *xb, const ptrdiff_t d, const double *tab, ptrdiff_
     return pk + (__builtin_ctz(eq | 16) & 3);
 }
 
-/* The nr rows in order: label, then counts[k] += 1, sums[k, :] += x_r, acc += the distance
-   (dpk_dist_row's sum: ((0 + t_0^2) + t_1^2) + ..., products apart).  Returns acc. */
+/* The nr rows in order: label k, then acc[k] += (x_r, 1) (sums + x and count + 1, the
+   operands in dpk_accumulate's order), dist += the distance to c_k (dpk_dist_row's sum:
+   ((0 + t_0^2) + t_1^2) + ..., products apart; 0 + t_0^2 is t_0^2 exactly).  Returns dist. */
 static inline DPK_AVX2 __attribute__((always_inline)) double
 dpk_panel_accumulate_body(const double *Xt, const ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                           const double *tab, ptrdiff_t K, const double *C, const double *best,
-                          const double *grp, double *counts, double *sums)
+                          const double *grp, double *acc)
 {
-    const ptrdiff_t Kp = dpk_kpad(K);
+    const ptrdiff_t Kp = dpk_kpad(K), W = dpk_acc_width(d);
     const int64_t *g = (const int64_t *)grp;
+    /* 1 in the count's lane (d < 4) */
+    const __m256d one = d == 1 ? _mm256_set_pd(0.0, 0.0, 1.0, 0.0)
+                      : d == 2 ? _mm256_set_pd(0.0, 1.0, 0.0, 0.0) : _mm256_set_pd(1.0, 0.0, 0.0, 0.0);
     ptrdiff_t r, i;
-    double acc = 0.0;
+    double dist = 0.0;
     for (r = 0; r < nr; r++) {
-        __m256d xb[DPK_SMALL_D];
+        __m256d xb[DPK_SMALL_D], xv, t;
+        __m128d u;
         ptrdiff_t k;
+        double *a;
         for (i = 0; i < d; i++) xb[i] = _mm256_broadcast_sd(Xt + i * ld + r);
         k = dpk_panel_slot(xb, d, tab, Kp, (ptrdiff_t)g[r], best + r);
-        counts[k] += 1.0;
-        if (d == 2) {
-            /* the row as one pair: sums and differences lane by lane, then t_0^2 + t_1^2
-               (= (0 + t_0^2) + t_1^2: 0 + t_0^2 is t_0^2 exactly) */
-            const __m128d xp = _mm_unpacklo_pd(_mm256_castpd256_pd128(xb[0]),
-                                               _mm256_castpd256_pd128(xb[1]));
-            __m128d t = _mm_sub_pd(xp, _mm_loadu_pd(C + 2 * k));
-            _mm_storeu_pd(sums + 2 * k, _mm_add_pd(_mm_loadu_pd(sums + 2 * k), xp));
-            t = _mm_mul_pd(t, t);
-            __asm__("" : "+x"(t));
-            acc += _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+        a = acc + W * k;
+        xv = _mm256_blend_pd(one, xb[0], 1);
+        if (d > 1) xv = _mm256_blend_pd(xv, xb[1], 2);
+        if (d > 2) xv = _mm256_blend_pd(xv, xb[2], 4);
+        if (d > 3) xv = _mm256_blend_pd(xv, xb[3], 8);
+        _mm256_storeu_pd(a, _mm256_add_pd(_mm256_loadu_pd(a), xv));
+        if (d == 4) a[4] += 1.0;
+        if (d <= 2) {
+            u = _mm256_castpd256_pd128(xv);
+            u = d == 1 ? _mm_sub_sd(u, _mm_load_sd(C + k)) : _mm_sub_pd(u, _mm_loadu_pd(C + 2 * k));
+            u = _mm_mul_pd(u, u);
+            __asm__("" : "+x"(u));
+            if (d == 2) u = _mm_add_sd(u, _mm_unpackhi_pd(u, u));
         } else {
-            acc += dpk_add_row(Xt, d, ld, r, C + k * d, sums + k * d);
+            t = _mm256_sub_pd(xv, d == 4 ? _mm256_loadu_pd(C + 4 * k)
+                                         : _mm256_maskload_pd(C + 3 * k, _mm256_set_epi64x(0, -1, -1, -1)));
+            t = _mm256_mul_pd(t, t);
+            __asm__("" : "+x"(t));
+            u = _mm256_castpd256_pd128(t);
+            u = _mm_add_sd(u, _mm_unpackhi_pd(u, u));
+            u = _mm_add_sd(u, _mm256_extractf128_pd(t, 1));
+            if (d == 4) {
+                const __m128d h = _mm256_extractf128_pd(t, 1);
+                u = _mm_add_sd(u, _mm_unpackhi_pd(h, h));
+            }
         }
+        dist += _mm_cvtsd_f64(u);
     }
-    return acc;
+    return dist;
 }
 
+/* The chunk: labels of its npad rows by panels (best, grp: scratch of npad doubles), then
+   its nr rows into the accumulator acc (dpk_acc_load).  Returns the sum of the distances. */
 static DPK_AVX2 double dpk_panel_stats_avx2(const double *Xt, ptrdiff_t d, ptrdiff_t ld,
                                             ptrdiff_t nr, ptrdiff_t npad, const double *tab,
                                             ptrdiff_t K, const double *C, double *best,
-                                            double *grp, double *counts, double *sums)
+                                            double *grp, double *work)
 {
 #define DPK_CASE(D)                                                                        \
     case D:                                                                                \
         dpk_panel_argmin_body(Xt, D, ld, npad, tab, K, best, grp);                         \
-        return dpk_panel_accumulate_body(Xt, D, ld, nr, tab, K, C, best, grp, counts, sums);
+        return dpk_panel_accumulate_body(Xt, D, ld, nr, tab, K, C, best, grp, work);
     switch (d) {
     DPK_CASE(1)
     DPK_CASE(2)
@@ -164,24 +268,57 @@ static DPK_AVX2 double dpk_panel_stats_avx2(const double *Xt, ptrdiff_t d, ptrdi
 }
 #endif /* DPK_X86 */
 
+/* The block's partials counts (K) and sums (K, d) into the accumulator acc
+   (dpk_small_work_size doubles), and back: the small-d AVX2 path adds a block's rows into
+   acc, chunk after chunk (dpk_stats_chunk with work = acc). */
+static void dpk_acc_load(double *acc, ptrdiff_t d, ptrdiff_t K, const double *counts,
+                         const double *sums)
+{
+    const ptrdiff_t W = dpk_acc_width(d);
+    ptrdiff_t k, i;
+    for (k = 0; k < K; k++) {
+        for (i = 0; i < W; i++) acc[k * W + i] = i < d ? sums[k * d + i] : i == d ? counts[k] : 0.0;
+    }
+}
+
+static void dpk_acc_store(const double *acc, ptrdiff_t d, ptrdiff_t K, double *counts,
+                          double *sums)
+{
+    const ptrdiff_t W = dpk_acc_width(d);
+    ptrdiff_t k, i;
+    for (k = 0; k < K; k++) {
+        for (i = 0; i < d; i++) sums[k * d + i] = acc[k * W + i];
+        counts[k] = acc[k * W + d];
+    }
+}
+
 /* One chunk: labels of its npad rows (lab, best: scratch of npad doubles; npad % 16 == 0)
    and the accumulation of its nr rows into one block's partials counts (K), sums (K, d),
-   inertia[0] (dpk_assign + dpk_accumulate, the same numbers).  xmax: dpk_assign's. */
+   inertia[0] (dpk_assign + dpk_accumulate, the same numbers).  xmax: dpk_assign's.  work:
+   NULL, or (path DPK_PATH_AVX2, d <= DPK_SMALL_D) the accumulator holding the block's
+   counts and sums (dpk_acc_load; dpk_small_layout), which then stand for counts, sums. */
 static void dpk_stats_chunk(const double *Xt, ptrdiff_t d, ptrdiff_t ld, ptrdiff_t nr,
                             ptrdiff_t npad, const double *tab, ptrdiff_t K, const double *C,
                             double xmax, double cmax, double hmax, double *best, double *lab,
-                            double *counts, double *sums, double *inertia, int path)
+                            double *work, double *counts, double *sums, double *inertia,
+                            int path)
 {
 #ifdef DPK_X86
-    if (path == DPK_PATH_AVX2 && d <= DPK_SMALL_D) {
+    if (work != NULL) {
         if (xmax < 0.0) xmax = dpk_max_abs_avx2(Xt, d, ld, npad);
         if (dpk_scores_safe(d, xmax, cmax, hmax)) {
-            inertia[0] += dpk_panel_stats_avx2(Xt, d, ld, nr, npad, tab, K, C, best, lab,
-                                               counts, sums);
+            inertia[0] += dpk_panel_stats_avx2(Xt, d, ld, nr, npad, tab, K, C, best, lab, work);
             return;
         }
+        /* scores that could overflow: the direct distances, into the partials as they stand */
+        dpk_acc_store(work, d, K, counts, sums);
+        dpk_assign(Xt, d, ld, npad, tab, K, xmax, cmax, hmax, best, lab, path);
+        dpk_accumulate(Xt, d, ld, nr, C, lab, counts, sums, inertia, 1);
+        dpk_acc_load(work, d, K, counts, sums);
+        return;
     }
 #endif
+    (void)work;
     dpk_assign(Xt, d, ld, npad, tab, K, xmax, cmax, hmax, best, lab, path);
     dpk_accumulate(Xt, d, ld, nr, C, lab, counts, sums, inertia, path == DPK_PATH_AVX2);
 }

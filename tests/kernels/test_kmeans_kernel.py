@@ -117,7 +117,8 @@ def _ties(n, d, K, dtype, seed):
 @pytest.mark.skipif(_kmeans.simd_path() != "AVX2+FMA", reason="this CPU has no AVX2 + FMA path")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("n, d, K", [(CHUNK + 5, 1, 3), (2 * CHUNK + 3, 2, 50), (CHUNK - 1, 3, 7),
-                                     (CHUNK + 2, 4, 5), (CHUNK + 9, 5, 6), (300, 7, 13),
+                                     (CHUNK + 2, 4, 5), (3 * CHUNK + 7, 3, 90), (2 * CHUNK + 1, 4, 40),
+                                     (CHUNK + 9, 5, 6), (300, 7, 13),
                                      (CHUNK + 1, 9, 4), (130, 100, 64)])
 def test_simd_and_portable_paths_agree_bit_for_bit(n, d, K, dtype):
     """Loader (box, ball, huge rows), scores, ties, distances and sums: the same numbers on
