@@ -104,9 +104,8 @@ import math
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas
 
-from .._dpcore import _contract, _moments, _rowprod
+from .._dpcore import _basis, _contract, _moments, _rowprod
 from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
 from .._threads import blas_single_thread
@@ -140,15 +139,22 @@ def _orthonormal_to_tol(Qn, QtQn):
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
 
 
-def _subtract_product(X, Q, C):
-    """``X −= Q C`` in place (one BLAS call, no temporary) for a column-major store's block X."""
-    if X.flags.f_contiguous and Q.shape[1] and (Q.flags.f_contiguous or Q.flags.c_contiguous):
-        if Q.flags.f_contiguous:
-            blas.dgemm(-1.0, Q, C, beta=1.0, c=X, overwrite_c=True)
-        else:
-            blas.dgemm(-1.0, Q.T, C, beta=1.0, c=X, trans_a=True, overwrite_c=True)
-    else:
-        X -= Q @ C
+def _tdot(Qt, V):
+    """``Qt V`` for a store's columns as rows (``Qt``, C-contiguous) and a C-contiguous block:
+    the fixed-order kernel for 8 columns (``_basis``), else BLAS."""
+    if V.shape[1] == _basis.COLUMNS and _basis.FAST and V.flags.c_contiguous:
+        out = np.empty((Qt.shape[0], V.shape[1]))
+        _basis.tdot8(Qt, V, out)
+        return out
+    return Qt @ V
+
+
+def _subtract(Qt, C, X):
+    """``X −= Qtᵀ C`` in place (X C-contiguous): the kernel for 8 columns, else BLAS."""
+    if X.shape[1] == _basis.COLUMNS and _basis.FAST:
+        _basis.sub8(Qt, np.ascontiguousarray(C), X)
+    elif Qt.shape[0]:
+        X -= Qt.T @ C
 
 
 class RowProducts:
@@ -308,7 +314,7 @@ class ReleasedOperator:
         m, p = self._m, V.shape[1]
         self._room(p)
         self._store_Q[:, m:m + p] = V
-        G = self._store_Q[:, :m + p].T @ V
+        G = _tdot(self._store_Q.T[:m + p], V)
         C = G[:m].copy()
         G[m:].flat[::p + 1] -= 1.0
         return C, bool(np.max(np.abs(G)) <= ORTHO_TOL)
@@ -368,10 +374,11 @@ class ReleasedOperator:
         """Release the columns ``A Qn`` of new directions ``Qn`` (orthonormal to the basis to
         :data:`ORTHO_TOL`, checked by the caller; ``C = Qᵀ Qn``), module docstring; returns their
         coordinates ``(K, Qnᵀ A Qn, R_n)``: ``K = Qᵀ A Qn`` (the released columns A Q read against
-        Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (a view of the
-        store) the part off ``span [Q, Qn]``."""
+        Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (row-major, a
+        copy of the store's new columns) the part off ``span [Q, Qn]``."""
         d, m, p = self.shape[0], self._m, Qn.shape[1]
-        Q, R, U = self._Q, self._R, self._U[:m, :m]
+        Qt, Rt, U = self._store_Q.T[:m], self._store_R.T[:m], self._U[:m, :m]
+        Qn = np.ascontiguousarray(Qn)
         SQn, sq = self._exact.products(Qn)                  # the only read of the exact statistic
         for acc, part in zip(self._sq, sq):                 # rows' ‖Qnᵀ y_r‖², for the trace
             acc += part
@@ -382,28 +389,30 @@ class ReleasedOperator:
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
         B += (H + H.T) / 2                                  # Qnᵀ A Qn: sym + fresh B
-        K = R.T @ Qn                                        # (A Q)ᵀ Qn, A Q = Q U + R
+        K = _tdot(Rt, Qn)                                   # (A Q)ᵀ Qn, A Q = Q U + R
         K += U.T @ C
         # P (S Qn + g): off Q (twice where a column lost more than ~30 % of its norm to it:
-        # Kahan–Parlett, as _project_out), then off Qn; written straight into the store
-        Rn = self._append(Qn, staged)
-        np.add(SQn, g, out=Rn)
-        C1 = Q.T @ Rn
-        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", Rn, Rn))
-        _subtract_product(Rn, Q, C1)
+        # Kahan–Parlett, as _project_out), then off Qn; row-major (the kernels'), then stored
+        X = SQn
+        X += g
+        C1 = _tdot(Qt, X)
+        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", X, X))
+        _subtract(Qt, C1, X)
         if again:
-            Rn -= Q @ (Q.T @ Rn)
-        _subtract_product(Rn, Qn, Qn.T @ Rn)
+            _subtract(Qt, _tdot(Qt, X), X)
+        Qnt = self._store_Q.T[m:m + p] if staged else np.ascontiguousarray(Qn.T)
+        _subtract(Qnt, _tdot(Qnt, X), X)
+        self._append(Qn, staged)[...] = X
         self._U[:m, m:m + p] = K
         self._U[m:m + p, m:m + p] = B
-        return K, B, Rn
+        return K, B, X
 
     def reveal_block(self, V):
         """A solver's next block: where ``V`` (d x p) is orthonormal and orthogonal to the
         revealed basis to :data:`ORTHO_TOL` (checked here) and every earlier block was taken as
         given, V becomes the new directions exactly as it is and the coordinates of ``A V`` are
-        returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (a view: read, not
-        written).  The caller's basis is then this operator's, column for column.  Else None,
+        returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (row-major, the
+        caller's).  The caller's basis is then this operator's, column for column.  Else None,
         nothing revealed (the caller asks ``A @ V``)."""
         self._check_open()
         V = np.ascontiguousarray(V, dtype=np.float64)

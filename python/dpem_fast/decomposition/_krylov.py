@@ -88,8 +88,8 @@ class ReleasedCovariance:
         tnew = B / self.n
         tnew -= np.outer(a, a)
         tnew.flat[::tnew.shape[0] + 1] += self.c
-        W = R / self.n                  # column-major as R: the rank-one update in place
-        W = blas.dger(-1.0, u, a, a=W, overwrite_a=True)
+        W = R / self.n                  # row-major as R: the rank-one update in place (on Wᵀ)
+        blas.dger(-1.0, a, u, a=W.T, overwrite_a=True)
         self._qm = np.concatenate([self._qm, a])
         return told, tnew, W
 
