@@ -85,8 +85,8 @@ is summed while the blocks are read (:meth:`RowProducts.products`: each ``q_jᵀ
 product's (or the kernel's fma chain's) d-term dot product, its square, per block p of them
 (the kernel: an fma chain of the p squares), then over the blocks — m − 1
 additions of m squares in all, any order: the same count as one pass with Q), the rows then per
-block of at most b: the bound is unchanged, and the trace reads the rows only for their
-``‖y_r‖²`` (no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
+block of at most b: the bound is unchanged, and the trace reads only the rows'
+``‖y_r‖²`` (the clip's d-term sums where it kept them, else its own; no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
 block is covered).
 :func:`~dpem_fast._engine._specs.operator_rounding_factor` is ``1 + (√(2 m_max) + 2) e'`` (``e' ≥ e``; the two groups
 of coordinates add by Minkowski).  This holds where the row count is public (row-level
@@ -158,23 +158,28 @@ def _subtract(Qt, C, X):
 
 
 class RowProducts:
-    """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order);
-    ``+`` joins the rows of disjoint parts (the engine's sum over superblocks)."""
+    """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order) and,
+    where given, the rows' squared norms (one float64 d-term sum each: the clip's,
+    :func:`~dpem_fast._preprocess.scale_and_clip`); ``+`` joins the rows of disjoint parts (the
+    engine's sum over superblocks)."""
 
-    def __init__(self, blocks, d):
-        self._blocks = [np.ascontiguousarray(b, dtype=np.float64) for b in blocks if b.shape[0]]
+    def __init__(self, blocks, d, sq_norms=None):
+        keep = [i for i, b in enumerate(blocks) if b.shape[0]]
+        self._blocks = [np.ascontiguousarray(blocks[i], dtype=np.float64) for i in keep]
+        self._norms = None if sq_norms is None else [np.asarray(sq_norms[i], dtype=np.float64) for i in keep]
         self.shape = (int(d), int(d))
 
     def __add__(self, other):
         if not isinstance(other, RowProducts) or other.shape != self.shape:
             return NotImplemented
-        return RowProducts(self._blocks + other._blocks, self.shape[0])
+        norms = None if self._norms is None or other._norms is None else self._norms + other._norms
+        return RowProducts(self._blocks + other._blocks, self.shape[0], norms)
 
-    def _parts(self):
+    def _parts(self, norms=False):
         step = _moments.TILE_ROWS
-        for b in self._blocks:
+        for i, b in enumerate(self._blocks):
             for r0 in range(0, b.shape[0], step):
-                yield b[r0:r0 + step]
+                yield (b[r0:r0 + step], self._norms[i][r0:r0 + step]) if norms else b[r0:r0 + step]
 
     def _sum(self, parts, shape, n_threads):
         parts = list(parts)
@@ -224,9 +229,11 @@ class RowProducts:
         and of m dot products of d terms, summed per block then over the blocks: m − 1
         additions in all), so its rounding is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module
         docstring, "Rounding")."""
-        def part(Y, s):
-            return np.array([np.einsum("ij,ij->", Y, Y) - float(np.sum(s))])
-        return float(self._sum((part(Y, s) for Y, s in zip(self._parts(), sq)), (1,), 1)[0])
+        def part(y2, s):
+            return np.array([float(np.sum(y2)) - float(np.sum(s))])
+        rows = self._parts(norms=True) if self._norms is not None else (
+            (Y, np.einsum("ij,ij->i", Y, Y)) for Y in self._parts())
+        return float(self._sum((part(y2, s) for (_, y2), s in zip(rows, sq)), (1,), 1)[0])
 
     def projected_diagonal(self, Q):
         """``diag(R S R) = Σ_r (R y_r) ∘ (R y_r)``, ``R = I − Q Qᵀ`` (exact statistic; the operator

@@ -74,8 +74,9 @@ def second_moment_rows(X, domain, n_threads=None) -> Statistics:
     is summed per ``TILE_ROWS`` rows, the blocks exactly, as the kernel sums it."""
     X = np.asarray(as_kernel_rows(X), dtype=np.float64)
     n, d = X.shape
-    Y, n_clipped = scale_and_clip(X, domain)
-    S = RowProducts([Y], d)
+    sq = np.empty(n)
+    Y, n_clipped = scale_and_clip(X, domain, sq_out=sq)
+    S = RowProducts([Y], d, [sq])
     s1 = S.row_sum(effective_n_threads(n_threads))
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: S}, int(n), 0.0, int(n_clipped))
 
