@@ -1,13 +1,13 @@
 """A Krylov basis' passes against a block of 8 columns (issue 41; ``dpc_basis.h``).
 
 ``tdot8(Qt, V, out)``: ``out = Qt V`` (``Qt`` the basis' m columns as rows, m x d; V d x 8);
-``sub8(Qt, C, X)``: ``X -= Qtᵀ C`` (C m x 8, X d x 8), all C-contiguous float64, a fixed fma
+``sub8(Qt, C, X)``: ``X -= Qtᵀ C`` (C m x 8, X d x 8), ``colsq8(X, out)``: X's columns' squared norms, all C-contiguous float64, a fixed fma
 order (the header's docstring: the same bits on the AVX2 path and the portable one, for any
 thread count).  Post-processing of released values: the released operator's basis and
 coordinates, the solver's.  ``qr8(W, V, R)``: ``W = V R`` (d x 8; Cholesky QR twice, fixed order),
 False where it declines (an ill-conditioned block: the caller's Householder QR).  ``FAST``: whether the AVX2 + FMA path runs here.
 """
-from .dpc_basis cimport DPB_P, dpb_fast, dpb_qr8, dpb_sub8, dpb_tdot8
+from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_fast, dpb_qr8, dpb_sub8, dpb_tdot8
 
 FAST = bool(dpb_fast())
 #: columns of the block
@@ -47,3 +47,14 @@ def qr8(const double[:, ::1] W, double[:, ::1] V, double[:, ::1] R, bint fast=Tr
     with nogil:
         bad = dpb_qr8(&W[0, 0], d, &V[0, 0], &R[0, 0], fast)
     return not bad
+
+
+def colsq8(const double[:, ::1] X, double[::1] out, bint fast=True):
+    """``out = Σ_i X_i·²`` (d x 8 to 8; module docstring); ``fast=False``: the portable path."""
+    if X.shape[1] != DPB_P or out.shape[0] != DPB_P:
+        raise ValueError("colsq8: shapes (d, 8), (8,) expected")
+    if X.shape[0] == 0:
+        out[:] = 0.0
+        return
+    with nogil:
+        dpb_colsq8(&X[0, 0], X.shape[0], &out[0], fast)

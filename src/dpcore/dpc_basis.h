@@ -14,6 +14,7 @@
  *              from 0; the chunks' partials added in chunk order (a chain over d would err
  *              ~√d u: the orthonormality checks read these Gram entries to 10⁻¹⁴)
  *     X_ic   = fnma chain over j = 0 .. m-1 of Qt_ji C_jc, from X_ic
+ *     dpb_colsq8: out_c = Σ_i X_ic², chunked as dpb_tdot8
  *
  * and dpb_qr8, a thin QR ``W = V R`` of a d x 8 block (Cholesky QR twice: the Gram matrix
  * summed as dpb_tdot8 sums, its Cholesky factor and that factor's inverse in plain C (no fma,
@@ -47,6 +48,19 @@ static void dpb_tdot8_c(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double
                 for (c = 0; c < DPB_P; c++) a[c] = fma(q[i], V[i * DPB_P + c], a[c]);
             for (c = 0; c < DPB_P; c++) out[j * DPB_P + c] = i0 ? out[j * DPB_P + c] + a[c] : a[c];
         }
+    }
+}
+
+/* out_c = Σ_i X_ic², chunked as dpb_tdot8. */
+static void dpb_colsq8_c(const double *X, ptrdiff_t d, double *out)
+{
+    ptrdiff_t i, i0, c;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        double a[DPB_P] = {0, 0, 0, 0, 0, 0, 0, 0};
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        for (i = i0; i < end; i++)
+            for (c = 0; c < DPB_P; c++) a[c] = fma(X[i * DPB_P + c], X[i * DPB_P + c], a[c]);
+        for (c = 0; c < DPB_P; c++) out[c] = i0 ? out[c] + a[c] : a[c];
     }
 }
 
@@ -174,6 +188,23 @@ static DPB_AVX2 void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, c
         DPB_STX(0);
     }
 }
+static DPB_AVX2 void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
+        for (i = i0; i < end; i++) {
+            __m256d x0 = _mm256_loadu_pd(X + i * DPB_P), x1 = _mm256_loadu_pd(X + i * DPB_P + 4);
+            a = _mm256_fmadd_pd(x0, x0, a);
+            b = _mm256_fmadd_pd(x1, x1, b);
+        }
+        if (i0) { a = _mm256_add_pd(_mm256_loadu_pd(out), a); b = _mm256_add_pd(_mm256_loadu_pd(out + 4), b); }
+        _mm256_storeu_pd(out, a);
+        _mm256_storeu_pd(out + 4, b);
+    }
+}
+
 /* Gram: rows 0-3 of G whole (8 accumulators), rows 4-7 on columns 4-7 (4); the rest mirrored. */
 static DPB_AVX2 void dpb_gram8_avx2(const double *W, ptrdiff_t d, double *G)
 {
@@ -246,6 +277,14 @@ static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const do
     if (fast && dpb_avx2()) { dpb_sub8_avx2(Qt, m, d, C, X); return; }
 #endif
     dpb_sub8_c(Qt, m, d, C, X);
+}
+
+static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)
+{
+#if DPB_HAVE_AVX2
+    if (fast && dpb_avx2()) { dpb_colsq8_avx2(X, d, out); return; }
+#endif
+    dpb_colsq8_c(X, d, out);
 }
 
 static inline void dpb_gram8(const double *W, ptrdiff_t d, double *G, int fast)

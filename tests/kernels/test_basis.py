@@ -21,6 +21,10 @@ def test_tdot_and_sub_match_numpy_and_both_paths_agree(m, d):
     _basis.sub8(Qt, C, X2, False)
     assert np.array_equal(X1, X2)
     assert np.allclose(X1, X - Qt.T @ C, rtol=0, atol=1e-13 * max(m, 1))
+    sq, sq_c = np.empty(8), np.empty(8)
+    _basis.colsq8(X, sq)
+    _basis.colsq8(X, sq_c, False)
+    assert np.array_equal(sq, sq_c) and np.allclose(sq, np.sum(X * X, axis=0), rtol=1e-13, atol=0)
 
 
 @pytest.mark.parametrize("d", [8, 13, 300, 4096])
@@ -50,5 +54,7 @@ def test_shapes_are_checked():
         _basis.tdot8(np.zeros((3, 4)), np.zeros((4, 7)), np.zeros((3, 7)))
     with pytest.raises(ValueError, match="shapes"):
         _basis.sub8(np.zeros((3, 4)), np.zeros((3, 8)), np.zeros((5, 8)))
+    with pytest.raises(ValueError, match="shapes"):
+        _basis.colsq8(np.zeros((4, 7)), np.zeros(8))
     with pytest.raises(ValueError, match="shapes"):
         _basis.qr8(np.zeros((9, 8)), np.zeros((9, 8)), np.zeros((7, 8)))

@@ -149,6 +149,15 @@ def _tdot(Qt, V):
     return Qt @ V
 
 
+def _colsq(X):
+    """X's columns' squared norms (the kernel for 8 columns)."""
+    if X.shape[1] == _basis.COLUMNS and _basis.FAST and X.flags.c_contiguous:
+        out = np.empty(X.shape[1])
+        _basis.colsq8(X, out)
+        return out
+    return np.einsum("ij,ij->j", X, X)
+
+
 def _subtract(Qt, C, X):
     """``X −= Qtᵀ C`` in place (X C-contiguous): the kernel for 8 columns, else BLAS."""
     if X.shape[1] == _basis.COLUMNS and _basis.FAST:
@@ -403,7 +412,7 @@ class ReleasedOperator:
         X = SQn
         X += g
         C1 = _tdot(Qt, X)
-        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", X, X))
+        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * _colsq(X))
         _subtract(Qt, C1, X)
         if again:
             _subtract(Qt, _tdot(Qt, X), X)

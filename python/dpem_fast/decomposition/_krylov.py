@@ -90,8 +90,11 @@ class ReleasedCovariance:
         tnew = B / self.n
         tnew -= np.outer(a, a)
         tnew.flat[::tnew.shape[0] + 1] += self.c
-        W = R / self.n                  # row-major as R: the rank-one update in place (on Wᵀ)
-        blas.dger(-1.0, a, u, a=W.T, overwrite_a=True)
+        W = R / self.n                  # row-major as R: the rank-one update in place
+        if W.shape[1] == _basis.COLUMNS and _basis.FAST and W.flags.c_contiguous:
+            _basis.sub8(u[None, :], a[None, :], W)
+        else:
+            blas.dger(-1.0, a, u, a=W.T, overwrite_a=True)
         self._qm = np.concatenate([self._qm, a])
         return told, tnew, W
 
@@ -221,6 +224,7 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
             Rs = R @ S[m - p:m]
             if np.all(np.sqrt(np.einsum("ij,ij->j", Rs, Rs)) <= tol * max(abs(theta[0]), np.finfo(float).tiny)):
                 break
+    U = (np.ascontiguousarray(S.T) @ Q[:, :m].T).T      # Q S from Q's rows (C-contiguous)
     if basis:
-        return theta, Q[:, :m] @ S, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
-    return theta, Q[:, :m] @ S
+        return theta, U, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
+    return theta, U
