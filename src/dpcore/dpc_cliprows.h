@@ -13,7 +13,8 @@
  * ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7))), which decides whether a row is rescaled and by how
  * much; the clip target's margin ((d + 2) eps, dpem_fast._preprocess.clip_target) covers the
  * norm's rounding in any order, so every row still lands in the ball.  A row whose s2 is not
- * finite (a huge or non-finite entry) is redone by the loader's own row code.  sq[r] is s2
+ * finite (a huge or non-finite entry) is redone by the loader's own row code (and counted as it
+ * counts).  sq[r] is s2
  * for a row left as it was, else Z[r]'s summed again the same way.  AVX2 + FMA and the
  * portable path (C's fma()) give the same bits.  No threads.
  */
@@ -60,11 +61,12 @@ static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double tar
     if (s2 <= DBL_MAX) {
         double f = target / sqrt(s2);
         for (i = 0; i < d; i++) z[i] *= f;
-    } else {
-        dpe_load_domain_f64_row(x, d, dom, target, z, 1);
+        boxed = 1;
+    } else {                                    /* the loader's row (and its count: NaN rows) */
+        boxed = dpe_load_domain_f64_row(x, d, dom, target, z, 1);
     }
     *sq = dcr_sq_c(z, d);
-    return 1;
+    return boxed;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
@@ -151,11 +153,12 @@ static DCR_AVX2 int dcr_row_avx2(const double *x, ptrdiff_t d, const double *dom
         __m256d f = _mm256_set1_pd(target / sqrt(s2));
         for (i = 0; i + 4 <= d; i += 4) _mm256_storeu_pd(z + i, _mm256_mul_pd(_mm256_loadu_pd(z + i), f));
         for (; i < d; i++) z[i] *= target / sqrt(s2);
+        boxed = 1;
     } else {
-        dpe_load_domain_f64_row(x, d, dom, target, z, 1);
+        boxed = dpe_load_domain_f64_row(x, d, dom, target, z, 1);
     }
     *sq = dcr_sq_avx2(z, d);
-    return 1;
+    return boxed;
 }
 
 static DCR_AVX2 void dcr_add_avx2(const double *z, ptrdiff_t d, double *sum)
