@@ -278,6 +278,7 @@ class ReleasedOperator:
         self._store_Q, self._store_R = _stores(d, 0)      # capacity, grown by doubling
         self._U = np.zeros((0, 0))
         self._m, self._stream, self._ended = 0, 0, False
+        self._starts = []               # each revealed block's first column
         self._as_given = True           # every block so far a query block taken exactly as given
         self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
@@ -319,6 +320,7 @@ class ReleasedOperator:
         if not staged:
             self._room(p)
             self._store_Q[:, m:m + p] = Qn
+        self._starts.append(m)
         self._m = m + p
         return self._store_R[:, m:m + p]
 
@@ -469,10 +471,13 @@ class ReleasedOperator:
         conditional law, plus a small cover (:mod:`~dpem_fast._engine._diagonal`).  Ends the
         operator."""
         self._check_open(end=True)
-        Q, AQ = self._Q, self._AQ
+        Q, m = self._Q, self._m
         exact = self._exact.projected_diagonal(Q)
+        D = np.zeros((m, m))                    # U's diagonal blocks (each block's own Qₙᵀ A Qₙ)
+        for a, b in zip(self._starts, self._starts[1:] + [m]):
+            D[a:b, a:b] = self._U[a:b, a:b]
         with blas_single_thread():
-            return released_diagonal(Q, AQ, exact, self._normals, self.sigma)
+            return released_diagonal(Q, D, self._R, exact, self._normals, self.sigma)
 
     def weighted_trace(self, w):
         """``Σ_i w_i A_ii``: the released columns' part plus one new coordinate (module

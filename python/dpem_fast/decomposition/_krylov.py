@@ -164,7 +164,7 @@ def _col_norms2(M):
     return np.einsum("ij,ij->j", M, M)
 
 
-def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
+def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, pairs=True):
     """The ``k`` largest Ritz pairs of the symmetric ``C`` (products ``C @ V`` only), descending:
     block Krylov from the data-independent ``start`` (d x ``BLOCK``), at most ``max_cols``
     columns, stopped earlier once every top-k residual ``‖C u − θ u‖`` is below ``tol``·|θ₁|
@@ -180,7 +180,10 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
     (~10⁻¹⁶ measured after one projection in these noisy bases) and declines it, revealing
     nothing, otherwise; the block is then redone with Gram–Schmidt's second pass and offered
     again.  Else (or once ``reveal`` declines that too) ``T``'s column is ``Qᵀ (C V)``, the
-    first pass its coefficients, and the second pass always follows."""
+    first pass its coefficients, and the second pass always follows.
+
+    ``pairs=False``: the whole basis only, ``(Q, sym(T))`` at ``max_cols`` columns (no Ritz pair,
+    no early stop: a caller that keeps the basis, factor analysis)."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
     Q = workspace((max_cols, d)).T          # huge pages (not faulted in on every fit), column-major
@@ -214,7 +217,9 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
         last = m >= max_cols
         if not last:
             V, R = _orthonormal(W, Q[:, :m], told, second=reveal is None)
-        if last or (m >= 2 * k and (m // p) % 2 == 0):         # every other block from 2k columns
+        elif not pairs:
+            return Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
+        if pairs and (last or (m >= 2 * k and (m // p) % 2 == 0)):    # every other block from 2k columns
             kk = min(k, m)                  # the top kk pairs only (dsyevr's subset: ~30 % less)
             theta, S = linalg.eigh((T[:m, :m] + T[:m, :m].T) / 2, check_finite=False,
                                    subset_by_index=[m - kk, m - 1])
@@ -224,7 +229,4 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
             Rs = R @ S[m - p:m]
             if np.all(np.sqrt(np.einsum("ij,ij->j", Rs, Rs)) <= tol * max(abs(theta[0]), np.finfo(float).tiny)):
                 break
-    U = (np.ascontiguousarray(S.T) @ Q[:, :m].T).T      # Q S from Q's rows (C-contiguous)
-    if basis:
-        return theta, U, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
-    return theta, U
+    return theta, (np.ascontiguousarray(S.T) @ Q[:, :m].T).T      # Q S from Q's rows (C-contiguous)
