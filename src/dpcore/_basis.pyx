@@ -1,13 +1,12 @@
 """A Krylov basis' passes against a block of 8 columns (issue 41; ``dpc_basis.h``).
 
 ``tdot8(Qt, V, out)``: ``out = Qt V`` (``Qt`` the basis' m columns as rows, m x d; V d x 8);
-``sub8(Qt, C, X)``: ``X -= Qtᵀ C`` (C m x 8, X d x 8), ``colsq8(X, out)``: X's columns' squared norms, all C-contiguous float64, a fixed fma
-order (the header's docstring: the same bits on the AVX2 path and the portable one, for any
-thread count).  Post-processing of released values: the released operator's basis and
-coordinates, the solver's.  ``qr8(W, V, R)``: ``W = V R`` (d x 8; Cholesky QR twice, fixed order),
-False where it declines (an ill-conditioned block: the caller's Householder QR).  ``FAST``: whether the AVX2 + FMA path runs here.
+``sub8(Qt, C, X)``: ``X -= Qtᵀ C`` (C m x 8, X d x 8); ``colsq8(X, out)``: X's columns' squared
+norms; all C-contiguous float64, a fixed fma order (the header's docstring: the same bits on the
+AVX2 path and the portable one, for any thread count).  Post-processing of released values: the released operator's basis and
+coordinates.  ``FAST``: whether the AVX2 + FMA path runs here.
 """
-from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_fast, dpb_qr8, dpb_sub8, dpb_tdot8
+from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_fast, dpb_sub8, dpb_tdot8
 
 FAST = bool(dpb_fast())
 #: columns of the block
@@ -34,19 +33,6 @@ def sub8(const double[:, ::1] Qt, const double[:, ::1] C, double[:, ::1] X, bint
         return
     with nogil:
         dpb_sub8(&Qt[0, 0], m, d, &C[0, 0], &X[0, 0], fast)
-
-
-def qr8(const double[:, ::1] W, double[:, ::1] V, double[:, ::1] R, bint fast=True):
-    """``W = V R``, V orthonormal, R upper triangular (module docstring); False: declined."""
-    cdef Py_ssize_t d = W.shape[0]
-    cdef int bad
-    if W.shape[1] != DPB_P or V.shape[0] != d or V.shape[1] != DPB_P or R.shape[0] != DPB_P or R.shape[1] != DPB_P:
-        raise ValueError("qr8: shapes (d, 8), (d, 8), (8, 8) expected")
-    if d < DPB_P:
-        return False
-    with nogil:
-        bad = dpb_qr8(&W[0, 0], d, &V[0, 0], &R[0, 0], fast)
-    return not bad
 
 
 def colsq8(const double[:, ::1] X, double[::1] out, bint fast=True):

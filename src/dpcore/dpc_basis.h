@@ -15,16 +15,6 @@
  *              ~√d u: the orthonormality checks read these Gram entries to 10⁻¹⁴)
  *     X_ic   = fnma chain over j = 0 .. m-1 of Qt_ji C_jc, from X_ic
  *     dpb_colsq8: out_c = Σ_i X_ic², chunked as dpb_tdot8
- *
- * and dpb_qr8, a thin QR ``W = V R`` of a d x 8 block (Cholesky QR twice: the Gram matrix
- * summed as dpb_tdot8 sums, its Cholesky factor and that factor's inverse in plain C (no fma,
- * one compiled copy for both paths), each row of V then the fma chain over a = 0 .. 7 of
- * w_a Rinv_a·); it declines (returns 1, V unspecified) where a column keeps less than
- * DPB_QR_KEEP of the block's largest norm off the columns before it (the first pass' pivots),
- * for the caller's Householder QR: twice is enough only for a well-conditioned block.
- *
- * AVX2 + FMA: 6 columns of Q (dpb_tdot8) or 6 rows of X (dpb_sub8) at a time, 12 accumulators
- * in registers; each accumulator is still one chain in the order above.  No threads.
  */
 #ifndef DPC_BASIS_H
 #define DPC_BASIS_H
@@ -34,7 +24,6 @@
 
 #define DPB_P 8           /* columns of the block */
 #define DPB_CHUNK 256     /* rows per chunk of a dot product's fma chain */
-#define DPB_QR_KEEP 1e-4  /* smallest pivot of dpb_qr8's first pass, relative to the largest norm */
 
 static void dpb_tdot8_c(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
 {
@@ -61,35 +50,6 @@ static void dpb_colsq8_c(const double *X, ptrdiff_t d, double *out)
         for (i = i0; i < end; i++)
             for (c = 0; c < DPB_P; c++) a[c] = fma(X[i * DPB_P + c], X[i * DPB_P + c], a[c]);
         for (c = 0; c < DPB_P; c++) out[c] = i0 ? out[c] + a[c] : a[c];
-    }
-}
-
-/* G = Wᵀ W (8 x 8, both triangles), chunked as dpb_tdot8. */
-static void dpb_gram8_c(const double *W, ptrdiff_t d, double *G)
-{
-    ptrdiff_t i, i0, a, c;
-    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
-        double g[DPB_P * DPB_P] = {0};
-        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
-        for (i = i0; i < end; i++)
-            for (a = 0; a < DPB_P; a++)
-                for (c = a; c < DPB_P; c++) g[a * DPB_P + c] = fma(W[i * DPB_P + a], W[i * DPB_P + c], g[a * DPB_P + c]);
-        for (a = 0; a < DPB_P; a++)
-            for (c = a; c < DPB_P; c++) G[a * DPB_P + c] = i0 ? G[a * DPB_P + c] + g[a * DPB_P + c] : g[a * DPB_P + c];
-    }
-    for (a = 0; a < DPB_P; a++)
-        for (c = 0; c < a; c++) G[a * DPB_P + c] = G[c * DPB_P + a];
-}
-
-/* V = W Rinv, row by row (Rinv upper triangular, its zeros in the chain too). */
-static void dpb_apply8_c(const double *W, ptrdiff_t d, const double *Ri, double *V)
-{
-    ptrdiff_t i, a, c;
-    for (i = 0; i < d; i++) {
-        double v[DPB_P] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (a = 0; a < DPB_P; a++)
-            for (c = 0; c < DPB_P; c++) v[c] = fma(W[i * DPB_P + a], Ri[a * DPB_P + c], v[c]);
-        for (c = 0; c < DPB_P; c++) V[i * DPB_P + c] = v[c];
     }
 }
 
@@ -205,56 +165,6 @@ static DPB_AVX2 void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
     }
 }
 
-/* Gram: rows 0-3 of G whole (8 accumulators), rows 4-7 on columns 4-7 (4); the rest mirrored. */
-static DPB_AVX2 void dpb_gram8_avx2(const double *W, ptrdiff_t d, double *G)
-{
-    ptrdiff_t i, i0, a;
-    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
-        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
-        __m256d g0a = _mm256_setzero_pd(), g0b = _mm256_setzero_pd(), g1a = _mm256_setzero_pd(),
-                g1b = _mm256_setzero_pd(), g2a = _mm256_setzero_pd(), g2b = _mm256_setzero_pd(),
-                g3a = _mm256_setzero_pd(), g3b = _mm256_setzero_pd(), g4 = _mm256_setzero_pd(),
-                g5 = _mm256_setzero_pd(), g6 = _mm256_setzero_pd(), g7 = _mm256_setzero_pd();
-        for (i = i0; i < end; i++) {
-            const double *w = W + i * DPB_P;
-            __m256d x0 = _mm256_loadu_pd(w), x1 = _mm256_loadu_pd(w + 4), b;
-            b = _mm256_broadcast_sd(w);     g0a = _mm256_fmadd_pd(b, x0, g0a); g0b = _mm256_fmadd_pd(b, x1, g0b);
-            b = _mm256_broadcast_sd(w + 1); g1a = _mm256_fmadd_pd(b, x0, g1a); g1b = _mm256_fmadd_pd(b, x1, g1b);
-            b = _mm256_broadcast_sd(w + 2); g2a = _mm256_fmadd_pd(b, x0, g2a); g2b = _mm256_fmadd_pd(b, x1, g2b);
-            b = _mm256_broadcast_sd(w + 3); g3a = _mm256_fmadd_pd(b, x0, g3a); g3b = _mm256_fmadd_pd(b, x1, g3b);
-            g4 = _mm256_fmadd_pd(_mm256_broadcast_sd(w + 4), x1, g4);
-            g5 = _mm256_fmadd_pd(_mm256_broadcast_sd(w + 5), x1, g5);
-            g6 = _mm256_fmadd_pd(_mm256_broadcast_sd(w + 6), x1, g6);
-            g7 = _mm256_fmadd_pd(_mm256_broadcast_sd(w + 7), x1, g7);
-        }
-#define DPB_GPUT(ptr, v) do { __m256d t_ = (v); if (i0) t_ = _mm256_add_pd(_mm256_loadu_pd(ptr), t_); \
-                              _mm256_storeu_pd((ptr), t_); } while (0)
-        DPB_GPUT(G, g0a); DPB_GPUT(G + 4, g0b); DPB_GPUT(G + 8, g1a); DPB_GPUT(G + 12, g1b);
-        DPB_GPUT(G + 16, g2a); DPB_GPUT(G + 20, g2b); DPB_GPUT(G + 24, g3a); DPB_GPUT(G + 28, g3b);
-        DPB_GPUT(G + 36, g4); DPB_GPUT(G + 44, g5); DPB_GPUT(G + 52, g6); DPB_GPUT(G + 60, g7);
-#undef DPB_GPUT
-    }
-    for (a = 4; a < DPB_P; a++) {
-        ptrdiff_t c;
-        for (c = 0; c < 4; c++) G[a * DPB_P + c] = G[c * DPB_P + a];
-    }
-}
-
-static DPB_AVX2 void dpb_apply8_avx2(const double *W, ptrdiff_t d, const double *Ri, double *V)
-{
-    ptrdiff_t i, a;
-    for (i = 0; i < d; i++) {
-        const double *w = W + i * DPB_P;
-        __m256d v0 = _mm256_setzero_pd(), v1 = _mm256_setzero_pd();
-        for (a = 0; a < DPB_P; a++) {
-            __m256d b = _mm256_broadcast_sd(w + a);
-            v0 = _mm256_fmadd_pd(b, _mm256_loadu_pd(Ri + a * DPB_P), v0);
-            v1 = _mm256_fmadd_pd(b, _mm256_loadu_pd(Ri + a * DPB_P + 4), v1);
-        }
-        _mm256_storeu_pd(V + i * DPB_P, v0);
-        _mm256_storeu_pd(V + i * DPB_P + 4, v1);
-    }
-}
 #else
 #define DPB_HAVE_AVX2 0
 static int dpb_avx2(void) { return 0; }
@@ -285,70 +195,6 @@ static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fas
     if (fast && dpb_avx2()) { dpb_colsq8_avx2(X, d, out); return; }
 #endif
     dpb_colsq8_c(X, d, out);
-}
-
-static inline void dpb_gram8(const double *W, ptrdiff_t d, double *G, int fast)
-{
-#if DPB_HAVE_AVX2
-    if (fast && dpb_avx2()) { dpb_gram8_avx2(W, d, G); return; }
-#endif
-    dpb_gram8_c(W, d, G);
-}
-
-static inline void dpb_apply8(const double *W, ptrdiff_t d, const double *Ri, double *V, int fast)
-{
-#if DPB_HAVE_AVX2
-    if (fast && dpb_avx2()) { dpb_apply8_avx2(W, d, Ri, V); return; }
-#endif
-    dpb_apply8_c(W, d, Ri, V);
-}
-
-/* G = Rᵀ R (R upper, row-major) and Ri = R⁻¹; 1 where a pivot is below keep² (or not a number). */
-static int dpb_chol8(const double *G, double keep2, double *R, double *Ri)
-{
-    int j, k, l;
-    for (j = 0; j < DPB_P * DPB_P; j++) R[j] = Ri[j] = 0.0;
-    for (j = 0; j < DPB_P; j++) {
-        double s = G[j * DPB_P + j];
-        for (k = 0; k < j; k++) s -= R[k * DPB_P + j] * R[k * DPB_P + j];
-        if (!(s > keep2)) return 1;
-        R[j * DPB_P + j] = sqrt(s);
-        for (l = j + 1; l < DPB_P; l++) {
-            double t = G[j * DPB_P + l];
-            for (k = 0; k < j; k++) t -= R[k * DPB_P + j] * R[k * DPB_P + l];
-            R[j * DPB_P + l] = t / R[j * DPB_P + j];
-        }
-    }
-    for (j = 0; j < DPB_P; j++) {
-        Ri[j * DPB_P + j] = 1.0 / R[j * DPB_P + j];
-        for (k = j - 1; k >= 0; k--) {          /* row k of column j: −(Σ_{l>k} R_kl Ri_lj) / R_kk */
-            double t = 0.0;
-            for (l = k + 1; l <= j; l++) t += R[k * DPB_P + l] * Ri[l * DPB_P + j];
-            Ri[k * DPB_P + j] = -t / R[k * DPB_P + k];
-        }
-    }
-    return 0;
-}
-
-/* W = V R (module docstring): 0, or 1 (declined) for the caller's Householder QR. */
-static inline int dpb_qr8(const double *W, ptrdiff_t d, double *V, double *R, int fast)
-{
-    double G[DPB_P * DPB_P], R1[DPB_P * DPB_P], Ri[DPB_P * DPB_P], R2[DPB_P * DPB_P], top = 0.0;
-    int j, k, l;
-    dpb_gram8(W, d, G, fast);
-    for (j = 0; j < DPB_P; j++) top = G[j * DPB_P + j] > top ? G[j * DPB_P + j] : top;
-    if (!(top > 0.0) || dpb_chol8(G, DPB_QR_KEEP * DPB_QR_KEEP * top, R1, Ri)) return 1;
-    dpb_apply8(W, d, Ri, V, fast);
-    dpb_gram8(V, d, G, fast);
-    if (dpb_chol8(G, 0.25, R2, Ri)) return 1;
-    dpb_apply8(V, d, Ri, V, fast);
-    for (j = 0; j < DPB_P; j++)                 /* R = R2 R1 (both upper) */
-        for (l = 0; l < DPB_P; l++) {
-            double t = 0.0;
-            for (k = 0; k < DPB_P; k++) t += R2[j * DPB_P + k] * R1[k * DPB_P + l];
-            R[j * DPB_P + l] = t;
-        }
-    return 0;
 }
 
 #endif

@@ -7,5 +7,4 @@ cdef extern from "dpc_basis.h" nogil:
     int dpb_fast()
     void dpb_tdot8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out, int fast)
     void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X, int fast)
-    int dpb_qr8(const double *W, ptrdiff_t d, double *V, double *R, int fast)
     void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)

@@ -20,7 +20,6 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import blas, lapack
 
-from .._dpcore import _basis
 from .._workspace import workspace
 
 __all__ = ["BLOCK", "ReleasedCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
@@ -90,11 +89,9 @@ class ReleasedCovariance:
         tnew = B / self.n
         tnew -= np.outer(a, a)
         tnew.flat[::tnew.shape[0] + 1] += self.c
-        W = R / self.n                  # row-major as R: the rank-one update in place
-        if W.shape[1] == _basis.COLUMNS and _basis.FAST and W.flags.c_contiguous:
-            _basis.sub8(u[None, :], a[None, :], W)
-        else:
-            blas.dger(-1.0, a, u, a=W.T, overwrite_a=True)
+        W = np.empty(R.shape, order="F")          # column-major, as LAPACK's QR takes it
+        np.divide(R, self.n, out=W)
+        W = blas.dger(-1.0, u, a, a=W, overwrite_a=True)       # the rank-one update in place
         self._qm = np.concatenate([self._qm, a])
         return told, tnew, W
 
@@ -139,14 +136,10 @@ def _qr_lwork(d, p):
 
 def _qr(W):
     """``scipy.linalg.qr(W, mode="economic")`` (the same LAPACK calls, the same bits) without its
-    checks and workspace queries: a tall block's QR is a Krylov step's largest small cost.  A
-    row-major block of 8 columns: Cholesky QR twice in a fixed order (``_basis.qr8``: 2-3x
-    faster, orthonormal to ~10⁻¹⁵ as Householder's), Householder where that declines."""
+    checks and workspace queries: a tall block's QR is a Krylov step's largest small cost.  (Not
+    Cholesky QR, ~2x faster: its signs, R's diagonal positive, are not Householder's, and the
+    operator's noise on a direction depends on its sign: another draw, not the same bits.)"""
     d, p = W.shape
-    if p == _basis.COLUMNS and _basis.FAST and W.flags.c_contiguous:
-        V, R = np.empty((d, p)), np.empty((p, p))
-        if _basis.qr8(W, V, R):
-            return V, R
     if p > d or p == 0:
         return linalg.qr(W, mode="economic", check_finite=False)
     lwork = _qr_lwork(d, p)
