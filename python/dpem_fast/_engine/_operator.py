@@ -392,8 +392,8 @@ class ReleasedOperator:
         """Release the columns ``A Qn`` of new directions ``Qn`` (orthonormal to the basis to
         :data:`ORTHO_TOL`, checked by the caller; ``C = Qᵀ Qn``), module docstring; returns their
         coordinates ``(K, Qnᵀ A Qn, R_n)``: ``K = Qᵀ A Qn`` (the released columns A Q read against
-        Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (row-major, a
-        copy of the store's new columns) the part off ``span [Q, Qn]``."""
+        Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (a view of the
+        store) the part off ``span [Q, Qn]``."""
         d, m, p = self.shape[0], self._m, Qn.shape[1]
         Qt, Rt, U = self._store_Q.T[:m], self._store_R.T[:m], self._U[:m, :m]
         Qn = np.ascontiguousarray(Qn)
@@ -420,17 +420,18 @@ class ReleasedOperator:
             _subtract(Qt, _tdot(Qt, X), X)
         Qnt = self._store_Q.T[m:m + p] if staged else np.ascontiguousarray(Qn.T)
         _subtract(Qnt, _tdot(Qnt, X), X)
-        self._append(Qn, staged)[...] = X
+        Rn = self._append(Qn, staged)
+        Rn[...] = X
         self._U[:m, m:m + p] = K
         self._U[m:m + p, m:m + p] = B
-        return K, B, X
+        return K, B, Rn
 
     def reveal_block(self, V):
         """A solver's next block: where ``V`` (d x p) is orthonormal and orthogonal to the
         revealed basis to :data:`ORTHO_TOL` (checked here) and every earlier block was taken as
         given, V becomes the new directions exactly as it is and the coordinates of ``A V`` are
-        returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (row-major, the
-        caller's).  The caller's basis is then this operator's, column for column.  Else None,
+        returned: ``(Qᵀ A V, Vᵀ A V, W)``, W its part off ``span [Q, V]`` (a view: read, not
+        written).  The caller's basis is then this operator's, column for column.  Else None,
         nothing revealed (the caller asks ``A @ V``)."""
         self._check_open()
         V = np.ascontiguousarray(V, dtype=np.float64)

@@ -89,9 +89,8 @@ class ReleasedCovariance:
         tnew = B / self.n
         tnew -= np.outer(a, a)
         tnew.flat[::tnew.shape[0] + 1] += self.c
-        W = np.empty(R.shape, order="F")          # column-major, as LAPACK's QR takes it
-        np.divide(R, self.n, out=W)
-        W = blas.dger(-1.0, u, a, a=W, overwrite_a=True)       # the rank-one update in place
+        W = R / self.n                  # column-major as R: the rank-one update in place
+        W = blas.dger(-1.0, u, a, a=W, overwrite_a=True)
         self._qm = np.concatenate([self._qm, a])
         return told, tnew, W
 
