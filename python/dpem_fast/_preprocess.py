@@ -317,7 +317,7 @@ def clip_target(n_features: int, dtype) -> float:
     return 1.0 - 8.0 * (n_features + 2) * float(np.finfo(dtype).eps)
 
 
-def scale_and_clip(X, domain: DataDomain, out=None):
+def scale_and_clip(X, domain: DataDomain, out=None, sq_out=None):
     """Map rows into the unit ball; return (Z, n_clipped), n_clipped the rows changed by
     either clip (the box or the ball).
 
@@ -332,6 +332,10 @@ def scale_and_clip(X, domain: DataDomain, out=None):
     ``h_i = (a_i / 2 - center_i / 2) * (inv_i / max_j inv_j)`` (``a``: the box-clipped
     row, ``inv = 1 / scale``; no factor exceeds 1, so nothing overflows), which has the
     direction of ``(a - center) / scale``, scaled to norm ``clip_target``.
+
+    ``sq_out`` (float64, one per row): filled with the returned rows' squared norms, each a
+    float64 sum of its d squares (the clip's own for the rows it left as they were, summed again
+    for the others): the released operator's trace reads them (issue 41).
     """
     # one new array (none with ``out``) and few passes: the box clip, or else the centring,
     # writes it; the overflow test reads the global extremes first (per row only past them)
@@ -370,7 +374,8 @@ def scale_and_clip(X, domain: DataDomain, out=None):
             np.subtract(src, domain.center.astype(src.dtype), out=Z)
             src = Z
         np.multiply(src, inv_scale.astype(Z.dtype), out=Z)
-        norms = np.sqrt(np.einsum("ij,ij->i", Z, Z, dtype=np.float64))
+        sq = np.einsum("ij,ij->i", Z, Z, dtype=np.float64, out=sq_out)
+        norms = np.sqrt(sq)
     norms[risky] = 0.0
     over = norms > 1.0
     if over.any():
@@ -396,4 +401,7 @@ def scale_and_clip(X, domain: DataDomain, out=None):
             V[huge] = T * (target / np.sqrt(np.einsum("ij,ij->i", T, T)))[:, None]
         Z[risky] = V.astype(Z.dtype)
         clipped[risky[fits | huge]] = True
+    if sq_out is not None:
+        redo = np.flatnonzero(over | risk)
+        sq_out[redo] = np.einsum("ij,ij->i", Z[redo], Z[redo], dtype=np.float64)
     return Z, int(np.count_nonzero(clipped))

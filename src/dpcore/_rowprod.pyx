@@ -6,10 +6,16 @@
 path and the portable one, whatever the caller's thread count).  ``FAST``: whether the AVX2 +
 FMA path runs here (else :class:`~dpem_fast._engine._operator.RowProducts` keeps its BLAS
 slabs: C's ``fma()`` one row at a time is slower).
+
+``clip_rows(X, dom, target, Z, sq, sums, tile)``: the operator's rows themselves, X (n x d) mapped
+into the domain's unit ball (``dom``: the loader's (4, d) array) row-major into Z, each row's
+squared norm into ``sq`` and each block of ``tile`` rows' sum into ``sums`` (``dpc_cliprows.h``);
+returns the rows a clip changed.  ``CLIP_FAST``: whether its AVX2 + FMA path runs here.
 """
-from .dpc_rowprod cimport DPR_P, dpr_fast, dpr_products8
+from .dpc_rowprod cimport DPR_P, dcr_clip_rows, dcr_fast, dpr_fast, dpr_products8
 
 FAST = bool(dpr_fast())
+CLIP_FAST = bool(dcr_fast())
 #: columns of V the kernel takes (the Krylov block)
 COLUMNS = DPR_P
 
@@ -25,3 +31,25 @@ def products8(const double[:, ::1] Y, const double[:, ::1] V, double[:, ::1] out
         return
     with nogil:
         dpr_products8(&Y[0, 0] if n else NULL, n, d, &V[0, 0], &out[0, 0], &sq[0] if n else NULL, fast)
+
+
+def clip_rows(const double[:, ::1] X, const double[:, ::1] dom, double target, double[:, ::1] Z,
+              double[::1] sq, double[:, ::1] sums, Py_ssize_t tile, bint fast=True):
+    """Z, sq, sums from X (module docstring); the rows changed by a clip.  ``fast=False``: the
+    portable path."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], nb
+    cdef Py_ssize_t changed
+    if tile < 1:
+        raise ValueError("clip_rows: tile must be >= 1")
+    nb = (n + tile - 1) // tile
+    if (dom.shape[0] != 4 or dom.shape[1] != d or Z.shape[0] != n or Z.shape[1] != d or sq.shape[0] != n
+            or sums.shape[0] < nb or sums.shape[1] != d):
+        raise ValueError("clip_rows: shapes (n, d), (4, d), (n, d), (n,), (ceil(n / tile), d) expected")
+    if n == 0 or d == 0:
+        sq[:] = 0.0
+        if d:
+            sums[:, :] = 0.0
+        return 0
+    with nogil:
+        changed = dcr_clip_rows(&X[0, 0], n, d, &dom[0, 0], target, &Z[0, 0], &sq[0], &sums[0, 0], tile, fast)
+    return changed

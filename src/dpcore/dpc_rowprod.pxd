@@ -7,3 +7,8 @@ cdef extern from "dpc_rowprod.h" nogil:
     int dpr_fast()
     void dpr_products8(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
                        double *out, double *sq, int fast)
+
+cdef extern from "dpc_cliprows.h" nogil:
+    int dcr_fast()
+    ptrdiff_t dcr_clip_rows(const double *X, ptrdiff_t n, ptrdiff_t d, const double *dom, double target,
+                            double *Z, double *sq, double *sums, ptrdiff_t tile, int fast)

@@ -56,3 +56,33 @@ def test_row_products_with_and_without_the_kernel(monkeypatch):
     for a, b in zip(sq, sq2):
         assert np.allclose(a, b, rtol=1e-13)
     assert _operator._rowprod is _rowprod
+
+
+@pytest.mark.parametrize("n, d, box", [(0, 5, False), (1, 1, True), (13, 7, True), (50, 33, False), (600, 100, True),
+                                       (300, 1030, False)])
+def test_clip_rows_is_the_clip_to_rounding_on_both_paths(n, d, box):
+    # the operator's rows: scale_and_clip's map and clip count, the norm summed in the kernel's
+    # order (every row still in the ball), its squared norms and block sums; the same bits on
+    # the AVX2 path and the portable one
+    from dpem_fast._preprocess import DataDomain, clip_target, scale_and_clip
+    rng = np.random.default_rng(n + d)
+    X = rng.normal(size=(n, d)) * rng.choice([0.01, 0.5, 3.0], size=(n, 1))
+    if n > 2:
+        X[1, 0], X[2, -1] = 1e300, -np.inf          # huge rows: the loader's own row code
+    dom = DataDomain(center=rng.normal(size=d) * 0.1, scale=np.full(d, np.sqrt(d) * 0.5), from_data=False,
+                     bounds=(np.full(d, -1.5), np.full(d, 1.5)) if box else None)
+    tile = 256
+    nb = max(-(-n // tile), 1)
+    runs = []
+    for fast in (True, False):
+        Z, sq, sums = np.full((n, d), np.nan), np.full(n, np.nan), np.full((nb, d), np.nan)
+        runs.append((_rowprod.clip_rows(X, dom.loader_array(), clip_target(d, np.float64), Z, sq, sums, tile, fast),
+                     Z, sq, sums))
+    (c, Z, sq, sums), (c2, Z2, sq2, sums2) = runs
+    assert c == c2 and np.array_equal(Z, Z2) and np.array_equal(sq, sq2) and np.array_equal(sums, sums2)
+    ref, ref_c = scale_and_clip(X, dom)
+    assert c == ref_c
+    assert np.allclose(Z, ref, rtol=0, atol=1e-14)
+    assert np.all(np.sqrt(np.einsum("ij,ij->i", Z, Z)) <= 1.0) and np.allclose(sq, np.sum(Z * Z, axis=1), atol=1e-14)
+    for b in range(-(-n // tile)):
+        assert np.allclose(sums[b], Z[b * tile:(b + 1) * tile].sum(axis=0), rtol=0, atol=1e-12)

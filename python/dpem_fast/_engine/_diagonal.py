@@ -99,24 +99,26 @@ def _symmetric_draw(normals, m, sigma):
     return M
 
 
-def released_diagonal(Q, AQ, exact, normals, sigma, tau=DIAGONAL_TAU):
-    """``known + diag(RSR) + N + τ ξ`` (module docstring): ``exact`` = ``diag(RSR)`` of the rows,
-    ``normals(size, scale)`` the operator's counter-based draws."""
+def released_diagonal(Q, D, R, exact, normals, sigma, tau=DIAGONAL_TAU):
+    """``known + diag(RSR) + N + τ ξ`` (module docstring): the released columns as the operator
+    holds them, ``A Q = Q U + R`` (U block upper triangular, ``D`` its diagonal blocks, R the
+    columns' parts off the basis); ``exact`` = ``diag(RSR)`` of the rows, ``normals(size,
+    scale)`` the operator's counter-based draws."""
     d, m = Q.shape
-    H = Q.T @ AQ
-    H = (H + H.T) / 2
     p = np.einsum("ij,ij->i", Q, Q)
     cheap = m == 0 or float(np.max(p)) <= 0.5
-    # known = 2 rowsum(AQ ∘ Q) − diag(Q H Qᵀ); the cheap sampler's diag(Q M Qᵀ) joins it in one
-    # product with Q: diag(Q (M − H) Qᵀ)
-    out = 2.0 * np.einsum("ij,ij->i", AQ, Q)
+    # known = 2 rowsum(AQ ∘ Q) − diag(Q H Qᵀ) with H = Qᵀ A Q = U, its upper blocks mirrored
+    # (the operator's), i.e. 2 diag(Q sym(U) Qᵀ) + 2 rowsum(R ∘ Q) − diag(Q H Qᵀ)
+    # = diag(Q D Qᵀ) + 2 rowsum(R ∘ Q) (2 sym(U) − H = D): no product with the d x m columns;
+    # the cheap sampler's diag(Q M Qᵀ) joins it in one product with Q: diag(Q (M + D) Qᵀ)
+    out = 2.0 * np.einsum("ij,ij->i", R, Q)
     if cheap:
         out += np.sqrt(np.maximum(1.0 - 2.0 * p, 0.0)) * normals(d, sigma)
-        K = _symmetric_draw(normals, m, sigma) - H if m else H
+        K = _symmetric_draw(normals, m, sigma) + D if m else D
     else:       # exact fallback: diag(R F R) = diag F − 2 rowsum((F Q) ∘ Q) + diag(Q (QᵀFQ) Qᵀ)
         F = _symmetric_draw(normals, d, sigma)
         FQ = F @ Q
         out += np.diagonal(F) - 2.0 * np.einsum("ij,ij->i", FQ, Q)
-        K = Q.T @ FQ - H
+        K = Q.T @ FQ + D
     out += np.einsum("ij,ij->i", Q @ K, Q)
     return out + exact + normals(d, tau * sigma)

@@ -85,8 +85,8 @@ is summed while the blocks are read (:meth:`RowProducts.products`: each ``q_jᵀ
 product's (or the kernel's fma chain's) d-term dot product, its square, per block p of them
 (the kernel: an fma chain of the p squares), then over the blocks — m − 1
 additions of m squares in all, any order: the same count as one pass with Q), the rows then per
-block of at most b: the bound is unchanged, and the trace reads the rows only for their
-``‖y_r‖²`` (no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
+block of at most b: the bound is unchanged, and the trace reads only the rows'
+``‖y_r‖²`` (the clip's d-term sums where it kept them, else its own; no product with Q).  The slabs (:data:`_SLAB` rows) only reorder a block's sum (any order within a
 block is covered).
 :func:`~dpem_fast._engine._specs.operator_rounding_factor` is ``1 + (√(2 m_max) + 2) e'`` (``e' ≥ e``; the two groups
 of coordinates add by Minkowski).  This holds where the row count is public (row-level
@@ -104,9 +104,8 @@ import math
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas
 
-from .._dpcore import _contract, _moments, _rowprod
+from .._dpcore import _basis, _contract, _moments, _rowprod
 from .._dpcore import _rng as _core_rng
 from .._dpcore._contract import SAMPLER_BLOCK
 from .._threads import blas_single_thread
@@ -140,35 +139,56 @@ def _orthonormal_to_tol(Qn, QtQn):
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
 
 
-def _subtract_product(X, Q, C):
-    """``X −= Q C`` in place (one BLAS call, no temporary) for a column-major store's block X."""
-    if X.flags.f_contiguous and Q.shape[1] and (Q.flags.f_contiguous or Q.flags.c_contiguous):
-        if Q.flags.f_contiguous:
-            blas.dgemm(-1.0, Q, C, beta=1.0, c=X, overwrite_c=True)
-        else:
-            blas.dgemm(-1.0, Q.T, C, beta=1.0, c=X, trans_a=True, overwrite_c=True)
-    else:
-        X -= Q @ C
+def _tdot(Qt, V):
+    """``Qt V`` for a store's columns as rows (``Qt``, C-contiguous) and a C-contiguous block:
+    the fixed-order kernel for 8 columns (``_basis``), else BLAS."""
+    if V.shape[1] == _basis.COLUMNS and _basis.FAST and V.flags.c_contiguous:
+        out = np.empty((Qt.shape[0], V.shape[1]))
+        _basis.tdot8(Qt, V, out)
+        return out
+    return Qt @ V
+
+
+def _colsq(X):
+    """X's columns' squared norms (the kernel for 8 columns)."""
+    if X.shape[1] == _basis.COLUMNS and _basis.FAST and X.flags.c_contiguous:
+        out = np.empty(X.shape[1])
+        _basis.colsq8(X, out)
+        return out
+    return np.einsum("ij,ij->j", X, X)
+
+
+def _subtract(Qt, C, X):
+    """``X −= Qtᵀ C`` in place (X C-contiguous): the kernel for 8 columns, else BLAS."""
+    if X.shape[1] == _basis.COLUMNS and _basis.FAST:
+        _basis.sub8(Qt, np.ascontiguousarray(C), X)
+    elif Qt.shape[0]:
+        X -= Qt.T @ C
 
 
 class RowProducts:
-    """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order);
-    ``+`` joins the rows of disjoint parts (the engine's sum over superblocks)."""
+    """The exact ``S = Σ_r y_r y_rᵀ`` held as its rows (blocks of float64 rows, in order) and,
+    where given, the rows' squared norms (one float64 d-term sum each: the clip's,
+    :func:`~dpem_fast._preprocess.scale_and_clip`); ``+`` joins the rows of disjoint parts (the
+    engine's sum over superblocks)."""
 
-    def __init__(self, blocks, d):
-        self._blocks = [np.ascontiguousarray(b, dtype=np.float64) for b in blocks if b.shape[0]]
+    def __init__(self, blocks, d, sq_norms=None):
+        keep = [i for i, b in enumerate(blocks) if b.shape[0]]
+        self._blocks = [np.ascontiguousarray(blocks[i], dtype=np.float64) for i in keep]
+        self._norms = None if sq_norms is None else [np.asarray(sq_norms[i], dtype=np.float64) for i in keep]
         self.shape = (int(d), int(d))
 
     def __add__(self, other):
         if not isinstance(other, RowProducts) or other.shape != self.shape:
             return NotImplemented
-        return RowProducts(self._blocks + other._blocks, self.shape[0])
+        norms = None if self._norms is None or other._norms is None else self._norms + other._norms
+        return RowProducts(self._blocks + other._blocks, self.shape[0], norms)
 
-    def _parts(self):
+    def _parts(self, norms=False):
         step = _moments.TILE_ROWS
-        for b in self._blocks:
+        for i, b in enumerate(self._blocks):
             for r0 in range(0, b.shape[0], step):
-                yield b[r0:r0 + step]
+                yield (b[r0:r0 + step], self._norms[i][r0:r0 + step]) if norms else b[r0:r0 + step]
 
     def _sum(self, parts, shape, n_threads):
         parts = list(parts)
@@ -218,9 +238,11 @@ class RowProducts:
         and of m dot products of d terms, summed per block then over the blocks: m − 1
         additions in all), so its rounding is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module
         docstring, "Rounding")."""
-        def part(Y, s):
-            return np.array([np.einsum("ij,ij->", Y, Y) - float(np.sum(s))])
-        return float(self._sum((part(Y, s) for Y, s in zip(self._parts(), sq)), (1,), 1)[0])
+        def part(y2, s):
+            return np.array([float(np.sum(y2)) - float(np.sum(s))])
+        rows = self._parts(norms=True) if self._norms is not None else (
+            (Y, np.einsum("ij,ij->i", Y, Y)) for Y in self._parts())
+        return float(self._sum((part(y2, s) for (_, y2), s in zip(rows, sq)), (1,), 1)[0])
 
     def projected_diagonal(self, Q):
         """``diag(R S R) = Σ_r (R y_r) ∘ (R y_r)``, ``R = I − Q Qᵀ`` (exact statistic; the operator
@@ -256,6 +278,7 @@ class ReleasedOperator:
         self._store_Q, self._store_R = _stores(d, 0)      # capacity, grown by doubling
         self._U = np.zeros((0, 0))
         self._m, self._stream, self._ended = 0, 0, False
+        self._starts = []               # each revealed block's first column
         self._as_given = True           # every block so far a query block taken exactly as given
         self._sq = [np.zeros(Y.shape[0]) for Y in exact._parts()]    # rows' ‖Qᵀ y_r‖², per part
 
@@ -297,6 +320,7 @@ class ReleasedOperator:
         if not staged:
             self._room(p)
             self._store_Q[:, m:m + p] = Qn
+        self._starts.append(m)
         self._m = m + p
         return self._store_R[:, m:m + p]
 
@@ -308,7 +332,7 @@ class ReleasedOperator:
         m, p = self._m, V.shape[1]
         self._room(p)
         self._store_Q[:, m:m + p] = V
-        G = self._store_Q[:, :m + p].T @ V
+        G = _tdot(self._store_Q.T[:m + p], V)
         C = G[:m].copy()
         G[m:].flat[::p + 1] -= 1.0
         return C, bool(np.max(np.abs(G)) <= ORTHO_TOL)
@@ -371,7 +395,8 @@ class ReleasedOperator:
         Qn: symmetry, not read again from S), the fresh ``sym(H) + B`` and ``R_n`` (a view of the
         store) the part off ``span [Q, Qn]``."""
         d, m, p = self.shape[0], self._m, Qn.shape[1]
-        Q, R, U = self._Q, self._R, self._U[:m, :m]
+        Qt, Rt, U = self._store_Q.T[:m], self._store_R.T[:m], self._U[:m, :m]
+        Qn = np.ascontiguousarray(Qn)
         SQn, sq = self._exact.products(Qn)                  # the only read of the exact statistic
         for acc, part in zip(self._sq, sq):                 # rows' ‖Qnᵀ y_r‖², for the trace
             acc += part
@@ -382,18 +407,21 @@ class ReleasedOperator:
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
         B += (H + H.T) / 2                                  # Qnᵀ A Qn: sym + fresh B
-        K = R.T @ Qn                                        # (A Q)ᵀ Qn, A Q = Q U + R
+        K = _tdot(Rt, Qn)                                   # (A Q)ᵀ Qn, A Q = Q U + R
         K += U.T @ C
         # P (S Qn + g): off Q (twice where a column lost more than ~30 % of its norm to it:
-        # Kahan–Parlett, as _project_out), then off Qn; written straight into the store
-        Rn = self._append(Qn, staged)
-        np.add(SQn, g, out=Rn)
-        C1 = Q.T @ Rn
-        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * np.einsum("ij,ij->j", Rn, Rn))
-        _subtract_product(Rn, Q, C1)
+        # Kahan–Parlett, as _project_out), then off Qn; row-major (the kernels'), then stored
+        X = SQn
+        X += g
+        C1 = _tdot(Qt, X)
+        again = np.any(np.einsum("ij,ij->j", C1, C1) > 0.51 * _colsq(X))
+        _subtract(Qt, C1, X)
         if again:
-            Rn -= Q @ (Q.T @ Rn)
-        _subtract_product(Rn, Qn, Qn.T @ Rn)
+            _subtract(Qt, _tdot(Qt, X), X)
+        Qnt = self._store_Q.T[m:m + p] if staged else np.ascontiguousarray(Qn.T)
+        _subtract(Qnt, _tdot(Qnt, X), X)
+        Rn = self._append(Qn, staged)
+        Rn[...] = X
         self._U[:m, m:m + p] = K
         self._U[m:m + p, m:m + p] = B
         return K, B, Rn
@@ -444,10 +472,13 @@ class ReleasedOperator:
         conditional law, plus a small cover (:mod:`~dpem_fast._engine._diagonal`).  Ends the
         operator."""
         self._check_open(end=True)
-        Q, AQ = self._Q, self._AQ
+        Q, m = self._Q, self._m
         exact = self._exact.projected_diagonal(Q)
+        D = np.zeros((m, m))                    # U's diagonal blocks (each block's own Qₙᵀ A Qₙ)
+        for a, b in zip(self._starts, self._starts[1:] + [m]):
+            D[a:b, a:b] = self._U[a:b, a:b]
         with blas_single_thread():
-            return released_diagonal(Q, AQ, exact, self._normals, self.sigma)
+            return released_diagonal(Q, D, self._R, exact, self._normals, self.sigma)
 
     def weighted_trace(self, w):
         """``Σ_i w_i A_ii``: the released columns' part plus one new coordinate (module

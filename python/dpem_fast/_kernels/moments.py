@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._dpcore import _contract, _moments
+from .._dpcore import _contract, _moments, _rowprod
 from .._engine import Statistics
 from .._engine._operator import RowProducts
 from .._preprocess import clip_target, scale_and_clip
 from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
+from .._workspace import workspace
 
 __all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "second_moment_rows", "product_rows"]
 
@@ -71,12 +72,24 @@ def second_moment_rows(X, domain, n_threads=None) -> Statistics:
     """:func:`second_moment_stats` with the second moment held as its rows (a
     :class:`~dpem_fast._engine._operator.RowProducts` of the rows mapped and clipped into the
     domain's unit ball, in float64), for a release read through its products (issue 41).  The sum
-    is summed per ``TILE_ROWS`` rows, the blocks exactly, as the kernel sums it."""
-    X = np.asarray(as_kernel_rows(X), dtype=np.float64)
+    is summed per ``TILE_ROWS`` rows, the blocks exactly, as the kernel sums it.  The rows, their
+    squared norms and the blocks' sums come from one read of X (``_rowprod.clip_rows``: the
+    loader's map, the norm summed in its own order) where its AVX2 path runs, else from
+    :func:`~dpem_fast._preprocess.scale_and_clip`."""
+    X = np.ascontiguousarray(as_kernel_rows(X), dtype=np.float64)
     n, d = X.shape
-    Y, n_clipped = scale_and_clip(X, domain)
-    S = RowProducts([Y], d)
-    s1 = S.row_sum(effective_n_threads(n_threads))
+    nt = effective_n_threads(n_threads)
+    sq = np.empty(n)
+    if _rowprod.CLIP_FAST and n and d:
+        tile = _moments.TILE_ROWS
+        Y, parts = workspace((n, d)), np.empty((-(-n // tile), d))
+        n_clipped = _rowprod.clip_rows(X, domain.loader_array(), clip_target(d, np.float64), Y, sq, parts, tile)
+        S = RowProducts([Y], d, [sq])
+        s1 = parts[0] if parts.shape[0] == 1 else _contract.sum_blocks(parts, nt)
+    else:
+        Y, n_clipped = scale_and_clip(X, domain, sq_out=sq)
+        S = RowProducts([Y], d, [sq])
+        s1 = S.row_sum(nt)
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: S}, int(n), 0.0, int(n_clipped))
 
 

@@ -45,7 +45,7 @@ def fa_noisy_ritz(C, n_components, n_rows, *, sigma_cov, edge, max_iter, tol, ce
     ``(W, psi, n_resolved, loglik, n_iter, Ĉ)``, Ĉ the :class:`RitzCovariance` the
     log-likelihoods read."""
     k = int(n_components)
-    _, _, Q, H = top_eigenpairs_krylov(C, k, start, max_cols, tol=0.0, basis=True)
+    Q, H = top_eigenpairs_krylov(C, k, start, max_cols, pairs=False)
     Cr = RitzCovariance(Q, H, C.diagonal())
     m, d = Q.shape[1], Q.shape[0]
     v = np.minimum(variance_posterior_mean(np.array(Cr.diagonal()), sigma_cov), ceiling)

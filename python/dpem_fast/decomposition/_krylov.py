@@ -14,6 +14,7 @@ against 4 (they are memory-bound at 4).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy import linalg
@@ -107,17 +108,18 @@ class ReleasedCovariance:
         return self.A.weighted_trace(r2) / self.n - float(self.rm @ self.rm) + self.c * float(np.sum(r2))
 
 
-def _orthonormal(W, Q, top, second=True):
+def _orthonormal(W, Q, told, second=True):
     """``(V, R)``: ``W`` (already projected off ``span Q`` once: the caller's) off ``span Q`` once
     more (Gram–Schmidt's second pass; in place) unless ``second`` is False, then ``V R`` its QR.
     Where a column kept less than 10⁻³ of ``top`` (the block's largest norm before the
-    projections: near an invariant subspace the rounding left along Q, ~10⁻¹⁶ of the block, is
+    projections, ``√max(told + ‖R e_j‖²)``, ``told`` its columns' squared norms along Q: near an invariant subspace the rounding left along Q, ~10⁻¹⁶ of the block, is
     then above 10⁻¹³ of V's column; at an exact one V's column is rounding's direction), V is
     orthogonalised against Q again and R updated (``C Q = Q T + V R`` still holds).  Without the
     second pass W is left as it is (the caller may redo it with one)."""
     if second and Q.shape[1]:
         W -= Q @ (Q.T @ W)
     V, R = _qr(W)
+    top = math.sqrt(float(np.max(told + _col_norms2(R)))) if Q.shape[1] else 0.0
     if Q.shape[1] and np.any(np.abs(np.diag(R)) < 1e-3 * top):
         for _ in range(2):
             V = V - Q @ (Q.T @ V)
@@ -133,7 +135,9 @@ def _qr_lwork(d, p):
 
 def _qr(W):
     """``scipy.linalg.qr(W, mode="economic")`` (the same LAPACK calls, the same bits) without its
-    checks and workspace queries: a tall block's QR is a Krylov step's largest small cost."""
+    checks and workspace queries: a tall block's QR is a Krylov step's largest small cost.  (Not
+    Cholesky QR, ~2x faster: its signs, R's diagonal positive, are not Householder's, and the
+    operator's noise on a direction depends on its sign: another draw, not the same bits.)"""
     d, p = W.shape
     if p > d or p == 0:
         return linalg.qr(W, mode="economic", check_finite=False)
@@ -152,7 +156,7 @@ def _col_norms2(M):
     return np.einsum("ij,ij->j", M, M)
 
 
-def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
+def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, pairs=True):
     """The ``k`` largest Ritz pairs of the symmetric ``C`` (products ``C @ V`` only), descending:
     block Krylov from the data-independent ``start`` (d x ``BLOCK``), at most ``max_cols``
     columns, stopped earlier once every top-k residual ``‖C u − θ u‖`` is below ``tol``·|θ₁|
@@ -168,7 +172,10 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
     (~10⁻¹⁶ measured after one projection in these noisy bases) and declines it, revealing
     nothing, otherwise; the block is then redone with Gram–Schmidt's second pass and offered
     again.  Else (or once ``reveal`` declines that too) ``T``'s column is ``Qᵀ (C V)``, the
-    first pass its coefficients, and the second pass always follows."""
+    first pass its coefficients, and the second pass always follows.
+
+    ``pairs=False``: the whole basis only, ``(Q, sym(T))`` at ``max_cols`` columns (no Ritz pair,
+    no early stop: a caller that keeps the basis, factor analysis)."""
     d = C.shape[0]
     max_cols = min(int(max_cols), d)
     Q = workspace((max_cols, d)).T          # huge pages (not faulted in on every fit), column-major
@@ -178,14 +185,14 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
     reveal = getattr(C, "reveal", None)
     start = np.asarray(start, dtype=np.float64)
     V = _orthonormal(start.copy(), Q[:, :0], 0.0)[0]
-    m, W, top = 0, None, 0.0
+    m, W, told = 0, None, 0.0
     while True:
         p = min(V.shape[1], max_cols - m)
         V = np.ascontiguousarray(V[:, :p])
         got = reveal(V) if reveal is not None else None
         if got is None and reveal is not None and W is not None:
             # declined after one projection: Gram–Schmidt's second pass, offered again
-            V = np.ascontiguousarray(_orthonormal(W, Q[:, :m], top)[0][:, :p])
+            V = np.ascontiguousarray(_orthonormal(W, Q[:, :m], told)[0][:, :p])
             got = reveal(V)
         Q[:, m:m + p] = V
         if got is None:
@@ -194,24 +201,24 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, basis=False):
             col = Q[:, :m + p].T @ CV                   # the new columns of Qᵀ C Q
             T[:m + p, m:m + p] = col
             W = CV - Q[:, :m + p] @ col                 # Gram–Schmidt's first pass
-            top = float(np.sqrt(np.max(_col_norms2(CV))))
         else:
             T[:m, m:m + p], T[m:m + p, m:m + p], W = got
-            top = float(np.sqrt(np.max(_col_norms2(T[:m + p, m:m + p]) + _col_norms2(W))))
+        told = _col_norms2(T[:m + p, m:m + p])
         T[m:m + p, :m] = T[:m, m:m + p].T
         m += p
         last = m >= max_cols
         if not last:
-            V, R = _orthonormal(W, Q[:, :m], top, second=reveal is None)
-        if last or (m >= 2 * k and (m // p) % 2 == 0):         # every other block from 2k columns
-            theta, S = linalg.eigh((T[:m, :m] + T[:m, :m].T) / 2, check_finite=False)
-            kk = min(k, m)
-            theta, S = theta[::-1][:kk], S[:, ::-1][:, :kk]
+            V, R = _orthonormal(W, Q[:, :m], told, second=reveal is None)
+        elif not pairs:
+            return Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
+        if pairs and (last or (m >= 2 * k and (m // p) % 2 == 0)):    # every other block from 2k columns
+            kk = min(k, m)                  # the top kk pairs only (dsyevr's subset: ~30 % less)
+            theta, S = linalg.eigh((T[:m, :m] + T[:m, :m].T) / 2, check_finite=False,
+                                   subset_by_index=[m - kk, m - 1])
+            theta, S = theta[::-1], S[:, ::-1]
             if last:
                 break
             Rs = R @ S[m - p:m]
             if np.all(np.sqrt(np.einsum("ij,ij->j", Rs, Rs)) <= tol * max(abs(theta[0]), np.finfo(float).tiny)):
                 break
-    if basis:
-        return theta, Q[:, :m] @ S, Q[:, :m].copy(), (T[:m, :m] + T[:m, :m].T) / 2
-    return theta, Q[:, :m] @ S
+    return theta, (np.ascontiguousarray(S.T) @ Q[:, :m].T).T      # Q S from Q's rows (C-contiguous)

@@ -1,0 +1,200 @@
+/*
+ * dpc_basis.h -- a Krylov basis' passes against a block of 8 columns (issue 41):
+ *
+ *     dpb_tdot8:  out = Qᵀ V           (m x 8)     Q given as its m columns (rows of Qt, m x d)
+ *     dpb_sub8:   X  -= Q C            (d x 8)     C (m x 8)
+ *
+ * V, X and C row-major (the block's 8 columns interleaved), Qt row-major (each column of Q
+ * contiguous: the column-major stores of dpem_fast._engine._operator and the Krylov solver).
+ * Post-processing of released values only (the released operator's basis and coordinates):
+ * no statistic of the data is read here.  Summation order, fixed (the same on the AVX2 path
+ * and the portable one, for any m, d and caller thread count; deterministic bits):
+ *
+ *     out_jc = per chunk of DPB_CHUNK consecutive i (from i = 0), an fma chain of Qt_ji V_ic
+ *              from 0; the chunks' partials added in chunk order (a chain over d would err
+ *              ~√d u: the orthonormality checks read these Gram entries to 10⁻¹⁴)
+ *     X_ic   = fnma chain over j = 0 .. m-1 of Qt_ji C_jc, from X_ic
+ *     dpb_colsq8: out_c = Σ_i X_ic², chunked as dpb_tdot8
+ */
+#ifndef DPC_BASIS_H
+#define DPC_BASIS_H
+
+#include <math.h>
+#include <stddef.h>
+
+#define DPB_P 8           /* columns of the block */
+#define DPB_CHUNK 256     /* rows per chunk of a dot product's fma chain */
+
+static void dpb_tdot8_c(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t j, i, i0, c;
+    for (j = 0; j < m; j++) {
+        const double *q = Qt + j * d;
+        for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+            double a[DPB_P] = {0, 0, 0, 0, 0, 0, 0, 0};
+            ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+            for (i = i0; i < end; i++)
+                for (c = 0; c < DPB_P; c++) a[c] = fma(q[i], V[i * DPB_P + c], a[c]);
+            for (c = 0; c < DPB_P; c++) out[j * DPB_P + c] = i0 ? out[j * DPB_P + c] + a[c] : a[c];
+        }
+    }
+}
+
+/* out_c = Σ_i X_ic², chunked as dpb_tdot8. */
+static void dpb_colsq8_c(const double *X, ptrdiff_t d, double *out)
+{
+    ptrdiff_t i, i0, c;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        double a[DPB_P] = {0, 0, 0, 0, 0, 0, 0, 0};
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        for (i = i0; i < end; i++)
+            for (c = 0; c < DPB_P; c++) a[c] = fma(X[i * DPB_P + c], X[i * DPB_P + c], a[c]);
+        for (c = 0; c < DPB_P; c++) out[c] = i0 ? out[c] + a[c] : a[c];
+    }
+}
+
+static void dpb_sub8_c(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+{
+    ptrdiff_t j, i, c;
+    for (i = 0; i < d; i++)
+        for (j = 0; j < m; j++)
+            for (c = 0; c < DPB_P; c++) X[i * DPB_P + c] = fma(-Qt[j * d + i], C[j * DPB_P + c], X[i * DPB_P + c]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+#define DPB_HAVE_AVX2 1
+#include <immintrin.h>
+#define DPB_AVX2 __attribute__((target("avx2,fma")))
+
+static int dpb_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+#define DPB_ACC(g) __m256d a##g = _mm256_setzero_pd(), b##g = _mm256_setzero_pd()
+#define DPB_DOT(g) do { __m256d q = _mm256_broadcast_sd(Qt + (g) * d + i);  \
+                        a##g = _mm256_fmadd_pd(q, v0, a##g);                 \
+                        b##g = _mm256_fmadd_pd(q, v1, b##g); } while (0)
+#define DPB_PUT(g) do { double *o = out + (g) * DPB_P;                       \
+                        if (i0) { a##g = _mm256_add_pd(_mm256_loadu_pd(o), a##g);   \
+                                  b##g = _mm256_add_pd(_mm256_loadu_pd(o + 4), b##g); } \
+                        _mm256_storeu_pd(o, a##g); _mm256_storeu_pd(o + 4, b##g); } while (0)
+
+/* 6 columns of Q against V: out's 6 rows, each entry chunked fma chains over i in order. */
+static DPB_AVX2 void dpb_tdot8_g6(const double *Qt, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        DPB_ACC(0); DPB_ACC(1); DPB_ACC(2); DPB_ACC(3); DPB_ACC(4); DPB_ACC(5);
+        for (i = i0; i < end; i++) {
+            __m256d v0 = _mm256_loadu_pd(V + i * DPB_P), v1 = _mm256_loadu_pd(V + i * DPB_P + 4);
+            DPB_DOT(0); DPB_DOT(1); DPB_DOT(2); DPB_DOT(3); DPB_DOT(4); DPB_DOT(5);
+        }
+        DPB_PUT(0); DPB_PUT(1); DPB_PUT(2); DPB_PUT(3); DPB_PUT(4); DPB_PUT(5);
+    }
+}
+
+static DPB_AVX2 void dpb_tdot8_g1(const double *Qt, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        DPB_ACC(0);
+        for (i = i0; i < end; i++) {
+            __m256d v0 = _mm256_loadu_pd(V + i * DPB_P), v1 = _mm256_loadu_pd(V + i * DPB_P + 4);
+            DPB_DOT(0);
+        }
+        DPB_PUT(0);
+    }
+}
+
+static DPB_AVX2 void dpb_tdot8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t j = 0;
+    for (; j + 6 <= m; j += 6) dpb_tdot8_g6(Qt + j * d, d, V, out + j * DPB_P);
+    for (; j < m; j++) dpb_tdot8_g1(Qt + j * d, d, V, out + j * DPB_P);
+}
+
+#define DPB_LDX(r) __m256d x##r##a = _mm256_loadu_pd(X + (i + (r)) * DPB_P),   \
+                           x##r##b = _mm256_loadu_pd(X + (i + (r)) * DPB_P + 4)
+#define DPB_SUB(r) do { __m256d q = _mm256_broadcast_sd(q0 + (r));              \
+                        x##r##a = _mm256_fnmadd_pd(q, c0, x##r##a);            \
+                        x##r##b = _mm256_fnmadd_pd(q, c1, x##r##b); } while (0)
+#define DPB_STX(r) do { _mm256_storeu_pd(X + (i + (r)) * DPB_P, x##r##a);       \
+                        _mm256_storeu_pd(X + (i + (r)) * DPB_P + 4, x##r##b); } while (0)
+
+/* 6 rows of X at a time, in registers; each entry one fnma chain over j in order. */
+static DPB_AVX2 void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+{
+    ptrdiff_t i = 0, j;
+    for (; i + 6 <= d; i += 6) {
+        DPB_LDX(0); DPB_LDX(1); DPB_LDX(2); DPB_LDX(3); DPB_LDX(4); DPB_LDX(5);
+        for (j = 0; j < m; j++) {
+            const double *q0 = Qt + j * d + i;
+            __m256d c0 = _mm256_loadu_pd(C + j * DPB_P), c1 = _mm256_loadu_pd(C + j * DPB_P + 4);
+            DPB_SUB(0); DPB_SUB(1); DPB_SUB(2); DPB_SUB(3); DPB_SUB(4); DPB_SUB(5);
+        }
+        DPB_STX(0); DPB_STX(1); DPB_STX(2); DPB_STX(3); DPB_STX(4); DPB_STX(5);
+    }
+    for (; i < d; i++) {
+        DPB_LDX(0);
+        for (j = 0; j < m; j++) {
+            const double *q0 = Qt + j * d + i;
+            __m256d c0 = _mm256_loadu_pd(C + j * DPB_P), c1 = _mm256_loadu_pd(C + j * DPB_P + 4);
+            DPB_SUB(0);
+        }
+        DPB_STX(0);
+    }
+}
+static DPB_AVX2 void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
+        for (i = i0; i < end; i++) {
+            __m256d x0 = _mm256_loadu_pd(X + i * DPB_P), x1 = _mm256_loadu_pd(X + i * DPB_P + 4);
+            a = _mm256_fmadd_pd(x0, x0, a);
+            b = _mm256_fmadd_pd(x1, x1, b);
+        }
+        if (i0) { a = _mm256_add_pd(_mm256_loadu_pd(out), a); b = _mm256_add_pd(_mm256_loadu_pd(out + 4), b); }
+        _mm256_storeu_pd(out, a);
+        _mm256_storeu_pd(out + 4, b);
+    }
+}
+
+#else
+#define DPB_HAVE_AVX2 0
+static int dpb_avx2(void) { return 0; }
+#endif
+
+static inline int dpb_fast(void) { return dpb_avx2(); }
+
+/* fast = 0 forces the portable path (tests). */
+static inline void dpb_tdot8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out, int fast)
+{
+#if DPB_HAVE_AVX2
+    if (fast && dpb_avx2()) { dpb_tdot8_avx2(Qt, m, d, V, out); return; }
+#endif
+    dpb_tdot8_c(Qt, m, d, V, out);
+}
+
+static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X, int fast)
+{
+#if DPB_HAVE_AVX2
+    if (fast && dpb_avx2()) { dpb_sub8_avx2(Qt, m, d, C, X); return; }
+#endif
+    dpb_sub8_c(Qt, m, d, C, X);
+}
+
+static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)
+{
+#if DPB_HAVE_AVX2
+    if (fast && dpb_avx2()) { dpb_colsq8_avx2(X, d, out); return; }
+#endif
+    dpb_colsq8_c(X, d, out);
+}
+
+#endif
