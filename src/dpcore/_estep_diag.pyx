@@ -32,7 +32,9 @@ from .dpc_contract cimport (
     DPC_CHUNK_SIZE, DPC_F32_FLUSH_CHUNKS, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_f32 cimport domain32, dpf_load_domain32, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse
+from .dpc_f32 cimport (
+    domain32, dpf_ftz_begin, dpf_ftz_end, dpf_load_domain32, dpf_lanes_flush, dpf_load, dpf_load_domain, dpf_lse,
+)
 from .dpc_gmm_diag cimport (
     dpe_lanes_diag, dpe_lanes_diag_flush, dpe_lanes_diag_size, dpe_logp_diag, dpf_lanes_diag, dpf_logp_diag,
 )
@@ -121,7 +123,9 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 # where the domain has no float form); the
 # log-densities, log-sum-exp (normalised in float64) and the moments in float; a float lane
 # flushed into its float64 lane every DPC_F32_FLUSH_CHUNKS chunks (at most 128 rows) and at
-# the block's end.
+# the block's end; and the block runs flush-to-zero on its thread (dpf_ftz_begin, issue 41: far
+# responsibilities make subnormal products g x_j and g x_j², each a slow path; the caller's
+# mode is put back before the block returns).
 
 cdef inline Py_ssize_t _single_scratch(dpf_scratch *s, Py_ssize_t d, Py_ssize_t K,
                                        double *buf) noexcept nogil:
@@ -136,6 +140,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
     cdef Py_ssize_t n_clipped = 0
     cdef double acc
     cdef dpf_scratch s
+    cdef unsigned int mode = dpf_ftz_begin()
     _single_scratch(&s, d, K, buf)
     lpc = s.lanes_per_component
     for i in range(K * lpc):
@@ -170,6 +175,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
                              a.s1 + (b * K + k) * d, a.sq + (b * K + k) * d)
     if a.clipped != NULL:
         a.clipped[b] += n_clipped
+    dpf_ftz_end(mode)
     return 0
 
 

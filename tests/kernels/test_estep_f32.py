@@ -111,12 +111,14 @@ def test_full_matches_the_twin_on_rounded_rows(n, d, K):
     assert_array_equal(got["second_moments"], got["second_moments"].transpose(0, 2, 1))
 
 
-def test_far_components_flush_to_zero_in_the_block_only():
+@pytest.mark.parametrize("kind", ["full", "diag"])
+def test_far_components_flush_to_zero_in_the_block_only(kind):
     """Responsibilities of far components down to e^-87 make subnormal products (g x_i,
-    g x_i x_j); the float32 path flushes them to zero inside its blocks (dpf_ftz_begin, issue
-    41: subnormal operands take a slow path): the statistics still agree with the twin, are the
-    same for every thread count, and the caller's floating-point mode is back afterwards (numpy
-    float32 arithmetic still makes subnormals)."""
+    g x_i x_j; the diagonal kernel's g x_j, g x_j²); both float32 paths flush them to zero
+    inside their blocks (dpf_ftz_begin, issue 41: subnormal operands take a slow path): the
+    statistics still agree with the twin, are the same for every thread count, and the
+    caller's floating-point mode is back after every call (numpy float32 arithmetic still
+    makes subnormals)."""
     n, d, K = 12 * CHUNK + 5, 10, 4
     rng = np.random.default_rng(11)
     dom = resolve_domain(d, R, None)
@@ -129,13 +131,22 @@ def test_far_components_flush_to_zero_in_the_block_only():
     lp = -0.5 * (((rows[:, None, :] - means[None]) * (R / 0.55)) ** 2).sum(axis=2)
     gap = lp - lp.max(axis=1, keepdims=True)
     assert np.count_nonzero((gap > -87) & (gap < -80)) > 100     # subnormal products do occur
-    runs = [compute_stats(X, w, means, P, n_threads=t, domain=dom, single=True) for t in (1, 2, 3)]
-    assert_close(runs[0], estep_stats_reference(rows, w, means, P))
+    p = np.full((K, d), R / 0.55)
+    runs = []
+    for t in (1, 2, 3):
+        if kind == "diag":
+            runs.append(compute_stats_diag(X, w, means, p, n_threads=t, domain=dom, single=True))
+        else:
+            runs.append(compute_stats(X, w, means, P, n_threads=t, domain=dom, single=True))
+        tiny = np.float32(1e-38) * np.float32(1e-3)
+        assert tiny > 0 and tiny < np.finfo(np.float32).tiny
+    if kind == "diag":
+        assert_close(runs[0], estep_diag_stats_reference(rows, w, means, p))
+    else:
+        assert_close(runs[0], estep_stats_reference(rows, w, means, P))
     for r in runs[1:]:
         for name in ("counts", "first_moments", "second_moments"):
             assert_array_equal(r[name], runs[0][name], err_msg=name)
-    tiny = np.float32(1e-38) * np.float32(1e-3)
-    assert tiny > 0 and tiny < np.finfo(np.float32).tiny
 
 
 @pytest.mark.parametrize("kind", ["full", "diag"])

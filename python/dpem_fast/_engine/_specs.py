@@ -117,13 +117,19 @@ carry float rounding, which :func:`float32_specs` folds into every sensitivity (
     Algorithms*, Lemma 3.1 and Sec. 4.2; no cancellation tricks).  Since issue 41 a second
     moment's term is ``fl(fl(γ̃_k x̃_i) x̃_j)`` at every ``d`` (two rounded products, within the
     5; the tiled product sums an entry's rows in 8 fma lanes, then a fixed shuffle tree).
-    Underflow: the float32 GMM block runs flush-to-zero (issue 41, ``dpf_ftz_begin``), so a
-    result below ``2⁻¹²⁶`` becomes 0 (``|fl(v)| ≤ |v|``; gradual underflow errs by ``2⁻¹⁴⁹``): an
-    absolute error of at most ``6 m 2⁻¹²⁶`` per entry of a partial sum (5 products and one
-    addition a row; two partial sums differ between neighbours), outside the relative model
-    above but, over a statistic's ``E`` entries, 9 orders of magnitude inside the slack
+    Underflow: the float32 GMM blocks (the full kernel's and, since issue 41's diagonal
+    follow-up, the diagonal one's: ``"diag"``, ``"spherical"``) run flush-to-zero (issue 41,
+    ``dpf_ftz_begin``), so a result below ``2⁻¹²⁶`` becomes 0 (``|fl(v)| ≤ |v|``; gradual
+    underflow errs by ``2⁻¹⁴⁹``): an absolute error of at most ``6 m 2⁻¹²⁶`` per entry of a
+    partial sum (5 products and one addition a row; the diagonal kernel's terms ``γ̃_k x̃_j``
+    and ``fl(γ̃_k x̃_j) x̃_j`` take at most 2 products and one addition, within it; two partial
+    sums differ between neighbours), outside the relative model above but, over a statistic's
+    ``E`` entries (a pooled one -- tied ``Σ_k``, spherical ``Σ_j`` -- counting the entries of
+    the partials it pools, ``E ≤ K d²``), 9 orders of magnitude inside the slack
     ``(FLOAT32_WIDENING − factor) Δ_p ≈ 1.9·10⁻³ Δ_p`` for any ``E < 10²⁰`` and ``Δ_p ≥ 10⁻³``.
-    The rows' ball (a) and the responsibilities' sum (b) only shrink.
+    The rows' ball (a) and the responsibilities' sum (b) only shrink (a flushed log-density
+    term or ``e_k`` changes only which ``γ̃`` a row gets: still a function of the row alone,
+    ``≥ 0``, their sum at most the bound of (b)).
 
 Replace-one neighbours differ in the row at one index ``i`` (the rows are a sequence; the
 relation of index positions, as in :mod:`dpem_fast.model_selection`).  Every other row sits in
