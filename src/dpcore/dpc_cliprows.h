@@ -41,14 +41,15 @@ static double dcr_sq_c(const double *z, ptrdiff_t d)
     return dcr_fold(l);
 }
 
-/* one row: returns 1 if a clip changed it (the loader's count) */
-static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double target, double *z, double *sq)
+/* entries i0..d-1 of one row: the loader's map (clip to the box, centre, scale) into z, their
+   squares fma'd into lane i mod 8 of l; returns 1 if the box clip changed an entry */
+static inline int dcr_map_from(const double *x, ptrdiff_t i0, ptrdiff_t d, const double *dom, double *z,
+                               double *l)
 {
     const double *lo = dom, *hi = dom + d, *ctr = dom + 2 * d, *inv = dom + 3 * d;
-    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s2;
     int boxed = 0;
     ptrdiff_t i;
-    for (i = 0; i < d; i++) {
+    for (i = i0; i < d; i++) {
         double v = x[i];
         boxed |= (v < lo[i]) | (v > hi[i]);
         v = v < lo[i] ? lo[i] : (v > hi[i] ? hi[i] : v);
@@ -56,6 +57,15 @@ static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double tar
         z[i] = v;
         l[i & 7] = fma(v, v, l[i & 7]);
     }
+    return boxed;
+}
+
+/* one row: returns 1 if a clip changed it (the loader's count) */
+static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double target, double *z, double *sq)
+{
+    double l[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s2;
+    int boxed = dcr_map_from(x, 0, d, dom, z, l);
+    ptrdiff_t i;
     s2 = dcr_fold(l);
     if (s2 <= 1.0) { *sq = s2; return boxed; }
     if (s2 <= DBL_MAX) {
@@ -139,14 +149,7 @@ static DCR_AVX2 int dcr_row_avx2(const double *x, ptrdiff_t d, const double *dom
     boxed = _mm256_movemask_pd(out) != 0;
     _mm256_storeu_pd(l, a);
     _mm256_storeu_pd(l + 4, b);
-    for (; i < d; i++) {                       /* the tail: the portable row's operations */
-        double v = x[i];
-        boxed |= (v < lo[i]) | (v > hi[i]);
-        v = v < lo[i] ? lo[i] : (v > hi[i] ? hi[i] : v);
-        v = (v - ctr[i]) * inv[i];
-        z[i] = v;
-        l[i & 7] = fma(v, v, l[i & 7]);
-    }
+    boxed |= dcr_map_from(x, i, d, dom, z, l);  /* the tail: the portable row's operations */
     s2 = dcr_fold(l);
     if (s2 <= 1.0) { *sq = s2; return boxed; }
     if (s2 <= DBL_MAX) {
