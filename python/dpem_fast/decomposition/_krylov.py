@@ -188,13 +188,15 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, pairs=True):
     m, W, told = 0, None, 0.0
     while True:
         p = min(V.shape[1], max_cols - m)
-        V = np.ascontiguousarray(V[:, :p])
+        src = V[:, :p]                  # LAPACK's (Fortran order): copied into Q as it is
+        V = np.ascontiguousarray(src)
         got = reveal(V) if reveal is not None else None
         if got is None and reveal is not None and W is not None:
             # declined after one projection: Gram–Schmidt's second pass, offered again
-            V = np.ascontiguousarray(_orthonormal(W, Q[:, :m], told)[0][:, :p])
+            src = _orthonormal(W, Q[:, :m], told)[0][:, :p]
+            V = np.ascontiguousarray(src)
             got = reveal(V)
-        Q[:, m:m + p] = V
+        Q[:, m:m + p] = src
         if got is None:
             reveal = None
             CV = C @ V
