@@ -264,8 +264,8 @@ static inline double dpc_xs_sum_column(const double *p, ptrdiff_t nb, ptrdiff_t 
    proves that.  Where it cannot (non-finite or huge or tiny values, r zero or
    subnormal, or the float sums too inexact: heavy cancellation) the entry is summed again by
    the superaccumulator.  Either way the result is the one correctly rounded value.  This
-   needs float operations exactly as written: no FMA contraction (the module is compiled
-   with -ffp-contract=off, which c11 also implies), no x87.
+   needs float operations exactly as written: no FMA contraction (_contract, its one caller, is
+   compiled with -ffp-contract=off, which c11 also implies), no x87.
 
    Compiled for AVX-512 / AVX2 / baseline (target_clones, runtime dispatch; GCC on x86-64):
    every operation is elementwise (TwoSum per entry, no sum across vector lanes) and
