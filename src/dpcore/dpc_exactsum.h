@@ -264,13 +264,24 @@ static inline double dpc_xs_sum_column(const double *p, ptrdiff_t nb, ptrdiff_t 
    proves that.  Where it cannot (non-finite or huge or tiny values, r zero or
    subnormal, or the float sums too inexact: heavy cancellation) the entry is summed again by
    the superaccumulator.  Either way the result is the one correctly rounded value.  This
-   needs float operations exactly as written: no FMA contraction (the module is compiled
-   without -ffp-contract=fast; c11 turns contraction off), no x87. */
+   needs float operations exactly as written: no FMA contraction (_contract, its one caller, is
+   compiled with -ffp-contract=off, which c11 also implies), no x87.
+
+   Compiled for AVX-512 / AVX2 / baseline (target_clones, runtime dispatch; GCC on x86-64):
+   every operation is elementwise (TwoSum per entry, no sum across vector lanes) and
+   uncontracted, so each clone computes the same bits, and so does the superaccumulator's
+   fallback; the wider vectors halve the reduction's time (issue 41). */
 #define DPC_XS_SPAN 32
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
+#define DPC_XS_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DPC_XS_CLONES
+#endif
 #ifndef DPC_XS_FALLBACK_HOOK        /* a test counts the entries the superaccumulator sums */
 #define DPC_XS_FALLBACK_HOOK ((void)0)
 #endif
-static inline void dpc_xs_sum_span(const double *p, ptrdiff_t nb, ptrdiff_t ld, ptrdiff_t j0,
+DPC_XS_CLONES
+static void dpc_xs_sum_span(const double *p, ptrdiff_t nb, ptrdiff_t ld, ptrdiff_t j0,
                                    ptrdiff_t j1, double *out)
 {
     double s[DPC_XS_SPAN], c[DPC_XS_SPAN], A[DPC_XS_SPAN];

@@ -150,13 +150,15 @@ def single_parameters(means, prec, log_const, domain):
     K = means.shape[0]
     if domain is None or K > _SINGLE_MAX_COMPONENTS:
         return None
+    # (every iteration of a float32 fit: the ufuncs' reduces stand for np.max / .sum / np.any,
+    # the same values without their Python wrappers)
     with np.errstate(over="ignore", invalid="ignore"):
-        mu_norm = np.sqrt(np.max(np.einsum("kd,kd->k", means, means))) if K else 0.0
-        p_sq = float(np.max(np.square(prec).reshape(K, -1).sum(axis=1))) if K else 0.0
+        mu_norm = np.sqrt(np.maximum.reduce(np.einsum("kd,kd->k", means, means))) if K else 0.0
+        p_sq = float(np.maximum.reduce(np.add.reduce(np.square(prec).reshape(K, -1), axis=1))) if K else 0.0
         if not (np.isfinite(mu_norm) and np.isfinite(p_sq)) or (1.0 + mu_norm) ** 2 * p_sq > _SINGLE_MAX_SQUARE:
             return None
         c32 = log_const.astype(np.float32)
-    if np.any(np.isnan(c32)) or np.any(c32 == np.inf):
+    if c32.size and not np.maximum.reduce(c32) < np.inf:     # a NaN (max propagates it) or +inf
         return None
     return means.astype(np.float32), prec.astype(np.float32), c32
 
@@ -286,7 +288,9 @@ def _params_diag(X, weights, means, prec_diag):
     K = means.shape[0]
     if p.shape != (K, d):
         raise ValueError(f"precisions_cholesky must have shape {(K, d)} (diagonal factors), got {p.shape}")
-    if not (np.all(np.isfinite(p)) and np.all(p > 0)):
+    # finite and > 0: every factor in (0, inf), the smallest and largest by one ufunc reduce each
+    # (a NaN fails both; every iteration runs this, np.all's wrappers cost more)
+    if p.size and not (np.minimum.reduce(p, axis=None) > 0 and np.maximum.reduce(p, axis=None) < np.inf):
         raise ValueError("precisions_cholesky (diagonal factors) must be finite and > 0")
     if weights.shape != (K,):
         raise ValueError(f"weights must have shape ({K},), got {weights.shape}")
@@ -303,7 +307,9 @@ def log_normalizers_diag(weights, prec_diag):
     else:
         with np.errstate(divide="ignore"):
             log_w = np.log(weights)
-    return np.ascontiguousarray(log_w + np.sum(np.log(p), axis=1) - 0.5 * p.shape[1] * np.log(2 * np.pi))
+    out = log_w + np.add.reduce(np.log(p), axis=1)    # (np.sum's ufunc; a new array: contiguous)
+    out -= 0.5 * p.shape[1] * _LOG_2PI                  # (x + s) - c in place: the same bits
+    return out
 
 
 def compute_stats_diag(X, weights, means, prec_diag, n_threads=None, domain=None, single=False,
