@@ -18,8 +18,9 @@ thread for the kernels as the estimator does, scikit-learn's BLAS gets the threa
   run the kernels' float32 path (single precision, float64 accumulation; the plan widens every
   sensitivity by 2^-8 for its rounding, ``dpem_fast._engine._specs``).
 * ``kernel f64`` / ``kernel f32``: the E-step pass alone (``compute_stats`` / ``compute_stats_diag``
-  with the domain, ``single=True`` for float32), the bulk of an iteration: the call a 2-iteration
-  fit made last, its arguments captured (``_kernel``); timed once in each round, the median.
+  with the domain, ``single=True`` for float32), the bulk of an iteration: the calls a
+  2-iteration fit made in its last pass (one call per superblock), their arguments captured
+  (``_kernel``); timed once in each round, the median.
 * ``sklearn f64`` / ``sklearn f32``: ``GaussianMixture(covariance_type=..., tol=0)``, one EM
   iteration: ``(T(max_iter=4) - T(max_iter=1)) / 3``, each T the best of ``--repeat`` runs (the
   fastest run is the one least disturbed); scikit-learn keeps float32 rows in float32.
@@ -85,16 +86,18 @@ def _sklearn(X, K, ct, J):
 
 
 def _kernel(X, K, ct, threads):
-    """The E-step pass a fit runs: the arguments of a 2-iteration fit's last E-step call, captured
-    (its parameters in working units, its working domain with the released radius, all K
-    components).  Rebuilding them from the fitted model timed other work: its released model
-    may keep fewer components (9 of 10 at (1e5, 64, 10), 10 % less work), its parameters are the
-    finished ones, and a domain rebuilt from the bounds lacks the radius the loader projects on."""
+    """The E-step pass a fit runs: the arguments of a 2-iteration fit's last pass, captured (its
+    parameters in working units, its working domain with the released radius, all K components).
+    A pass is one call per superblock (two at (2e5, 50, 10)): the fit's calls split evenly over its
+    two iterations, and the last iteration's are replayed together.  Rebuilding them from the
+    fitted model timed other work: its released model may keep fewer components (9 of 10 at
+    (1e5, 64, 10), 10 % less work), its parameters are the finished ones, and a domain rebuilt
+    from the bounds lacks the radius the loader projects on."""
     name = "compute_stats_diag" if ct in ("diag", "spherical") else "compute_stats"
-    real, seen = getattr(_dp_gmm, name), {}
+    real, seen = getattr(_dp_gmm, name), []
 
     def spy(*args, **kwargs):
-        seen["call"] = args, kwargs
+        seen.append((args, kwargs))
         return real(*args, **kwargs)
 
     setattr(_dp_gmm, name, spy)
@@ -102,8 +105,14 @@ def _kernel(X, K, ct, threads):
         _dpem(X, K, ct, 2, threads)
     finally:
         setattr(_dp_gmm, name, real)
-    args, kwargs = seen["call"]
-    return lambda: real(*args, **kwargs)
+    if not seen or len(seen) % 2:
+        raise RuntimeError(f"{name}: {len(seen)} calls in a 2-iteration fit, not two equal passes")
+    last = seen[len(seen) // 2:]
+
+    def run():
+        for args, kwargs in last:
+            real(*args, **kwargs)
+    return run
 
 
 def speed(shapes, threads_list, repeat):
