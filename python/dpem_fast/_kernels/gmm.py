@@ -88,6 +88,19 @@ def _params(X, weights, means, precisions_cholesky):
 _LOG_2PI = float(np.log(2 * np.pi))
 
 
+def _log_weights(weights):
+    """``log π_k`` as a new float64 array, ``-inf`` for a zero weight without numpy's
+    divide-by-zero warning (a dropped component)."""
+    weights = np.asarray(weights, dtype=np.float64)
+    # (the ufunc reduce: weights.all() at a fraction of its cost) np.errstate costs more than
+    # this E-step's reduction on small problems; a NaN or a negative weight takes the errstate
+    # path, which gives the same values and warnings
+    if not weights.size or np.minimum.reduce(weights) > 0:
+        return np.log(weights)
+    with np.errstate(divide="ignore"):
+        return np.log(weights)
+
+
 def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
     """``log pi_k + log|det P_k| - d/2 log(2 pi)``, the per-component constant of Eq. 10.
 
@@ -102,32 +115,19 @@ def log_normalizers(weights, precisions_cholesky, upper_triangular=None):
         log_det = np.add.reduce(np.log(P.diagonal(axis1=1, axis2=2)), axis=1)
     else:
         log_det = np.linalg.slogdet(P)[1]
-    weights = np.asarray(weights, dtype=np.float64)
-    # (the ufunc reduce: weights.all() at a fraction of its cost) np.errstate costs more than
-    # this E-step's reduction on small problems; a NaN or a negative weight takes the errstate
-    # path, which gives the same values and warnings
-    if not weights.size or np.minimum.reduce(weights) > 0:
-        log_w = np.log(weights)
-    else:
-        with np.errstate(divide="ignore"):
-            log_w = np.log(weights)
+    log_w = _log_weights(weights)
     log_w += log_det                    # (log_w + log_det) - c in place: the same bits
     log_w -= 0.5 * d * _LOG_2PI
     return log_w                        # a new 1-d array: contiguous
 
 
-_CLIP_TARGETS = {}
-
-
 def _domain_kwargs(domain, d, nb):
-    """The kernels' domain arguments: the (4, d) loader array, the clip target (per d, computed
-    once: every pass reads it) and per-block clip counts (none without a domain)."""
+    """The kernels' domain arguments: the (4, d) loader array, the clip target (``clip_target``
+    is memoised) and per-block clip counts (none without a domain)."""
     if domain is None:
         return {}
-    target = _CLIP_TARGETS.get(d)
-    if target is None:
-        target = _CLIP_TARGETS[d] = clip_target(d, np.float64)
-    return dict(domain=domain.loader_array(), clip_target=target, part_clipped=np.zeros(nb, dtype=np.int64))
+    return dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64),
+                part_clipped=np.zeros(nb, dtype=np.int64))
 
 
 #: The float32 path runs only while every Mahalanobis term stays far inside float range:
@@ -301,13 +301,8 @@ def log_normalizers_diag(weights, prec_diag):
     """``log pi_k + Σ_j log p_kj - d/2 log(2 pi)`` for diagonal precision Cholesky factors
     ``p_k`` (K, d): the constant of Eq. 10, as scikit-learn's ``'diag'`` log-determinant."""
     p = np.asarray(prec_diag, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
-    if np.count_nonzero(weights) == weights.size:      # weights.all(), cheaper
-        log_w = np.log(weights)
-    else:
-        with np.errstate(divide="ignore"):
-            log_w = np.log(weights)
-    out = log_w + np.add.reduce(np.log(p), axis=1)    # (np.sum's ufunc; a new array: contiguous)
+    out = _log_weights(weights)
+    out += np.add.reduce(np.log(p), axis=1)             # (np.sum's ufunc)
     out -= 0.5 * p.shape[1] * _LOG_2PI                  # (x + s) - c in place: the same bits
     return out
 
