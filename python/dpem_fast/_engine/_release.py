@@ -211,14 +211,12 @@ class ReleaseLayer:
                                  f"{r.count} release(s) the plan accounts for")
             if (name, index) in self._made:
                 raise ValueError(f"statistic {name!r} was already released at index {index}")
-        observers = _OBSERVERS.get()
         for name, value in statistics.items():
             r = releases[name]
             key = self._keys.derive(_RELEASE_TAG, index, (name,))      # = release_key(key, index, name)
             out[name] = add_noise(value, r, key, self._n_threads)
             self._made.add((name, index))
-            for callback in observers:          # _observed(r, (index,))
-                callback(r, int(index))
+            _observed(r, (index,))
         return out
 
     def noise_block(self, name, start, stop):
