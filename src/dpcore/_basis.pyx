@@ -6,9 +6,9 @@ norms; all C-contiguous float64, a fixed fma order (the header's docstring: the 
 AVX2 path and the portable one, for any thread count).  Post-processing of released values: the released operator's basis and
 coordinates.  ``FAST``: whether the AVX2 + FMA path runs here.
 """
-from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_fast, dpb_sub8, dpb_tdot8
+from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_sub8, dpb_tdot8, dpc_avx2fma
 
-FAST = bool(dpb_fast())
+FAST = bool(dpc_avx2fma())
 #: columns of the block
 COLUMNS = DPB_P
 

@@ -10,12 +10,11 @@ slabs: C's ``fma()`` one row at a time is slower).
 ``clip_rows(X, dom, target, Z, sq, sums, tile)``: the operator's rows themselves, X (n x d) mapped
 into the domain's unit ball (``dom``: the loader's (4, d) array) row-major into Z, each row's
 squared norm into ``sq`` and each block of ``tile`` rows' sum into ``sums`` (``dpc_cliprows.h``);
-returns the rows a clip changed.  ``CLIP_FAST``: whether its AVX2 + FMA path runs here.
+returns the rows a clip changed; its AVX2 + FMA path runs where ``FAST`` says.
 """
-from .dpc_rowprod cimport DPR_P, dcr_clip_rows, dcr_fast, dpr_fast, dpr_products8
+from .dpc_rowprod cimport DPR_P, dcr_clip_rows, dpc_avx2fma, dpr_products8
 
-FAST = bool(dpr_fast())
-CLIP_FAST = bool(dcr_fast())
+FAST = bool(dpc_avx2fma())
 #: columns of V the kernel takes (the Krylov block)
 COLUMNS = DPR_P
 

@@ -21,6 +21,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include "dpc_avx2fma.h"
 
 #define DPB_P 8           /* columns of the block */
 #define DPB_CHUNK 256     /* rows per chunk of a dot product's fma chain */
@@ -61,16 +62,7 @@ static void dpb_sub8_c(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double 
             for (c = 0; c < DPB_P; c++) X[i * DPB_P + c] = fma(-Qt[j * d + i], C[j * DPB_P + c], X[i * DPB_P + c]);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
-#define DPB_HAVE_AVX2 1
-#include <immintrin.h>
-#define DPB_AVX2 __attribute__((target("avx2,fma")))
-
-static int dpb_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+#if DPC_HAVE_AVX2FMA
 
 #define DPB_ACC(g) __m256d a##g = _mm256_setzero_pd(), b##g = _mm256_setzero_pd()
 #define DPB_DOT(g) do { __m256d q = _mm256_broadcast_sd(Qt + (g) * d + i);  \
@@ -82,7 +74,7 @@ static int dpb_avx2(void)
                         _mm256_storeu_pd(o, a##g); _mm256_storeu_pd(o + 4, b##g); } while (0)
 
 /* 6 columns of Q against V: out's 6 rows, each entry chunked fma chains over i in order. */
-static DPB_AVX2 void dpb_tdot8_g6(const double *Qt, ptrdiff_t d, const double *V, double *out)
+static DPC_AVX2FMA void dpb_tdot8_g6(const double *Qt, ptrdiff_t d, const double *V, double *out)
 {
     ptrdiff_t i, i0;
     for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
@@ -96,7 +88,7 @@ static DPB_AVX2 void dpb_tdot8_g6(const double *Qt, ptrdiff_t d, const double *V
     }
 }
 
-static DPB_AVX2 void dpb_tdot8_g1(const double *Qt, ptrdiff_t d, const double *V, double *out)
+static DPC_AVX2FMA void dpb_tdot8_g1(const double *Qt, ptrdiff_t d, const double *V, double *out)
 {
     ptrdiff_t i, i0;
     for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
@@ -110,7 +102,7 @@ static DPB_AVX2 void dpb_tdot8_g1(const double *Qt, ptrdiff_t d, const double *V
     }
 }
 
-static DPB_AVX2 void dpb_tdot8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
+static DPC_AVX2FMA void dpb_tdot8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
 {
     ptrdiff_t j = 0;
     for (; j + 6 <= m; j += 6) dpb_tdot8_g6(Qt + j * d, d, V, out + j * DPB_P);
@@ -126,7 +118,7 @@ static DPB_AVX2 void dpb_tdot8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, 
                         _mm256_storeu_pd(X + (i + (r)) * DPB_P + 4, x##r##b); } while (0)
 
 /* 6 rows of X at a time, in registers; each entry one fnma chain over j in order. */
-static DPB_AVX2 void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+static DPC_AVX2FMA void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
 {
     ptrdiff_t i = 0, j;
     for (; i + 6 <= d; i += 6) {
@@ -148,7 +140,7 @@ static DPB_AVX2 void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, c
         DPB_STX(0);
     }
 }
-static DPB_AVX2 void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
+static DPC_AVX2FMA void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
 {
     ptrdiff_t i, i0;
     for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
@@ -165,34 +157,29 @@ static DPB_AVX2 void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
     }
 }
 
-#else
-#define DPB_HAVE_AVX2 0
-static int dpb_avx2(void) { return 0; }
 #endif
-
-static inline int dpb_fast(void) { return dpb_avx2(); }
 
 /* fast = 0 forces the portable path (tests). */
 static inline void dpb_tdot8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out, int fast)
 {
-#if DPB_HAVE_AVX2
-    if (fast && dpb_avx2()) { dpb_tdot8_avx2(Qt, m, d, V, out); return; }
+#if DPC_HAVE_AVX2FMA
+    if (fast && dpc_avx2fma()) { dpb_tdot8_avx2(Qt, m, d, V, out); return; }
 #endif
     dpb_tdot8_c(Qt, m, d, V, out);
 }
 
 static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X, int fast)
 {
-#if DPB_HAVE_AVX2
-    if (fast && dpb_avx2()) { dpb_sub8_avx2(Qt, m, d, C, X); return; }
+#if DPC_HAVE_AVX2FMA
+    if (fast && dpc_avx2fma()) { dpb_sub8_avx2(Qt, m, d, C, X); return; }
 #endif
     dpb_sub8_c(Qt, m, d, C, X);
 }
 
 static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)
 {
-#if DPB_HAVE_AVX2
-    if (fast && dpb_avx2()) { dpb_colsq8_avx2(X, d, out); return; }
+#if DPC_HAVE_AVX2FMA
+    if (fast && dpc_avx2fma()) { dpb_colsq8_avx2(X, d, out); return; }
 #endif
     dpb_colsq8_c(X, d, out);
 }

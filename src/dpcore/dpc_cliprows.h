@@ -24,6 +24,7 @@
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include "dpc_avx2fma.h"
 #include "dpc_rows.h"
 
 /* lanes l0..l7 in the order of the docstring */
@@ -79,18 +80,9 @@ static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double tar
     return boxed;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
-#define DCR_HAVE_AVX2 1
-#include <immintrin.h>
-#define DCR_AVX2 __attribute__((target("avx2,fma")))
+#if DPC_HAVE_AVX2FMA
 
-static int dcr_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-static inline DCR_AVX2 double dcr_fold2(__m256d a, __m256d b)
+static inline DPC_AVX2FMA double dcr_fold2(__m256d a, __m256d b)
 {
     double l[8];
     _mm256_storeu_pd(l, a);
@@ -98,7 +90,7 @@ static inline DCR_AVX2 double dcr_fold2(__m256d a, __m256d b)
     return dcr_fold(l);
 }
 
-static DCR_AVX2 double dcr_sq_avx2(const double *z, ptrdiff_t d)
+static DPC_AVX2FMA double dcr_sq_avx2(const double *z, ptrdiff_t d)
 {
     __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
     double l[8];
@@ -114,7 +106,7 @@ static DCR_AVX2 double dcr_sq_avx2(const double *z, ptrdiff_t d)
     return dcr_fold(l);
 }
 
-static DCR_AVX2 int dcr_row_avx2(const double *x, ptrdiff_t d, const double *dom, double target, double *z, double *sq,
+static DPC_AVX2FMA int dcr_row_avx2(const double *x, ptrdiff_t d, const double *dom, double target, double *z, double *sq,
                                   int box)
 {
     const double *lo = dom, *hi = dom + d, *ctr = dom + 2 * d, *inv = dom + 3 * d;
@@ -164,19 +156,14 @@ static DCR_AVX2 int dcr_row_avx2(const double *x, ptrdiff_t d, const double *dom
     return boxed;
 }
 
-static DCR_AVX2 void dcr_add_avx2(const double *z, ptrdiff_t d, double *sum)
+static DPC_AVX2FMA void dcr_add_avx2(const double *z, ptrdiff_t d, double *sum)
 {
     ptrdiff_t i = 0;
     for (; i + 4 <= d; i += 4)
         _mm256_storeu_pd(sum + i, _mm256_add_pd(_mm256_loadu_pd(sum + i), _mm256_loadu_pd(z + i)));
     for (; i < d; i++) sum[i] += z[i];
 }
-#else
-#define DCR_HAVE_AVX2 0
-static int dcr_avx2(void) { return 0; }
 #endif
-
-static inline int dcr_fast(void) { return dcr_avx2(); }
 
 /* rows X (n x d) -> Z (n x d), sq (n), sums (ceil(n / tile) x d, zeroed here); returns the
    rows changed by a clip.  fast = 0: the portable path (tests). */
@@ -185,8 +172,8 @@ static ptrdiff_t dcr_clip_rows(const double *X, ptrdiff_t n, ptrdiff_t d, const 
 {
     ptrdiff_t r, i, n_clipped = 0;
     int simd = 0, box = 1;
-#if DCR_HAVE_AVX2
-    simd = fast && dcr_avx2();
+#if DPC_HAVE_AVX2FMA
+    simd = fast && dpc_avx2fma();
     if (simd) box = dpe_domain_has_box(dom, d);
 #endif
     (void)fast;
@@ -195,7 +182,7 @@ static ptrdiff_t dcr_clip_rows(const double *X, ptrdiff_t n, ptrdiff_t d, const 
     for (r = 0; r < n; r++) {
         const double *x = X + r * d;
         double *z = Z + r * d, *sum = sums + (r / tile) * d;
-#if DCR_HAVE_AVX2
+#if DPC_HAVE_AVX2FMA
         if (simd) {
             n_clipped += dcr_row_avx2(x, d, dom, target, z, sq + r, box);
             dcr_add_avx2(z, d, sum);

@@ -24,6 +24,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include "dpc_avx2fma.h"
 
 #define DPR_P 8           /* columns of V (the Krylov block) */
 #define DPR_G 6           /* rows per register group of the AVX2 path: 12 accumulators */
@@ -48,19 +49,10 @@ static void dpr_products8_c(const double *Y, ptrdiff_t n, ptrdiff_t d, const dou
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DPC_NO_CLONES)
-#define DPR_HAVE_AVX2 1
-#include <immintrin.h>
-#define DPR_AVX2 __attribute__((target("avx2,fma")))
-
-static int dpr_avx2(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
+#if DPC_HAVE_AVX2FMA
 
 /* sq = w_0², then the fma chain of the w_j² (the portable path's order). */
-static inline DPR_AVX2 __attribute__((always_inline)) double dpr_sq_avx2(__m256d a, __m256d b)
+static inline DPC_AVX2FMA __attribute__((always_inline)) double dpr_sq_avx2(__m256d a, __m256d b)
 {
     double w[DPR_P], s;
     int j;
@@ -82,7 +74,7 @@ static inline DPR_AVX2 __attribute__((always_inline)) double dpr_sq_avx2(__m256d
 
 /* DPR_G = 6 rows: w in 12 registers, V and out read once for the group; each out entry
    folds the group's rows in order. */
-static DPR_AVX2 void dpr_group6_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
+static DPC_AVX2FMA void dpr_group6_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
 {
     ptrdiff_t i;
     DPR_W(0); DPR_W(1); DPR_W(2); DPR_W(3); DPR_W(4); DPR_W(5);
@@ -101,7 +93,7 @@ static DPR_AVX2 void dpr_group6_avx2(const double *Y, ptrdiff_t d, const double 
 }
 
 /* One row (the last n mod DPR_G): the same operations. */
-static DPR_AVX2 void dpr_row_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
+static DPC_AVX2FMA void dpr_row_avx2(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
 {
     ptrdiff_t i;
     DPR_W(0);
@@ -118,7 +110,7 @@ static DPR_AVX2 void dpr_row_avx2(const double *Y, ptrdiff_t d, const double *V,
     sq[0] = dpr_sq_avx2(a0, b0);
 }
 
-static DPR_AVX2 void dpr_products8_avx2(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
+static DPC_AVX2FMA void dpr_products8_avx2(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
                                         double *out, double *sq)
 {
     ptrdiff_t r = 0, i;
@@ -126,20 +118,14 @@ static DPR_AVX2 void dpr_products8_avx2(const double *Y, ptrdiff_t n, ptrdiff_t 
     for (; r + DPR_G <= n; r += DPR_G) dpr_group6_avx2(Y + r * d, d, V, out, sq + r);
     for (; r < n; r++) dpr_row_avx2(Y + r * d, d, V, out, sq + r);
 }
-#else
-#define DPR_HAVE_AVX2 0
-static int dpr_avx2(void) { return 0; }
 #endif
-
-/* The fast path exists here (AVX2 + FMA at run time). */
-static inline int dpr_fast(void) { return dpr_avx2(); }
 
 /* out (d x 8), sq (n); fast = 0 forces the portable path (tests). */
 static inline void dpr_products8(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
                                  double *out, double *sq, int fast)
 {
-#if DPR_HAVE_AVX2
-    if (fast && dpr_avx2()) { dpr_products8_avx2(Y, n, d, V, out, sq); return; }
+#if DPC_HAVE_AVX2FMA
+    if (fast && dpc_avx2fma()) { dpr_products8_avx2(Y, n, d, V, out, sq); return; }
 #endif
     dpr_products8_c(Y, n, d, V, out, sq);
 }

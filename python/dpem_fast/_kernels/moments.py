@@ -80,7 +80,7 @@ def second_moment_rows(X, domain, n_threads=None) -> Statistics:
     n, d = X.shape
     nt = effective_n_threads(n_threads)
     sq = np.empty(n)
-    if _rowprod.CLIP_FAST and n and d:
+    if _rowprod.FAST and n and d:
         tile = _moments.TILE_ROWS
         Y, parts = workspace((n, d)), np.empty((-(-n // tile), d))
         n_clipped = _rowprod.clip_rows(X, domain.loader_array(), clip_target(d, np.float64), Y, sq, parts, tile)
