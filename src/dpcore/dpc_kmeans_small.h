@@ -69,6 +69,12 @@ static inline ptrdiff_t dpk_small_work_size(ptrdiff_t d, ptrdiff_t K)
     return dpk_acc_width(d) * K;
 }
 
+/* The first page boundary at or after p (4 KiB pages). */
+static inline double *dpk_page_up(double *p)
+{
+    return (double *)(((uintptr_t)p + 8 * DPK_PAGE - 1) & ~(uintptr_t)(8 * DPK_PAGE - 1));
+}
+
 /* Doubles to allocate for the centre table of K centres in d features followed by a copy
    of the centres (K, d), placed by dpk_table_place. */
 static inline ptrdiff_t dpk_table_alloc_size(ptrdiff_t d, ptrdiff_t K)
@@ -80,8 +86,7 @@ static inline ptrdiff_t dpk_table_alloc_size(ptrdiff_t d, ptrdiff_t K)
    DPK_STREAM_OFF, with the streamed arrays and apart from the accumulator's offsets. */
 static inline double *dpk_table_place(double *raw)
 {
-    double *p = (double *)(((uintptr_t)raw + 8 * DPK_PAGE - 1) & ~(uintptr_t)(8 * DPK_PAGE - 1));
-    return p + DPK_STREAM_OFF;
+    return dpk_page_up(raw) + DPK_STREAM_OFF;
 }
 
 /* Pages of the transposed rows of the small-d layout (d rows of pitch DPK_SMALL_LD from
@@ -107,9 +112,8 @@ static inline ptrdiff_t dpk_small_scratch_size(ptrdiff_t d, ptrdiff_t K)
 static inline double *dpk_small_layout(double *buf, ptrdiff_t d, double **Xt, ptrdiff_t *ld,
                                        double **best, double **lab)
 {
-    double *p = (double *)(((uintptr_t)buf + 8 * DPK_PAGE - 1) & ~(uintptr_t)(8 * DPK_PAGE - 1));
-    p += dpk_small_row_pages(d) * DPK_PAGE;
-    *Xt = p - dpk_small_row_pages(d) * DPK_PAGE + DPK_STREAM_OFF;
+    double *page = dpk_page_up(buf), *p = page + dpk_small_row_pages(d) * DPK_PAGE;
+    *Xt = page + DPK_STREAM_OFF;
     *ld = DPK_SMALL_LD;
     *best = p + DPK_STREAM_OFF;
     *lab = p + DPK_PAGE + DPK_STREAM_OFF;
