@@ -28,11 +28,20 @@ code: the same for any thread count.
 from libc.math cimport sqrt, isfinite
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
-from scipy.linalg.cython_lapack cimport dsyevd, dpotrf, dtrtrs
+from scipy.linalg.cython_lapack cimport dsyevd, dsytd2, dsteqr, dorm2r, dpotrf, dtrtrs
 from scipy.linalg.cython_blas cimport dgemm
 
 # the mixing-weight floor of mixture._common (WEIGHT_FLOOR)
 cdef double _WEIGHT_FLOOR = 1e-12
+# dsyevd's own steps are called directly (:func:`_eigh_lower`) for 2 <= d <= _DIRECT_MAX_D:
+# there its tridiagonal reduction is one unblocked dsytd2 (dsytrd's block size 32 > d), its
+# divide and conquer one dsteqr (dstedc's SMLSIZ 25 >= d) and its back-transformation one
+# dorm2r (dormqr's block size 32 > d - 1), the reference ILAENV's values
+cdef int _DIRECT_MAX_D = 25
+# ... and for a largest |entry| within [2^-400, 2^400], well inside dsyevd's no-scaling band
+# [sqrt(safmin / eps), sqrt(eps / safmin)] = [2^-485, 2^485] (a NaN, zero or extreme matrix
+# goes through dsyevd itself)
+cdef double _DIRECT_LOW = 2.0 ** -400, _DIRECT_HIGH = 2.0 ** 400
 
 
 cdef inline double _sum_squares(const double *x, Py_ssize_t n) noexcept nogil:
@@ -61,18 +70,80 @@ cdef inline double _sum_squares(const double *x, Py_ssize_t n) noexcept nogil:
     return v0 + v1
 
 
+cdef double *_eigh_lower(double *A, int d, double *w, double *work, int lwork, int *iwork, int liwork,
+                         int *info) noexcept nogil:
+    """Eigenvalues (ascending, into ``w``) and eigenvectors of the symmetric ``A`` (column-major,
+    its lower triangle read; overwritten) as ``dsyevd("V", "L")`` computes them, bit for bit:
+    returns where the eigenvectors are (column-major: ``A`` itself, or the start of ``work``).
+
+    For small, well-scaled matrices (``_DIRECT_MAX_D``, ``_DIRECT_LOW``/``_DIRECT_HIGH``) the
+    steps dsyevd takes there are called directly: ``dsytd2``, ``dsteqr("I")``, then ``dorm2r``
+    on the vectors (``dormtr("L", "L", "N")``'s call for a lower reduction), the same
+    operations in the same order without the driver's ILAENV / DLAMCH / DLANSY queries and
+    final copy (about half a microsecond of a 10 x 10 decomposition).  ``work`` holds
+    dsyevd's minimal workspace ``1 + 6d + 2d²`` at least."""
+    cdef int i, j, m = d - 1
+    cdef double anrm = 0.0, x
+    cdef char jobz = b'V', uplo = b'L', compz = b'I', side = b'L', trans = b'N'
+    cdef double *Z
+    cdef double *e
+    cdef double *tau
+    if 2 <= d <= _DIRECT_MAX_D:
+        for j in range(d):                      # DLANSY("M", "L"): the largest |entry|
+            for i in range(j, d):
+                x = A[i + j * d]
+                x = x if x >= 0 else -x
+                if not x <= anrm:               # (a NaN: kept, and outside the band)
+                    anrm = x
+        if _DIRECT_LOW <= anrm <= _DIRECT_HIGH:
+            Z, e = work, work + d * d
+            tau = e + d
+            dsytd2(&uplo, &d, A, &d, w, e, tau, info)
+            if info[0] != 0:
+                return A
+            dsteqr(&compz, &d, w, e, Z, &d, tau + d, info)
+            if info[0] != 0:
+                return A
+            dorm2r(&side, &trans, &m, &d, &m, A + 1, &d, tau, Z + 1, &d, tau + d, info)
+            return Z
+    dsyevd(&jobz, &uplo, &d, A, &d, w, work, &lwork, iwork, &liwork, info)
+    return A
+
+
+def eigh_lower(double[:, ::1] A):                   # IN (d, d) symmetric, d >= 1; copied
+    """``(w, V, info)``: :func:`_eigh_lower` of ``A``, as ``scipy.linalg.lapack.dsyevd(A,
+    compute_v=1, lower=1)`` gives them (the tests compare the bits)."""
+    import numpy as np
+    cdef int d = <int> A.shape[0], info = 0, lwork = -1, liwork = -1, iw_query = 0
+    cdef double work_query = 0.0
+    cdef char jobz = b'V', uplo = b'L'
+    if A.shape[1] != d or d < 1:
+        raise ValueError("eigh_lower: A must be square, d >= 1")
+    dsyevd(&jobz, &uplo, &d, &work_query, &d, &work_query, &work_query, &lwork, &iw_query, &liwork, &info)
+    lwork, liwork = <int> work_query, max(1, iw_query)
+    M = np.array(np.asarray(A).T, order="C")       # A column-major: the rows of M are its columns
+    w, work, V = np.empty(d), np.empty(lwork), np.empty((d, d))
+    iwork = np.empty(liwork, dtype=np.intc)
+    cdef double[:, ::1] Mv = M, Vv = V
+    cdef double[::1] wv = w, workv = work
+    cdef int[::1] iworkv = iwork
+    cdef double *Q = _eigh_lower(&Mv[0, 0], d, &wv[0], &workv[0], lwork, &iworkv[0], liwork, &info)
+    memcpy(&Vv[0, 0], Q, d * d * sizeof(double))
+    return w, np.ascontiguousarray(V.T), info
+
+
 cdef int _project_psd(double *S, double floor, int d, double *V, double *w, double *work, int lwork,
                       int *iwork, int liwork, double *out) noexcept nogil:
     """``out = V clip(w, floor, 1) Vᵀ`` for the eigendecomposition of the symmetrised S
     (row-major, d x d; overwritten).  Returns LAPACK's info."""
     cdef int i, j, info = 0
-    cdef char jobz = b'V', uplo = b'L', tn = b'N', tt = b'T'
+    cdef char tn = b'N', tt = b'T'
     cdef double one = 1.0, zero = 0.0, x
     # (S + Sᵀ) / 2, copied column-major into V for dsyevd (symmetric: the same values)
     for i in range(d):
         for j in range(d):
             V[i + j * d] = (S[i * d + j] + S[j * d + i]) / 2
-    dsyevd(&jobz, &uplo, &d, V, &d, w, work, &lwork, iwork, &liwork, &info)
+    V = _eigh_lower(V, d, w, work, lwork, iwork, liwork, &info)     # (the vectors: V or work)
     if info != 0:
         return info
     for j in range(d):
