@@ -4,9 +4,10 @@
 ``sub8(Qt, C, X)``: ``X -= Qtᵀ C`` (C m x 8, X d x 8); ``colsq8(X, out)``: X's columns' squared
 norms; all C-contiguous float64, a fixed fma order (the header's docstring: the same bits on the
 AVX2 path and the portable one, for any thread count).  Post-processing of released values: the released operator's basis and
-coordinates.  ``FAST``: whether the AVX2 + FMA path runs here.
+coordinates.  ``transpose(A, out)``: ``out = Aᵀ`` (both C-contiguous: a block between the kernels' rows and
+the stores' columns).  ``FAST``: whether the AVX2 + FMA paths run here.
 """
-from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_sub8, dpb_tdot8, dpc_avx2fma
+from .dpc_basis cimport DPB_P, dpb_colsq8, dpb_sub8, dpb_tdot8, dpb_transpose, dpc_avx2fma
 
 FAST = bool(dpc_avx2fma())
 #: columns of the block
@@ -44,3 +45,14 @@ def colsq8(const double[:, ::1] X, double[::1] out, bint fast=True):
         return
     with nogil:
         dpb_colsq8(&X[0, 0], X.shape[0], &out[0], fast)
+
+
+def transpose(const double[:, ::1] A, double[:, ::1] out):
+    """``out = Aᵀ`` (A r x c, out c x r, both C-contiguous float64; values moved, not changed)."""
+    cdef Py_ssize_t r = A.shape[0], c = A.shape[1]
+    if out.shape[0] != c or out.shape[1] != r:
+        raise ValueError("transpose: shapes (r, c), (c, r) expected")
+    if r == 0 or c == 0:
+        return
+    with nogil:
+        dpb_transpose(&A[0, 0], r, c, &out[0, 0])

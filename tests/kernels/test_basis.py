@@ -33,3 +33,13 @@ def test_shapes_are_checked():
         _basis.sub8(np.zeros((3, 4)), np.zeros((3, 8)), np.zeros((5, 8)))
     with pytest.raises(ValueError, match="shapes"):
         _basis.colsq8(np.zeros((4, 7)), np.zeros(8))
+
+
+@pytest.mark.parametrize("r, c", [(0, 3), (1, 1), (4, 4), (5, 9), (17, 8), (8, 17), (4097, 8), (8, 4096)])
+def test_transpose_moves_the_values(r, c):
+    A = np.random.default_rng(r + 7 * c).normal(size=(r, c))
+    out = np.full((c, r), np.nan)
+    _basis.transpose(A, out)
+    assert np.array_equal(out, A.T)
+    with pytest.raises(ValueError, match="shapes"):
+        _basis.transpose(A, np.zeros((c + 1, r)))

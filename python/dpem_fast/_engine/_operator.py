@@ -139,6 +139,15 @@ def _orthonormal_to_tol(Qn, QtQn):
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
 
 
+def _put_columns(rows, V):
+    """A store's next columns (given as its rows, ``rows``) set to V's: the transposing kernel
+    for a C-contiguous V (~2x numpy's strided copy), else numpy."""
+    if V.flags.c_contiguous and V.dtype == np.float64:
+        _basis.transpose(V, rows)
+    else:
+        rows[...] = V.T
+
+
 def _tdot(Qt, V):
     """``Qt V`` for a store's columns as rows (``Qt``, C-contiguous) and a C-contiguous block:
     the fixed-order kernel for 8 columns (``_basis``), else BLAS."""
@@ -331,7 +340,7 @@ class ReleasedOperator:
         :meth:`_append` with ``staged`` takes it)."""
         m, p = self._m, V.shape[1]
         self._room(p)
-        self._store_Q[:, m:m + p] = V
+        _put_columns(self._store_Q.T[m:m + p], V)
         G = _tdot(self._store_Q.T[:m + p], V)
         C = G[:m].copy()
         G[m:].flat[::p + 1] -= 1.0
@@ -421,7 +430,7 @@ class ReleasedOperator:
         Qnt = self._store_Q.T[m:m + p] if staged else np.ascontiguousarray(Qn.T)
         _subtract(Qnt, _tdot(Qnt, X), X)
         Rn = self._append(Qn, staged)
-        Rn[...] = X
+        _put_columns(self._store_R.T[m:m + p], X)            # Rn's columns (the store's rows)
         self._U[:m, m:m + p] = K
         self._U[m:m + p, m:m + p] = B
         return K, B, Rn

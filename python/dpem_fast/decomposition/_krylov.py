@@ -20,6 +20,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import blas, lapack
 
+from .._dpcore import _basis
 from .._workspace import workspace
 
 __all__ = ["BLOCK", "ReleasedCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
@@ -152,6 +153,15 @@ def _qr(W):
     return V, R
 
 
+def _c_order(M):
+    """``M`` C-contiguous (a Fortran-order block transposed by the kernel: ~3x numpy's copy)."""
+    if M.flags.c_contiguous or not M.flags.f_contiguous:
+        return np.ascontiguousarray(M)
+    out = np.empty(M.shape)
+    _basis.transpose(M.T, out)
+    return out
+
+
 def _col_norms2(M):
     return np.einsum("ij,ij->j", M, M)
 
@@ -188,13 +198,13 @@ def top_eigenpairs_krylov(C, k, start, max_cols, tol=TOL, pairs=True):
     m, W, told = 0, None, 0.0
     while True:
         p = min(V.shape[1], max_cols - m)
-        src = V[:, :p]                  # LAPACK's (Fortran order): copied into Q as it is
-        V = np.ascontiguousarray(src)
+        src = V[:, :p]                  # the QR's (Fortran order): copied into Q as it is
+        V = _c_order(src)
         got = reveal(V) if reveal is not None else None
         if got is None and reveal is not None and W is not None:
             # declined after one projection: Gram–Schmidt's second pass, offered again
             src = _orthonormal(W, Q[:, :m], told)[0][:, :p]
-            V = np.ascontiguousarray(src)
+            V = _c_order(src)
             got = reveal(V)
         Q[:, m:m + p] = src
         if got is None:
