@@ -100,6 +100,7 @@ must not be kept, copied or pickled (:meth:`ReleasedOperator.__reduce__` refuses
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -137,6 +138,14 @@ def _orthonormal_to_tol(Qn, QtQn):
     G = Qn.T @ Qn
     G.flat[::G.shape[0] + 1] -= 1.0
     return np.max(np.abs(G)) <= ORTHO_TOL and (QtQn.size == 0 or np.max(np.abs(QtQn)) <= ORTHO_TOL)
+
+
+@functools.lru_cache(maxsize=4)
+def _upper(p):
+    """The strictly upper triangle of a p x p matrix, as a mask (read-only)."""
+    mask = np.triu(np.ones((p, p), dtype=bool), 1)
+    mask.flags.writeable = False
+    return mask
 
 
 def _put_columns(rows, V):
@@ -410,9 +419,10 @@ class ReleasedOperator:
         for acc, part in zip(self._sq, sq):                 # rows' ‖Qnᵀ y_r‖², for the trace
             acc += part
         z = self._normals(p * p, self.sigma).reshape(p, p)
-        B = np.triu(z, 1) * math.sqrt(0.5)
+        B = np.where(_upper(p), z, 0.0)                     # np.triu(z, 1), without its mask's build
+        B *= math.sqrt(0.5)
         B += B.T
-        np.fill_diagonal(B, np.diagonal(z))
+        B.flat[::p + 1] = z.flat[::p + 1]
         g = self._normals(d * p, self.sigma * math.sqrt(0.5)).reshape(d, p)
         H = Qn.T @ SQn
         B += (H + H.T) / 2                                  # Qnᵀ A Qn: sym + fresh B
