@@ -246,3 +246,43 @@ class TestConformancePublicCentre(TestConformance):
     def test_huge_finite_rows_give_finite_output_or_a_clear_error(self, epsilon, declared):
         self._domain_kw(declared)
         super().test_huge_finite_rows_give_finite_output_or_a_clear_error(epsilon, declared)
+
+
+@pytest.mark.parametrize("kw", [{}, {"data_norm": 40.0}, {"bounds": (-4.0, 6.0)}], ids=["none", "data_norm", "box"])
+def test_epsilon_inf_reads_the_rows_through_products(kw, monkeypatch):
+    """Issue 41: at epsilon=inf, where the private fit's basis is small against d, the exact fit
+    never forms the d x d second moment (the kernel that forms it refuses to run) and gives
+    the dense fit's answer to rounding: components, variances, noise variance, mean, for
+    float32 rows; bit for bit across thread counts at a fixed random_state (the Krylov start
+    comes from the key, as the dense path's Lanczos start does); a public centre keeps the
+    dense path."""
+    from dpem_fast._kernels import moments
+    from dpem_fast.decomposition import _krylov, _moment_release
+
+    k = 3
+    d = 4 * _krylov.krylov_columns(k)
+    X = _data(n=150, d=d, k=k, seed=3)
+    dense = DPPCA(k, epsilon=math.inf, **kw)
+    monkeypatch.setattr(DPPCA, "_operator_path", False)
+    dense.fit(X)
+    monkeypatch.undo()
+
+    def formed(*args, **kwargs):
+        raise AssertionError("the d x d second moment was formed")
+    monkeypatch.setattr(_moment_release, "second_moment_stats", formed)
+    fits = [DPPCA(k, epsilon=math.inf, n_threads=t, random_state=0, **kw).fit(X) for t in (1, 2)]
+    fits.append(DPPCA(k, epsilon=math.inf, **kw).fit(X.astype(np.float32)))
+    for free in fits[:2]:
+        assert_allclose(np.abs(free.components_ @ dense.components_.T), np.eye(k), atol=1e-10)
+        assert_allclose(free.explained_variance_, dense.explained_variance_, rtol=1e-11)
+        assert_allclose(free.explained_variance_ratio_, dense.explained_variance_ratio_, rtol=1e-11)
+        assert_allclose(free.noise_variance_, dense.noise_variance_, rtol=1e-10)
+        assert_allclose(free.mean_, dense.mean_, rtol=1e-13, atol=1e-13)
+    for name in ("components_", "explained_variance_", "noise_variance_", "mean_"):
+        assert np.array_equal(getattr(fits[0], name), getattr(fits[1], name)), name
+    assert_allclose(np.abs(fits[2].components_ @ dense.components_.T), np.eye(k), atol=1e-5)
+    with pytest.raises(AssertionError, match="formed"):
+        DPPCA(k, epsilon=math.inf, center=0.0, data_norm=80.0).fit(X)
+    # and below the operator's size the dense kernel still answers
+    with pytest.raises(AssertionError, match="formed"):
+        DPPCA(k, epsilon=math.inf, **kw).fit(X[:, :d - 1])

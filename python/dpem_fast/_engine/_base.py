@@ -352,7 +352,9 @@ class PrivateEM(ModelHooks, PrivateEstimator):
         with blas_single_thread(), progress:    # the update's LAPACK too: OpenMP kernels own the cores
             for it in range(rounds):
                 stats = self._pass(rows, params, None, n_threads)
-                if not all(np.all(np.isfinite(v)) for v in stats.values()):
+                # (a statistic held as its rows, not summed, is the validated rows themselves:
+                # finite, and within _MAX_ABS_EXACT, so its products are)
+                if not all(np.all(np.isfinite(v)) for v in stats.values() if isinstance(v, np.ndarray)):
                     raise ValueError(f"X: the non-private EM statistics overflowed (largest |value| "
                                      f"{summary.max_abs:.3g}); rescale the data, or fit privately")
                 train_ll.append(stats.loglik / n)

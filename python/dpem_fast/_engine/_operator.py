@@ -101,6 +101,7 @@ must not be kept, copied or pickled (:meth:`ReleasedOperator.__reduce__` refuses
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -249,17 +250,18 @@ class RowProducts:
         as the dense kernel sums it."""
         return self._sum((np.sum(Y, axis=0) for Y in self._parts()), (self.shape[0],), n_threads)
 
-    def projected_trace(self, sq):
+    def projected_trace(self, sq=None):
         """``tr(P S) = Σ_r (‖y_r‖² − ‖Qᵀ y_r‖²)``, ``P = I − Q Qᵀ``, given per part the rows'
         ``‖Qᵀ y_r‖²`` accumulated over the blocks of Q by :meth:`products` (exact statistic; the
-        operator releases it only with noise).  Each row's term is two sums of squares (of d,
+        operator releases it only with noise); ``sq`` None: ``tr S`` (the non-private fit's).  Each row's term is two sums of squares (of d,
         and of m dot products of d terms, summed per block then over the blocks: m − 1
         additions in all), so its rounding is at most ``γ_{d+m+5}`` times ``2 ‖y_r‖²`` (module
         docstring, "Rounding")."""
         def part(y2, s):
-            return np.array([float(np.sum(y2)) - float(np.sum(s))])
+            return np.array([float(np.sum(y2)) - (0.0 if s is None else float(np.sum(s)))])
         rows = self._parts(norms=True) if self._norms is not None else (
             (Y, np.einsum("ij,ij->i", Y, Y)) for Y in self._parts())
+        sq = itertools.repeat(None) if sq is None else sq
         return float(self._sum((part(y2, s) for (_, y2), s in zip(rows, sq)), (1,), 1)[0])
 
     def projected_diagonal(self, Q):

@@ -19,7 +19,7 @@ from .._threads import blas_single_thread, effective_n_threads
 from .._validation import as_kernel_rows
 from .._workspace import workspace
 
-__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "second_moment_rows", "product_rows"]
+__all__ = ["COUNT", "SUM", "SECOND", "second_moment_stats", "second_moment_rows", "held_rows", "product_rows"]
 
 COUNT, SUM, SECOND = "count", "sum", "second_moment"
 
@@ -91,6 +91,18 @@ def second_moment_rows(X, domain, n_threads=None) -> Statistics:
         S = RowProducts([Y], d, [sq])
         s1 = S.row_sum(nt)
     return Statistics({COUNT: np.array([float(n)]), SUM: s1, SECOND: S}, int(n), 0.0, int(n_clipped))
+
+
+def held_rows(X, n_threads=None) -> Statistics:
+    """The non-private fit's (``epsilon=inf``) statistics with the second moment held as the
+    rows themselves (no domain map: the exact fit's rows, clipped to a declared domain already),
+    for an exact update read through products: count, the sum (per ``TILE_ROWS`` rows, the
+    blocks summed exactly, as :func:`second_moment_rows`) and the rows' squared norms."""
+    X = np.ascontiguousarray(as_kernel_rows(X), dtype=np.float64)
+    n, d = X.shape
+    S = RowProducts([X], d, [np.einsum("ij,ij->i", X, X)])
+    return Statistics({COUNT: np.array([float(n)]), SUM: S.row_sum(effective_n_threads(n_threads)), SECOND: S},
+                      int(n), 0.0, 0)
 
 
 def product_rows(A, B, n_threads=None):

@@ -23,7 +23,7 @@ from scipy.linalg import blas, lapack
 from .._dpcore import _basis
 from .._workspace import workspace
 
-__all__ = ["BLOCK", "ReleasedCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
+__all__ = ["BLOCK", "ReleasedCovariance", "RowsCovariance", "krylov_columns", "top_eigenpairs_krylov", "uses_operator"]
 
 #: columns per Krylov block
 BLOCK = 8
@@ -107,6 +107,28 @@ class ReleasedCovariance:
         """The released trace (ends the operator: the eigenpairs first)."""
         r2 = self.r * self.r
         return self.A.weighted_trace(r2) / self.n - float(self.rm @ self.rm) + self.c * float(np.sum(r2))
+
+
+class RowsCovariance:
+    """``S / n − m mᵀ`` as products, ``S = Σ_r y_r y_rᵀ`` the exact second moment held as its
+    rows (:class:`~dpem_fast._engine._operator.RowProducts`): the non-private fit's
+    (``epsilon=inf``) covariance where the private fit reads a released operator, with the
+    same solver.  Nothing here is released: it serves only a fit that is not private."""
+
+    def __init__(self, S, n, mean):
+        self.S, self.n = S, float(n)
+        self.m = np.asarray(mean, dtype=np.float64)
+        self.shape = S.shape
+
+    def __matmul__(self, V):
+        out = self.S @ V
+        out /= self.n
+        out -= np.outer(self.m, self.m @ V)
+        return out
+
+    def trace(self):
+        """``tr(S) / n − ‖m‖²`` (the rows' squared norms, summed per part)."""
+        return self.S.projected_trace() / self.n - float(self.m @ self.m)
 
 
 def _orthonormal(W, Q, told, second=True):

@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._dpcore import _contract, _moments
 from .._dpcore import _rng as _core_rng
 from .._engine._specs import moments_joint_bound, operator_rounding_factor, row_count, second_moments, weighted_sums
-from .._kernels.moments import COUNT, SECOND, SUM, second_moment_rows, second_moment_stats
+from .._kernels.moments import COUNT, SECOND, SUM, held_rows, second_moment_rows, second_moment_stats
 from .._rng import derive_key
 from .._validation import validate_table
 from ._krylov import BLOCK, krylov_columns, uses_operator
@@ -113,10 +113,19 @@ class SecondMomentRelease:
         bound would cost far more than the dense sum's)."""
         return self._operator_path and uses_operator(d, self._k(d)) and not self._count_private()
 
+    #: the non-private fit (``epsilon=inf``) also reads the second moment through its products
+    #: where the private one would (a model whose exact update takes them sets it)
+    _exact_matrix_free = False
+
     def _krylov_start(self, d, key, private):
         """The matrix-free path's data-independent start block (d x ``BLOCK``, from the fit's
-        key), or None where the path does not run."""
-        if not (private and self._matrix_free(d)):
+        key), or None where the path does not run.  The non-private fit takes it where the
+        model's exact update reads products (:attr:`_exact_matrix_free`) and the basis is small
+        against d: nothing is released there, so the row count's privacy does not matter."""
+        if private:
+            if not self._matrix_free(d):
+                return None
+        elif not (self._exact_matrix_free and self._operator_path and uses_operator(d, self._k(d))):
             return None
         start = np.empty(d * BLOCK)
         _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
@@ -143,7 +152,7 @@ class SecondMomentRelease:
     def _pass(self, rows, params, domain, n_threads):
         """The engine's pass; for in-memory rows of a private fit with a Krylov start, with the
         statistic held as its rows (:meth:`_statistics`; released as an operator)."""
-        if params.get("krylov") is not None and domain is not None and not rows.remote and rows.in_memory:
+        if params.get("krylov") is not None and not rows.remote and rows.in_memory:
             params = {**params, _HELD: True}
         return super()._pass(rows, params, domain, n_threads)
 
@@ -151,5 +160,5 @@ class SecondMomentRelease:
         """The kernel's statistics, or on the matrix-free pass (:meth:`_pass`) the second moment
         held as its rows (:class:`~dpem_fast._engine._operator.RowProducts`)."""
         if params.get(_HELD):
-            return second_moment_rows(X, domain, n_threads)
+            return second_moment_rows(X, domain, n_threads) if domain is not None else held_rows(X, n_threads)
         return super()._statistics(X, params, domain, n_threads)
