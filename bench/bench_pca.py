@@ -4,7 +4,8 @@ One process, the thread count set before numpy loads (OMP_NUM_THREADS / OPENBLAS
 ``n_threads``); ratios from the same run, median of ``--repeat`` fits.  Ours private (epsilon=1,
 declared data_norm) on the matrix-free path (the second moment released as an operator,
 :mod:`dpem_fast._engine._operator`) and, for reference, on the dense path (the moment formed and
-noised as a d x d matrix, forced):
+noised as a d x d matrix, forced); and non-private (epsilon=inf: the exact covariance through
+products of the rows, and for reference formed, forced):
 
     python bench/bench_pca.py [--repeat 3] [--threads 1] [--shape 400x4096] [--k 10]
 """
@@ -48,8 +49,19 @@ def main():
         finally:
             del DPPCA._operator_path
 
+    def exact():
+        return DPPCA(k, epsilon=np.inf, random_state=0, n_threads=a.threads).fit(X)
+
+    def exact_dense():
+        DPPCA._operator_path = False
+        try:
+            return exact()
+        finally:
+            del DPPCA._operator_path
+
     cases = {"sklearn PCA randomized": lambda: PCA(k, svd_solver="randomized", random_state=0).fit(X),
-             "DPPCA matrix-free": ours, "DPPCA dense (forced)": dense}
+             "DPPCA matrix-free": ours, "DPPCA dense (forced)": dense,
+             "DPPCA eps=inf": exact, "DPPCA eps=inf dense": exact_dense}
     times = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -264,6 +264,11 @@ class RowProducts:
         sq = itertools.repeat(None) if sq is None else sq
         return float(self._sum((part(y2, s) for (_, y2), s in zip(rows, sq)), (1,), 1)[0])
 
+    def diagonal(self, n_threads=1):
+        """``diag S = Σ_r y_r ∘ y_r`` (exact statistic: the non-private fit's; the operator
+        releases it only with noise), per part in floats, the parts summed exactly."""
+        return self._sum((np.einsum("ij,ij->j", Y, Y) for Y in self._parts()), (self.shape[0],), n_threads)
+
     def projected_diagonal(self, Q):
         """``diag(R S R) = Σ_r (R y_r) ∘ (R y_r)``, ``R = I − Q Qᵀ`` (exact statistic; the operator
         releases it only with noise): per part in floats, the parts summed exactly

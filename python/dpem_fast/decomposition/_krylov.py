@@ -116,7 +116,7 @@ class RowsCovariance:
     same solver.  Nothing here is released: it serves only a fit that is not private."""
 
     def __init__(self, S, n, mean):
-        self.S, self.n = S, float(n)
+        self.S, self.n = S, float(n)        # (products, trace, diagonal: factor analysis' EM reads these)
         self.m = np.asarray(mean, dtype=np.float64)
         self.shape = S.shape
 
@@ -125,6 +125,10 @@ class RowsCovariance:
         out /= self.n
         out -= np.outer(self.m, self.m @ V)
         return out
+
+    def diagonal(self):
+        """``diag(S) / n − m ∘ m``."""
+        return self.S.diagonal() / self.n - self.m * self.m
 
     def trace(self):
         """``tr(S) / n − ‖m‖²`` (the rows' squared norms, summed per part)."""

@@ -160,5 +160,9 @@ class SecondMomentRelease:
         """The kernel's statistics, or on the matrix-free pass (:meth:`_pass`) the second moment
         held as its rows (:class:`~dpem_fast._engine._operator.RowProducts`)."""
         if params.get(_HELD):
-            return second_moment_rows(X, domain, n_threads) if domain is not None else held_rows(X, n_threads)
+            if domain is not None:
+                return second_moment_rows(X, domain, n_threads)
+            if self._is_private():          # (a private fit always has its domain: never here)
+                raise RuntimeError("the rows of a private fit are held only mapped into its domain")
+            return held_rows(X, n_threads)  # the non-private fit's rows as they are
         return super()._statistics(X, params, domain, n_threads)
