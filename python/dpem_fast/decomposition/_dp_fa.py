@@ -48,7 +48,7 @@ class DPFactorAnalysis(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Second
     ~5·10⁻⁷ wherever the path may run).  ``epsilon=inf`` at that size (in-memory rows, any
     neighbouring relation: nothing is released) runs its exact EM on ``YᵀY/n − m mᵀ`` through
     products of the rows and their diagonal, never formed (the EM's subspace solver reads
-    nothing else): at (400, 4096), k = 10, 0.15–0.22 s where forming it took 0.55–0.83 s, the
+    nothing else): at (400, 4096), k = 10, 0.15–0.28 s where forming it took 0.55–0.83 s, the
     same model to 10⁻¹².
 
     Parameters
