@@ -42,26 +42,21 @@ def main():
     def ours():
         return DPPCA(k, epsilon=1.0, data_norm=3.0, random_state=0, n_threads=a.threads).fit(X)
 
-    def dense():
-        DPPCA._operator_path = False               # the moment mixin's switch (tests, benches)
-        try:
-            return ours()
-        finally:
-            del DPPCA._operator_path
-
     def exact():
         return DPPCA(k, epsilon=np.inf, random_state=0, n_threads=a.threads).fit(X)
 
-    def exact_dense():
-        DPPCA._operator_path = False
-        try:
-            return exact()
-        finally:
-            del DPPCA._operator_path
+    def forced_dense(fit):
+        def run():
+            DPPCA._operator_path = False           # the moment mixin's switch (tests, benches)
+            try:
+                return fit()
+            finally:
+                del DPPCA._operator_path
+        return run
 
     cases = {"sklearn PCA randomized": lambda: PCA(k, svd_solver="randomized", random_state=0).fit(X),
-             "DPPCA matrix-free": ours, "DPPCA dense (forced)": dense,
-             "DPPCA eps=inf": exact, "DPPCA eps=inf dense": exact_dense}
+             "DPPCA matrix-free": ours, "DPPCA dense (forced)": forced_dense(ours),
+             "DPPCA eps=inf": exact, "DPPCA eps=inf dense": forced_dense(exact)}
     times = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -246,4 +246,3 @@ class TestConformancePublicCentre(TestConformance):
     def test_huge_finite_rows_give_finite_output_or_a_clear_error(self, epsilon, declared):
         self._domain_kw(declared)
         super().test_huge_finite_rows_give_finite_output_or_a_clear_error(epsilon, declared)
-

@@ -97,10 +97,11 @@ def held_rows(X, n_threads=None) -> Statistics:
     """The non-private fit's (``epsilon=inf``) statistics with the second moment held as the
     rows themselves (no domain map: the exact fit's rows, clipped to a declared domain already),
     for an exact update read through products: count, the sum (per ``TILE_ROWS`` rows, the
-    blocks summed exactly, as :func:`second_moment_rows`) and the rows' squared norms."""
+    blocks summed exactly, as :func:`second_moment_rows`); the rows' squared norms, read once
+    for the trace, are left to :class:`~dpem_fast._engine._operator.RowProducts`."""
     X = np.ascontiguousarray(as_kernel_rows(X), dtype=np.float64)
     n, d = X.shape
-    S = RowProducts([X], d, [np.einsum("ij,ij->i", X, X)])
+    S = RowProducts([X], d)
     return Statistics({COUNT: np.array([float(n)]), SUM: S.row_sum(effective_n_threads(n_threads)), SECOND: S},
                       int(n), 0.0, 0)
 

@@ -111,7 +111,11 @@ class SecondMomentRelease:
         basis is small against d and the row count is public (row-level replace-one; under
         add/remove and person-level fits every row's block may move, and the products' rounding
         bound would cost far more than the dense sum's)."""
-        return self._operator_path and uses_operator(d, self._k(d)) and not self._count_private()
+        return self._operator_sized(d) and not self._count_private()
+
+    def _operator_sized(self, d):
+        """Public: the Krylov basis is small against d (and the path not switched off)."""
+        return self._operator_path and uses_operator(d, self._k(d))
 
     #: the non-private fit (``epsilon=inf``) also reads the second moment through its products
     #: where the private one would (a model whose exact update takes them sets it)
@@ -122,10 +126,7 @@ class SecondMomentRelease:
         key), or None where the path does not run.  The non-private fit takes it where the
         model's exact update reads products (:attr:`_exact_matrix_free`) and the basis is small
         against d: nothing is released there, so the row count's privacy does not matter."""
-        if private:
-            if not self._matrix_free(d):
-                return None
-        elif not (self._exact_matrix_free and self._operator_path and uses_operator(d, self._k(d))):
+        if not (self._matrix_free(d) if private else self._exact_matrix_free and self._operator_sized(d)):
             return None
         start = np.empty(d * BLOCK)
         _core_rng.fill_normal(derive_key(key, "init", "krylov"), 0, 1.0, start, 1)
@@ -150,8 +151,8 @@ class SecondMomentRelease:
         return max(base, self._operator_factor(n_public, d))
 
     def _pass(self, rows, params, domain, n_threads):
-        """The engine's pass; for in-memory rows of a private fit with a Krylov start, with the
-        statistic held as its rows (:meth:`_statistics`; released as an operator)."""
+        """The engine's pass; for in-memory rows with a Krylov start, with the statistic held as
+        its rows (:meth:`_statistics`; a private fit's released as an operator)."""
         if params.get("krylov") is not None and not rows.remote and rows.in_memory:
             params = {**params, _HELD: True}
         return super()._pass(rows, params, domain, n_threads)
