@@ -2,26 +2,29 @@
 
 ``products8(Y, V, out, sq)``: ``out = Yᵀ (Y V)`` and ``sq[r] = ‖Vᵀ y_r‖²`` for one block ``Y``
 (n x d, C-contiguous float64) and ``V`` (d x 8, C-contiguous), the summation order fixed
-(the header's docstring: an fma chain per entry, rows in order; the same bits on the AVX2
-path and the portable one, whatever the caller's thread count).  ``FAST``: whether the AVX2 +
-FMA path runs here (else :class:`~dpem_fast._engine._operator.RowProducts` keeps its BLAS
-slabs: C's ``fma()`` one row at a time is slower).
+(the header's docstring: an fma chain per entry, rows in order; the same bits on the AVX-512
+path, the AVX2 one and the portable one, whatever the caller's thread count).  ``FAST``: whether
+the AVX2 + FMA path runs here (else :class:`~dpem_fast._engine._operator.RowProducts` keeps its
+BLAS slabs: C's ``fma()`` one row at a time is slower); ``WIDE``: whether the AVX-512 path does
+(it then serves ``fast=2``, the default).
 
 ``clip_rows(X, dom, target, Z, sq, sums, tile)``: the operator's rows themselves, X (n x d) mapped
 into the domain's unit ball (``dom``: the loader's (4, d) array) row-major into Z, each row's
 squared norm into ``sq`` and each block of ``tile`` rows' sum into ``sums`` (``dpc_cliprows.h``);
 returns the rows a clip changed; its AVX2 + FMA path runs where ``FAST`` says.
 """
-from .dpc_rowprod cimport DPR_P, dcr_clip_rows, dpc_avx2fma, dpr_products8
+from .dpc_rowprod cimport DPR_P, dcr_clip_rows, dpc_avx2fma, dpc_avx512, dpr_products8
 
 FAST = bool(dpc_avx2fma())
+WIDE = bool(dpc_avx512())
 #: columns of V the kernel takes (the Krylov block)
 COLUMNS = DPR_P
 
 
 def products8(const double[:, ::1] Y, const double[:, ::1] V, double[:, ::1] out, double[::1] sq,
-              bint fast=True):
-    """``out = Yᵀ (Y V)``, ``sq = ‖Vᵀ y_r‖²`` (module docstring); ``fast=False``: the portable path."""
+              int fast=2):
+    """``out = Yᵀ (Y V)``, ``sq = ‖Vᵀ y_r‖²`` (module docstring); ``fast``: 0 the portable path, 1
+    at most the AVX2 one, 2 the widest this CPU runs (the same bits on each)."""
     cdef Py_ssize_t n = Y.shape[0], d = Y.shape[1]
     if V.shape[0] != d or V.shape[1] != DPR_P or out.shape[0] != d or out.shape[1] != DPR_P or sq.shape[0] != n:
         raise ValueError("products8: shapes (n, d), (d, 8), (d, 8), (n,) expected")

@@ -7,8 +7,8 @@
  * V, X and C row-major (the block's 8 columns interleaved), Qt row-major (each column of Q
  * contiguous: the column-major stores of dpem_fast._engine._operator and the Krylov solver).
  * Post-processing of released values only (the released operator's basis and coordinates):
- * no statistic of the data is read here.  Summation order, fixed (the same on the AVX2 path
- * and the portable one, for any m, d and caller thread count; deterministic bits):
+ * no statistic of the data is read here.  Summation order, fixed (the same on the AVX-512 path,
+ * the AVX2 one and the portable one, for any m, d and caller thread count; deterministic bits):
  *
  *     out_jc = per chunk of DPB_CHUNK consecutive i (from i = 0), an fma chain of Qt_ji V_ic
  *              from 0; the chunks' partials added in chunk order (a chain over d would err
@@ -201,10 +201,102 @@ static DPC_AVX2FMA void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *ou
 
 #endif
 
-/* fast = 0 forces the portable path (tests). */
+#if DPC_HAVE_AVX2FMA
+/* AVX-512: a row of a block of 8 columns is one register, the broadcast folded into the fma;
+   the same chains in the same order (the header's docstring).  tdot8 takes 8 columns of Q at a
+   time (8 accumulators), sub8 12 rows of X (12 registers). */
+#define DPB_ACC5(g) __m512d a##g = _mm512_setzero_pd()
+#define DPB_DOT5(g) a##g = _mm512_fmadd_pd(_mm512_set1_pd(Qt[(g) * d + i]), v, a##g)
+#define DPB_PUT5(g) do { double *o = out + (g) * DPB_P;                                 \
+                         if (i0) a##g = _mm512_add_pd(_mm512_loadu_pd(o), a##g);       \
+                         _mm512_storeu_pd(o, a##g); } while (0)
+
+static DPC_AVX512 void dpb_tdot8_g8_avx512(const double *Qt, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        DPB_ACC5(0); DPB_ACC5(1); DPB_ACC5(2); DPB_ACC5(3); DPB_ACC5(4); DPB_ACC5(5); DPB_ACC5(6); DPB_ACC5(7);
+        for (i = i0; i < end; i++) {
+            __m512d v = _mm512_loadu_pd(V + i * DPB_P);
+            DPB_DOT5(0); DPB_DOT5(1); DPB_DOT5(2); DPB_DOT5(3); DPB_DOT5(4); DPB_DOT5(5); DPB_DOT5(6); DPB_DOT5(7);
+        }
+        DPB_PUT5(0); DPB_PUT5(1); DPB_PUT5(2); DPB_PUT5(3); DPB_PUT5(4); DPB_PUT5(5); DPB_PUT5(6); DPB_PUT5(7);
+    }
+}
+
+static DPC_AVX512 void dpb_tdot8_g1_avx512(const double *Qt, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        DPB_ACC5(0);
+        for (i = i0; i < end; i++) {
+            __m512d v = _mm512_loadu_pd(V + i * DPB_P);
+            DPB_DOT5(0);
+        }
+        DPB_PUT5(0);
+    }
+}
+
+static DPC_AVX512 void dpb_tdot8_avx512(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
+{
+    ptrdiff_t j = 0;
+    for (; j + 8 <= m; j += 8) dpb_tdot8_g8_avx512(Qt + j * d, d, V, out + j * DPB_P);
+    for (; j < m; j++) dpb_tdot8_g1_avx512(Qt + j * d, d, V, out + j * DPB_P);
+}
+
+#define DPB_LDX5(r) __m512d x##r = _mm512_loadu_pd(X + (i + (r)) * DPB_P)
+#define DPB_SUB5(r) x##r = _mm512_fnmadd_pd(_mm512_set1_pd(q0[r]), c, x##r)
+#define DPB_STX5(r) _mm512_storeu_pd(X + (i + (r)) * DPB_P, x##r)
+
+static DPC_AVX512 void dpb_sub8_avx512(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+{
+    ptrdiff_t i = 0, j;
+    for (; i + 12 <= d; i += 12) {
+        DPB_LDX5(0); DPB_LDX5(1); DPB_LDX5(2); DPB_LDX5(3); DPB_LDX5(4); DPB_LDX5(5);
+        DPB_LDX5(6); DPB_LDX5(7); DPB_LDX5(8); DPB_LDX5(9); DPB_LDX5(10); DPB_LDX5(11);
+        for (j = 0; j < m; j++) {
+            const double *q0 = Qt + j * d + i;
+            __m512d c = _mm512_loadu_pd(C + j * DPB_P);
+            DPB_SUB5(0); DPB_SUB5(1); DPB_SUB5(2); DPB_SUB5(3); DPB_SUB5(4); DPB_SUB5(5);
+            DPB_SUB5(6); DPB_SUB5(7); DPB_SUB5(8); DPB_SUB5(9); DPB_SUB5(10); DPB_SUB5(11);
+        }
+        DPB_STX5(0); DPB_STX5(1); DPB_STX5(2); DPB_STX5(3); DPB_STX5(4); DPB_STX5(5);
+        DPB_STX5(6); DPB_STX5(7); DPB_STX5(8); DPB_STX5(9); DPB_STX5(10); DPB_STX5(11);
+    }
+    for (; i < d; i++) {
+        DPB_LDX5(0);
+        for (j = 0; j < m; j++) {
+            const double *q0 = Qt + j * d + i;
+            __m512d c = _mm512_loadu_pd(C + j * DPB_P);
+            DPB_SUB5(0);
+        }
+        DPB_STX5(0);
+    }
+}
+
+static DPC_AVX512 void dpb_colsq8_avx512(const double *X, ptrdiff_t d, double *out)
+{
+    ptrdiff_t i, i0;
+    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
+        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
+        __m512d a = _mm512_setzero_pd();
+        for (i = i0; i < end; i++) {
+            __m512d x = _mm512_loadu_pd(X + i * DPB_P);
+            a = _mm512_fmadd_pd(x, x, a);
+        }
+        if (i0) a = _mm512_add_pd(_mm512_loadu_pd(out), a);
+        _mm512_storeu_pd(out, a);
+    }
+}
+#endif
+
+/* fast: 0 the portable path, 1 at most AVX2 (tests), 2 the widest path this CPU runs. */
 static inline void dpb_tdot8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out, int fast)
 {
 #if DPC_HAVE_AVX2FMA
+    if (fast >= 2 && dpc_avx512()) { dpb_tdot8_avx512(Qt, m, d, V, out); return; }
     if (fast && dpc_avx2fma()) { dpb_tdot8_avx2(Qt, m, d, V, out); return; }
 #endif
     dpb_tdot8_c(Qt, m, d, V, out);
@@ -213,6 +305,7 @@ static inline void dpb_tdot8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const d
 static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X, int fast)
 {
 #if DPC_HAVE_AVX2FMA
+    if (fast >= 2 && dpc_avx512()) { dpb_sub8_avx512(Qt, m, d, C, X); return; }
     if (fast && dpc_avx2fma()) { dpb_sub8_avx2(Qt, m, d, C, X); return; }
 #endif
     dpb_sub8_c(Qt, m, d, C, X);
@@ -221,6 +314,7 @@ static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const do
 static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)
 {
 #if DPC_HAVE_AVX2FMA
+    if (fast >= 2 && dpc_avx512()) { dpb_colsq8_avx512(X, d, out); return; }
     if (fast && dpc_avx2fma()) { dpb_colsq8_avx2(X, d, out); return; }
 #endif
     dpb_colsq8_c(X, d, out);

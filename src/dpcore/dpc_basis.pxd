@@ -11,3 +11,4 @@ cdef extern from "dpc_basis.h" nogil:
 
 cdef extern from "dpc_avx2fma.h" nogil:
     int dpc_avx2fma()
+    int dpc_avx512()

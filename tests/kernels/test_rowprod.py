@@ -1,5 +1,5 @@
 """The released operator's fused product Yᵀ(Y V) (issue 41, ``dpc_rowprod.h``): its numpy twin's
-values to rounding, the same bits on the AVX2 path and the portable one, none for any block
+values to rounding, the same bits on the AVX-512 path, the AVX2 one and the portable one, none for any block
 split of the rows, and RowProducts' answer whether or not the kernel serves it."""
 import numpy as np
 import pytest
@@ -10,14 +10,15 @@ from dpem_fast._engine._operator import RowProducts
 from dpem_fast._reference.rowprod import row_products_reference
 
 
-def _run(Y, V, fast=True):
+def _run(Y, V, fast=2):
     out, sq = np.full((Y.shape[1], 8), np.nan), np.full(Y.shape[0], np.nan)
     _rowprod.products8(np.ascontiguousarray(Y), np.ascontiguousarray(V), out, sq, fast)
     return out, sq
 
 
-@pytest.mark.parametrize("n, d", [(0, 5), (1, 1), (5, 7), (6, 33), (13, 64), (400, 300)])
-def test_matches_twin_and_both_paths_agree(n, d):
+# n across the AVX2 path's groups of 6 rows and the AVX-512 path's 8 (17 = 2 x 8 + 1)
+@pytest.mark.parametrize("n, d", [(0, 5), (1, 1), (5, 7), (6, 33), (13, 64), (400, 300), (8, 9), (17, 40)])
+def test_matches_twin_and_every_path_agrees(n, d):
     rng = np.random.default_rng(n * 100 + d)
     Y, V = rng.normal(size=(n, d)), rng.normal(size=(d, 8))
     out, sq = _run(Y, V)
@@ -25,18 +26,21 @@ def test_matches_twin_and_both_paths_agree(n, d):
     scale = max(float(np.max(np.abs(Y), initial=0.0)) ** 2 * d * n, 1.0) * float(np.max(np.abs(V)))
     assert np.max(np.abs(out - ref), initial=0.0) <= 1e-13 * scale
     assert np.allclose(sq, ref_sq, rtol=1e-12, atol=1e-12 * d)
-    out_c, sq_c = _run(Y, V, fast=False)              # C's fma(): the same rounded operations
-    assert np.array_equal(out, out_c) and np.array_equal(sq, sq_c)
+    for fast in (1, 0):                                 # AVX2 at most; C's fma(): the same operations
+        out_c, sq_c = _run(Y, V, fast)
+        assert np.array_equal(out, out_c) and np.array_equal(sq, sq_c)
 
 
 def test_row_groups_do_not_change_bits():
-    # the AVX2 path takes rows in groups of 6 (13 = 6 + 6 + 1), the portable one a row at a
-    # time: the same bits, and each row's squared norm is that of the row alone
+    # the AVX-512 path takes rows in groups of 8 (13 = 8 + 5 single rows), the AVX2 one in
+    # groups of 6 (6 + 6 + 1), the portable one a row at a time: the same bits, and each row's
+    # squared norm is that of the row alone
     rng = np.random.default_rng(3)
     Y, V = rng.normal(size=(13, 40)), rng.normal(size=(40, 8))
     whole, sq = _run(Y, V)
     assert np.array_equal(sq, np.array([_run(Y[i:i + 1], V)[1][0] for i in range(13)]))
-    assert np.array_equal(whole, _run(Y, V, fast=False)[0])
+    for fast in (1, 0):
+        assert np.array_equal(whole, _run(Y, V, fast)[0])
 
 
 def test_shapes_are_checked():
