@@ -15,7 +15,7 @@ def config_dict() -> dict:
     import numpy as np
 
     from ._version import __version__
-    from ._dpcore import _kmeans, _rng
+    from ._dpcore import _kmeans, _rng, _rowprod
     from ._threads import effective_n_threads
 
     try:
@@ -34,13 +34,15 @@ def config_dict() -> dict:
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "chacha20_path": _SIMD.get(_rng.simd_level(), "unknown"),
         "kmeans_path": _kmeans.simd_path(),
+        # PCA/FA's released operator: its row product and basis passes (the same bits on each)
+        "operator_path": "AVX-512F" if _rowprod.WIDE else ("AVX2+FMA" if _rowprod.FAST else "portable C"),
         **build,
     }
 
 
 def show_config(file=None) -> None:
-    """Print version, OpenMP status, thread count, the keystream and k-means code paths and
-    build flags."""
+    """Print version, OpenMP status, thread count, the keystream, k-means and released-operator
+    code paths and build flags."""
     cfg = config_dict()
     w = max(len(k) for k in cfg)
     for k, v in cfg.items():

@@ -269,9 +269,19 @@ def test_show_config_reports_threads_and_flags():
     buf = io.StringIO()
     dpem_fast.show_config(file=buf)
     text = buf.getvalue()
-    for field in ("version", "openmp", "n_threads", "chacha20_path", "kmeans_path", "c_args", "compiler"):
+    for field in ("version", "openmp", "n_threads", "chacha20_path", "kmeans_path", "operator_path", "c_args",
+                  "compiler"):
         assert field in text
     assert dpem_fast.__version__ in text
+
+
+def test_operator_path_is_the_one_the_kernels_run():
+    from dpem_fast._config import config_dict
+    from dpem_fast._dpcore import _basis, _rowprod
+
+    path = config_dict()["operator_path"]
+    assert _rowprod.WIDE == _basis.WIDE and _rowprod.FAST == _basis.FAST
+    assert path == ("AVX-512F" if _rowprod.WIDE else "AVX2+FMA" if _rowprod.FAST else "portable C")
 
 
 def test_effective_n_threads(monkeypatch):
