@@ -90,3 +90,56 @@ def test_clip_rows_is_the_clip_to_rounding_on_both_paths(n, d, box):
     assert np.all(np.sqrt(np.einsum("ij,ij->i", Z, Z)) <= 1.0) and np.allclose(sq, np.sum(Z * Z, axis=1), atol=1e-14)
     for b in range(-(-n // tile)):
         assert np.allclose(sums[b], Z[b * tile:(b + 1) * tile].sum(axis=0), rtol=0, atol=1e-12)
+
+
+def _clip_runs(X, dom, tile=256):
+    from dpem_fast._preprocess import clip_target
+    n, d = X.shape
+    nb = max(-(-n // tile), 1)
+    runs = []
+    for fast in (True, False):
+        Z, sq, sums = np.full((n, d), np.nan), np.full(n, np.nan), np.full((nb, d), np.nan)
+        c = _rowprod.clip_rows(X, dom, clip_target(d, np.float64), Z, sq, sums, tile, fast)
+        runs.append((c, Z, sq, sums))
+    return runs
+
+
+def _same_bits(a, b):
+    # NaN-aware bit equality (a NaN row's entries come from the loader's own row code)
+    return a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
+
+
+@pytest.mark.parametrize("n, d", [(13, 7), (50, 33), (300, 1030), (9, 8)])
+def test_clip_rows_uniform_scale_skips_the_centre_with_the_same_bits(n, d):
+    # a declared data_norm (no box, centre +0, one scale) takes the AVX2 path's x * inv0 branch;
+    # signed zeros, huge, infinite and NaN entries and rows the ball rescales give the portable
+    # path's bits, and a centre of -0.0 (x - (-0) is not x for x = -0) or one differing scale
+    # keeps the general map, with the same bits again
+    from dpem_fast._preprocess import DataDomain
+    rng = np.random.default_rng(7 * n + d)
+    X = rng.normal(size=(n, d)) * rng.choice([0.01, 0.5, 3.0], size=(n, 1))
+    X[0, : min(d, 3)] = [-0.0, 0.0, -0.0][: min(d, 3)]
+    X[0, -1] = -0.0                                  # where the -0.0 centre below lies
+    X[1, 0], X[2, -1], X[3, d // 2] = 1e300, -np.inf, np.nan
+    norm = 2.5
+    dom = DataDomain(center=np.zeros(d), scale=np.full(d, norm), from_data=False, bounds=None).loader_array()
+    assert np.all(np.isneginf(dom[0])) and np.all(np.isposinf(dom[1])) and not np.signbit(dom[2]).any()
+    variants = [dom]
+    neg = dom.copy()
+    neg[2, -1] = -0.0
+    odd = dom.copy()
+    odd[3, 0] = np.nextafter(odd[3, 0], 1.0)
+    variants += [neg, odd]
+    for D in variants:
+        (c, Z, sq, sums), (c2, Z2, sq2, sums2) = _clip_runs(X, D)
+        assert c == c2 and _same_bits(Z, Z2) and _same_bits(sq, sq2) and _same_bits(sums, sums2)
+    (c, Z, sq, _), _ = _clip_runs(X, dom)
+    keep = np.isfinite(X).all(axis=1) & (np.abs(X).max(axis=1) < 1e200)
+    expect = X[keep] / norm
+    big = np.sqrt(np.einsum("ij,ij->i", expect, expect)) > 1.0
+    assert np.allclose(Z[keep][~big], expect[~big], rtol=1e-15, atol=0)   # x * inv0: x / norm to rounding
+    assert np.array_equal(np.signbit(Z[0, : min(d, 3)]), np.signbit(X[0, : min(d, 3)]))
+    from dpem_fast._preprocess import scale_and_clip
+    ref, ref_c = scale_and_clip(X, DataDomain(center=np.zeros(d), scale=np.full(d, norm), from_data=False, bounds=None))
+    assert c == ref_c and c >= int(big.sum())                             # the loader's count
+    assert np.allclose(Z[keep], ref[keep], rtol=0, atol=1e-14)
