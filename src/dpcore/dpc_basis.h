@@ -159,10 +159,12 @@ static DPC_AVX2FMA void dpb_tdot8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t 
 #define DPB_STX(r) do { _mm256_storeu_pd(X + (i + (r)) * DPB_P, x##r##a);       \
                         _mm256_storeu_pd(X + (i + (r)) * DPB_P + 4, x##r##b); } while (0)
 
-/* 6 rows of X at a time, in registers; each entry one fnma chain over j in order. */
-static DPC_AVX2FMA void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+/* Rows i0 .. d-1 of X, 6 at a time in registers; each entry one fnma chain over j in order
+   (the AVX2 path from i0 = 0, and the AVX-512 path's last d mod 12 rows: the same bits). */
+static DPC_AVX2FMA void dpb_sub8_rows_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, ptrdiff_t i0,
+                                           const double *C, double *X)
 {
-    ptrdiff_t i = 0, j;
+    ptrdiff_t i = i0, j;
     for (; i + 6 <= d; i += 6) {
         DPB_LDX(0); DPB_LDX(1); DPB_LDX(2); DPB_LDX(3); DPB_LDX(4); DPB_LDX(5);
         for (j = 0; j < m; j++) {
@@ -182,6 +184,12 @@ static DPC_AVX2FMA void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d
         DPB_STX(0);
     }
 }
+
+static DPC_AVX2FMA void dpb_sub8_avx2(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *C, double *X)
+{
+    dpb_sub8_rows_avx2(Qt, m, d, 0, C, X);
+}
+
 static DPC_AVX2FMA void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *out)
 {
     ptrdiff_t i, i0;
@@ -204,7 +212,8 @@ static DPC_AVX2FMA void dpb_colsq8_avx2(const double *X, ptrdiff_t d, double *ou
 #if DPC_HAVE_AVX2FMA
 /* AVX-512: a row of a block of 8 columns is one register, the broadcast folded into the fma;
    the same chains in the same order (the header's docstring).  tdot8 takes 8 columns of Q at a
-   time (8 accumulators), sub8 12 rows of X (12 registers). */
+   time (8 accumulators), sub8 12 rows of X (12 registers); their remainders run the AVX2 path's
+   code.  colsq8 (one d x 8 pass, ~5 us) keeps the AVX2 path. */
 #define DPB_ACC5(g) __m512d a##g = _mm512_setzero_pd()
 #define DPB_DOT5(g) a##g = _mm512_fmadd_pd(_mm512_set1_pd(Qt[(g) * d + i]), v, a##g)
 #define DPB_PUT5(g) do { double *o = out + (g) * DPB_P;                                 \
@@ -225,25 +234,12 @@ static DPC_AVX512 void dpb_tdot8_g8_avx512(const double *Qt, ptrdiff_t d, const 
     }
 }
 
-static DPC_AVX512 void dpb_tdot8_g1_avx512(const double *Qt, ptrdiff_t d, const double *V, double *out)
-{
-    ptrdiff_t i, i0;
-    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
-        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
-        DPB_ACC5(0);
-        for (i = i0; i < end; i++) {
-            __m512d v = _mm512_loadu_pd(V + i * DPB_P);
-            DPB_DOT5(0);
-        }
-        DPB_PUT5(0);
-    }
-}
-
+/* 8 columns at a time, the last m mod 8 on the AVX2 path (the same bits). */
 static DPC_AVX512 void dpb_tdot8_avx512(const double *Qt, ptrdiff_t m, ptrdiff_t d, const double *V, double *out)
 {
     ptrdiff_t j = 0;
     for (; j + 8 <= m; j += 8) dpb_tdot8_g8_avx512(Qt + j * d, d, V, out + j * DPB_P);
-    for (; j < m; j++) dpb_tdot8_g1_avx512(Qt + j * d, d, V, out + j * DPB_P);
+    dpb_tdot8_avx2(Qt + j * d, m - j, d, V, out + j * DPB_P);
 }
 
 #define DPB_LDX5(r) __m512d x##r = _mm512_loadu_pd(X + (i + (r)) * DPB_P)
@@ -265,30 +261,7 @@ static DPC_AVX512 void dpb_sub8_avx512(const double *Qt, ptrdiff_t m, ptrdiff_t 
         DPB_STX5(0); DPB_STX5(1); DPB_STX5(2); DPB_STX5(3); DPB_STX5(4); DPB_STX5(5);
         DPB_STX5(6); DPB_STX5(7); DPB_STX5(8); DPB_STX5(9); DPB_STX5(10); DPB_STX5(11);
     }
-    for (; i < d; i++) {
-        DPB_LDX5(0);
-        for (j = 0; j < m; j++) {
-            const double *q0 = Qt + j * d + i;
-            __m512d c = _mm512_loadu_pd(C + j * DPB_P);
-            DPB_SUB5(0);
-        }
-        DPB_STX5(0);
-    }
-}
-
-static DPC_AVX512 void dpb_colsq8_avx512(const double *X, ptrdiff_t d, double *out)
-{
-    ptrdiff_t i, i0;
-    for (i0 = 0; i0 < d; i0 += DPB_CHUNK) {
-        ptrdiff_t end = i0 + DPB_CHUNK < d ? i0 + DPB_CHUNK : d;
-        __m512d a = _mm512_setzero_pd();
-        for (i = i0; i < end; i++) {
-            __m512d x = _mm512_loadu_pd(X + i * DPB_P);
-            a = _mm512_fmadd_pd(x, x, a);
-        }
-        if (i0) a = _mm512_add_pd(_mm512_loadu_pd(out), a);
-        _mm512_storeu_pd(out, a);
-    }
+    dpb_sub8_rows_avx2(Qt, m, d, i, C, X);
 }
 #endif
 
@@ -314,7 +287,6 @@ static inline void dpb_sub8(const double *Qt, ptrdiff_t m, ptrdiff_t d, const do
 static inline void dpb_colsq8(const double *X, ptrdiff_t d, double *out, int fast)
 {
 #if DPC_HAVE_AVX2FMA
-    if (fast >= 2 && dpc_avx512()) { dpb_colsq8_avx512(X, d, out); return; }
     if (fast && dpc_avx2fma()) { dpb_colsq8_avx2(X, d, out); return; }
 #endif
     dpb_colsq8_c(X, d, out);

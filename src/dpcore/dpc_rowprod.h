@@ -114,11 +114,11 @@ static DPC_AVX2FMA void dpr_row_avx2(const double *Y, ptrdiff_t d, const double 
     sq[0] = dpr_sq_avx2(a0, b0);
 }
 
-static DPC_AVX2FMA void dpr_products8_avx2(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
-                                        double *out, double *sq)
+/* Rows r .. n-1 folded into out (holding the rows before r), in groups of DPR_G, then one by
+   one: the AVX2 path, and the AVX-512 path's last n mod DPR_G512 rows (the same bits). */
+static DPC_AVX2FMA void dpr_rows_avx2(const double *Y, ptrdiff_t r, ptrdiff_t n, ptrdiff_t d, const double *V,
+                                      double *out, double *sq)
 {
-    ptrdiff_t r = 0, i;
-    for (i = 0; i < d * DPR_P; i++) out[i] = 0.0;
     for (; r + DPR_G <= n; r += DPR_G) dpr_group6_avx2(Y + r * d, d, V, out, sq + r);
     for (; r < n; r++) dpr_row_avx2(Y + r * d, d, V, out, sq + r);
 }
@@ -159,30 +159,12 @@ static DPC_AVX512 void dpr_group8_avx512(const double *Y, ptrdiff_t d, const dou
     sq[4] = dpr_sq_avx512(a4); sq[5] = dpr_sq_avx512(a5); sq[6] = dpr_sq_avx512(a6); sq[7] = dpr_sq_avx512(a7);
 }
 
-/* One row (the last n mod DPR_G512): the same operations. */
-static DPC_AVX512 void dpr_row_avx512(const double *Y, ptrdiff_t d, const double *V, double *out, double *sq)
-{
-    ptrdiff_t i;
-    DPR_W5(0);
-    for (i = 0; i < d; i++) {
-        __m512d v = _mm512_loadu_pd(V + i * DPR_P);
-        DPR_DOT5(0);
-    }
-    for (i = 0; i < d; i++) {
-        __m512d o = _mm512_loadu_pd(out + i * DPR_P);
-        DPR_UPD5(0);
-        _mm512_storeu_pd(out + i * DPR_P, o);
-    }
-    sq[0] = dpr_sq_avx512(a0);
-}
-
 static DPC_AVX512 void dpr_products8_avx512(const double *Y, ptrdiff_t n, ptrdiff_t d, const double *V,
                                             double *out, double *sq)
 {
-    ptrdiff_t r = 0, i;
-    for (i = 0; i < d * DPR_P; i++) out[i] = 0.0;
+    ptrdiff_t r = 0;
     for (; r + DPR_G512 <= n; r += DPR_G512) dpr_group8_avx512(Y + r * d, d, V, out, sq + r);
-    for (; r < n; r++) dpr_row_avx512(Y + r * d, d, V, out, sq + r);
+    dpr_rows_avx2(Y, r, n, d, V, out, sq);
 }
 #endif
 
@@ -192,8 +174,13 @@ static inline void dpr_products8(const double *Y, ptrdiff_t n, ptrdiff_t d, cons
                                  double *out, double *sq, int fast)
 {
 #if DPC_HAVE_AVX2FMA
-    if (fast >= 2 && dpc_avx512()) { dpr_products8_avx512(Y, n, d, V, out, sq); return; }
-    if (fast && dpc_avx2fma()) { dpr_products8_avx2(Y, n, d, V, out, sq); return; }
+    ptrdiff_t i;
+    if (fast && dpc_avx2fma()) {
+        for (i = 0; i < d * DPR_P; i++) out[i] = 0.0;
+        if (fast >= 2 && dpc_avx512()) dpr_products8_avx512(Y, n, d, V, out, sq);
+        else dpr_rows_avx2(Y, 0, n, d, V, out, sq);
+        return;
+    }
 #endif
     dpr_products8_c(Y, n, d, V, out, sq);
 }
