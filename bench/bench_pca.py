@@ -1,7 +1,8 @@
 """DPPCA vs scikit-learn's ``PCA(svd_solver="randomized")`` at (400, 4096), k = 10 (issue 41).
 
 One process, the thread count set before numpy loads (OMP_NUM_THREADS / OPENBLAS_NUM_THREADS,
-``n_threads``); ratios from the same run, median of ``--repeat`` fits.  Ours private (epsilon=1,
+``n_threads``); ratios from the same run, median of ``--repeat`` rounds, each round timing every
+case once (interleaved).  Ours private (epsilon=1,
 declared data_norm) on the matrix-free path (the second moment released as an operator,
 :mod:`dpem_fast._engine._operator`) and, for reference, on the dense path (the moment formed and
 noised as a d x d matrix, forced); and non-private (epsilon=inf: the exact covariance through
@@ -57,19 +58,22 @@ def main():
     cases = {"sklearn PCA randomized": lambda: PCA(k, svd_solver="randomized", random_state=0).fit(X),
              "DPPCA matrix-free": ours, "DPPCA dense (forced)": forced_dense(ours),
              "DPPCA eps=inf": exact, "DPPCA eps=inf dense": forced_dense(exact)}
-    times = {}
+    # interleaved: each round times every case once, in order, so that a drift of the machine's
+    # speed between rounds (this shared 2-core machine's scikit-learn time ranged 0.042-0.066 s
+    # between runs) moves every case alike; medians over the rounds
+    samples = {name: [] for name in cases}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, fit in cases.items():
+        for fit in cases.values():
             fit()                                        # warm
-            ts = []
-            for _ in range(a.repeat):
+        for _ in range(a.repeat):
+            for name, fit in cases.items():
                 t = time.perf_counter()
                 fit()
-                ts.append(time.perf_counter() - t)
-            times[name] = float(np.median(ts))
+                samples[name].append(time.perf_counter() - t)
+    times = {name: float(np.median(ts)) for name, ts in samples.items()}
     base = times["sklearn PCA randomized"]
-    print(f"({n}, {d}), k = {k}, {a.threads} thread(s), median of {a.repeat}")
+    print(f"({n}, {d}), k = {k}, {a.threads} thread(s), median of {a.repeat} interleaved rounds")
     for name, t in times.items():
         print(f"  {name:<26} {t:8.3f} s   {t / base:6.2f} x scikit-learn")
     return 0
