@@ -88,14 +88,6 @@ static int dcr_row_c(const double *x, ptrdiff_t d, const double *dom, double tar
 
 #if DPC_HAVE_AVX2FMA
 
-static inline DPC_AVX2FMA double dcr_fold2(__m256d a, __m256d b)
-{
-    double l[8];
-    _mm256_storeu_pd(l, a);
-    _mm256_storeu_pd(l + 4, b);
-    return dcr_fold(l);
-}
-
 static DPC_AVX2FMA double dcr_sq_avx2(const double *z, ptrdiff_t d)
 {
     __m256d a = _mm256_setzero_pd(), b = _mm256_setzero_pd();
@@ -112,13 +104,14 @@ static DPC_AVX2FMA double dcr_sq_avx2(const double *z, ptrdiff_t d)
     return dcr_fold(l);
 }
 
-/* 1 where the domain has no box, its centre is +0 (bit for bit) everywhere and its scale one
-   number (*inv0): the map is then x * inv0 exactly (the header's docstring). */
+/* 1 where a domain without a box (the caller's dpe_domain_has_box) has its centre +0 (bit for
+   bit) everywhere and its scale one number (*inv0): the map is then x * inv0 exactly (the
+   header's docstring). */
 static int dcr_uniform_scale(const double *dom, ptrdiff_t d, double *inv0)
 {
     const double *ctr = dom + 2 * d, *inv = dom + 3 * d;
     ptrdiff_t i;
-    if (d == 0 || dpe_domain_has_box(dom, d)) return 0;
+    if (d == 0) return 0;
     for (i = 0; i < d; i++)
         if (ctr[i] != 0.0 || signbit(ctr[i]) || !(inv[i] == inv[0])) return 0;
     *inv0 = inv[0];
@@ -203,7 +196,10 @@ static ptrdiff_t dcr_clip_rows(const double *X, ptrdiff_t n, ptrdiff_t d, const 
     double inv0 = 1.0;
 #if DPC_HAVE_AVX2FMA
     simd = fast && dpc_avx2fma();
-    if (simd) box = dcr_uniform_scale(dom, d, &inv0) ? -1 : dpe_domain_has_box(dom, d);
+    if (simd) {
+        box = dpe_domain_has_box(dom, d);
+        if (!box && dcr_uniform_scale(dom, d, &inv0)) box = -1;
+    }
 #endif
     (void)fast;
     (void)box;

@@ -129,7 +129,11 @@ def test_clip_rows_uniform_scale_skips_the_centre_with_the_same_bits(n, d):
     neg[2, -1] = -0.0
     odd = dom.copy()
     odd[3, 0] = np.nextafter(odd[3, 0], 1.0)
-    variants += [neg, odd]
+    # a box with the same centre and scale: the box clip, not the uniform map
+    boxed = DataDomain(center=np.zeros(d), scale=np.full(d, norm), from_data=False,
+                       bounds=(np.full(d, -1.5), np.full(d, 1.5))).loader_array()
+    assert np.array_equal(boxed[2:], dom[2:]) and np.all(np.isfinite(boxed[:2]))
+    variants += [neg, odd, boxed]
     for D in variants:
         (c, Z, sq, sums), (c2, Z2, sq2, sums2) = _clip_runs(X, D)
         assert c == c2 and _same_bits(Z, Z2) and _same_bits(sq, sq2) and _same_bits(sums, sums2)
