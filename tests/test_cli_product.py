@@ -136,8 +136,10 @@ def test_a_noise_dominated_fit_prints_one_warning_line(data, capsys):
     succeeds and says so in one line that names the remedies (no traceback, no source line)."""
     d, X = data
     np.save(d / "d.npy", X)
+    # seeded: whether the warning fires depends on the draw (it needs fewer than half of the 8
+    # centres live: 2 draws in 2,000 keep exactly 4 and print none; an unseeded fit did once)
     assert main(["fit", str(d / "d.npy"), "--model", "kmeans", "--epsilon", "1", "--data-norm", "5",
-                 "-o", str(d / "k8.npz")]) == 0
+                 "--random-state", "0", "-o", str(d / "k8.npz")]) == 0
     err = capsys.readouterr().err
     warning, status = err.splitlines()          # one warning line, then the status line
     assert warning.startswith("warning: DPKMeans: ") and "raise epsilon" in warning
