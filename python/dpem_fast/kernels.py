@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import random as _random
+from ._kernels import all_finite
 from ._engine._release import noised_value
 from ._preprocess import DataDomain
 from ._rng import make_key
@@ -84,15 +85,17 @@ def _domain(domain, d):
     return DataDomain(center, np.broadcast_to(scale, (d,)).copy(), bounds, False)
 
 
-def _rows(X):
+def _rows(X, n_threads):
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    if not np.all(np.isfinite(X)):
+    X = np.ascontiguousarray(X)
+    # over the kernel's threads: a serial check would bound the call's speed-up (issue 41)
+    if not all_finite(X, n_threads):
         raise ValueError("X contains NaN or infinity")
-    return np.ascontiguousarray(X)
+    return X
 
 
 def _out(stats):
@@ -112,9 +115,9 @@ def gmm_statistics(X, weights, means, precisions_cholesky, *, domain=None, n_thr
     """
     from ._kernels.gmm import compute_stats
 
-    X = _rows(X)
-    return _out(compute_stats(X, weights, means, precisions_cholesky, effective_n_threads(n_threads),
-                              _domain(domain, X.shape[1])))
+    nt = effective_n_threads(n_threads)
+    X = _rows(X, nt)
+    return _out(compute_stats(X, weights, means, precisions_cholesky, nt, _domain(domain, X.shape[1])))
 
 
 def bernoulli_statistics(X, weights, means, *, n_threads=None):
@@ -122,10 +125,11 @@ def bernoulli_statistics(X, weights, means, *, n_threads=None):
     (K, d), ``"loglik"``, ``"n_clipped"`` (always 0)."""
     from ._kernels.bernoulli import bernoulli_stats
 
-    X = _rows(X)
+    nt = effective_n_threads(n_threads)
+    X = _rows(X, nt)
     if not np.all((X == 0) | (X == 1)):
         raise ValueError("X must be binary (every value 0 or 1)")
-    return _out(bernoulli_stats(X, weights, means, effective_n_threads(n_threads)))
+    return _out(bernoulli_stats(X, weights, means, nt))
 
 
 def kmeans_statistics(X, centers, *, domain=None, n_threads=None):
@@ -133,8 +137,9 @@ def kmeans_statistics(X, centers, *, domain=None, n_threads=None):
     (minus the inertia), ``"n_clipped"``."""
     from ._kernels.kmeans import kmeans_stats
 
-    X = _rows(X)
-    return _out(kmeans_stats(X, centers, effective_n_threads(n_threads), _domain(domain, X.shape[1])))
+    nt = effective_n_threads(n_threads)
+    X = _rows(X, nt)
+    return _out(kmeans_stats(X, centers, nt, _domain(domain, X.shape[1])))
 
 
 def second_moments(X, *, domain=None, n_threads=None):
@@ -142,8 +147,9 @@ def second_moments(X, *, domain=None, n_threads=None):
     exactly symmetric, ``"n_clipped"``."""
     from ._kernels.moments import second_moment_stats
 
-    X = _rows(X)
-    return _out(second_moment_stats(X, _domain(domain, X.shape[1]), effective_n_threads(n_threads)))
+    nt = effective_n_threads(n_threads)
+    X = _rows(X, nt)
+    return _out(second_moment_stats(X, _domain(domain, X.shape[1]), nt))
 
 
 def lda_estep(X, exp_elog_beta, gamma0, alpha, *, max_iter=100, tol=1e-3, clip=np.inf, n_threads=None):

@@ -1,4 +1,7 @@
-"""The work-layout constants of the kernels, read from ``dpc_contract.h`` (their only definition).
+"""The work-layout constants of the kernels, read from ``dpc_contract.h`` (their only definition),
+and the parallel passes every kernel's caller runs around a kernel: the exact sums of its
+partials (:func:`sum_blocks`, :func:`sum_blocks_lower`) and the check of its input
+(:func:`all_finite`).
 
 Python modules import them from here.  They are part of the reproducibility contract:
 block ``b`` of ``SAMPLER_BLOCK`` sampler outputs draws from stream ``stream0 + b``, and the
@@ -7,7 +10,12 @@ E-step kernels sum rows in chunks of ``CHUNK_SIZE`` over ``LANES`` fixed lanes, 
 (:func:`sum_blocks`).  Changing one changes seeded results.
 """
 import numpy as np
+from cython cimport floating
 from cython.parallel cimport prange
+
+from ._driver cimport run_blocks
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
 
 from .dpc_contract cimport (
     DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
@@ -114,6 +122,8 @@ def block_plan(Py_ssize_t n_chunks, Py_ssize_t n_blocks):
 # result: every entry is an exact sum, rounded once.
 cdef enum:
     _SUM_PARALLEL_MIN = 1 << 18
+    # values per task of all_finite (any split gives its one-bit answer; this one is fixed)
+    _FINITE_BLOCK = 1 << 15
 
 
 def sum_blocks(part, int n_threads=1):
@@ -239,3 +249,119 @@ def _sum_blocks_sequential(part):
             for j in range(m):
                 o[j] = o[j] + p[b, j]
     return out.reshape(shape)
+
+
+cdef struct _LowerArgs:
+    const double *part
+    double *out
+    Py_ssize_t nb, d
+
+
+cdef int _lower_row(const void *args, Py_ssize_t i, double *unused) noexcept nogil:
+    """Row ``i`` of the lower triangle, span by span (the driver's body)."""
+    cdef const _LowerArgs *a = <const _LowerArgs *> args
+    cdef Py_ssize_t j0 = 0, j1, d = a.d
+    while j0 <= i:
+        j1 = j0 + DPC_XS_SPAN if j0 + DPC_XS_SPAN <= i + 1 else i + 1
+        dpc_xs_sum_span(a.part, a.nb, d * d, i * d + j0, i * d + j1, a.out)
+        j0 = j1
+    return 0
+
+
+def sum_blocks_lower(const double[:, :, ::1] part, int n_threads=1):
+    """The exact sum over axis 0 of the lower triangles (diagonal included) of the ``(d, d)``
+    partials ``part`` (shape ``(n_blocks, d, d)``): entry ``(i, j <= i)`` is the correctly
+    rounded sum of ``part[:, i, j]``, the value :func:`sum_blocks` gives it; the upper triangle
+    of ``part`` is never read (a kernel may leave it unwritten), and the result's is +0.0
+    (``_moments.mirror_lower`` copies the lower triangle above).  Half the reads of
+    :func:`sum_blocks` for a symmetric statistic kept in its lower triangle.  One row of the
+    triangle a task of the kernels' driver (rows handed out one at a time balance it).
+
+    Bit-identical for every thread count (each entry is one exact sum, rounded once).
+    Equivalent to: ``np.tril(sum_blocks(np.tril(part)))`` (finite partials).
+    """
+    cdef Py_ssize_t nb = part.shape[0], d = part.shape[1]
+    cdef _LowerArgs a
+    if part.shape[2] != d:
+        raise ValueError(f"part must hold square matrices, got shape {tuple(part.shape)}")
+    out = np.zeros((d, d))
+    if nb == 0 or d == 0:
+        return out
+    cdef double[:, ::1] o = out
+    a.part, a.out, a.nb, a.d = &part[0, 0, 0], &o[0, 0], nb, d
+    run_blocks(_lower_row, &a, d, 0,
+               n_threads if nb * d * (d + 1) // 2 >= _SUM_PARALLEL_MIN else 1, "the lower-triangle sum")
+    return out
+
+
+cdef inline uint64_t _nonfinite(const floating *x, Py_ssize_t m) noexcept nogil:
+    """1 when some ``x[:m]`` is NaN or infinite, else 0.  Such a value has every exponent bit
+    set, so its exponent field plus one carries into the bit above the field: an OR of integers
+    over the values, with no branch and no float operation (vectorisable)."""
+    cdef Py_ssize_t i
+    cdef uint64_t acc = 0, u
+    cdef uint32_t v
+    if floating is double:
+        for i in range(m):
+            memcpy(&u, &x[i], 8)
+            acc |= ((u >> 52) & 0x7FF) + 1
+        return (acc >> 11) & 1
+    else:
+        for i in range(m):
+            memcpy(&v, &x[i], 4)
+            acc |= ((v >> 23) & 0xFF) + 1
+        return (acc >> 8) & 1
+
+
+cdef struct _FiniteArgs:
+    const void *x
+    Py_ssize_t m
+    bint f32
+    uint64_t *bad                 # (n_tasks,) one flag a task
+
+
+cdef int _finite_block(const void *args, Py_ssize_t t, double *unused) noexcept nogil:
+    """Block ``t`` of ``_FINITE_BLOCK`` values (the driver's body): its flag."""
+    cdef const _FiniteArgs *a = <const _FiniteArgs *> args
+    cdef Py_ssize_t lo = t * _FINITE_BLOCK
+    cdef Py_ssize_t hi = lo + _FINITE_BLOCK if lo + _FINITE_BLOCK < a.m else a.m
+    if a.f32:
+        a.bad[t] = _nonfinite(<const float *> a.x + lo, hi - lo)
+    else:
+        a.bad[t] = _nonfinite(<const double *> a.x + lo, hi - lo)
+    return 0
+
+
+def all_finite(X, int n_threads=1):
+    """True when no value of the float32 or float64 array ``X`` (any shape) is NaN or infinite.
+
+    The check every kernel's public face runs on its input, over ``n_threads`` threads: the
+    values are cut into fixed blocks of ``2**15``, one task of the kernels' driver each, so the
+    check scales with the kernel it guards (numpy's ``isfinite`` is one serial pass, and a bool
+    array as large as the input).  A non-contiguous ``X`` is copied first.  The answer is the
+    same for every thread count.
+
+    Equivalent to: ``bool(np.all(np.isfinite(X)))``.
+    """
+    arr = np.asarray(X)
+    if arr.dtype != np.float64 and arr.dtype != np.float32:
+        raise TypeError(f"X must be float32 or float64, got {arr.dtype}")
+    arr = np.ascontiguousarray(arr).reshape(-1)
+    cdef Py_ssize_t m = arr.shape[0]
+    if m == 0:
+        return True
+    cdef Py_ssize_t nblk = (m + _FINITE_BLOCK - 1) // _FINITE_BLOCK
+    flags = np.zeros(nblk, dtype=np.uint64)
+    cdef uint64_t[::1] f = flags
+    cdef _FiniteArgs a
+    cdef const double[::1] x64
+    cdef const float[::1] x32
+    a.m, a.bad, a.f32 = m, &f[0], arr.dtype == np.float32
+    if a.f32:
+        x32 = arr
+        a.x = &x32[0]
+    else:
+        x64 = arr
+        a.x = &x64[0]
+    run_blocks(_finite_block, &a, nblk, 0, n_threads if m >= _SUM_PARALLEL_MIN else 1, "the finite check")
+    return not flags.any()

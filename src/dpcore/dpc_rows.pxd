@@ -9,6 +9,10 @@ cdef extern from "dpc_rows.h" nogil:
     void dpe_load_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad, ptrdiff_t ld,
                       double *Xt)
     void dpe_upcast_f32(const float *X, ptrdiff_t m, double *out)
+    int dpe_load_domain_f64_row(const double *row, ptrdiff_t d, const double *dom, double target,
+                                double *out, ptrdiff_t st)
+    int dpe_load_domain_f32_row(const float *row, ptrdiff_t d, const double *dom, double target,
+                                double *out, ptrdiff_t st)
     ptrdiff_t dpe_load_domain_f64(const double *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
                                   ptrdiff_t ld, const double *dom, double target, double *Xt)
     ptrdiff_t dpe_load_domain_f32(const float *X, ptrdiff_t d, ptrdiff_t nr, ptrdiff_t npad,
@@ -83,3 +87,13 @@ cdef inline int check_domain(const double[:, ::1] domain, Py_ssize_t d,
     if not (0.0 < clip_target <= 1.0):
         raise ValueError("clip_target must be in (0, 1]")
     return 0
+
+
+cdef inline int map_row(const floating *row, ptrdiff_t d, const double *dom, double target,
+                        double *out) noexcept nogil:
+    """One row mapped into the unit ball of the domain ``dom`` as load_rows_domain maps it (the
+    same numbers), written row-major into ``out[:d]``; 1 if a clip changed it."""
+    if floating is double:
+        return dpe_load_domain_f64_row(row, d, dom, target, out, 1)
+    else:
+        return dpe_load_domain_f32_row(row, d, dom, target, out, 1)

@@ -106,6 +106,68 @@ def test_sum_blocks_is_exact_for_every_thread_count(shape):
         assert not np.array_equal(np.add.reduce(part, axis=0), expect)
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 3), (1, 1, 1), (3, 33, 33), (7, 40, 40), (600, 31, 31), (3, 300, 300)])
+def test_sum_blocks_lower_sums_the_lower_triangles_alone(shape):
+    """The second moment's reduction (issue 41): each lower entry (diagonal included) the
+    correctly rounded exact sum of its blocks, bit for bit as the fsum twin at 1, 2 and 3
+    threads (600 x 496 and 3 x 45,150 entries are above the parallel threshold; rows of 33 and
+    40 entries cross a span of 32) and in any block order; the upper triangles of the partials
+    are never read (NaN there changes nothing) and the result's is +0.0."""
+    rng = np.random.default_rng(sum(shape))
+    part = rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 9, size=shape)
+    d = shape[-1]
+    lower = np.tril(np.ones((d, d), dtype=bool))
+    expect = np.zeros((d, d))
+    if shape[0]:
+        expect[lower] = sum_blocks_reference(part[:, lower])
+    poisoned = part.copy()
+    poisoned[:, ~lower] = np.nan
+    for nt in (1, 2, 3):
+        for p in (part, part[::-1].copy(), poisoned):
+            got = _contract.sum_blocks_lower(p, nt)
+            assert got.shape == (d, d)
+            assert got.tobytes() == expect.tobytes()
+    if shape[0] > 1:       # the same entries as the full reduction
+        assert np.tril(_contract.sum_blocks(part, 2)).tobytes() == expect.tobytes()
+    with pytest.raises(ValueError, match="square"):
+        _contract.sum_blocks_lower(np.zeros((2, 3, 4)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("size", [0, 1, 2 ** 15 - 1, 2 ** 15 + 3, 2 ** 18 + 5])
+def test_all_finite_is_numpys_isfinite(dtype, size):
+    """The kernels' input check (issue 41): the answer of ``np.all(np.isfinite(X))`` for NaN,
+    +-inf, the largest finite values, subnormals and -0.0 at the first, last and block-edge
+    positions, at 1, 2 and 3 threads (2**18 + 5 values run the parallel path); any shape, and a
+    non-contiguous view."""
+    rng = np.random.default_rng(size)
+    x = rng.standard_normal(size).astype(dtype)
+    fi = np.finfo(dtype)
+    specials = [fi.max, -fi.max, fi.smallest_subnormal, -0.0, fi.tiny]
+    for v, pos in zip(specials, rng.integers(0, max(size, 1), size=len(specials))):
+        if size:
+            x[pos] = v
+    for nt in (1, 2, 3):
+        assert _contract.all_finite(x, nt) is True
+        assert _contract.all_finite(x.reshape(1, -1), nt) is True
+    if not size:
+        return
+    for bad in (np.nan, np.inf, -np.inf, -np.nan):
+        for pos in {0, size - 1, min(size - 1, 2 ** 15), size // 2}:
+            y = x.copy()
+            y[pos] = bad
+            assert not np.all(np.isfinite(y))
+            for nt in (1, 2, 3):
+                assert _contract.all_finite(y, nt) is False, (bad, pos, nt)
+    if size > 2:
+        y = x.copy()
+        y[1] = np.nan
+        assert _contract.all_finite(y[::2], 2) is True       # the NaN is not in the view
+        assert _contract.all_finite(y[1::2], 2) is False
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _contract.all_finite(np.zeros(3, dtype=np.int64))
+
+
 @pytest.mark.parametrize("shape", [(0, 3, 3), (1, 1, 1), (5, 2, 2), (3, 10, 10), (2, 17, 17)])
 def test_mirror_upper_is_the_masked_copy(shape):
     """The E-step's mirror of its summed second moments (issue 41): each strict upper triangle

@@ -6,5 +6,9 @@ its own — statistics leave a fit only through the engine's release layer.  The
 the public :mod:`dpem_fast.kernels` import the kernels from here only.
 
 ``gmm`` (the fused Gaussian-mixture E-step), ``bernoulli``, ``kmeans``, ``moments`` (sums and
-second moments: factor analysis), ``gradem`` (gradient EM), ``lda`` (the LDA E-step).
+second moments: factor analysis), ``gradem`` (gradient EM), ``lda`` (the LDA E-step); here,
+:func:`all_finite`, the kernels' threaded input check.
 """
+from .._dpcore._contract import all_finite
+
+__all__ = ["all_finite"]

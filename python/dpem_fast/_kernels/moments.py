@@ -57,10 +57,13 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     kw = {}
     if domain is not None:
         kw = dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64))
+    if d >= _moments.TILE_MIN_D and (domain is not None or X.dtype != np.float64):
+        kw["work"] = workspace((n, d))      # the tiles' row copy
     with blas_single_thread():
         _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
-    # exact (sum_blocks: every entry the correctly rounded sum of its blocks; issue 34)
-    s2 = _contract.sum_blocks(part_s2, nt) if nb2 != 1 else part_s2[0]
+    # exact (every entry the correctly rounded sum of its blocks; issue 34), over the lower
+    # triangles the kernel writes (the upper ones are left unwritten; mirrored below)
+    s2 = _contract.sum_blocks_lower(part_s2, nt) if nb2 != 1 else part_s2[0]
     _moments.mirror_lower(s2, nt)
     s1 = _contract.sum_blocks(part_s1, nt)
     # fresh arrays, this call's alone: a one-part sum holds them without a copy
