@@ -9,8 +9,9 @@ statistics pass of each kernel at a realistic shape, records the partials the ke
 
 * ``pass``: the whole statistics pass (kernel + the exact reductions), one EM iteration's
   data pass;
-* ``exact``: the exact reductions of that pass alone (``sum_blocks``, every partial array);
-* ``sequential``: the same partials summed the old way (``_sum_blocks_sequential``);
+* ``exact``: the exact reductions of that pass alone (``sum_blocks``, every partial array;
+  ``sum_blocks_lower`` for the second moment's S2, which reads its lower triangles alone);
+* ``sequential``: the same values summed the old way (``_sum_blocks_sequential``);
 
 and prints ``(exact - sequential) / pass``: the share of an iteration the exactness costs.
 Medians of ``--repeat`` runs; the machine may be shared, so read ratios from one run.
@@ -57,28 +58,42 @@ CASES = [_gmm, _kmeans, _moments]
 
 
 def _recorded(module, run, nt):
-    """The partial arrays ``run`` hands to sum_blocks (and its result, to check equality)."""
+    """The partial arrays ``run`` hands to the exact reductions, each with the reduction it
+    went to: ``sum_blocks``, or ``sum_blocks_lower`` (the second moment's S2 partials, of which
+    only the lower triangles are written and read; issue 41)."""
     seen = []
-    real = _contract.sum_blocks
+    real, real_lower = _contract.sum_blocks, _contract.sum_blocks_lower
 
     def spy(part, n_threads=1):
-        seen.append(np.array(part))
+        seen.append((real, np.array(part)))
         return real(part, n_threads)
-    module._contract.sum_blocks = spy
+
+    def spy_lower(part, n_threads=1):
+        seen.append((real_lower, np.array(part)))
+        return real_lower(part, n_threads)
+    module._contract.sum_blocks, module._contract.sum_blocks_lower = spy, spy_lower
     try:
         run(nt)
     finally:
-        module._contract.sum_blocks = real
+        module._contract.sum_blocks, module._contract.sum_blocks_lower = real, real_lower
     return seen
+
+
+def _entries_read(fn, p):
+    """The (n_blocks, m) values ``fn`` reads of ``p``: all of them, or the lower triangles."""
+    if fn is _contract.sum_blocks_lower:
+        return np.ascontiguousarray(p[:, np.tril(np.ones(p.shape[1:], dtype=bool))])
+    return p
 
 
 def measure(case, nt, repeat):
     name, module, run = case()
     parts = _recorded(module, run, nt)
+    read = [_entries_read(fn, p) for fn, p in parts]        # the float sum reads the same values
     t_pass = median_time(lambda: run(nt), repeat, warmup=True)
-    t_exact = median_time(lambda: [_contract.sum_blocks(p, nt) for p in parts], repeat, warmup=True)
-    t_seq = median_time(lambda: [_contract._sum_blocks_sequential(p) for p in parts], repeat, warmup=True)
-    values = sum(p.size for p in parts)
+    t_exact = median_time(lambda: [fn(p, nt) for fn, p in parts], repeat, warmup=True)
+    t_seq = median_time(lambda: [_contract._sum_blocks_sequential(p) for p in read], repeat, warmup=True)
+    values = sum(p.size for p in read)
     return name, values, t_pass, t_exact, t_seq
 
 
@@ -100,7 +115,7 @@ def test_exact_reduction_cost(benchmark):
     """pytest-benchmark: the exact reduction of the GMM pass's partials (small shape)."""
     name, module, run = _gmm(n=20_000)
     parts = _recorded(module, run, 1)
-    benchmark(lambda: [_contract.sum_blocks(p, 1) for p in parts])
+    benchmark(lambda: [fn(p, 1) for fn, p in parts])
 
 
 if __name__ == "__main__":
