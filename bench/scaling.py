@@ -45,12 +45,13 @@ def _dgemm_rate(seconds, out):
         out.put(n * 2 * 512 ** 3 / (time.perf_counter() - t0) / 1e9)
 
 
-def ceiling(p, seconds=5.0):
-    """(rate of one process alone, P * rate of each of P concurrent processes / alone)."""
+def concurrent(rate, p, seconds):
+    """(``rate(seconds, queue)`` of one process alone, P * its mean over P concurrent processes /
+    alone): how far P independent copies of one piece of work scale on this machine."""
     rates = {}
     for procs in sorted({1, p}):
         q = mp.Queue()
-        ps = [mp.Process(target=_dgemm_rate, args=(seconds, q)) for _ in range(procs)]
+        ps = [mp.Process(target=rate, args=(seconds, q)) for _ in range(procs)]
         for x in ps:
             x.start()
         got = [q.get() for _ in ps]
@@ -58,6 +59,11 @@ def ceiling(p, seconds=5.0):
             x.join()
         rates[procs] = statistics.mean(got)
     return rates[1], p * rates[p] / rates[1]
+
+
+def ceiling(p, seconds=5.0):
+    """(DGEMM GFLOP/s of one process alone, the DGEMM ceiling at P processes)."""
+    return concurrent(_dgemm_rate, p, seconds)
 
 
 def _gmm(n, d, K, rng):

@@ -24,9 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
-import statistics
 import time
 
 import numpy as np
@@ -39,7 +37,7 @@ from dpem_fast._kernels.kmeans import kmeans_stats
 from dpem_fast._kernels.moments import second_moment_stats
 from dpem_fast._preprocess import resolve_domain
 
-from scaling import ceiling
+from scaling import ceiling, concurrent, timed
 
 
 def _copy_rate(seconds, out):
@@ -55,28 +53,8 @@ def _copy_rate(seconds, out):
 
 
 def bandwidth(p, seconds=3.0):
-    """(GB/s of one copying process alone, P * GB/s each of P concurrent ones / alone)."""
-    rates = {}
-    for procs in sorted({1, p}):
-        q = mp.Queue()
-        ps = [mp.Process(target=_copy_rate, args=(seconds, q)) for _ in range(procs)]
-        for x in ps:
-            x.start()
-        got = [q.get() for _ in ps]
-        for x in ps:
-            x.join()
-        rates[procs] = statistics.mean(got)
-    return rates[1], p * rates[p] / rates[1]
-
-
-def timed(fn, t, repeat):
-    fn(t)
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn(t)
-        out.append(time.perf_counter() - t0)
-    return statistics.median(out)
+    """(GB/s of one copying process alone, the copy-bandwidth ceiling at P processes)."""
+    return concurrent(_copy_rate, p, seconds)
 
 
 def moments_parts(n, d, rng):
