@@ -12,6 +12,10 @@ and its parts, timed alone (median of ``--repeat`` calls after a warm-up, wall c
 * second moments only: the exact lower-triangle reduction, and numpy's ``X.T @ X`` with
   OpenBLAS at the same thread count (what a BLAS reaches on this machine).
 
+Last, each kernel that calls BLAS from its threads (the GMM E-step from ``BLAS_MIN_D``
+features, the Bernoulli one from ``BERNOULLI_BLAS_MIN_D``) just below and at its threshold: the
+same pass with and without BLAS calls.
+
 Two ceilings frame them: DGEMM (``bench/scaling.py``'s: ``P`` single-threaded DGEMM processes
 against one) and memory bandwidth (``P`` processes each copying a 64 MB array against one; GB/s
 counts the bytes read and written).  A part whose speed-up sits near the bandwidth ceiling
@@ -102,6 +106,32 @@ def gmm_parts(n, d, K, rng):
     ]
 
 
+def blas_pairs(rng, s):
+    """The same kernel just below and at its BLAS threshold (issue 41's hypothesis for the next
+    lent machine: in four runs the kernels that call BLAS from every thread reached 56-80 % at
+    16 threads, those that do not 82-102 %; a pair whose speed-ups differ by more than the
+    work's 7 % says the BLAS calls, not the pass, cost the scaling)."""
+    from dpem_fast._kernels.bernoulli import bernoulli_stats
+
+    lo_g, lo_b = _contract.BLAS_MIN_D - 1, _contract.BERNOULLI_BLAS_MIN_D - 1
+    n_g, n_b = int(200_000 * s), int(1_000_000 * s)
+    out = []
+    for d in (lo_g, lo_g + 1):
+        X = rng.normal(size=(n_g, d))
+        means = rng.normal(scale=0.5, size=(10, d))
+        P = np.stack([np.linalg.cholesky(np.eye(d) * 2.0)] * 10)
+        w = np.full(10, 0.1)
+        path = "BLAS" if d >= _contract.BLAS_MIN_D else "no BLAS"
+        out.append((f"gmm full d={d} ({path})", lambda t, X=X, m=means, P=P, w=w: compute_stats(X, w, m, P, t, None)))
+    for d in (lo_b, lo_b + 1):
+        X = (rng.random(size=(n_b, d)) < 0.3).astype(np.float64)
+        means = rng.uniform(0.1, 0.9, size=(10, d))
+        w = np.full(10, 0.1)
+        path = "BLAS" if d >= _contract.BERNOULLI_BLAS_MIN_D else "no BLAS"
+        out.append((f"bernoulli d={d} ({path})", lambda t, X=X, m=means, w=w: bernoulli_stats(X, w, m, t)))
+    return f"below and at the BLAS threshold (gmm n={n_g}, bernoulli n={n_b}, K=10)", out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count()])
@@ -118,7 +148,7 @@ def main():
               f"(alone {dg:.1f} GFLOP/s), copy-bandwidth ceiling {bc:.2f}x (alone {bw:.1f} GB/s)", flush=True)
     rng = np.random.default_rng(0)
     shapes = [moments_parts(int(50_000 * s), 784, rng), kmeans_parts(int(100_000 * s), 100, 64, rng),
-              gmm_parts(int(1_000_000 * s), 10, 5, rng)]
+              gmm_parts(int(1_000_000 * s), 10, 5, rng), blas_pairs(rng, s)]
     with threadpool_limits(1):
         for title, parts in shapes:
             print(f"\n{title}")
