@@ -86,8 +86,8 @@ def _bernoulli(n, d, K, rng):
     w = np.full(K, 1.0 / K)
     from dpem_fast._kernels.bernoulli import bernoulli_stats
 
-    # the kernel itself: kernels.bernoulli_statistics first checks that X is binary, a serial
-    # numpy pass over the whole array that would dominate at many threads
+    # the kernel itself, as every run since issue 26 timed it (kernels.bernoulli_statistics
+    # also checks that X is binary: a serial numpy pass until issue 41, now threaded)
     return lambda t: bernoulli_stats(X, w, means, t)
 
 

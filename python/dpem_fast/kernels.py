@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import random as _random
-from ._kernels import all_finite
+from ._kernels import all_binary, all_finite
 from ._engine._release import noised_value
 from ._preprocess import DataDomain
 from ._rng import make_key
@@ -127,7 +127,7 @@ def bernoulli_statistics(X, weights, means, *, n_threads=None):
 
     nt = effective_n_threads(n_threads)
     X = _rows(X, nt)
-    if not np.all((X == 0) | (X == 1)):
+    if not all_binary(X, nt):
         raise ValueError("X must be binary (every value 0 or 1)")
     return _out(bernoulli_stats(X, weights, means, nt))
 

@@ -313,10 +313,35 @@ cdef inline uint64_t _nonfinite(const floating *x, Py_ssize_t m) noexcept nogil:
         return (acc >> 8) & 1
 
 
+cdef inline uint64_t _nonbinary(const floating *x, Py_ssize_t m) noexcept nogil:
+    """1 when some ``x[:m]`` is neither 0 (+0.0 or -0.0) nor 1, else 0: a value is refused when
+    its bits without the sign are nonzero and its bits are not those of +1.0.  ``(y | -y) >>
+    (width - 1)`` is 1 exactly when ``y != 0``: integer or, negate and shift alone, which the
+    baseline (SSE2) build vectorises (64-bit compares it cannot)."""
+    cdef Py_ssize_t i
+    cdef uint64_t acc = 0, u, w, e
+    cdef uint32_t v, wv, ev, acc32 = 0
+    if floating is double:
+        for i in range(m):
+            memcpy(&u, &x[i], 8)
+            w = u & 0x7FFFFFFFFFFFFFFFULL
+            e = u ^ 0x3FF0000000000000ULL
+            acc |= ((w | (0 - w)) >> 63) & ((e | (0 - e)) >> 63)
+        return acc
+    else:
+        for i in range(m):
+            memcpy(&v, &x[i], 4)
+            wv = v & 0x7FFFFFFFU
+            ev = v ^ 0x3F800000U
+            acc32 |= ((wv | (0 - wv)) >> 31) & ((ev | (0 - ev)) >> 31)
+        return acc32
+
+
 cdef struct _FiniteArgs:
     const void *x
     Py_ssize_t m
     bint f32
+    bint binary                   # the test: 0 or 1 (all_binary), else finite (all_finite)
     uint64_t *bad                 # (n_tasks,) one flag a task
 
 
@@ -326,23 +351,16 @@ cdef int _finite_block(const void *args, Py_ssize_t t, double *unused) noexcept 
     cdef Py_ssize_t lo = t * _FINITE_BLOCK
     cdef Py_ssize_t hi = lo + _FINITE_BLOCK if lo + _FINITE_BLOCK < a.m else a.m
     if a.f32:
-        a.bad[t] = _nonfinite(<const float *> a.x + lo, hi - lo)
+        a.bad[t] = (_nonbinary(<const float *> a.x + lo, hi - lo) if a.binary
+                    else _nonfinite(<const float *> a.x + lo, hi - lo))
     else:
-        a.bad[t] = _nonfinite(<const double *> a.x + lo, hi - lo)
+        a.bad[t] = (_nonbinary(<const double *> a.x + lo, hi - lo) if a.binary
+                    else _nonfinite(<const double *> a.x + lo, hi - lo))
     return 0
 
 
-def all_finite(X, int n_threads=1):
-    """True when no value of the float32 or float64 array ``X`` (any shape) is NaN or infinite.
-
-    The check every kernel's public face runs on its input, over ``n_threads`` threads: the
-    values are cut into fixed blocks of ``2**15``, one task of the kernels' driver each, so the
-    check scales with the kernel it guards (numpy's ``isfinite`` is one serial pass, and a bool
-    array as large as the input).  A non-contiguous ``X`` is copied first.  The answer is the
-    same for every thread count.
-
-    Equivalent to: ``bool(np.all(np.isfinite(X)))``.
-    """
+def _check_values(X, int n_threads, bint binary):
+    """The one pass of :func:`all_finite` / :func:`all_binary`."""
     arr = np.asarray(X)
     if arr.dtype != np.float64 and arr.dtype != np.float32:
         raise TypeError(f"X must be float32 or float64, got {arr.dtype}")
@@ -356,12 +374,36 @@ def all_finite(X, int n_threads=1):
     cdef _FiniteArgs a
     cdef const double[::1] x64
     cdef const float[::1] x32
-    a.m, a.bad, a.f32 = m, &f[0], arr.dtype == np.float32
+    a.m, a.bad, a.f32, a.binary = m, &f[0], arr.dtype == np.float32, binary
     if a.f32:
         x32 = arr
         a.x = &x32[0]
     else:
         x64 = arr
         a.x = &x64[0]
-    run_blocks(_finite_block, &a, nblk, 0, n_threads if m >= _SUM_PARALLEL_MIN else 1, "the finite check")
+    run_blocks(_finite_block, &a, nblk, 0, n_threads if m >= _SUM_PARALLEL_MIN else 1,
+               "the value check")
     return not flags.any()
+
+
+def all_finite(X, int n_threads=1):
+    """True when no value of the float32 or float64 array ``X`` (any shape) is NaN or infinite.
+
+    The check every kernel's public face runs on its input, over ``n_threads`` threads: the
+    values are cut into fixed blocks of ``2**15``, one task of the kernels' driver each, so the
+    check scales with the kernel it guards (numpy's ``isfinite`` is one serial pass, and a bool
+    array as large as the input).  A non-contiguous ``X`` is copied first.  The answer is the
+    same for every thread count.
+
+    Equivalent to: ``bool(np.all(np.isfinite(X)))``.
+    """
+    return _check_values(X, n_threads, False)
+
+
+def all_binary(X, int n_threads=1):
+    """True when every value of the float32 or float64 array ``X`` (any shape) is 0 (+0.0 or
+    -0.0) or 1: the Bernoulli E-step's input check, threaded as :func:`all_finite` is.
+
+    Equivalent to: ``bool(np.all((X == 0) | (X == 1)))``.
+    """
+    return _check_values(X, n_threads, True)

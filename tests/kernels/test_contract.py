@@ -168,6 +168,32 @@ def test_all_finite_is_numpys_isfinite(dtype, size):
         _contract.all_finite(np.zeros(3, dtype=np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("size", [0, 1, 2 ** 15 + 3, 2 ** 18 + 5])
+def test_all_binary_is_numpys_zero_or_one(dtype, size):
+    """The Bernoulli E-step's input check (issue 41): the answer of ``np.all((X == 0) | (X ==
+    1))`` with +0.0, -0.0 and 1 allowed and -1, 2, 0.5, 1 + eps, the smallest subnormal, NaN and
+    +-inf refused, at the first, last and block-edge positions, at 1, 2 and 3 threads."""
+    rng = np.random.default_rng(size + 7)
+    x = (rng.random(size) < 0.3).astype(dtype)
+    if size:
+        x[rng.integers(0, size, size=3)] = -0.0
+    for nt in (1, 2, 3):
+        assert _contract.all_binary(x, nt) is True
+    if not size:
+        return
+    fi = np.finfo(dtype)
+    for bad in (-1.0, 2.0, 0.5, 1 + fi.eps, fi.smallest_subnormal, np.nan, np.inf, -np.inf):
+        for pos in {0, size - 1, min(size - 1, 2 ** 15), size // 2}:
+            y = x.copy()
+            y[pos] = bad
+            assert not np.all((y == 0) | (y == 1))
+            for nt in (1, 2, 3):
+                assert _contract.all_binary(y, nt) is False, (bad, pos, nt)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        _contract.all_binary(np.zeros(3, dtype=np.int8))
+
+
 @pytest.mark.parametrize("shape", [(0, 3, 3), (1, 1, 1), (5, 2, 2), (3, 10, 10), (2, 17, 17)])
 def test_mirror_upper_is_the_masked_copy(shape):
     """The E-step's mirror of its summed second moments (issue 41): each strict upper triangle

@@ -64,6 +64,31 @@ def test_bernoulli_statistics():
         kernels.bernoulli_statistics(X, W, means)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_every_face_refuses_non_finite_rows_at_any_thread_count(bad):
+    """The public faces' threaded input check (issue 41): a NaN or infinity anywhere in X is
+    refused before the kernel runs, at 1 and 2 threads, in float64 and float32; binary rows may
+    hold -0.0 (it equals 0), and -1 is refused as not binary."""
+    means = rng.uniform(0.2, 0.8, size=(K, D))
+    P = np.stack([np.eye(D)] * K)
+    for dtype in (np.float64, np.float32):
+        Y = X.astype(dtype)
+        Y[len(Y) // 2, D - 1] = bad
+        for nt in (1, 2):
+            for call in (lambda: kernels.gmm_statistics(Y, W, M, P, n_threads=nt),
+                         lambda: kernels.kmeans_statistics(Y, M, n_threads=nt),
+                         lambda: kernels.second_moments(Y, n_threads=nt),
+                         lambda: kernels.bernoulli_statistics(Y, W, means, n_threads=nt)):
+                with pytest.raises(ValueError, match="NaN or infinity"):
+                    call()
+    B = (X > 0).astype(float)
+    B[B == 0] = -0.0
+    kernels.bernoulli_statistics(B, W, means, n_threads=2)
+    B[0, 0] = -1.0
+    with pytest.raises(ValueError, match="binary"):
+        kernels.bernoulli_statistics(B, W, means, n_threads=2)
+
+
 def test_kmeans_statistics():
     _close(kernels.kmeans_statistics(X, M, n_threads=2), kmeans_stats_reference(X, M), ("counts", "sums"))
 

@@ -7,8 +7,8 @@ the public :mod:`dpem_fast.kernels` import the kernels from here only.
 
 ``gmm`` (the fused Gaussian-mixture E-step), ``bernoulli``, ``kmeans``, ``moments`` (sums and
 second moments: factor analysis), ``gradem`` (gradient EM), ``lda`` (the LDA E-step); here,
-:func:`all_finite`, the kernels' threaded input check.
+:func:`all_finite` and :func:`all_binary`, the kernels' threaded input checks.
 """
-from .._dpcore._contract import all_finite
+from .._dpcore._contract import all_binary, all_finite
 
-__all__ = ["all_finite"]
+__all__ = ["all_binary", "all_finite"]
