@@ -18,7 +18,7 @@ from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
 from .dpc_contract cimport (
-    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
+    DPC_BERNOULLI_BLAS_MIN_D, DPC_BLAS_MIN_D, DPC_F32_TILE_MIN_D, DPC_CHUNK_SIZE, DPC_LANES, DPC_BLOCK_CHUNKS, DPC_SPREAD_BLOCKS, DPC_MIN_BLOCKS,
     DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, DPC_LDA_DOC_CHUNK, DPC_PARTIAL_BUDGET, DPC_SAMPLER_BLOCK, DPC_SUPERBLOCK_DOUBLES, dpc_block_count, dpc_lda_block_count, dpc_superblock_rows,
     dpc_block_plan, dpc_plan_blocks, dpc_plan_end, dpc_plan_first, dpc_chunk_count,
 )
@@ -38,6 +38,8 @@ MIN_BLOCKS = DPC_MIN_BLOCKS
 PARTIAL_BUDGET = DPC_PARTIAL_BUDGET
 #: The GMM E-step uses BLAS from this number of features on.
 BLAS_MIN_D = DPC_BLAS_MIN_D
+#: The GMM E-step's float32 path uses its register-tile products from this number of features on.
+F32_TILE_MIN_D = DPC_F32_TILE_MIN_D
 #: The Bernoulli-mixture E-step uses BLAS from this number of features on.
 BERNOULLI_BLAS_MIN_D = DPC_BERNOULLI_BLAS_MIN_D
 #: The float32 path: chunks between the flushes of its float lanes into float64 lanes ...

@@ -45,7 +45,9 @@ vectorises.  Two code paths, chosen by ``d`` only (never by the thread count):
   each constant d = 1..15); S2 is accumulated in 2 x 4 register blocks; the chunk load is
   unrolled per constant d.  These change the instruction stream, not the arithmetic: every
   sum keeps its order and its FMA contractions, so the results are bit-identical to the
-  plain loops (which remain the path for a non-triangular factor);
+  plain loops (which remain the path for a non-triangular factor, and for d = 16 ..
+  BLAS_MIN_D - 1, past the register tiles: BLAS_MIN_D is 25 since issue 41, where those
+  plain loops ran 1.1-2.0x faster than the 2K small BLAS calls a chunk);
 * ``d >= BLAS_MIN_D``: ``dtrmm`` (or ``dgemm`` for a non-triangular factor) for the
   Mahalanobis products and ``dsyrk`` on sqrt(gamma)-scaled rows for S2, through
   ``scipy.linalg.cython_blas``.  The caller must hold BLAS to one thread.
@@ -64,7 +66,7 @@ from scipy.linalg.cython_blas cimport dgemm, dsyrk, dtrmm
 
 from ._driver cimport run_row_blocks, run_row_chunks
 from .dpc_contract cimport (
-    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
+    DPC_CHUNK_SIZE, DPC_BLAS_MIN_D, DPC_F32_TILE_MIN_D, DPC_F32_FLUSH_CHUNKS, DPC_F32_LANE_ROWS, dpc_block_count, dpc_block_plan, dpc_chunk_count,
     dpc_chunk_rows, dpc_lane_pad, dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
 from .dpc_f32_prod cimport dpf_logp_tiles, dpf_s2_piece
@@ -223,7 +225,7 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 # float (a declared domain's clip is done in float64 first, then the clipped row is rounded),
 # log-densities, log-sum-exp and moments in float, and float64 accumulation: a float lane
 # holds at most DPC_F32_LANE_ROWS (128) rows before it is added into its float64 lane
-# (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and at d >= BLAS_MIN_D each
+# (every DPC_F32_FLUSH_CHUNKS chunks and at the block's end), and at d >= F32_TILE_MIN_D each
 # float product of the second moments (dpf_s2_piece: register tiles, no BLAS, issue 41)
 # covers at most that many rows and is added into the float64 partial at once.  The
 # responsibilities are normalised in float64 (dpf_lse).  These are the facts that
@@ -232,9 +234,9 @@ cdef int _estep_block(const floating *X, const void *args, Py_ssize_t b, double 
 cdef inline Py_ssize_t _single_scratch(dpf_scratch *s, Py_ssize_t d, Py_ssize_t K,
                                        double *buf) noexcept nogil:
     """The float32 path's chunk scratch (dpc_scratch.h): on the hand-loop path the lanes of
-    n, s1 and s2 of every component; at d >= BLAS_MIN_D the lanes of n and s1 (the second
+    n, s1 and s2 of every component; at d >= F32_TILE_MIN_D the lanes of n and s1 (the second
     moments go straight into the float64 partial, dpf_s2_piece)."""
-    if d < DPC_BLAS_MIN_D:
+    if d < DPC_F32_TILE_MIN_D:
         return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d) + dpe_lanes_s2_size(d), 0, buf)
     return dpf_scratch_init(s, d, K, 2, dpe_lanes_n_s1_size(d), 0, buf)
 
@@ -247,7 +249,7 @@ cdef void _logp_chunk_single(const float *Xs, Py_ssize_t npad, Py_ssize_t d, Py_
     cdef const float *P
     for k in range(K):
         P = prec + k * d * d
-        if d < DPC_BLAS_MIN_D:
+        if d < DPC_F32_TILE_MIN_D:
             dpf_logp_small(Xs, d, DPC_CHUNK_SIZE, npad, means + k * d, P, tri, log_const[k],
                            D, L + k * DPC_CHUNK_SIZE)
         else:
@@ -303,7 +305,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
         for k in range(K):
             la = s.lanes32 + k * lpc
             g = s.L + k * DPC_CHUNK_SIZE
-            if d < DPC_BLAS_MIN_D:
+            if d < DPC_F32_TILE_MIN_D:
                 dpf_lanes_n_s1(s.Xs, d, DPC_CHUNK_SIZE, npad, g, s.W, la)
                 dpf_lanes_s2(s.Xs, s.W, d, DPC_CHUNK_SIZE, npad, la + ns1)
             else:
@@ -319,7 +321,7 @@ cdef int _estep_block_single(const float *X, const void *args, Py_ssize_t b,
             dpf_lanes_flush(s.lanes32, K * lpc, s.lanes)
     for k in range(K):
         dpe_lanes_flush_n_s1(s.lanes + k * lpc, d, nk + k, s1 + k * d)
-        if d < DPC_BLAS_MIN_D:
+        if d < DPC_F32_TILE_MIN_D:
             dpe_lanes_flush_s2(s.lanes + k * lpc + ns1, d, s2 + k * d * d)
     if a.clipped != NULL:
         a.clipped[b] += n_clipped

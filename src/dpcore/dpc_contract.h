@@ -17,7 +17,14 @@
  *                    count gets work), and small inputs are still cut into up to
  *                    DPC_SPREAD_BLOCKS blocks; block b owns row b of the partial
  *                    statistics; see dpc_block_count().
- *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it.
+ *   DPC_BLAS_MIN_D   the GMM E-step uses BLAS from this d on, hand loops below it (25
+ *                    since issue 41, 16 before: at 16 <= d <= 24 the hand loops ran 1.1-2.0x
+ *                    faster than the 2K small BLAS calls a chunk, one thread, K = 5 and 10;
+ *                    beyond 24 neither won consistently).
+ *   DPC_F32_TILE_MIN_D   the GMM E-step's float32 path (dpc_f32.h) uses its register-tile
+ *                    products (dpc_f32_prod.h, no BLAS) from this d on, its float lanes below
+ *                    it (16: the float64 threshold until issue 41, which moved that one alone;
+ *                    at 16 <= d <= 24 the tiles ran 1.3-1.7x faster than the float lanes).
  *   DPC_BERNOULLI_BLAS_MIN_D   the same for the Bernoulli-mixture E-step (measured
  *                    crossover: hand loops win below 8 features, BLAS from 16 on).
  *   DPC_F32_FLUSH_CHUNKS / DPC_F32_LANE_ROWS   the float32 path (float32 rows in single
@@ -45,7 +52,8 @@
 #define DPC_SPREAD_BLOCKS 64             /* blocks of a small input (one chunk each, or more) */
 #define DPC_MIN_BLOCKS 8                 /* fewest blocks under the partial budget */
 #define DPC_PARTIAL_BUDGET (1 << 23)     /* doubles (64 MiB) of partials before blocks grow */
-#define DPC_BLAS_MIN_D 16
+#define DPC_BLAS_MIN_D 25
+#define DPC_F32_TILE_MIN_D 16
 #define DPC_BERNOULLI_BLAS_MIN_D 16
 #define DPC_F32_FLUSH_CHUNKS 8           /* chunks between float -> float64 lane flushes */
 #define DPC_F32_LANE_ROWS (DPC_F32_FLUSH_CHUNKS * DPC_CHUNK_SIZE / DPC_LANES)   /* 128 rows */

@@ -12,6 +12,7 @@ cdef extern from "dpc_contract.h" nogil:
         DPC_MIN_BLOCKS
         DPC_PARTIAL_BUDGET
         DPC_BLAS_MIN_D
+        DPC_F32_TILE_MIN_D
         DPC_BERNOULLI_BLAS_MIN_D
         DPC_SAMPLER_BLOCK
         DPC_LDA_DOC_CHUNK

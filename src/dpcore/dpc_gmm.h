@@ -20,8 +20,10 @@
 #include "dpc_scratch.h"
 #include "dpc_simd.h"
 
-#define DPE_MAXD (DPC_BLAS_MIN_D - 1)  /* largest d with a register-tile specialisation */
-#if DPE_MAXD != 15
+/* largest d with a register-tile specialisation; d = DPE_MAXD + 1 .. DPC_BLAS_MIN_D - 1 run
+   the generic loops (below) */
+#define DPE_MAXD 15
+#if DPE_MAXD != 15 || DPC_BLAS_MIN_D <= DPE_MAXD || DPC_F32_TILE_MIN_D != DPE_MAXD + 1
 #error "dpe_logp_small and dpe_load_* specialise d = 1..15: update their cases"
 #endif
 

@@ -14,9 +14,9 @@
  *
  * The operations (and their FMA contractions) are those of the full kernel's hand-loop
  * path for a diagonal triangular factor: y_j = (x_j - mu_j) p_j rounded, m += y_j^2 in
- * j order; w = g x_j rounded, s1 += w, s2_jj += w x_j.  So on that path (d < 16) the
- * diagonal kernel's numbers equal the full kernel's; on the full kernel's BLAS path
- * (d >= 16: dtrmm, dsyrk) they differ in the last bits.
+ * j order; w = g x_j rounded, s1 += w, s2_jj += w x_j.  So on that path (d < DPC_BLAS_MIN_D,
+ * 25 since issue 41) the diagonal kernel's numbers equal the full kernel's; on the full
+ * kernel's BLAS path (d >= DPC_BLAS_MIN_D: dtrmm, dsyrk) they differ in the last bits.
  */
 #ifndef DPC_GMM_DIAG_H
 #define DPC_GMM_DIAG_H

@@ -34,7 +34,7 @@ int main(void)
     const ptrdiff_t ld = DPC_CHUNK_SIZE, npads[3] = {16, 48, DPC_CHUNK_SIZE};
     int d, q, bad = 0;
     srand(3);
-    for (d = 1; d < DPC_BLAS_MIN_D; d++) {
+    for (d = 1; d < DPC_F32_TILE_MIN_D; d++) {
         ptrdiff_t m = dpe_lanes_s2_size(d), e;
         float *Xs = malloc(sizeof(float) * d * ld), *W = malloc(sizeof(float) * d * ld);
         float *a = malloc(sizeof(float) * m), *b = malloc(sizeof(float) * m);

@@ -10,7 +10,7 @@ from dpem_fast._reference.exactsum import sum_blocks_reference
 def test_values_and_python_copies():
     c = _contract
     assert (c.CHUNK_SIZE, c.LANES, c.BLOCK_CHUNKS, c.SPREAD_BLOCKS, c.MIN_BLOCKS) == (256, 16, 4, 64, 8)
-    assert (c.BLAS_MIN_D, c.BERNOULLI_BLAS_MIN_D) == (16, 16)
+    assert (c.BLAS_MIN_D, c.F32_TILE_MIN_D, c.BERNOULLI_BLAS_MIN_D) == (25, 16, 16)
     assert c.PARTIAL_BUDGET == 1 << 23 and c.CHUNK_SIZE % c.LANES == 0
     assert not hasattr(c, "MAX_BLOCKS")      # issue 14: no fixed cap on the block count
     assert c.SAMPLER_BLOCK == 4096 == dr.SAMPLER_BLOCK == dr.DISCRETE_SAMPLER_BLOCK

@@ -58,6 +58,12 @@ SHAPES = [
     (700, 16, 3),            # smallest BLAS d
     (600, 100, 4),           # d = 100 (BLAS path)
     (70 * CHUNK + 5, 3, 2),  # more chunks than BLOCK_CHUNKS: several chunks per block
+    # issue 41: the hand loops past their register tiles (d = 16 .. BLAS_MIN_D - 1 = 24),
+    # and the first BLAS d
+    (3 * CHUNK + 17, 16, 3),
+    (2 * CHUNK + 5, 20, 4),
+    (CHUNK + 3, 24, 2),
+    (CHUNK + 3, 25, 2),
 ]
 
 
@@ -101,7 +107,8 @@ def test_predict_log_resp_empty():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n,d,K", [(70 * CHUNK + 5, 3, 4), (50 * CHUNK + 3, 10, 3), (20 * CHUNK + 9, 40, 3)])
+@pytest.mark.parametrize("n,d,K", [(70 * CHUNK + 5, 3, 4), (50 * CHUNK + 3, 10, 3), (30 * CHUNK + 7, 20, 3),
+                                   (20 * CHUNK + 9, 40, 3)])
 def test_thread_count_invariance(n, d, K, dtype):
     X, w, means, P = make_problem(n, d, K, dtype, seed=3)
     runs = [compute_stats(X, w, means, P, n_threads=t) for t in (1, 2, 4)]

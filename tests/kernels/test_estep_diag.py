@@ -64,7 +64,8 @@ def test_matches_reference(n, d, K, dtype):
     assert_close(got, ref, 1e-12)
 
 
-@pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (700, 15, 3), (70 * CHUNK + 5, 3, 2), (1, 1, 1)])
+@pytest.mark.parametrize("n,d,K", [(3 * CHUNK + 17, 10, 3), (700, 15, 3), (70 * CHUNK + 5, 3, 2), (1, 1, 1),
+                                   (700, 16, 3), (2 * CHUNK + 9, 24, 2)])   # past the register tiles
 def test_equals_full_kernel_on_its_hand_loop_path(n, d, K):
     """For d < BLAS_MIN_D the full kernel with diagonal factors does the same operations in
     the same order: the diagonal kernel's numbers are the full kernel's bits."""
@@ -78,8 +79,9 @@ def test_equals_full_kernel_on_its_hand_loop_path(n, d, K):
     assert got.loglik == full.loglik
 
 
-@pytest.mark.parametrize("n,d,K", [(700, 16, 3), (600, 100, 4), (20 * CHUNK + 9, 40, 3)])
+@pytest.mark.parametrize("n,d,K", [(700, 25, 3), (600, 100, 4), (20 * CHUNK + 9, 40, 3)])
 def test_matches_full_kernel_on_its_blas_path(n, d, K):
+    assert d >= _contract.BLAS_MIN_D
     X, w, means, prec = make_problem(n, d, K, seed=2)
     got = compute_stats_diag(X, w, means, prec, n_threads=2)
     full = compute_stats(X, w, means, expand(prec), n_threads=2)
