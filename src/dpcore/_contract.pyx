@@ -1,7 +1,7 @@
 """The work-layout constants of the kernels, read from ``dpc_contract.h`` (their only definition),
 and the parallel passes every kernel's caller runs around a kernel: the exact sums of its
-partials (:func:`sum_blocks`, :func:`sum_blocks_lower`) and the check of its input
-(:func:`all_finite`).
+partials (:func:`sum_blocks`, :func:`sum_blocks_lower`) and the checks of its input
+(:func:`all_finite`, :func:`all_binary`).
 
 Python modules import them from here.  They are part of the reproducibility contract:
 block ``b`` of ``SAMPLER_BLOCK`` sampler outputs draws from stream ``stream0 + b``, and the
@@ -124,7 +124,8 @@ def block_plan(Py_ssize_t n_chunks, Py_ssize_t n_blocks):
 # result: every entry is an exact sum, rounded once.
 cdef enum:
     _SUM_PARALLEL_MIN = 1 << 18
-    # values per task of all_finite (any split gives its one-bit answer; this one is fixed)
+    # values per task of all_finite / all_binary (any split gives their one-bit answer; this
+    # one is fixed)
     _FINITE_BLOCK = 1 << 15
 
 

@@ -50,7 +50,7 @@ from .dpc_contract cimport (
     DPC_BLOCK_CHUNKS, DPC_CHUNK_SIZE, dpc_block_count, dpc_block_plan, dpc_chunk_count, dpc_chunk_rows,
     dpc_plan_blocks, dpc_plan_end, dpc_plan_first,
 )
-from .dpc_rows cimport check_domain, load_rows_simd, map_row
+from .dpc_rows cimport check_domain, load_rows_simd, map_row, rows_f64
 from ._symmetric cimport sym_from_lower, sym_tile_rows
 
 cdef enum:
@@ -107,6 +107,7 @@ cdef struct _Args:
     double *Ybuf                  # "tiles": a row-major float64 copy of the rows (mapped into
                                   # the ball if dom), where X cannot be read as it is
     const double *Y               # "tiles": the rows the tiles read (X itself or Ybuf)
+    Py_ssize_t n_tiles            # "tiles": TILE x TILE tiles of the lower triangle of S2
 
 
 cdef Py_ssize_t _load_chunk(const floating *X, const _Args *a, Py_ssize_t c, Py_ssize_t ld,
@@ -117,8 +118,8 @@ cdef Py_ssize_t _load_chunk(const floating *X, const _Args *a, Py_ssize_t c, Py_
     cdef Py_ssize_t nr = dpc_chunk_rows(a.n, c)
     cdef const floating *Xc = X + c * DPC_CHUNK_SIZE * d
     cdef double acc
-    # the lane-wise (AVX2) loader where this CPU runs it: the same numbers bit for bit as
-    # the scalar one, a quarter of the mapped copy's time at d = 784 (issue 41)
+    # the lane-wise (AVX2) loader where this CPU runs it (as k-means loads its rows): the same
+    # numbers bit for bit as the scalar one
     n_clipped = load_rows_simd(Xc, d, nr, nr, ld, a.dom, a.target, Yt, _SIMD)
     for i in range(d):
         acc = 0.0
@@ -167,14 +168,13 @@ cdef int _copy_chunk(const floating *X, const void *args, Py_ssize_t c,
     float64 copy where X cannot be read as it is (float32 rows, or rows mapped into the ball
     of ``a.dom`` by the loader's own map), then the chunk's sum into S1 partial ``c``."""
     cdef const _Args *a = <const _Args *> args
-    cdef Py_ssize_t r, j, d = a.d, nr = dpc_chunk_rows(a.n, c), n_clipped = 0
+    cdef Py_ssize_t r, d = a.d, nr = dpc_chunk_rows(a.n, c), n_clipped = 0
     cdef const floating *Xc = X + c * DPC_CHUNK_SIZE * d
     cdef double *Yc
     if a.Ybuf != NULL:
         Yc = a.Ybuf + c * DPC_CHUNK_SIZE * d
         if a.dom == NULL:
-            for j in range(nr * d):
-                Yc[j] = <double> Xc[j]
+            rows_f64(Xc, nr, d, Yc)         # (float32 rows: float64 ones are never copied)
         else:
             for r in range(nr):
                 n_clipped += map_row(Xc + r * d, d, a.dom, a.target, Yc + r * d)
@@ -189,10 +189,9 @@ cdef int _tile(const void *args, Py_ssize_t task, double *unused) noexcept nogil
     itself or its copy) (the driver's body)."""
     cdef const _Args *a = <const _Args *> args
     cdef Py_ssize_t n = a.n, d = a.d
-    cdef Py_ssize_t n_tiles = (d + _TILE - 1) // _TILE * ((d + _TILE - 1) // _TILE + 1) // 2
     # tasks numbered slice by slice: tasks that run together share a slice's rows in cache
     # (issue 41: at d = 784, 10 % faster on one thread than tile by tile, as fast on 16)
-    cdef Py_ssize_t t = task % n_tiles, sl = task // n_tiles
+    cdef Py_ssize_t t = task % a.n_tiles, sl = task // a.n_tiles
     cdef const double *M = a.Y + sl * _TILE_ROWS * d
     cdef double *s2 = a.s2 + sl * d * d
     cdef Py_ssize_t I = 0, J, rem = t
@@ -268,14 +267,14 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
         return
     a.plan = dpc_plan_blocks(0, 0)
     nt = (d + _TILE - 1) // _TILE
-    a.Y = NULL
+    a.n_tiles = nt * (nt + 1) // 2
     if floating is double:
         if a.dom == NULL:
             a.Y = &X[0, 0]              # raw float64 rows: the tiles read X in place
     if a.Y == NULL:
-        # the row copy: the caller's (dpem_fast._workspace), else numpy's (a malloc here, as
-        # before, made the call ~20 % slower on the 2-core machine: not its 4 KiB pages, which
-        # numpy's copy runs as fast on; not pinned down further)
+        # the row copy: the caller's scratch, else numpy's (as fast as dpem_fast._workspace's
+        # here; a malloc, as before issue 41, made the call ~20 % slower on the 2-core
+        # machine: not its 4 KiB pages, which numpy's copy runs as fast on; not pinned down)
         if work is None:
             work = np.empty((n, d))
         elif work.shape[0] != n or work.shape[1] != d:
@@ -284,7 +283,7 @@ def second_moment(const floating[:, ::1] X,          # IN  (n, d) rows
         a.Y = a.Ybuf
     run_row_chunks(&X[0, 0], n, _copy_chunk[float], _copy_chunk[double], &a, 0, n_threads,
                    "the tiled second moment")
-    run_blocks(_tile, &a, nt * (nt + 1) // 2 * nb2, 0, n_threads, "the tiled second moment")
+    run_blocks(_tile, &a, a.n_tiles * nb2, 0, n_threads, "the tiled second moment")
 
 
 cdef int _mirror_tiles(const void *args, Py_ssize_t t, double *unused) noexcept nogil:

@@ -57,8 +57,6 @@ def second_moment_stats(X, domain=None, n_threads=None) -> Statistics:
     kw = {}
     if domain is not None:
         kw = dict(domain=domain.loader_array(), clip_target=clip_target(d, np.float64))
-    if d >= _moments.TILE_MIN_D and (domain is not None or X.dtype != np.float64):
-        kw["work"] = workspace((n, d))      # the tiles' row copy
     with blas_single_thread():
         _moments.second_moment(X, part_s2, part_s1, part_clip, nt, **kw)
     # exact (every entry the correctly rounded sum of its blocks; issue 34), over the lower
