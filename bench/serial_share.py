@@ -42,7 +42,13 @@ of an uninstrumented fit (same 2 and 102 iterations, best of ``--repeat``) minus
 of the instrumented one (the cost of its clock reads inside the timed calls subtracted); ``it``
 is that uninstrumented iteration.  Target: serial (clean) <= 0.1 ms::
 
-    python bench/serial_share.py --serial [--repeat 5]
+    python bench/serial_share.py --serial [--repeat 5] [--threads 2]
+
+With ``--threads T > 1`` two wall-clock columns follow: ``it@T``, an uninstrumented iteration's
+wall time at T threads, and ``serial wall``, that less the kernel calls' wall time at T threads
+(an instrumented fit's): what a T-thread machine waits on outside the kernels.  Since issue 41
+the full-covariance M-step runs its components over the threads too (the same bits), so this is
+below the one-thread CPU figure; a shared machine's wall clock is noisier than its CPU clock.
 """
 from __future__ import annotations
 
@@ -126,13 +132,23 @@ def _clock_pair(clock=time.thread_time, n=2000):
     return (clock() - t0) / n
 
 
-def print_serial(repeat):
+def wall_iteration(X, K, threads, repeat, counter):
+    """(iteration, kernel) wall ms per iteration at ``threads`` threads, from fits of 2 and 102
+    iterations (each the fastest of ``repeat``)."""
+    best = [min((_fit_times(X, K, J, threads, counter) for _ in range(repeat)), key=lambda r: r[1])
+            for J in (2, 102)]
+    return 1e3 * (best[1][1] - best[0][1]) / 100, 1e3 * (best[1][3] - best[0][3]) / 100
+
+
+def print_serial(repeat, threads=1):
     """The ``--serial`` table (module docstring)."""
-    clean = {}
+    clean, wall_it = {}, {}
     for n, d, K in SERIAL_SHAPES:          # before any wrapper is installed
         X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(n, d))
         _fit_times(X, K, 1, 1, _Clock())
         clean[n, d, K] = clean_iteration(X, K, repeat)
+        if threads > 1:
+            wall_it[n, d, K] = wall_iteration(X, K, threads, repeat, _Clock())[0]
     pair = _clock_pair()
     counter = _Clock()
     _stats._estep, _stats._contract = _Counting(_estep, counter, time.thread_time), \
@@ -146,8 +162,9 @@ def print_serial(repeat):
     print("# serial part of one private GMM iteration (full covariances, declared box), 1 thread, "
           "CPU ms per iteration; target serial (clean) <= 0.1 ms; left of '|' an instrumented fit "
           "(its timers inflate serial), right of it an uninstrumented one (module docstring)")
+    wall_head = f" | {f'it@{threads}':>7} {'serial wall':>11}" if threads > 1 else ""
     print(f"{'shape (n, d, K)':>18} {'iteration':>9} {'kernel':>7} {'serial':>7} {'release':>8} {'(keys)':>7} "
-          f"{'M-step':>7} {'E-face':>7} {'loop':>7} | {'it':>6} {'clean':>6}")
+          f"{'M-step':>7} {'E-face':>7} {'loop':>7} | {'it':>6} {'clean':>6}{wall_head}")
     for n, d, K in SERIAL_SHAPES:
         X = np.random.default_rng(0).uniform(-1.0, 1.0, size=(n, d))
         _fit_times(X, K, 1, 1, counter)
@@ -157,9 +174,12 @@ def print_serial(repeat):
         loop = serial - p.get("release", 0.0) - p.get("mstep", 0.0) - face
         kernel = p["kernel"] - 1e3 * pair * p["calls"]      # the timed calls' own clock reads out
         it = clean[n, d, K]
+        wall = ""
+        if threads > 1:         # the uninstrumented wall iteration less the kernel calls' wall
+            wall = f" | {wall_it[n, d, K]:7.3f} {wall_it[n, d, K] - wall_iteration(X, K, threads, repeat, counter)[1]:11.3f}"
         print(f"{str((n, d, K)):>18} {p['total']:9.3f} {p['kernel']:7.3f} {serial:7.3f} {p.get('release', 0):8.3f} "
               f"{p.get('keys', 0):7.3f} {p.get('mstep', 0):7.3f} {face:7.3f} {loop:7.3f} | {it:6.3f} "
-              f"{it - kernel:6.3f}", flush=True)
+              f"{it - kernel:6.3f}{wall}", flush=True)
 
 
 def _fit_times(X, K, J, threads, counter, clock=time.process_time):
@@ -204,7 +224,7 @@ def main(argv=None):
     p.add_argument("--serial", action="store_true", help="the serial part of an iteration at small n (issue 26)")
     args = p.parse_args(argv)
     if args.serial:
-        print_serial(args.repeat)
+        print_serial(args.repeat, args.threads)
         return
     counter = _Clock()
     _stats._estep, _stats._contract = _Counting(_estep, counter), _Counting(_contract, counter)

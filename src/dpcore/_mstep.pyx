@@ -31,6 +31,10 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dsyevd, dsytd2, dsteqr, dorm2r, dpotrf, dtrtrs
 from scipy.linalg.cython_blas cimport dgemm
 
+import numpy as np
+
+from ._driver cimport run_blocks
+
 # the mixing-weight floor of mixture._common (WEIGHT_FLOOR)
 cdef double _WEIGHT_FLOOR = 1e-12
 # dsyevd's own steps are called directly (:func:`_eigh_lower`) for 2 <= d <= _DIRECT_MAX_D:
@@ -42,6 +46,10 @@ cdef int _DIRECT_MAX_D = 25
 # [sqrt(safmin / eps), sqrt(eps / safmin)] = [2^-485, 2^485] (a NaN, zero or extreme matrix
 # goes through dsyevd itself)
 cdef double _DIRECT_LOW = 2.0 ** -400, _DIRECT_HIGH = 2.0 ** 400
+# below this many features a component's steps (~1 us at d = 5) cost less than handing the
+# components to other threads: one thread (the same bits either way)
+cdef int _PARALLEL_MIN_D = 6
+PARALLEL_MIN_D = _PARALLEL_MIN_D
 
 
 cdef inline double _sum_squares(const double *x, Py_ssize_t n) noexcept nogil:
@@ -164,6 +172,114 @@ cdef int _project_psd(double *S, double floor, int d, double *V, double *w, doub
     return 0
 
 
+cdef struct _MArgs:
+    const double *nk            # (K,) noisy counts
+    const double *s1            # (K, d) noisy first moments
+    const double *s2            # (K, d, d) noisy second moments
+    const double *box           # (d,) box image half-widths, or NULL
+    const double *bsq           # (d,) the box's variance caps b_i² (b_i ≤ 1), or NULL
+    double *means               # (K, d) OUT
+    double *covs                # (K, d, d) OUT
+    double *prec                # (K, d, d) OUT
+    int *stage                  # (K,) OUT: 0, or the step that failed (module docstring)
+    int *info                   # (K,) OUT: LAPACK's info of that step
+    int d, lwork, liwork
+    double count_floor, sd1, sigma2, low, cap
+
+
+cdef int _component(const void *args, Py_ssize_t k, double *scratch) noexcept nogil:
+    """Steps 2-5 of component ``k`` (module docstring), with the calling thread's scratch
+    (``2 d² + d + lwork`` doubles, then ``liwork`` ints).  Reads component k's statistics and
+    the public constants, writes component k's outputs and its status only: which thread runs
+    it never changes a bit."""
+    cdef const _MArgs *a = <const _MArgs *> args
+    cdef int d = a.d, i, j, info = 0
+    cdef double x, sq, f, floor, nf
+    cdef double *V = scratch
+    cdef double *S = scratch + d * d
+    cdef double *w = scratch + 2 * d * d
+    cdef double *work = w + d
+    cdef int *iwork = <int *> (work + a.lwork)
+    cdef double *mu = a.means + k * d
+    cdef const double *s1 = a.s1 + k * d
+    cdef const double *s2 = a.s2 + k * d * d
+    cdef double *ck = a.covs + k * d * d
+    cdef char uplo = b'L', diag_n = b'N'
+    a.stage[k] = 0
+    a.info[k] = 0
+    nf = a.nk[k] if a.nk[k] > a.count_floor else a.count_floor
+    # means: S1 / Ñ, James-Stein factor, box clip, unit ball
+    for i in range(d):
+        mu[i] = s1[i] / nf
+    sq = _sum_squares(mu, d)
+    if d >= 3:
+        x = a.sd1 / nf
+        if sq > 0:
+            f = 1.0 - (d - 2) * (x * x) / sq
+            f = f if f > 0.0 else 0.0
+        else:
+            f = 0.0
+        for i in range(d):
+            mu[i] = mu[i] * f
+    if a.box != NULL:
+        for i in range(d):
+            x = mu[i]
+            if x < -a.box[i]:
+                x = -a.box[i]
+            if x > a.box[i]:
+                x = a.box[i]
+            mu[i] = x
+    sq = sqrt(_sum_squares(mu, d))
+    if sq > 1.0:
+        for i in range(d):
+            mu[i] = mu[i] / sq
+    # covariances
+    for i in range(d):
+        for j in range(d):
+            S[i * d + j] = s2[i * d + j] / nf - mu[i] * mu[j]
+    x = a.sigma2 / nf
+    floor = a.cap if x > a.cap else x
+    floor = a.low if a.low > floor else floor
+    floor = floor if floor < 1.0 else 1.0
+    info = _project_psd(S, floor, d, V, w, work, a.lwork, iwork, a.liwork, ck)
+    if info != 0:
+        a.stage[k], a.info[k] = 1, info
+        return 0
+    if a.box != NULL:
+        for i in range(d):
+            x = a.bsq[i] / ck[i * d + i]
+            w[i] = sqrt(x if x < 1.0 else 1.0)
+        for i in range(d):
+            for j in range(d):
+                ck[i * d + j] = ck[i * d + j] * w[i] * w[j]
+    # 5. precision Cholesky factor: L = chol(Σ), P = L⁻ᵀ
+    for i in range(d * d):
+        if not isfinite(ck[i]):
+            a.stage[k] = 2
+            return 0
+    # column-major copy (as scipy's wrapper passes it: its lower triangle is the row-major
+    # matrix's lower triangle; the rebuilt Σ need not be bit-symmetric)
+    for i in range(d):
+        for j in range(d):
+            V[i + j * d] = ck[i * d + j]
+    dpotrf(&uplo, &d, V, &d, &info)
+    if info != 0:
+        a.stage[k], a.info[k] = 3, info
+        return 0
+    for j in range(d):                                    # clean=1: zero the upper
+        for i in range(j):
+            V[i + j * d] = 0.0
+    memset(S, 0, d * d * sizeof(double))
+    for i in range(d):
+        S[i + i * d] = 1.0
+    dtrtrs(&uplo, &diag_n, &diag_n, &d, &d, V, &d, S, &d, &info)
+    if info != 0:
+        a.stage[k], a.info[k] = 4, info
+        return 0
+    memcpy(a.prec + k * d * d, S, d * d * sizeof(double))  # L⁻¹ column-major = L⁻ᵀ row-major
+    return 0
+
+
 def full_m_step(const double[::1] nk,            # IN  (K,) noisy counts
                 const double[:, ::1] s1,         # IN  (K, d) noisy first moments
                 const double[:, :, ::1] s2,      # IN  (K, d, d) noisy second moments
@@ -175,27 +291,28 @@ def full_m_step(const double[::1] nk,            # IN  (K,) noisy counts
                 double[::1] weights,             # OUT (K,)
                 double[:, ::1] means,            # OUT (K, d)
                 double[:, :, ::1] covs,          # OUT (K, d, d)
-                double[:, :, ::1] prec_chol):    # OUT (K, d, d) precision Cholesky factors
+                double[:, :, ::1] prec_chol,     # OUT (K, d, d) precision Cholesky factors
+                int n_threads=1):
     """Weights, means, covariances and precision Cholesky factors from noisy statistics (see
-    the module docstring).  Raises ``numpy.linalg.LinAlgError`` as the numpy path does.
+    the module docstring).  Raises ``numpy.linalg.LinAlgError`` as the numpy path does (for
+    the first component, in order, whose step fails).
+
+    The components (steps 2-5) run as tasks of the kernels' driver over at most
+    ``n_threads`` threads: each reads its own statistics and writes its own outputs, so the
+    result is the same, bit for bit, for every thread count (issue 41: the M-step is what
+    many cores wait on between two E-steps).
 
     Equivalent to: ``private_m_step(nk, s1, s2, releases, reg_covar, None, domain, "full")``
     then ``compute_precision_cholesky(covs)`` (``mixture._gmm_mstep``).
     """
     cdef int K = <int> s1.shape[0], d = <int> s1.shape[1]
-    cdef int k, i, j, info = 0, lwork = -1, liwork = -1, iw_query = 0, stage = 0
-    cdef double total, x, sq, f, cap, floor, b, nf
+    cdef int k, i, info = 0, lwork = -1, liwork = -1, iw_query = 0, stage = 0
+    cdef double total, x, b
     cdef double work_query = 0.0
-    cdef double *buf = NULL
-    cdef double *V
-    cdef double *w
-    cdef double *S
-    cdef double *work
     cdef double *bsq = NULL
-    cdef double *ck
-    cdef int *iwork = NULL
-    cdef char jobz = b'V', uplo = b'L', diag_n = b'N'
+    cdef char jobz = b'V', uplo = b'L'
     cdef bint has_box = box is not None
+    cdef _MArgs a
     if (nk.shape[0] != K or s2.shape[0] != K or s2.shape[1] != d or s2.shape[2] != d
             or weights.shape[0] != K or means.shape[0] != K or means.shape[1] != d
             or covs.shape[0] != K or covs.shape[1] != d or covs.shape[2] != d
@@ -207,115 +324,47 @@ def full_m_step(const double[::1] nk,            # IN  (K,) noisy counts
     # workspace query of dsyevd (as numpy.linalg.eigh sizes it)
     dsyevd(&jobz, &uplo, &d, &work_query, &d, &work_query, &work_query, &lwork, &iw_query, &liwork, &info)
     lwork = <int> work_query
-    liwork = iw_query
-    buf = <double *> malloc((3 * d * d + d + lwork + d) * sizeof(double))
-    iwork = <int *> malloc(max(1, liwork) * sizeof(int))
-    if buf == NULL or iwork == NULL:
-        free(buf)
-        free(iwork)
-        raise MemoryError("full_m_step: workspace")
-    V, S, w = buf, buf + d * d, buf + 2 * d * d
-    work, bsq = buf + 2 * d * d + d, buf + 2 * d * d + d + lwork
-    try:
-        with nogil:
-            # 1. weights from the counts
-            total = 0.0
-            for k in range(K):
-                x = nk[k] if nk[k] > 0.0 else 0.0
-                weights[k] = x
-                total = x if k == 0 else total + x
-            for k in range(K):
-                x = weights[k] / total if total > 0 else 1.0 / K
-                weights[k] = x if x > _WEIGHT_FLOOR else _WEIGHT_FLOOR
-            total = weights[0]
-            for k in range(1, K):
-                total = total + weights[k]
-            for k in range(K):
-                weights[k] = weights[k] / total
-            # 3. the box and its variance cap (b_i² with b_i ≤ 1; cap = min_i b_i²)
-            cap = 1.0
-            if has_box:
-                for i in range(d):
-                    b = box[i] if box[i] < 1.0 else 1.0
-                    bsq[i] = b * b
-                    if i == 0 or bsq[i] < cap:
-                        cap = bsq[i]
-            for k in range(K):
-                nf = nk[k] if nk[k] > count_floor else count_floor
-                # means: S1 / Ñ, James-Stein factor, box clip, unit ball
-                for i in range(d):
-                    means[k, i] = s1[k, i] / nf
-                sq = _sum_squares(&means[k, 0], d)
-                if d >= 3:
-                    x = sd1 / nf
-                    if sq > 0:
-                        f = 1.0 - (d - 2) * (x * x) / sq
-                        f = f if f > 0.0 else 0.0
-                    else:
-                        f = 0.0
-                    for i in range(d):
-                        means[k, i] = means[k, i] * f
-                if has_box:
-                    for i in range(d):
-                        x = means[k, i]
-                        if x < -box[i]:
-                            x = -box[i]
-                        if x > box[i]:
-                            x = box[i]
-                        means[k, i] = x
-                sq = sqrt(_sum_squares(&means[k, 0], d))
-                if sq > 1.0:
-                    for i in range(d):
-                        means[k, i] = means[k, i] / sq
-                # covariances
-                for i in range(d):
-                    for j in range(d):
-                        S[i * d + j] = s2[k, i, j] / nf - means[k, i] * means[k, j]
-                x = sigma2 / nf
-                floor = cap if x > cap else x
-                floor = low if low > floor else floor
-                floor = floor if floor < 1.0 else 1.0
-                info = _project_psd(S, floor, d, V, w, work, lwork, iwork, liwork, &covs[k, 0, 0])
-                if info != 0:
-                    stage = 1
-                    break
-                if has_box:
-                    for i in range(d):
-                        x = bsq[i] / covs[k, i, i]
-                        w[i] = sqrt(x if x < 1.0 else 1.0)
-                    for i in range(d):
-                        for j in range(d):
-                            covs[k, i, j] = covs[k, i, j] * w[i] * w[j]
-                # 5. precision Cholesky factor: L = chol(Σ), P = L⁻ᵀ
-                ck = &covs[k, 0, 0]
-                for i in range(d * d):
-                    if not isfinite(ck[i]):
-                        stage = 2
-                if stage:
-                    break
-                # column-major copy (as scipy's wrapper passes it: its lower triangle is the
-                # row-major matrix's lower triangle; the rebuilt Σ need not be bit-symmetric)
-                for i in range(d):
-                    for j in range(d):
-                        V[i + j * d] = ck[i * d + j]
-                dpotrf(&uplo, &d, V, &d, &info)
-                if info != 0:
-                    stage = 3
-                    break
-                for j in range(d):                                    # clean=1: zero the upper
-                    for i in range(j):
-                        V[i + j * d] = 0.0
-                memset(S, 0, d * d * sizeof(double))
-                for i in range(d):
-                    S[i + i * d] = 1.0
-                dtrtrs(&uplo, &diag_n, &diag_n, &d, &d, V, &d, S, &d, &info)
-                if info != 0:
-                    stage = 4
-                    break
-                memcpy(&prec_chol[k, 0, 0], S, d * d * sizeof(double))  # L⁻¹ column-major = L⁻ᵀ row-major
-    finally:
-        free(buf)
-        free(iwork)
+    liwork = iw_query if iw_query > 1 else 1
+    status = np.zeros((2, K), dtype=np.intc)
+    cdef int[:, ::1] st = status
+    bsq_arr = np.empty(d) if has_box else None
+    cdef double[::1] bsq_v
+    # 1. weights from the counts
+    total = 0.0
+    for k in range(K):
+        x = nk[k] if nk[k] > 0.0 else 0.0
+        weights[k] = x
+        total = x if k == 0 else total + x
+    for k in range(K):
+        x = weights[k] / total if total > 0 else 1.0 / K
+        weights[k] = x if x > _WEIGHT_FLOOR else _WEIGHT_FLOOR
+    total = weights[0]
+    for k in range(1, K):
+        total = total + weights[k]
+    for k in range(K):
+        weights[k] = weights[k] / total
+    # 3. the box and its variance cap (b_i² with b_i ≤ 1; cap = min_i b_i²)
+    a.cap = 1.0
+    if has_box:
+        bsq_v = bsq_arr
+        bsq = &bsq_v[0]
+        for i in range(d):
+            b = box[i] if box[i] < 1.0 else 1.0
+            bsq[i] = b * b
+            if i == 0 or bsq[i] < a.cap:
+                a.cap = bsq[i]
+    a.nk, a.s1, a.s2 = &nk[0], &s1[0, 0], &s2[0, 0, 0]
+    a.box, a.bsq = (&box[0] if has_box else NULL), bsq
+    a.means, a.covs, a.prec = &means[0, 0], &covs[0, 0, 0], &prec_chol[0, 0, 0]
+    a.stage, a.info = &st[0, 0], &st[1, 0]
+    a.d, a.lwork, a.liwork = d, lwork, liwork
+    a.count_floor, a.sd1, a.sigma2, a.low = count_floor, sd1, sigma2, low
+    run_blocks(_component, &a, K, 2 * d * d + d + lwork + (liwork + 1) // 2,
+               n_threads if d >= _PARALLEL_MIN_D else 1, "the M-step's workspace")
+    for k in range(K):
+        if st[0, k]:
+            stage, info = st[0, k], st[1, k]
+            break
     if stage:
         from numpy.linalg import LinAlgError
         if stage == 1:

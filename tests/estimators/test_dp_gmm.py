@@ -363,12 +363,37 @@ def test_compiled_full_m_step_equals_the_numpy_m_step(K, d, box):
             assert_allclose(a, b, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize("K, d, box", [(9, 12, True), (5, 10, False), (3, 6, True), (4, 3, False), (6, 40, True)])
+def test_compiled_full_m_step_is_the_same_for_every_thread_count(K, d, box):
+    """Issue 41: the compiled M-step runs its components over the kernels' driver; each
+    component's outputs are its own, so 1, 2, 3 and 8 threads give the same bits, and a
+    failing step raises the same error whatever thread ran it."""
+    from dpem_fast._kernels.gmm import full_m_step
+
+    rng = np.random.default_rng(41 + K * d)
+    b = np.full(d, 0.3) if box else None
+    for _ in range(5):
+        nk, s1, s2 = _noisy_gmm_stats(rng, K, d)
+        got = [full_m_step(nk, s1, s2, 15.0, 0.05, 0.5, 1e-6, b, n_threads=t) for t in (1, 2, 3, 8)]
+        for other in got[1:]:
+            for a, c in zip(got[0], other):
+                assert_array_equal(a, c)
+    s2 = s2.copy()
+    s2[K // 2, 0, 0] = np.nan
+    errors = []
+    for t in (1, 4):
+        with pytest.raises(ValueError) as e:      # (LinAlgError is one)
+            full_m_step(nk, s1, s2, 15.0, 0.05, 0.5, 1e-6, b, n_threads=t)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1]
+
+
 def test_compiled_m_step_keeps_seeded_fits():
     """Seeded private fits through the compiled update equal those through the numpy M-step
     (the seeded-output contract, issue 26)."""
     from dpem_fast.mixture import _dp_gmm, _gmm_mstep
 
-    def numpy_step(nk, s1, s2, releases, reg_covar, domain=None):
+    def numpy_step(nk, s1, s2, releases, reg_covar, domain=None, n_threads=1):
         w, m, c = _gmm_mstep.private_m_step(nk, s1, s2, releases, reg_covar, None, domain, "full")
         return w, m, c, _gmm_mstep.compute_precision_cholesky(c)
 

@@ -461,7 +461,7 @@ class PrivateEM(ModelHooks, PrivateEstimator):
                 n_clipped = stats.n_clipped
                 noisy = layer.release({name: stats[name] for name in names}, it)
                 seen, releases = tail.add(it, noisy)
-                ctx = Context(it, releases, n_public, domain)
+                ctx = Context(it, releases, n_public, domain, n_threads)
                 params = self._update(seen, params, ctx)
                 progress.step()
             params = self._finish(params, seen, ctx)

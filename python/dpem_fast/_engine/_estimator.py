@@ -69,12 +69,16 @@ class Context:
         The fit's data domain (declared, or released by the private estimate; a
         ``bounds="from_data"`` fit is flagged not private), for projections into its image
         (:func:`~dpem_fast._preprocess.project_into_domain`); None for a fixed-domain model.
+    n_threads : int
+        The threads the fit's kernels use (public), which the update's compiled
+        post-processing may use too; its result never depends on it.
     """
 
     t: int
     releases: dict
     n_public: int | None = None
     domain: object = None
+    n_threads: int = 1
 
 
 class PrivateEstimator(Registered, BaseEstimator):

@@ -388,13 +388,15 @@ def predict_log_resp_diag(X, weights, means, prec_diag, n_threads=None):
     return out, ll
 
 
-def full_m_step(nk, s1, s2, count_floor, sd1, sigma2, low, box=None):
+def full_m_step(nk, s1, s2, count_floor, sd1, sigma2, low, box=None, n_threads=1):
     """The private full-covariance M-step and precision Cholesky factors in one compiled call
     (:mod:`dpem_fast._dpcore._mstep`; post-processing of noisy statistics).
 
     ``count_floor``, ``sd1``, ``sigma2``, ``low``: the counts' floor ``max(1, 3 σ_N)``, the
     noise sd of a first-moment coordinate, the second moments' noise scale and the eigenvalue
-    floor's lowest value; ``box``: the box image's half-widths (None: the unit ball).
+    floor's lowest value; ``box``: the box image's half-widths (None: the unit ball);
+    ``n_threads``: the components run over at most this many threads (the result does not
+    depend on it).
 
     Returns
     -------
@@ -409,8 +411,12 @@ def full_m_step(nk, s1, s2, count_floor, sd1, sigma2, low, box=None):
     K, d = s1.shape
     weights, means = np.empty(K), np.empty((K, d))
     covs, prec_chol = np.empty((K, d, d)), np.empty((K, d, d))
-    _mstep.full_m_step(np.ascontiguousarray(nk, dtype=np.float64), s1, np.ascontiguousarray(s2, dtype=np.float64),
-                       float(count_floor), float(sd1), float(sigma2), float(low),
-                       None if box is None else np.ascontiguousarray(box, dtype=np.float64),
-                       weights, means, covs, prec_chol)
+    n_threads = effective_n_threads(n_threads)
+    # LAPACK/BLAS from every thread: held to one thread each (the engine's loop holds it
+    # already: then free; a multithreaded BLAS called from OpenMP threads stalls for ms)
+    with blas_single_thread(n_threads > 1 and K > 1 and d >= _mstep.PARALLEL_MIN_D):
+        _mstep.full_m_step(np.ascontiguousarray(nk, dtype=np.float64), s1, np.ascontiguousarray(s2, dtype=np.float64),
+                           float(count_floor), float(sd1), float(sigma2), float(low),
+                           None if box is None else np.ascontiguousarray(box, dtype=np.float64),
+                           weights, means, covs, prec_chol, n_threads)
     return weights, means, covs, prec_chol

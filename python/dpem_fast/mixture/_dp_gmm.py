@@ -455,7 +455,7 @@ class DPGaussianMixture(MixtureInferenceMixin, PrivateEM):
         if self.covariance_type == "full" and self.estimator == "mle":
             # the same M-step and factors, compiled (the serial part of an iteration; issue 26)
             return private_full_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,
-                                     ctx.domain)
+                                     ctx.domain, ctx.n_threads)
         # MLE or MAP (:mod:`dpem_fast.mixture._gmm_mstep`), means moved into the image of the domain
         prior = map_prior(self.prior, noisy[FIRST].shape[1]) if self.estimator == "map" else None
         weights, means, covs = private_m_step(noisy[COUNTS], noisy[FIRST], noisy[SECOND], ctx.releases, self.reg_covar,

@@ -144,15 +144,15 @@ def private_m_step(nk, s1, s2, releases, reg_covar, prior=None, domain=None, cov
     return weights, means, covs
 
 
-def private_full_step(nk, s1, s2, releases, reg_covar, domain=None):
+def private_full_step(nk, s1, s2, releases, reg_covar, domain=None, n_threads=1):
     """:func:`private_m_step` (maximum likelihood, ``covariance_type="full"``) and
     :func:`compute_precision_cholesky` in one compiled call (issue 26: the serial part of a
-    private iteration); the same values, bit for bit where the builds' sums agree (the
-    tests compare both).  Returns ``(weights, means, covariances, precision Cholesky
-    factors)``."""
+    private iteration), its components over at most ``n_threads`` threads (issue 41); the
+    same values, bit for bit where the builds' sums agree (the tests compare both), for every
+    thread count.  Returns ``(weights, means, covariances, precision Cholesky factors)``."""
     box = None if domain is None else domain.box_image
     return full_m_step(nk, s1, s2, count_floor(releases[COUNTS]), noise_std(releases[FIRST]),
-                       releases[SECOND].noise_scale, max(reg_covar, 1e-6), box)
+                       releases[SECOND].noise_scale, max(reg_covar, 1e-6), box, n_threads)
 
 
 def exact_m_step(stats, reg_covar, covariance_type="full"):
