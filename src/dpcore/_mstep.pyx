@@ -22,8 +22,9 @@ Elementwise steps follow numpy's operation order, the weights' sums run left to 
 numpy's for fewer than 8 components, and the squared norms follow numpy's einsum order
 (:func:`_sum_squares`); the eigendecomposition, the rebuild and the Cholesky factors call
 the LAPACK/BLAS routines the numpy path calls (scipy's build of them).  Where a build
-groups a sum differently the results agree to rounding (the tests check both).  Serial
-code: the same for any thread count.
+groups a sum differently the results agree to rounding (the tests check both).  Steps 2-5
+run per component, one task of the kernels' driver each (issue 41), every task reading its own
+component's statistics and writing its own outputs: the same bits for any thread count.
 """
 from libc.math cimport sqrt, isfinite
 from libc.stdlib cimport malloc, free
