@@ -27,7 +27,6 @@ run per component, one task of the kernels' driver each (issue 41), every task r
 component's statistics and writing its own outputs: the same bits for any thread count.
 """
 from libc.math cimport sqrt, isfinite
-from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dsyevd, dsytd2, dsteqr, dorm2r, dpotrf, dtrtrs
 from scipy.linalg.cython_blas cimport dgemm
@@ -50,7 +49,15 @@ cdef double _DIRECT_LOW = 2.0 ** -400, _DIRECT_HIGH = 2.0 ** 400
 # below this many features a component's steps (~1 us at d = 5) cost less than handing the
 # components to other threads: one thread (the same bits either way)
 cdef int _PARALLEL_MIN_D = 6
-PARALLEL_MIN_D = _PARALLEL_MIN_D
+
+
+cpdef int component_threads(int K, int d, int n_threads) noexcept:
+    """The threads :func:`full_m_step` runs its ``K`` components over (at most ``n_threads``,
+    one below ``_PARALLEL_MIN_D`` features), as the kernels' driver clamps them: a caller that
+    must prepare for a threaded call (BLAS held to one thread) asks here."""
+    if d < _PARALLEL_MIN_D or n_threads < 1:
+        return 1
+    return n_threads if n_threads < K else (K if K > 1 else 1)
 
 
 cdef inline double _sum_squares(const double *x, Py_ssize_t n) noexcept nogil:
@@ -182,8 +189,8 @@ cdef struct _MArgs:
     double *means               # (K, d) OUT
     double *covs                # (K, d, d) OUT
     double *prec                # (K, d, d) OUT
-    int *stage                  # (K,) OUT: 0, or the step that failed (module docstring)
-    int *info                   # (K,) OUT: LAPACK's info of that step
+    int *stage                  # (K,) OUT (zeroed by the caller): the step that failed, or 0
+    int *info                   # (K,) OUT (zeroed by the caller): LAPACK's info of that step
     int d, lwork, liwork
     double count_floor, sd1, sigma2, low, cap
 
@@ -206,8 +213,6 @@ cdef int _component(const void *args, Py_ssize_t k, double *scratch) noexcept no
     cdef const double *s2 = a.s2 + k * d * d
     cdef double *ck = a.covs + k * d * d
     cdef char uplo = b'L', diag_n = b'N'
-    a.stage[k] = 0
-    a.info[k] = 0
     nf = a.nk[k] if a.nk[k] > a.count_floor else a.count_floor
     # means: S1 / Ñ, James-Stein factor, box clip, unit ball
     for i in range(d):
@@ -361,7 +366,7 @@ def full_m_step(const double[::1] nk,            # IN  (K,) noisy counts
     a.d, a.lwork, a.liwork = d, lwork, liwork
     a.count_floor, a.sd1, a.sigma2, a.low = count_floor, sd1, sigma2, low
     run_blocks(_component, &a, K, 2 * d * d + d + lwork + (liwork + 1) // 2,
-               n_threads if d >= _PARALLEL_MIN_D else 1, "the M-step's workspace")
+               component_threads(K, d, n_threads), "the M-step's workspace")
     for k in range(K):
         if st[0, k]:
             stage, info = st[0, k], st[1, k]

@@ -414,7 +414,7 @@ def full_m_step(nk, s1, s2, count_floor, sd1, sigma2, low, box=None, n_threads=1
     n_threads = effective_n_threads(n_threads)
     # LAPACK/BLAS from every thread: held to one thread each (the engine's loop holds it
     # already: then free; a multithreaded BLAS called from OpenMP threads stalls for ms)
-    with blas_single_thread(n_threads > 1 and K > 1 and d >= _mstep.PARALLEL_MIN_D):
+    with blas_single_thread(_mstep.component_threads(K, d, n_threads) > 1):
         _mstep.full_m_step(np.ascontiguousarray(nk, dtype=np.float64), s1, np.ascontiguousarray(s2, dtype=np.float64),
                            float(count_floor), float(sd1), float(sigma2), float(low),
                            None if box is None else np.ascontiguousarray(box, dtype=np.float64),
